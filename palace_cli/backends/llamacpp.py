@@ -1,0 +1,144 @@
+"""llama.cpp backends (llama-cpp-python), imported lazily so `import palace_cli` stays fast."""
+
+from __future__ import annotations
+
+import collections
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import ModelError
+from . import Embedder, Generator, file_model_id
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# llama.cpp logs to stderr from C; keep its recent errors to explain a failed load.
+_LOG_TAIL: collections.deque[str] = collections.deque(maxlen=20)
+_log_callback = None  # the ctypes callback must outlive every call into llama.cpp
+
+
+def _llama_cpp():
+    """Import llama_cpp with its C logging routed into _LOG_TAIL instead of stderr."""
+    global _log_callback
+    try:
+        import llama_cpp
+    except ImportError as e:
+        raise ModelError(
+            "llama-cpp-python is not installed; install palace with its models extra "
+            "(pip install 'palace[models]')"
+        ) from e
+    if _log_callback is None:
+
+        @llama_cpp.llama_log_callback
+        def _log(level, text, user_data):
+            line = text.decode("utf-8", "replace").strip()
+            if line and level == 4:  # GGML_LOG_LEVEL_ERROR
+                _LOG_TAIL.append(line)
+
+        _log_callback = _log
+        llama_cpp.llama_log_set(_log_callback, None)
+    return llama_cpp
+
+
+def _open(path: Path, **params):
+    llama_cpp = _llama_cpp()
+    _LOG_TAIL.clear()
+    try:
+        return llama_cpp.Llama(
+            model_path=str(path), verbose=False, n_threads=os.cpu_count() or 1, **params
+        )
+    except (ValueError, RuntimeError) as e:
+        detail = _LOG_TAIL[0] if _LOG_TAIL else str(e)
+        raise ModelError(f"{path}: not a usable GGUF model ({detail})") from e
+
+
+class LlamaCppEmbedder(Embedder):
+    """Sentence embeddings from a GGUF encoder (mean pooling, unit-length float32 rows)."""
+
+    def __init__(self, path: Path, *, n_ctx: int = 512):
+        llama_cpp = _llama_cpp()
+        self.path = Path(path)
+        self.model_id = file_model_id(self.path)
+        self._llm = _open(
+            self.path, embedding=True, n_ctx=n_ctx, n_batch=n_ctx, n_ubatch=n_ctx,
+            pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN,
+        )
+        self.dim = self._llm.n_embd()
+        self.n_ctx = self._llm.n_ctx()
+        self._max_seqs = self._llm.context_params.n_seq_max
+
+    def tokenize(self, text: str) -> list[int]:
+        """Return the token ids for `text`, with [CLS]/[SEP], cut to the context size."""
+        tokens = self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=False)
+        if len(tokens) > self.n_ctx:
+            # keep the closing [SEP]: the model was trained with it
+            tokens = tokens[: self.n_ctx - 1] + tokens[-1:]
+        return tokens
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        """Return a float32 (len(texts), dim) array of L2-normalised embeddings."""
+        import numpy as np
+
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        pending: list[int] = []  # indices of texts in the batch being filled
+        n_tokens = 0
+        for i, text in enumerate(texts):
+            tokens = self.tokenize(text)
+            if pending and (n_tokens + len(tokens) > self.n_ctx or len(pending) >= self._max_seqs):
+                self._decode(pending, out)
+                pending, n_tokens = [], 0
+            self._llm._batch.add_sequence(tokens, len(pending), True)
+            pending.append(i)
+            n_tokens += len(tokens)
+        if pending:
+            self._decode(pending, out)
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.maximum(norms, 1e-12)
+
+    def _decode(self, rows: list[int], out) -> None:
+        # The same steps as Llama.embed, which takes only strings and would cut
+        # off the closing [SEP] when truncating.
+        import numpy as np
+
+        llama_cpp = _llama_cpp()
+        ctx = self._llm._ctx
+        ctx.kv_cache_clear()
+        try:
+            ctx.decode(self._llm._batch)
+        finally:
+            self._llm._batch.reset()
+        for seq, row in enumerate(rows):
+            ptr = llama_cpp.llama_get_embeddings_seq(ctx.ctx, seq)
+            out[row] = np.ctypeslib.as_array(ptr, shape=(self.dim,))
+
+
+class LlamaCppGenerator(Generator):
+    """Chat completions from a GGUF instruct model, using the model's own chat template."""
+
+    def __init__(self, path: Path, *, n_ctx: int = 4096, seed: int = 0):
+        self.path = Path(path)
+        self.model_id = file_model_id(self.path)
+        self.seed = seed
+        self._llm = _open(self.path, n_ctx=n_ctx, seed=seed)
+
+    def complete(
+        self,
+        prompt: str,
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        stop: list[str] | None = None,
+    ) -> str:
+        """Return the model's reply to `prompt` as one user message (greedy at temperature 0)."""
+        try:
+            result = self._llm.create_chat_completion(
+                messages=[{"role": "user", "content": prompt}],
+                max_tokens=max_tokens,
+                temperature=temperature,
+                seed=self.seed,
+                stop=stop or [],
+            )
+        except ValueError as e:  # e.g. the prompt does not fit the context
+            raise ModelError(f"{self.model_id}: {e}") from e
+        return (result["choices"][0]["message"]["content"] or "").strip()

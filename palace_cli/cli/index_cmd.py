@@ -1,0 +1,71 @@
+"""Commands that build and read the search indexes: index, search."""
+
+from __future__ import annotations
+
+import click
+
+from .. import render
+from ..refresh import refresh, stale
+from . import pass_ctx
+
+
+def refresh_with_progress(palace, rebuild: bool = False):
+    """Run refresh with a rich progress bar on stderr when there is real work."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=render.err, transient=True) as bar:
+        tasks = {}
+
+        def progress(stage, done, total):
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done, total=total)
+
+        return refresh(palace, progress=progress, rebuild=rebuild)
+
+
+def report_problems_once(report) -> None:
+    """One stderr line counting unreadable notes, so they are never silently skipped."""
+    if report.problems:
+        render.warn(f"{len(report.problems)} note(s) could not be indexed; run `palace lint` for details")
+
+
+@click.command()
+@click.option("--rebuild", is_flag=True, help="Drop the caches under .palace/ and rebuild everything.")
+@click.option("--check", is_flag=True, help="Change nothing; exit 1 when anything is stale.")
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@pass_ctx
+def index(ctx, rebuild, check, as_json):
+    """Refresh the search indexes and regenerate INDEX.md and index/*.md.
+
+    Example: palace index --check   # for CI and pre-commit hooks
+    """
+    palace = ctx.palace
+    if check:
+        items = stale(palace)
+        if as_json:
+            render.emit_json({"stale": items})
+        else:
+            for item in items:
+                render.out.print(item)
+            render.out.print("Everything is up to date." if not items else f"{len(items)} stale item(s).")
+        raise SystemExit(1 if items else 0)
+    report = refresh_with_progress(palace, rebuild=rebuild)
+    if as_json:
+        render.emit_json(report.as_dict())
+        return
+    render.out.print(
+        f"{len(report.added)} added, {len(report.updated)} updated, {len(report.removed)} removed, "
+        f"{report.unchanged} unchanged; index files written: {len(report.index_files)}"
+    )
+    if report.vectors:
+        render.out.print(f"embeddings: {report.vectors.embedded} computed, {report.vectors.kept} reused")
+        if report.vectors.model_changed_from:
+            render.warn(f"embedding model changed from {report.vectors.model_changed_from}: re-embedded every memory")
+    if report.dense != "on":
+        render.note(report.dense_reason)
+    render.problems(report.problems)
+
+
+COMMANDS = [index]

@@ -1,0 +1,48 @@
+"""Errors a person can read as they are; the CLI turns them into exit codes."""
+
+
+class PalaceError(Exception):
+    """Base for every error palace reports to a user (exit code 1)."""
+
+    exit_code = 1
+
+
+class NotAPalace(PalaceError):
+    """No palace.toml was found walking up from the starting directory."""
+
+
+class ConfigError(PalaceError):
+    """palace.toml or the user config could not be read."""
+
+
+class NoteError(PalaceError):
+    """A note could not be parsed or written; the message names the file and line."""
+
+    def __init__(self, path, message, line=None):
+        self.path = str(path)
+        self.line = line
+        self.reason = message
+        where = f"{self.path}:{line}" if line else self.path
+        super().__init__(f"{where}: {message}")
+
+
+class NotFound(PalaceError):
+    """A memory, domain or file asked for does not exist."""
+
+
+class Ambiguous(PalaceError):
+    """A name matched more than one memory."""
+
+
+class UsageError(PalaceError):
+    """Arguments that cannot work together (exit code 2)."""
+
+    exit_code = 2
+
+
+class ModelError(PalaceError):
+    """A model is missing, broken or could not be installed."""
+
+
+class ImportFailed(PalaceError):
+    """An import source is malformed; nothing was written."""

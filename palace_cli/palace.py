@@ -1,0 +1,233 @@
+"""Palace(root): the notes on disk and their domains. All note file I/O goes through here."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from difflib import SequenceMatcher
+from pathlib import Path
+
+from .config import PalaceConfig, find_root, load_config
+from .errors import Ambiguous, NoteError, NotFound
+from .notes import Memory, load_note
+
+MEMORIES = "memories"
+INDEX_DIR = "index"
+ROOT_INDEX = "INDEX.md"
+REVIEWS = "reviews"
+CACHE_DIR = ".palace"
+SKIPPED_DIRS = {".git", CACHE_DIR, "node_modules", ".venv", "__pycache__"}
+
+
+@dataclass
+class Problem:
+    """Something wrong in the palace, with where it is; `str()` is the one-line report."""
+
+    path: str
+    line: int | None
+    severity: str  # "error" or "warning"
+    code: str
+    message: str
+    fixable: bool = False
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else self.path
+        return f"{where}: {self.severity}: {self.message} [{self.code}]"
+
+    def as_dict(self) -> dict:
+        """JSON-ready form."""
+        return {"path": self.path, "line": self.line, "severity": self.severity, "code": self.code,
+                "message": self.message, "fixable": self.fixable}
+
+
+@dataclass
+class NoteFile:
+    """A candidate note file found on disk, with the stat fields used for incremental refresh."""
+
+    relpath: str
+    domain: str
+    mtime_ns: int
+    size: int
+
+
+@dataclass
+class Scan:
+    """Every readable memory (by id) and every problem found while reading."""
+
+    memories: dict[str, Memory] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+    def by_domain(self) -> dict[str, list[Memory]]:
+        """Memories grouped by domain, domains and memories sorted."""
+        grouped: dict[str, list[Memory]] = {}
+        for memory in sorted(self.memories.values(), key=lambda m: (m.domain, m.id)):
+            grouped.setdefault(memory.domain, []).append(memory)
+        return grouped
+
+
+class Palace:
+    """A palace rooted at a directory holding palace.toml."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root).resolve()
+        self.config: PalaceConfig = load_config(self.root)
+        self._scan: Scan | None = None
+
+    @classmethod
+    def find(cls, explicit: str | os.PathLike | None = None, start: Path | None = None) -> "Palace":
+        """The palace given explicitly, by $PALACE_DIR, or found walking up from cwd."""
+        return cls(find_root(start=start, explicit=explicit))
+
+    # ---- paths --------------------------------------------------------------------------------
+
+    @property
+    def memories_dir(self) -> Path:
+        return self.root / MEMORIES
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.root / CACHE_DIR
+
+    def rel(self, path: Path) -> str:
+        """Path relative to the root, forward slashes."""
+        return Path(os.path.relpath(path, self.root)).as_posix()
+
+    def inside(self, path: Path) -> bool:
+        """True when path (after resolving symlinks) is inside the palace root."""
+        try:
+            Path(os.path.realpath(path)).relative_to(self.root)
+            return True
+        except ValueError:
+            return False
+
+    # ---- discovery ----------------------------------------------------------------------------
+
+    def note_files(self, problems: list[Problem] | None = None) -> list[NoteFile]:
+        """Every `memories/<domain>/**/*.md` file, sorted; odd files are reported into problems."""
+        found: list[NoteFile] = []
+        report = problems if problems is not None else []
+        if not self.memories_dir.is_dir():
+            return found
+        stack = [self.memories_dir]
+        while stack:
+            directory = stack.pop()
+            try:
+                entries = list(os.scandir(directory))
+            except OSError as exc:
+                report.append(Problem(self.rel(Path(directory)), None, "error", "unreadable", f"cannot list: {exc.strerror}"))
+                continue
+            for entry in entries:
+                name = entry.name
+                if name.startswith(".") or name in SKIPPED_DIRS:
+                    continue  # editor swap files, temp files of atomic writes
+                path = Path(entry.path)
+                if entry.is_symlink() and not self.inside(path):
+                    report.append(Problem(self.rel(path), None, "error", "symlink-outside",
+                                          "symlink points outside the palace; not read"))
+                    continue
+                if entry.is_dir():
+                    stack.append(path)
+                    continue
+                if not name.endswith(".md"):
+                    continue
+                relpath = self.rel(path)
+                parts = relpath.split("/")
+                if len(parts) < 3:
+                    report.append(Problem(relpath, None, "error", "no-domain",
+                                          "note is not in a domain folder (memories/<domain>/<id>.md); not indexed"))
+                    continue
+                try:
+                    stat = entry.stat()
+                except OSError as exc:
+                    report.append(Problem(relpath, None, "error", "unreadable", f"cannot read: {exc.strerror}"))
+                    continue
+                found.append(NoteFile(relpath, parts[1], stat.st_mtime_ns, stat.st_size))
+        found.sort(key=lambda f: f.relpath)
+        return found
+
+    def stray_notes(self) -> list[Problem]:
+        """Markdown files with note frontmatter outside memories/: reported, never indexed."""
+        problems = []
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            rel_dir = self.rel(Path(dirpath))
+            dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS and not d.startswith(".")
+                                 and not (rel_dir == "." and d in (MEMORIES, INDEX_DIR)))
+            for name in sorted(filenames):
+                if not name.endswith(".md") or (rel_dir == "." and name in (ROOT_INDEX, "README.md")):
+                    continue
+                path = Path(dirpath) / name
+                try:
+                    head = path.read_bytes()[:2048].decode("utf-8", "replace")
+                except OSError:
+                    continue
+                if head.startswith("---") and re.search(r"^id\s*:", head, re.MULTILINE):
+                    problems.append(Problem(self.rel(path), 1, "warning", "outside-memories",
+                                            "looks like a note but is outside memories/; not indexed"))
+        return problems
+
+    def scan(self, cache: dict[str, tuple[int, int, Memory]] | None = None, force: bool = False) -> Scan:
+        """Read every note (reusing `cache` entries whose mtime and size match) and collect problems."""
+        if self._scan is not None and not force and cache is None:
+            return self._scan
+        result = Scan()
+        files = self.note_files(result.problems)
+        for note_file in files:
+            cached = cache.get(note_file.relpath) if cache else None
+            if cached and cached[0] == note_file.mtime_ns and cached[1] == note_file.size:
+                memory = cached[2]
+            else:
+                try:
+                    memory = load_note(self.root, note_file.relpath, note_file.domain)
+                except NoteError as exc:
+                    result.problems.append(Problem(note_file.relpath, exc.line, "error", "unreadable-note", exc.reason))
+                    continue
+            if memory.id in result.memories:
+                first = result.memories[memory.id]
+                result.problems.append(Problem(memory.path, 2, "error", "duplicate-id",
+                                               f"id {memory.id!r} is already used by {first.path}; this note is not indexed"))
+                continue
+            result.memories[memory.id] = memory
+        self._scan = result
+        return result
+
+    def invalidate(self) -> None:
+        """Forget the cached scan (after a write)."""
+        self._scan = None
+
+    def domains(self) -> list[str]:
+        """Domains: folders under memories/ plus those declared in palace.toml, sorted."""
+        names = set(self.config.domains)
+        if self.memories_dir.is_dir():
+            names.update(p.name for p in self.memories_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+        return sorted(names)
+
+    # ---- lookup -------------------------------------------------------------------------------
+
+    def get(self, ref: str) -> Memory:
+        """A memory by id, by path (optionally `path:line`), or by a unique fuzzy subject match."""
+        memories = self.scan().memories
+        if ref in memories:
+            return memories[ref]
+        path_ref = re.sub(r":\d+$", "", ref)
+        candidate = Path(path_ref)
+        rel = self.rel(candidate.resolve()) if candidate.exists() else path_ref.lstrip("./")
+        for memory in memories.values():
+            if memory.path == rel:
+                return memory
+        wanted = ref.lower().strip()
+        exact = [m for m in memories.values() if m.subject.lower() == wanted or m.anchor.lower() == wanted]
+        if len(exact) == 1:
+            return exact[0]
+        scored = sorted(
+            ((SequenceMatcher(None, wanted, m.subject.lower()).ratio() + (0.3 if wanted in m.subject.lower() else 0), m.id)
+             for m in memories.values()),
+            reverse=True,
+        )
+        good = [(s, i) for s, i in scored if s >= 0.6]
+        if not good:
+            raise NotFound(f"no memory matches {ref!r} (try `palace list` or `palace search`)")
+        if len(good) > 1 and good[0][0] - good[1][0] < 0.1:
+            names = ", ".join(i for _, i in good[:5])
+            raise Ambiguous(f"{ref!r} matches several memories: {names}; use an id")
+        return memories[good[0][1]]
