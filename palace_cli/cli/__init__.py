@@ -64,20 +64,17 @@ def main():
     cli(prog_name="palace")
 
 
-def _register():
-    from . import index_cmd, notes_cmd
+# Each face module exposes COMMANDS; add a module here to register its commands.
+FACES = ("notes_cmd", "index_cmd", "models_cmd")
 
-    for module in (notes_cmd, index_cmd):
+
+def _register():
+    import importlib
+
+    for name in FACES:
+        module = importlib.import_module(f"{__name__}.{name}")
         for command in module.COMMANDS:
             cli.add_command(command)
-    for module_name, attribute in (("models_cmd", "models_group"),):
-        try:
-            module = __import__(f"{__name__}.{module_name}", fromlist=[attribute])
-        except ModuleNotFoundError as exc:
-            if exc.name and exc.name.endswith(module_name):
-                continue  # face not written yet
-            raise
-        cli.add_command(getattr(module, attribute))
 
 
 _register()
