@@ -1,0 +1,215 @@
+"""`palace bench retrieval`: 2-hop against flat lexical, dense and hybrid on the same queries, with CIs."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..errors import PalaceError
+from ..palace import Palace
+from ..profiles import PROFILES
+from ..refresh import refresh, resolve_embedder
+from ..retrieve import build_context, recall, search
+
+ALL_MODES = ("2hop", "lexical", "dense", "hybrid")
+CUTOFFS = (1, 3, 5, 10)
+BOOTSTRAP = 1000
+
+
+@dataclass
+class Query:
+    """One benchmark question: expected ids (empty means the palace does not hold the answer)."""
+
+    qid: str
+    query: str
+    expected: list[str]
+    kind: str = ""
+
+
+def load_queries(path: Path) -> list[Query]:
+    """Read a JSON-lines query file; a bad line raises PalaceError naming file and line."""
+    queries = []
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+            queries.append(Query(str(data["qid"]), str(data["query"]), [str(e) for e in data.get("expected") or []],
+                                 str(data.get("kind", ""))))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise PalaceError(f"{path}:{number}: not a query line ({exc})") from None
+    return queries
+
+
+def ndcg_at(ranked: list[str], expected: set[str], k: int = 10) -> float:
+    """Binary-relevance nDCG@k."""
+    dcg = sum(1 / math.log2(i + 2) for i, item in enumerate(ranked[:k]) if item in expected)
+    ideal = sum(1 / math.log2(i + 2) for i in range(min(len(expected), k)))
+    return dcg / ideal if ideal else 0.0
+
+
+def query_metrics(ranked: list[str], expected: list[str]) -> dict[str, float]:
+    """recall@1/3/5/10, reciprocal rank and nDCG@10 of one ranking."""
+    wanted = set(expected)
+    out = {f"recall@{k}": len(wanted & set(ranked[:k])) / len(wanted) for k in CUTOFFS}
+    rank = next((i for i, item in enumerate(ranked, start=1) if item in wanted), None)
+    out["mrr"] = 1 / rank if rank else 0.0
+    out["ndcg@10"] = ndcg_at(ranked, wanted)
+    return out
+
+
+def bootstrap_ci(values: list[float], seed: int = 7) -> list[float]:
+    """95% percentile bootstrap interval of the mean."""
+    if not values:
+        return [0.0, 0.0]
+    data = np.asarray(values, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    means = data[rng.integers(0, len(data), size=(BOOTSTRAP, len(data)))].mean(axis=1)
+    return [round(float(np.percentile(means, 2.5)), 4), round(float(np.percentile(means, 97.5)), 4)]
+
+
+@dataclass
+class ModeRun:
+    """Per-query results of one mode."""
+
+    metrics: list[dict[str, float]] = field(default_factory=list)
+    context_bytes: list[int] = field(default_factory=list)
+    context_hit: list[float] = field(default_factory=list)
+    latencies_ms: list[float] = field(default_factory=list)
+    fallbacks: int = 0
+    route_hit: list[float] = field(default_factory=list)
+    absent_confidence: list[float] = field(default_factory=list)
+    present_confidence: list[float] = field(default_factory=list)
+
+
+def _run_query(palace: Palace, mode: str, query: Query, profile: str):
+    """(ranked ids, handed-over ids, context bytes, fallback, routed domains, confidence) for one query."""
+    spec = PROFILES[profile]
+    if mode == "2hop":
+        result = recall(palace, query.query, k=10, profile=profile, do_refresh=False, budget=None)
+        handed = [h.id for h in result.hits[: spec.k]]
+        trimmed = recall_context(result, spec.k, spec.budget)
+        return ([h.id for h in result.hits], handed, trimmed, result.fallback,
+                {r.domain for r in result.route}, result.confidence)
+    result = search(palace, query.query, mode=mode, k=10, do_refresh=False)
+    top = result.hits[: spec.k]
+    from ..retrieve import _attach, _confidence
+
+    _attach(palace, top)
+    context = build_context(top, spec, spec.budget)
+    return ([h.id for h in result.hits], [h.id for h in top], len(context.encode("utf-8")), False, None,
+            _confidence(result.hits))
+
+
+def recall_context(result, k: int, budget: int | None) -> int:
+    """Bytes of the context a recall hands over at the profile's k."""
+    from ..retrieve import build_context as build
+
+    return len(build(result.hits[:k], PROFILES[result.profile], budget).encode("utf-8"))
+
+
+def run_retrieval_bench(palace: Palace, queries: list[Query], modes=ALL_MODES, profile: str = "reference",
+                        progress: Callable[[str, int, int], None] | None = None, dataset: str = "") -> dict:
+    """Run every mode over every query (one warm-up pass, then timed) and summarise with bootstrap CIs."""
+    refresh(palace)
+    embedder, dense, _ = resolve_embedder(palace)
+    modes = [m for m in modes if m in ALL_MODES and (embedder is not None or m not in ("dense",))]
+    answerable = [q for q in queries if q.expected]
+    absent = [q for q in queries if not q.expected]
+    # Warm-up: load catalogs, whoosh readers and the query-embedding cache once, so latency is warm.
+    for q in queries:
+        recall(palace, q.query, do_refresh=False)
+    summary = {"dataset": dataset, "queries": len(answerable), "absent_queries": len(absent), "profile": profile,
+               "dense": dense, "modes": {}}
+    for mode in modes:
+        run = ModeRun()
+        for position, q in enumerate(queries):
+            started = time.perf_counter()
+            ranked, handed, context_bytes, fallback, routed, confidence = _run_query(palace, mode, q, profile)
+            elapsed = (time.perf_counter() - started) * 1000
+            if not q.expected:
+                run.absent_confidence.append(confidence)
+                continue
+            run.present_confidence.append(confidence)
+            run.latencies_ms.append(elapsed)
+            run.metrics.append(query_metrics(ranked, q.expected))
+            run.context_bytes.append(context_bytes)
+            run.context_hit.append(float(bool(set(handed) & set(q.expected))))
+            run.fallbacks += int(fallback)
+            if routed is not None:
+                domains = {palace_domain(palace, e) for e in q.expected}
+                run.route_hit.append(float(bool(domains & routed)))
+            if progress:
+                progress(mode, position + 1, len(queries))
+        summary["modes"][mode] = summarise(run)
+    return summary
+
+
+def palace_domain(palace: Palace, note_id: str) -> str | None:
+    from ..catalog import load_catalog
+
+    catalog = load_catalog(palace)
+    row = catalog.row_of.get(note_id)
+    return catalog.domains[row] if row is not None else None
+
+
+def summarise(run: ModeRun) -> dict:
+    """Means, CIs and latency percentiles of one mode."""
+    out: dict = {}
+    ci: dict = {}
+    for name in [f"recall@{k}" for k in CUTOFFS] + ["mrr", "ndcg@10"]:
+        values = [m[name] for m in run.metrics]
+        out[name] = round(statistics.fmean(values), 4) if values else 0.0
+        ci[name] = bootstrap_ci(values)
+    out["context_bytes"] = round(statistics.fmean(run.context_bytes), 1) if run.context_bytes else 0.0
+    out["context_recall"] = round(statistics.fmean(run.context_hit), 4) if run.context_hit else 0.0
+    ci["context_recall"] = bootstrap_ci(run.context_hit)
+    lat = sorted(run.latencies_ms)
+    out["p50_ms"] = round(float(np.percentile(lat, 50)), 2) if lat else 0.0
+    out["p95_ms"] = round(float(np.percentile(lat, 95)), 2) if lat else 0.0
+    if run.route_hit:
+        out["route_accuracy"] = round(statistics.fmean(run.route_hit), 4)
+        out["fallbacks"] = run.fallbacks
+    if run.absent_confidence:
+        out["confidence_absent_mean"] = round(statistics.fmean(run.absent_confidence), 4)
+        out["confidence_present_mean"] = round(statistics.fmean(run.present_confidence), 4)
+        out["abstain_auc"] = round(_auc(run.present_confidence, run.absent_confidence), 4)
+    out["ci"] = ci
+    return out
+
+
+def _auc(positives: list[float], negatives: list[float]) -> float:
+    """Probability that an answerable query's confidence beats an absent one's (ties count half)."""
+    if not positives or not negatives:
+        return 0.0
+    wins = sum((p > n) + 0.5 * (p == n) for p in positives for n in negatives)
+    return wins / (len(positives) * len(negatives))
+
+
+def markdown_table(summary: dict) -> str:
+    """The summary as a Markdown table, one row per mode."""
+    columns = ["recall@1", "recall@3", "recall@5", "recall@10", "mrr", "ndcg@10", "context_recall",
+               "context_bytes", "p50_ms", "p95_ms"]
+    lines = [f"dataset: {summary['dataset']}, {summary['queries']} queries"
+             + (f" (+{summary['absent_queries']} absent)" if summary.get("absent_queries") else "")
+             + f", profile {summary['profile']}, dense {summary['dense']}", "",
+             "| mode | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    for mode, row in summary["modes"].items():
+        cells = []
+        for column in columns:
+            value = row.get(column, 0)
+            interval = row["ci"].get(column)
+            cells.append(f"{value:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]" if interval else f"{value:g}")
+        lines.append(f"| {mode} | " + " | ".join(cells) + " |")
+    extra = [f"{m}: route accuracy {r['route_accuracy']:.3f}, fallbacks {r['fallbacks']}"
+             for m, r in summary["modes"].items() if "route_accuracy" in r]
+    extra += [f"{m}: abstention AUC {r['abstain_auc']:.3f} (confidence answerable {r['confidence_present_mean']:.3f}"
+              f" vs absent {r['confidence_absent_mean']:.3f})" for m, r in summary["modes"].items() if "abstain_auc" in r]
+    return "\n".join(lines + [""] + extra) + "\n"

@@ -1,0 +1,123 @@
+"""A light, per-process view of the indexed memories for ranking: ids, domains, routing phrases, vectors."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .palace import Palace
+from .refresh import indexes
+from .tokens import normalize
+
+MAX_PHRASE_WORDS = 5
+
+
+@dataclass
+class Catalog:
+    """Rows of the note cache needed for ranking, aligned with the vector matrix when there is one."""
+
+    ids: list[str]
+    paths: list[str]
+    domains: list[str]
+    text_hashes: list[str]
+    row_of: dict[str, int]
+    domain_names: list[str]
+    domain_rows: dict[str, np.ndarray]
+    phrases: dict[str, dict[str, float]] = field(default_factory=dict)  # phrase -> domain -> weight
+    descriptors: dict[str, str] = field(default_factory=dict)            # domain -> descriptor text
+    model_id: str | None = None
+    matrix: np.ndarray | None = None                                      # rows aligned with ids
+    centroids: np.ndarray | None = None                                   # aligned with domain_names
+
+    def domain_mask(self, domains) -> np.ndarray:
+        """Boolean mask over rows for the given domains."""
+        mask = np.zeros(len(self.ids), dtype=bool)
+        for domain in domains:
+            rows = self.domain_rows.get(domain)
+            if rows is not None:
+                mask[rows] = True
+        return mask
+
+
+def _signature(palace: Palace) -> str:
+    store = indexes(palace).store
+    row = store.db.execute("SELECT count(*), max(mtime_ns), sum(size), group_concat(text_hash, '') FROM notes "
+                           "WHERE data IS NOT NULL").fetchone()
+    config = (palace.root / "palace.toml").stat()
+    return f"{row[0]}:{row[1]}:{row[2]}:{hash(row[3])}:{config.st_mtime_ns}"
+
+
+def load_catalog(palace: Palace) -> Catalog:
+    """The catalog for the palace as the cache holds it now (call refresh first); cached per process."""
+    signature = _signature(palace)
+    model_id, keys, matrix = indexes(palace).vectors.load()
+    cached = getattr(palace, "_catalog", None)
+    if cached is not None and cached[0] == signature and cached[1] == model_id:
+        return cached[2]
+    store = indexes(palace).store
+    rows = store.db.execute(
+        "SELECT id, path, domain, text_hash, json_extract(data, '$.subject'), json_extract(data, '$.anchor'), "
+        "json_extract(data, '$.keywords'), json_extract(data, '$.aliases') FROM notes WHERE data IS NOT NULL ORDER BY path"
+    ).fetchall()
+    ids, paths, domains, hashes = [], [], [], []
+    seen = set()
+    texts_by_domain: dict[str, list[str]] = defaultdict(list)
+    phrase_domains: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for note_id, path, domain, text_hash, subject, anchor, keywords, aliases in rows:
+        if note_id in seen:
+            continue  # duplicate id: the first path keeps it, as in refresh
+        seen.add(note_id)
+        ids.append(note_id)
+        paths.append(path)
+        domains.append(domain)
+        hashes.append(text_hash)
+        terms = json.loads(keywords or "[]") + json.loads(aliases or "[]")
+        texts_by_domain[domain] += [subject or "", anchor or ""] + terms
+        for phrase in [re.sub(r"\([^)]*\)", " ", subject or ""), anchor or "", *terms,
+                       *re.findall(r"\(([^)]*)\)", subject or "")]:
+            key = normalize(phrase)
+            if key and len(key.split()) <= MAX_PHRASE_WORDS:
+                phrase_domains[key][domain] += 1
+    config = palace.config
+    domain_names = sorted(set(domains) | set(config.domains))
+    for name in domain_names:
+        spec = config.domains.get(name)
+        names = [name.replace("-", " ")] + (spec.aliases if spec else [])
+        for alias in names:
+            phrase_domains[normalize(alias)][name] += 3  # an alias names the domain outright
+        texts_by_domain[name] += names + ([spec.description] if spec and spec.description else [])
+    # A phrase's weight for a domain: its share of that phrase's uses, damped for phrases used everywhere.
+    phrases = {}
+    n_domains = max(len(domain_names), 1)
+    for phrase, counts in phrase_domains.items():
+        total = sum(counts.values())
+        spread = math.log(1 + n_domains / len(counts))
+        phrases[phrase] = {d: spread * c / total for d, c in counts.items()}
+    domain_index = defaultdict(list)
+    for row, domain in enumerate(domains):
+        domain_index[domain].append(row)
+    catalog = Catalog(
+        ids=ids, paths=paths, domains=domains, text_hashes=hashes, row_of={i: r for r, i in enumerate(ids)},
+        domain_names=domain_names, domain_rows={d: np.array(r, dtype=np.int64) for d, r in domain_index.items()},
+        phrases=phrases, descriptors={d: " ".join(t) for d, t in texts_by_domain.items()},
+    )
+    if model_id and len(keys):
+        position = {k: i for i, k in enumerate(keys)}
+        picks = [position.get(h, -1) for h in hashes]
+        if all(p >= 0 for p in picks):
+            catalog.model_id = model_id
+            catalog.matrix = np.ascontiguousarray(matrix[np.array(picks, dtype=np.int64)], dtype=np.float32)
+            centroids = np.zeros((len(domain_names), catalog.matrix.shape[1]), dtype=np.float32)
+            for i, name in enumerate(domain_names):
+                rows_ = catalog.domain_rows.get(name)
+                if rows_ is not None and len(rows_):
+                    mean = catalog.matrix[rows_].mean(axis=0)
+                    centroids[i] = mean / (np.linalg.norm(mean) or 1.0)
+            catalog.centroids = centroids
+    palace._catalog = (signature, model_id, catalog)
+    return catalog

@@ -1,0 +1,452 @@
+"""Retrieval: flat search (lexical, dense, hybrid), hop 1 routing to domains, hop 2 ranking, context budget."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .catalog import MAX_PHRASE_WORDS, Catalog, load_catalog
+from .errors import NotFound, UsageError
+from .notes import Memory
+from .palace import Palace
+from .profiles import PROFILES, Profile
+from .refresh import indexes, refresh, resolve_embedder
+from .tokens import normalize
+
+MODES = ("lexical", "dense", "hybrid")
+RRF_K = 60
+CANDIDATES = 100
+# Hop 1: how the three routing signals are mixed, and when routing counts as sure.
+ROUTE_WEIGHTS = {"exact": 0.4, "lexical": 0.35, "dense": 0.25}
+ROUTE_CONFIDENT = 0.5      # top domain's share of the routing mass to route to it alone
+ROUTE_COVER = 0.8          # otherwise take domains until they hold this share of the mass...
+ROUTE_MAX_DOMAINS = 3      # ...but at most this many; past that, fall back to flat search
+MIN_DOMAINS_FOR_ROUTING = 2
+
+
+@dataclass
+class Hit:
+    """One ranked memory, with where it is and the parts its score came from."""
+
+    id: str
+    subject: str
+    domain: str
+    path: str
+    line: int
+    score: float
+    parts: dict[str, float] = field(default_factory=dict)
+    memory: Memory | None = None
+
+    def as_dict(self) -> dict:
+        """The JSON contract: id, subject, domain, path, line, score, parts."""
+        return {"id": self.id, "subject": self.subject, "domain": self.domain, "path": self.path,
+                "line": self.line, "score": round(self.score, 6), "parts": {k: round(v, 6) for k, v in self.parts.items()}}
+
+
+@dataclass
+class DomainRoute:
+    """A domain chosen (or considered) by hop 1."""
+
+    domain: str
+    confidence: float
+    parts: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {"domain": self.domain, "confidence": round(self.confidence, 4),
+                "parts": {k: round(v, 4) for k, v in self.parts.items()}}
+
+
+@dataclass
+class SearchResult:
+    """A ranked list of hits and how it was made."""
+
+    query: str
+    mode: str
+    hits: list[Hit]
+    dense: str = "on"
+    dense_reason: str = ""
+    elapsed_ms: float = 0.0
+
+    def as_dict(self) -> dict:
+        return {"query": self.query, "mode": self.mode, "hits": [h.as_dict() for h in self.hits],
+                "dense": self.dense, "elapsed_ms": round(self.elapsed_ms, 2)}
+
+
+@dataclass
+class Recall(SearchResult):
+    """Two-hop retrieval: the route, the hits, and the context they make within the budget."""
+
+    profile: str = "reference"
+    hops: int = 2
+    route: list[DomainRoute] = field(default_factory=list)
+    considered: list[DomainRoute] = field(default_factory=list)
+    fallback: bool = False
+    reason: str = ""
+    context: str = ""
+    context_bytes: int = 0
+    confidence: float = 0.0
+    linked: list[Hit] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        data = super().as_dict()
+        data.update({
+            "profile": self.profile, "hops": self.hops, "route": [r.as_dict() for r in self.route],
+            "fallback": self.fallback, "reason": self.reason, "context_bytes": self.context_bytes,
+            "confidence": round(self.confidence, 4),
+            "memories": [context_entry(h.memory) for h in self.hits + self.linked if h.memory],
+        })
+        if self.linked:
+            data["linked"] = [h.as_dict() for h in self.linked]
+        return data
+
+
+def context_entry(memory: Memory) -> dict:
+    """What `verify --context` needs of a handed-over memory: its id and verify token."""
+    return {"id": memory.id, "subject": memory.subject, "verify": memory.verify}
+
+
+# ---- flat rankings --------------------------------------------------------------------------
+
+
+def _lexical(palace: Palace, catalog: Catalog, query: str, limit: int, domains=None) -> list[tuple[str, float]]:
+    weights = palace.config.retrieval.get("field_weights") or None
+    return indexes(palace).text.search(query, limit=limit, domains=domains, field_weights=weights)
+
+
+def _query_vector(palace: Palace, query: str) -> np.ndarray | None:
+    embedder, _, _ = resolve_embedder(palace)
+    if embedder is None:
+        return None
+    cache = palace.__dict__.setdefault("_query_vectors", {})
+    if query not in cache:
+        cache[query] = np.asarray(embedder.embed_batch([query])[0], dtype=np.float32)
+    return cache[query]
+
+
+def _dense(palace: Palace, catalog: Catalog, query: str, limit: int, domains=None) -> list[tuple[str, float]]:
+    if catalog.matrix is None:
+        return []
+    vector = _query_vector(palace, query)
+    if vector is None:
+        return []
+    scores = catalog.matrix @ vector
+    if domains is not None:
+        scores = np.where(catalog.domain_mask(domains), scores, -np.inf)
+    limit = min(limit, len(scores))
+    if limit <= 0:
+        return []
+    top = np.argpartition(-scores, limit - 1)[:limit]
+    top = top[np.argsort(-scores[top], kind="stable")]
+    return [(catalog.ids[i], float(scores[i])) for i in top if np.isfinite(scores[i])]
+
+
+def fuse_rrf(rankings: dict[str, list[tuple[str, float]]], k: int = RRF_K,
+             weights: dict[str, float] | None = None) -> list[tuple[str, float, dict[str, float]]]:
+    """Reciprocal rank fusion: sum of weight/(k + rank) over rankings; parts keep each raw score."""
+    fused: dict[str, float] = defaultdict(float)
+    parts: dict[str, dict[str, float]] = defaultdict(dict)
+    for name, ranking in rankings.items():
+        weight = (weights or {}).get(name, 1.0)
+        for rank, (item, score) in enumerate(ranking, start=1):
+            fused[item] += weight / (k + rank)
+            parts[item][name] = score
+            parts[item][f"{name}_rank"] = rank
+    ordered = sorted(fused.items(), key=lambda pair: (-pair[1], pair[0]))
+    return [(item, score, parts[item]) for item, score in ordered]
+
+
+def _rank(palace: Palace, catalog: Catalog, query: str, mode: str, k: int, domains=None) -> tuple[list[Hit], str]:
+    """Ranked hits in one mode; returns (hits, mode actually used)."""
+    dense_ok = catalog.matrix is not None and mode != "lexical"
+    if mode == "dense" and not dense_ok:
+        raise UsageError("dense search needs an embedding model: run `palace models install`")
+    if mode == "lexical" or (mode == "hybrid" and not dense_ok):
+        ranked = [(i, s, {"lexical": s}) for i, s in _lexical(palace, catalog, query, k, domains)]
+        used = "lexical"
+    elif mode == "dense":
+        ranked = [(i, s, {"dense": s}) for i, s in _dense(palace, catalog, query, k, domains)]
+        used = "dense"
+    else:
+        depth = max(CANDIDATES, k)
+        ranked = fuse_rrf({"lexical": _lexical(palace, catalog, query, depth, domains),
+                           "dense": _dense(palace, catalog, query, depth, domains)})[:k]
+        used = "hybrid"
+    hits = []
+    for note_id, score, parts in ranked[:k]:
+        row = catalog.row_of.get(note_id)
+        if row is None:
+            continue
+        hits.append(Hit(note_id, "", catalog.domains[row], catalog.paths[row], 0, score, parts))
+    return hits, used
+
+
+def _attach(palace: Palace, hits: list[Hit]) -> None:
+    """Load the memories of the hits (only these) from the note cache."""
+    if not hits:
+        return
+    memories = {m.path: m for m in indexes(palace).store.memories([h.path for h in hits])}
+    for hit in hits:
+        memory = memories.get(hit.path)
+        if memory:
+            hit.memory, hit.subject, hit.line = memory, memory.subject, memory.line
+
+
+def _prepare(palace: Palace, do_refresh: bool) -> Catalog:
+    if do_refresh:
+        refresh(palace)
+    return load_catalog(palace)
+
+
+def search(palace: Palace, query: str, mode: str = "hybrid", k: int = 10, domain: str | None = None,
+           do_refresh: bool = True) -> SearchResult:
+    """Flat search over every memory (or one domain) in the given mode."""
+    if mode not in MODES:
+        raise UsageError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+    started = time.perf_counter()
+    catalog = _prepare(palace, do_refresh)
+    domains = _check_domain(catalog, domain)
+    hits, used = _rank(palace, catalog, query, mode, k, domains)
+    _attach(palace, hits)
+    _, dense, reason = resolve_embedder(palace)
+    return SearchResult(query, used, hits, dense, reason, (time.perf_counter() - started) * 1000)
+
+
+def _check_domain(catalog: Catalog, domain: str | None):
+    if domain is None:
+        return None
+    if domain not in catalog.domain_names:
+        raise NotFound(f"no domain {domain!r}; domains: {', '.join(catalog.domain_names) or '(none)'}")
+    return [domain]
+
+
+# ---- hop 1: routing -------------------------------------------------------------------------
+
+
+def _share(scores: dict[str, float]) -> dict[str, float]:
+    total = sum(v for v in scores.values() if v > 0)
+    return {d: v / total for d, v in scores.items() if v > 0} if total > 0 else {}
+
+
+def _exact_hits(catalog: Catalog, query: str) -> dict[str, float]:
+    words = normalize(query).split()
+    scores: dict[str, float] = defaultdict(float)
+    for size in range(MAX_PHRASE_WORDS, 0, -1):
+        for start in range(len(words) - size + 1):
+            phrase = " ".join(words[start : start + size])
+            for domain, weight in catalog.phrases.get(phrase, {}).items():
+                scores[domain] += weight * size  # longer phrases are stronger evidence
+    return dict(scores)
+
+
+def _descriptor_scores(palace: Palace, catalog: Catalog, query: str) -> dict[str, float]:
+    """BM25 of the query against each domain's descriptor (name, aliases, description, subjects, anchors, keywords)."""
+    text = indexes(palace).text
+    terms = text.terms(query)
+    if not terms:
+        return {}
+    cache = palace.__dict__.get("_descriptor_terms")
+    if cache is None or cache[0] is not catalog:
+        docs = {d: text.terms(desc) for d, desc in catalog.descriptors.items()}
+        counts = {d: defaultdict(int) for d in docs}
+        for d, toks in docs.items():
+            for t in toks:
+                counts[d][t] += 1
+        df = defaultdict(int)
+        for d in counts:
+            for t in counts[d]:
+                df[t] += 1
+        lengths = {d: len(t) for d, t in docs.items()}
+        cache = (catalog, counts, df, lengths, (sum(lengths.values()) / max(len(lengths), 1)) or 1.0)
+        palace._descriptor_terms = cache
+    _, counts, df, lengths, avg = cache
+    n = len(counts)
+    scores = {}
+    for d, tf in counts.items():
+        score = 0.0
+        for t in terms:
+            f = tf.get(t, 0)
+            if f:
+                idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
+                score += idf * f * 2.2 / (f + 1.2 * (0.25 + 0.75 * lengths[d] / avg))
+        if score > 0:
+            scores[d] = score
+    return scores
+
+
+def _centroid_scores(palace: Palace, catalog: Catalog, query: str) -> dict[str, float]:
+    if catalog.centroids is None:
+        return {}
+    vector = _query_vector(palace, query)
+    if vector is None:
+        return {}
+    sims = catalog.centroids @ vector
+    # Softmax with a low temperature: cosine gaps between domains are small but meaningful.
+    weights = np.exp((sims - sims.max()) / 0.02)
+    return {d: float(w) for d, w in zip(catalog.domain_names, weights)}
+
+
+def route(palace: Palace, catalog: Catalog, query: str) -> tuple[list[DomainRoute], list[DomainRoute]]:
+    """Hop 1: every domain's routing confidence, best first; returns (chosen, considered)."""
+    signals = {"exact": _share(_exact_hits(catalog, query)),
+               "lexical": _share(_descriptor_scores(palace, catalog, query)),
+               "dense": _share(_centroid_scores(palace, catalog, query))}
+    active = {name: w for name, w in ROUTE_WEIGHTS.items() if signals[name]}
+    total_weight = sum(active.values())
+    combined: dict[str, float] = defaultdict(float)
+    parts: dict[str, dict[str, float]] = defaultdict(dict)
+    for name, weight in active.items():
+        for domain, share in signals[name].items():
+            combined[domain] += weight / total_weight * share
+            parts[domain][name] = share
+    considered = [DomainRoute(d, c, parts[d]) for d, c in sorted(combined.items(), key=lambda p: (-p[1], p[0]))]
+    if not considered:
+        return [], []
+    if considered[0].confidence >= ROUTE_CONFIDENT:
+        return considered[:1], considered
+    chosen, mass = [], 0.0
+    for candidate in considered:
+        chosen.append(candidate)
+        mass += candidate.confidence
+        if mass >= ROUTE_COVER:
+            break
+    return chosen, considered
+
+
+# ---- the two hops together ------------------------------------------------------------------
+
+
+def recall(palace: Palace, query: str, k: int | None = None, domain: str | None = None, budget: int | None = None,
+           profile: str = "reference", do_refresh: bool = True, mode: str | None = None) -> Recall:
+    """Route to a domain (hop 1), rank memories in it (hop 2), and build the context within the budget."""
+    if profile not in PROFILES:
+        raise UsageError(f"unknown profile {profile!r}; choose from {', '.join(PROFILES)}")
+    spec: Profile = PROFILES[profile]
+    k = k or spec.k
+    mode = mode or spec.mode
+    budget = budget if budget is not None else spec.budget
+    started = time.perf_counter()
+    catalog = _prepare(palace, do_refresh)
+    _, dense, dense_reason = resolve_embedder(palace)
+    result = Recall(query=query, mode=mode, hits=[], dense=dense, dense_reason=dense_reason, profile=profile)
+    if domain is not None:
+        domains = _check_domain(catalog, domain)
+        result.route = [DomainRoute(domain, 1.0, {"given": 1.0})]
+        result.hops, result.reason = 1, "domain given"
+        hits, result.mode = _rank(palace, catalog, query, mode, k, domains)
+    else:
+        chosen, result.considered = route(palace, catalog, query)
+        result.route = chosen
+        if len(catalog.domain_names) < MIN_DOMAINS_FOR_ROUTING:
+            result.hops, result.reason = 1, "one domain: nothing to route"
+            hits, result.mode = _rank(palace, catalog, query, mode, k)
+        elif not chosen or len(chosen) > ROUTE_MAX_DOMAINS:
+            result.fallback, result.hops = True, 1
+            result.reason = "routing unsure: searched every domain"
+            hits, result.mode = _rank(palace, catalog, query, mode, k)
+        else:
+            domains = [r.domain for r in chosen]
+            hits, result.mode = _rank(palace, catalog, query, mode, k, domains)
+            result.reason = "routed to one domain" if len(domains) == 1 else f"routing unsure: widened to {len(domains)} domains"
+            hits, widened = _guard(palace, catalog, query, mode, k, hits, domains)
+            if widened:
+                result.fallback = True
+                result.reason = f"a better match lay outside the routed domains: widened to {', '.join(widened)}"
+                result.route += [DomainRoute(d, next((c.confidence for c in result.considered if c.domain == d), 0.0),
+                                             {"guard": 1.0}) for d in widened]
+    result.hits = hits
+    _attach(palace, result.hits)
+    result.confidence = _confidence(result.hits)
+    if spec.include_links:
+        result.linked = _linked(palace, catalog, result.hits)
+    result.context = build_context(result.hits + result.linked, spec, budget)
+    result.context_bytes = len(result.context.encode("utf-8"))
+    result.elapsed_ms = (time.perf_counter() - started) * 1000
+    return result
+
+
+def _guard(palace, catalog, query, mode, k, hits, domains):
+    """Routing must never cost recall: when the flat lexical best lies outside the route and beats
+    the routed best, widen to its domain and rank again."""
+    probe = _lexical(palace, catalog, query, 3)
+    if not probe:
+        return hits, []
+    best_id, best_score = probe[0]
+    best_domain = catalog.domains[catalog.row_of[best_id]]
+    if best_domain in domains:
+        return hits, []
+    inside = _lexical(palace, catalog, query, 1, domains)
+    if inside and inside[0][1] >= best_score * 0.9:
+        return hits, []
+    widened = [best_domain]
+    new_hits, _ = _rank(palace, catalog, query, mode, k, domains + widened)
+    return new_hits, widened
+
+
+def _confidence(hits: list[Hit]) -> float:
+    """How sure retrieval is that the top hit answers: dense cosine when known, else squashed BM25."""
+    if not hits:
+        return 0.0
+    parts = hits[0].parts
+    if "dense" in parts:
+        return float(parts["dense"])
+    if "lexical" in parts:
+        return float(1 - math.exp(-parts["lexical"] / 10))
+    return 0.0
+
+
+def _linked(palace: Palace, catalog: Catalog, hits: list[Hit]) -> list[Hit]:
+    have = {h.id for h in hits}
+    linked = []
+    for hit in hits:
+        for link in hit.memory.all_links if hit.memory else []:
+            row = catalog.row_of.get(link)
+            if row is None or link in have:
+                continue
+            have.add(link)
+            linked.append(Hit(link, "", catalog.domains[row], catalog.paths[row], 0, 0.0, {"linked_from": 1.0}))
+    _attach(palace, linked)
+    return linked
+
+
+def build_context(hits: list[Hit], spec: Profile, budget: int | None) -> str:
+    """The context block for an LLM: each memory's sections and verify token, within a byte budget."""
+    header = ("Answer from these memories only. Each memory has a verify token: when you use a memory, "
+              "quote its token exactly, like [verify: the token]. If they do not answer the question, say so.\n")
+    blocks = []
+    used = len(header.encode("utf-8"))
+    for hit in hits:
+        memory = hit.memory
+        if memory is None:
+            continue
+        lines = [f"## {memory.subject} ({memory.id}) {memory.location}", f"verify: {memory.verify}"]
+        if "anchor" in spec.sections and memory.anchor:
+            lines.append(f"anchor: {memory.anchor}")
+        if "image" in spec.sections and memory.image:
+            lines.append(f"Image: {memory.image}")
+        if "content" in spec.sections and memory.content:
+            lines.append(f"Content: {memory.content}")
+        if "links" in spec.sections and memory.all_links:
+            lines.append("links: " + ", ".join(memory.all_links))
+        block = "\n".join(lines) + "\n"
+        size = len(block.encode("utf-8"))
+        if budget is not None and used + size > budget:
+            room = budget - used
+            if room < 160 or blocks and room < size // 3:
+                break  # a stub of a memory helps no one; stop at whole memories
+            block = _truncate(block, room)
+            blocks.append(block)
+            break
+        blocks.append(block)
+        used += size
+    return header + "\n".join(blocks) if blocks else ""
+
+
+def _truncate(block: str, room: int) -> str:
+    """Cut a block to `room` bytes at a word boundary, keeping its header and verify line."""
+    data = block.encode("utf-8")[: max(room - 4, 0)].decode("utf-8", "ignore")
+    cut = data.rsplit(" ", 1)[0] if " " in data else data
+    return cut + " …\n"
