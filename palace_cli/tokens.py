@@ -108,3 +108,53 @@ def propose_token(image: str, subject: str = "", keywords: list[str] | None = No
                 if best is None or key[:2] > best[:2]:
                     best = key
     return best[2] if best else None
+
+
+# ---- finding tokens in an LLM's answer ------------------------------------------------------
+
+
+def fold(word: str) -> str:
+    """A normalised word with its plural ending folded: 'couples' and 'couple' give the same form."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if word.endswith(("sses", "xes", "ches", "shes", "zzes")):
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def phrase_key(phrase: str) -> str:
+    """The key two spellings of a phrase share when they differ only in case, punctuation, hyphens,
+    spacing of compounds or plural endings: the folded words, joined without spaces."""
+    return "".join(fold(w) for w in words(phrase))
+
+
+def find_phrases(text: str, phrases: dict[str, str], slack: int = 2) -> list[tuple[str, int, int, bool]]:
+    """Every occurrence in `text` of the phrases (key -> phrase) as (key, first word, end word, exact).
+
+    A match is a run of whole words of the normalised text whose folded, joined form equals the
+    phrase's key; `exact` says the words were the phrase's own words, not a variant spelling.
+    """
+    keys: dict[str, list[str]] = {}
+    for key, phrase in phrases.items():
+        folded = phrase_key(phrase)
+        if folded:
+            keys.setdefault(folded, []).append(key)
+    if not keys:
+        return []
+    longest = max(len(words(p)) for p in phrases.values()) + slack
+    longest_key = max(len(k) for k in keys)
+    tokens = words(text)
+    folded_words = [fold(w) for w in tokens]
+    wanted = {key: words(phrases[key]) for ids in keys.values() for key in ids}
+    found = []
+    for start in range(len(tokens)):
+        joined = ""
+        for end in range(start + 1, min(len(tokens), start + longest) + 1):
+            joined += folded_words[end - 1]
+            if len(joined) > longest_key:
+                break
+            for key in keys.get(joined, ()):
+                found.append((key, start, end, tokens[start:end] == wanted[key]))
+    return found
