@@ -54,9 +54,15 @@ def _llamacpp_generator(path: Path, **options) -> Generator:
     return LlamaCppGenerator(path, **options)
 
 
+def _openai_generator(url: str, model: str, **options) -> Generator:
+    from .openai import OpenAIGenerator
+
+    return OpenAIGenerator(url, model, **options)
+
+
 # Backend name -> factory. Factories take backend-specific arguments.
 EMBEDDERS: dict[str, Callable[..., Embedder]] = {"llama-cpp": _llamacpp_embedder}
-GENERATORS: dict[str, Callable[..., Generator]] = {"llama-cpp": _llamacpp_generator}
+GENERATORS: dict[str, Callable[..., Generator]] = {"llama-cpp": _llamacpp_generator, "openai": _openai_generator}
 
 
 def file_model_id(path: Path) -> str:
@@ -87,6 +93,33 @@ def load_generator(path: Path | None = None) -> Generator | None:
     if path is None:
         return None
     return _load("generator", path, path.stat().st_mtime_ns)
+
+
+def generator_from_config(models: dict, root: Path | None = None) -> Generator | None:
+    """The generator palace.toml's [models] asks for; None when it is off or nothing is installed.
+
+    `generator` is "default" (the installed SmolLM2 GGUF), "none", a GGUF path (relative to the
+    palace root), or "endpoint"; setting `endpoint` (a URL) and `endpoint_model` alone also picks
+    the endpoint. `endpoint_api_key_env` names the variable holding a key, `endpoint_timeout` is
+    in seconds.
+    """
+    setting = str(models.get("generator", "") or "").strip()
+    endpoint = str(models.get("endpoint", "") or "").strip()
+    if setting.lower() == "none":
+        return None
+    if setting.lower() == "endpoint" or (endpoint and not setting):
+        if not endpoint:
+            raise ModelError('[models] generator = "endpoint" needs [models] endpoint = "http://host:port"')
+        options = {"api_key_env": models.get("endpoint_api_key_env") or None}
+        if models.get("endpoint_timeout") is not None:
+            options["timeout"] = float(models["endpoint_timeout"])
+        return GENERATORS["openai"](endpoint, str(models.get("endpoint_model", "") or ""), **options)
+    if setting and setting.lower() != "default":
+        path = Path(setting).expanduser()
+        if not path.is_absolute() and root is not None:
+            path = root / path
+        return load_generator(path)
+    return load_generator()
 
 
 def _resolve(path: Path | None, role: str) -> Path | None:
