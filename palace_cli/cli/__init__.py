@@ -65,7 +65,7 @@ def main():
 
 
 # Each face module exposes COMMANDS; add a module here to register its commands.
-FACES = ("notes_cmd", "index_cmd", "retrieve_cmd")
+FACES = ("notes_cmd", "index_cmd", "retrieve_cmd", "mcp_cmd")
 
 
 def _register():

@@ -1,0 +1,366 @@
+"""MCP server: a few thin tools over the core calls, confined to one palace, speaking only protocol on stdout.
+
+`PalaceTools` holds the tool bodies as plain functions that return compact text within a token budget
+(no MCP imports, so they are testable alone); `build_server` wraps them for the official `mcp` SDK and
+runs every call on one worker thread, in order, because the note cache's SQLite connection belongs to
+the thread that opened it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from pathlib import Path
+from typing import Literal
+
+from .errors import NotFound, PalaceError, UsageError
+from .notes import Memory
+from .palace import CACHE_DIR, INDEX_DIR, MEMORIES, REVIEWS, ROOT_INDEX, Palace
+from .profiles import PROFILES
+from .refresh import indexes, refresh
+from .retrieve import recall as core_recall, search as core_search
+from .wakeup import BYTES_PER_TOKEN
+
+log = logging.getLogger("palace.mcp")
+
+LEARNER = "agent:mcp"
+MIN_TOKENS, MAX_TOKENS = 50, 20000
+LINE_REF = re.compile(r":\d+$")
+INSTRUCTIONS = ("A memory palace: Markdown memories, each with a verify token. Call recall before answering from "
+                "memory, cite each used memory's token as [verify: token], then call verify on your answer.")
+
+
+class OutsidePalace(PalaceError):
+    """A path argument that would reach outside the palace's memories."""
+
+
+# ---- confinement --------------------------------------------------------------------------------
+
+
+def _refuse_path_tricks(value: str, what: str) -> None:
+    """Refuse absolute paths, `..`, home and NUL: checked on the text before anything touches the disk."""
+    if "\x00" in value:
+        raise OutsidePalace(f"{what} {value!r} contains a NUL byte; refused")
+    if value.startswith(("/", "\\", "~")) or re.match(r"^[A-Za-z]:", value) or os.path.isabs(value):
+        raise OutsidePalace(f"{what} {value!r} is an absolute path; give an id, or a path inside the palace")
+    if ".." in re.split(r"[\\/]", value):
+        raise OutsidePalace(f"{what} {value!r} climbs out with '..'; refused")
+
+
+def _within(path: Path, base: Path) -> bool:
+    return path == base or base in path.parents
+
+
+def confined(palace: Palace, relpath: str, what: str = "path", under: str = MEMORIES) -> Path:
+    """`relpath` resolved inside `<root>/<under>`, symlinks followed; raises OutsidePalace when it escapes."""
+    _refuse_path_tricks(relpath, what)
+    root = Path(os.path.realpath(palace.root))
+    base = Path(os.path.realpath(root / under))
+    target = Path(os.path.realpath(root / relpath))
+    if not _within(base, root) or not _within(target, base):
+        raise OutsidePalace(f"{what} {relpath!r} resolves outside {under}/ of this palace (a symlink?); refused")
+    return target
+
+
+def check_layout(palace: Palace) -> None:
+    """Refuse to work when a folder the server writes to (notes, reviews, index files, cache) leads out of the palace."""
+    for name in (MEMORIES, REVIEWS, INDEX_DIR, ROOT_INDEX, CACHE_DIR):
+        confined(palace, name, name, under=".")
+
+
+def _plain_name(value: str, what: str) -> str:
+    """A domain or id: one name, never a path."""
+    _refuse_path_tricks(value, what)
+    if "/" in value or "\\" in value:
+        raise OutsidePalace(f"{what} {value!r} must be a single name, not a path")
+    return value
+
+
+# ---- budgets ------------------------------------------------------------------------------------
+
+
+def _budget(max_tokens: int) -> int:
+    if not MIN_TOKENS <= max_tokens <= MAX_TOKENS:
+        raise UsageError(f"max_tokens must be between {MIN_TOKENS} and {MAX_TOKENS}, not {max_tokens}")
+    return max_tokens * BYTES_PER_TOKEN
+
+
+def fit(text: str, max_tokens: int) -> str:
+    """`text` cut at a line boundary to about max_tokens (4 bytes each), saying so when it was cut."""
+    limit = _budget(max_tokens)
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    note = f"\n… cut at max_tokens={max_tokens}"
+    head = data[: limit - len(note.encode("utf-8"))].decode("utf-8", "ignore")
+    # End on a whole line when that keeps most of the budget, else on a word (a long Content is one line).
+    line_end, word_end = head.rfind("\n"), head.rfind(" ")
+    if line_end > len(head) * 0.7:
+        head = head[:line_end]
+    elif word_end > 0:
+        head = head[:word_end] + " …"
+    return head + note
+
+
+# ---- the tools ----------------------------------------------------------------------------------
+
+
+class PalaceTools:
+    """The MCP tools as plain functions over one palace; each returns compact text."""
+
+    def __init__(self, palace: Palace):
+        self.palace = palace
+
+    def _fresh(self):
+        """Bring the caches up to date with the disk: another process may have written since the last call."""
+        check_layout(self.palace)
+        self.palace.invalidate()
+        return refresh(self.palace)
+
+    def _handed(self, ids: list[str]) -> list[Memory]:
+        return [self._memory(i) for i in dict.fromkeys(ids)]
+
+    def _memory(self, ref: str) -> Memory:
+        """A memory by id, or by its path under memories/ (optionally `:line`); refresh first."""
+        ref = ref.strip()
+        if not ref:
+            raise UsageError("give a memory id")
+        store = indexes(self.palace).store
+        if "/" in ref or "\\" in ref or ref.endswith(".md") or ref.startswith(("~", ".")):
+            target = confined(self.palace, LINE_REF.sub("", ref), "memory path")
+            found = store.memories([self.palace.rel(target)])
+            if not found:
+                raise NotFound(f"no indexed memory at {ref!r} (run status to see unreadable notes)")
+            return found[0]
+        _refuse_path_tricks(ref, "memory id")
+        path = next((p for i, p in store.id_paths() if i == ref), None)
+        if path is None:
+            raise NotFound(f"no memory with id {ref!r}; find ids with search or recall")
+        return store.memories([path])[0]
+
+    def recall(self, query: str, k: int | None = None, domain: str | None = None, profile: str = "reference",
+               max_tokens: int = 1000) -> str:
+        """Two-hop recall: a route line, then the context block (each memory with its verify token)."""
+        budget = _budget(max_tokens)
+        if domain is not None:
+            _plain_name(domain, "domain")
+        if k is not None and not 1 <= k <= 50:
+            raise UsageError(f"k must be between 1 and 50, not {k}")
+        check_layout(self.palace)
+        self.palace.invalidate()
+        result = core_recall(self.palace, query, k=k, domain=domain, budget=max(budget - 300, 200), profile=profile)
+        route = ", ".join(f"{r.domain} {r.confidence:.2f}" for r in result.route) or "none"
+        shown = [h.id for h in result.hits + result.linked if f"## {h.subject} ({h.id}) " in result.context]
+        cut = [h.id for h in result.hits + result.linked if h.id not in shown]
+        head = (f"route: {route} ({result.reason}); confidence {result.confidence:.2f}; mode {result.mode}\n"
+                f"handed: {', '.join(shown) or 'none'}\n" + (f"cut for max_tokens: {', '.join(cut)}\n" if cut else ""))
+        return fit(head + (result.context or "No memory in this palace matches; say you do not know.\n"), max_tokens)
+
+    def search(self, query: str, k: int = 10, domain: str | None = None,
+               mode: Literal["hybrid", "lexical", "dense"] = "hybrid", max_tokens: int = 500) -> str:
+        """Flat search: one line per hit, `id | subject | domain | path:line | score`."""
+        _budget(max_tokens)
+        if domain is not None:
+            _plain_name(domain, "domain")
+        if not 1 <= k <= 100:
+            raise UsageError(f"k must be between 1 and 100, not {k}")
+        check_layout(self.palace)
+        self.palace.invalidate()
+        result = core_search(self.palace, query, mode=mode, k=k, domain=domain)
+        lines = [f"{h.id} | {h.subject} | {h.domain} | {h.path}:{h.line} | {h.score:.3f}" for h in result.hits]
+        head = f"{len(lines)} hit(s), {result.mode}" + (f" ({result.dense_reason})" if result.dense != "on" else "")
+        return fit("\n".join([head] + lines), max_tokens)
+
+    def get(self, id: str, max_tokens: int = 1500) -> str:
+        """One memory in full: fields, verify token, Image and Content."""
+        _budget(max_tokens)
+        self._fresh()
+        memory = self._memory(id)
+        lines = [f"# {memory.subject} ({memory.id})", f"domain: {memory.domain}; at {memory.location}",
+                 f"anchor: {memory.anchor}", f"verify: {memory.verify}"]
+        if memory.keywords:
+            lines.append("keywords: " + ", ".join(memory.keywords))
+        if memory.all_links:
+            lines.append("links: " + ", ".join(memory.all_links))
+        lines += ["## Image", memory.image, "## Content", memory.content]
+        return fit("\n".join(lines), max_tokens)
+
+    def add(self, subject: str, domain: str, anchor: str = "", image: str = "", content: str = "",
+            keywords: list[str] | None = None, links: list[str] | None = None, verify: str | None = None,
+            id: str | None = None) -> str:
+        """Write a new memory (never overwrites), refresh, and say where it is and its verify token."""
+        from .authoring import add_memory
+        from .notes import slugify
+        from .tokens import token_problems
+
+        _plain_name(domain, "domain")
+        if id is not None:
+            _plain_name(id, "id")
+        self._fresh()
+        folder = confined(self.palace, f"{MEMORIES}/{slugify(domain)}", "domain")
+        note_id = id or slugify(subject)
+        target = folder / f"{note_id}.md"
+        if os.path.lexists(target):
+            raise PalaceError(f"{self.palace.rel(target)} already exists; choose another id")
+        memory = add_memory(self.palace, subject, domain, anchor=anchor, image=image, content=content,
+                            keywords=keywords, links=links, verify=verify, note_id=id)
+        self._fresh()
+        lines = [f"added {memory.id} at {memory.location}", f"verify: {memory.verify or '(none)'}"]
+        lines += [f"warning: {message}" for _, message in
+                  token_problems(memory.verify, memory.image, memory.subject, memory.keywords, memory.content)]
+        return "\n".join(lines)
+
+    def verify(self, response: str, ids: list[str], rule: Literal["any", "all"] = "any") -> str:
+        """Check an answer against the memories it was handed (their ids): cited, uncited, foreign tokens."""
+        from .refresh import current_scan
+        from .verify import verify_response
+
+        if not ids:
+            raise UsageError("give the ids of the memories handed to the model (recall lists them on its hits line)")
+        self._fresh()
+        handed = [{"id": m.id, "subject": m.subject, "verify": m.verify} for m in self._handed(ids)]
+        all_tokens = {m.id: m.verify for m in current_scan(self.palace).memories.values() if m.verify}
+        verdict = verify_response(response, handed, all_tokens, rule=rule)
+        lines = [f"{'grounded' if verdict.grounded else 'NOT grounded'} ({verdict.status}): {verdict.reason}"]
+        if verdict.cited:
+            lines.append("cited: " + ", ".join(f"{c.id}{'' if c.exact else ' (variant)'}" for c in verdict.cited))
+        if verdict.uncited:
+            lines.append("uncited: " + ", ".join(verdict.uncited))
+        if verdict.foreign:
+            lines.append("foreign: " + ", ".join(f"{c.id} ({c.token})" for c in verdict.foreign))
+        if verdict.partial:
+            lines.append("partial: " + ", ".join(f"{p['id']} {p['words_matched']}/{p['of']} words" for p in verdict.partial))
+        if verdict.unknown_citations:
+            lines.append("unknown citations: " + "; ".join(verdict.unknown_citations))
+        return "\n".join(lines)
+
+    def wake_up(self, max_tokens: int = 800) -> str:
+        """Identity and the most important memories, one line each."""
+        from .wakeup import wake_up
+
+        _budget(max_tokens)
+        check_layout(self.palace)
+        self.palace.invalidate()
+        return fit(wake_up(self.palace, budget_tokens=max_tokens).text, max_tokens)
+
+    def status(self, max_tokens: int = 400) -> str:
+        """Counts by domain, dense ranking on or off, and the first problems."""
+        from .refresh import current_scan
+
+        _budget(max_tokens)
+        report = self._fresh()
+        scan = current_scan(self.palace, report)
+        grouped = scan.by_domain()
+        domains = ", ".join(f"{d} {len(ms)}" for d, ms in sorted(grouped.items())) or "none"
+        lines = [f"palace: {self.palace.config.name} ({self.palace.root})",
+                 f"memories: {len(scan.memories)} in {len(grouped)} domain(s): {domains}",
+                 f"dense ranking: {report.dense}" + (f" ({report.dense_reason})" if report.dense_reason else ""),
+                 f"problems: {len(report.problems)}"]
+        lines += [f"- {problem}" for problem in report.problems]
+        return fit("\n".join(lines), max_tokens)
+
+
+# ---- the MCP server -----------------------------------------------------------------------------
+
+TOOL_SPECS = {
+    # name: (read_only, destructive, idempotent)
+    "recall": (True, False, True),
+    "search": (True, False, True),
+    "get": (True, False, True),
+    "add": (False, False, False),
+    "verify": (True, False, True),
+    "wake_up": (True, False, True),
+    "status": (True, False, True),
+}
+
+
+def _tidy_schema(schema):
+    """Drop what costs an agent's context and says nothing: pydantic titles, `anyOf [X, null]` wrappers."""
+    if isinstance(schema, list):
+        return [_tidy_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    tidy = {}
+    for key, value in schema.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key == "properties":
+            tidy[key] = {name: _tidy_schema(prop) for name, prop in value.items()}
+            continue
+        tidy[key] = _tidy_schema(value)
+    options = tidy.get("anyOf")
+    if isinstance(options, list):
+        kept = [o for o in options if o != {"type": "null"}]
+        if len(kept) == 1 and len(kept) < len(options):
+            del tidy["anyOf"]
+            tidy = {**kept[0], **tidy}
+    return tidy
+
+
+def build_server(palace: Palace):
+    """An MCPServer whose tools call PalaceTools on one worker thread."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.server.mcpserver.tools import Tool
+    from mcp.types import ToolAnnotations
+
+    worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="palace")
+    tools = PalaceTools(palace)
+
+    async def call(method, **kwargs) -> str:
+        try:
+            return await asyncio.get_running_loop().run_in_executor(worker, partial(method, **kwargs))
+        except PalaceError as exc:
+            raise ToolError(str(exc)) from exc
+
+    async def recall(query: str, k: int | None = None, domain: str | None = None,
+                     profile: Literal[tuple(PROFILES)] = "reference", max_tokens: int = 1000) -> str:
+        """Two-hop retrieval: the memories that answer query, as context with verify tokens to cite."""
+        return await call(tools.recall, query=query, k=k, domain=domain, profile=profile, max_tokens=max_tokens)
+
+    async def search(query: str, k: int = 10, domain: str | None = None,
+                     mode: Literal["hybrid", "lexical", "dense"] = "hybrid", max_tokens: int = 500) -> str:
+        """Flat ranked search; one line per hit: id | subject | domain | path:line | score."""
+        return await call(tools.search, query=query, k=k, domain=domain, mode=mode, max_tokens=max_tokens)
+
+    async def get(id: str, max_tokens: int = 1500) -> str:
+        """A memory in full by id (or its path under memories/)."""
+        return await call(tools.get, id=id, max_tokens=max_tokens)
+
+    async def add(subject: str, domain: str, anchor: str = "", image: str = "", content: str = "",
+                  keywords: list[str] | None = None, links: list[str] | None = None, verify: str | None = None,
+                  id: str | None = None) -> str:
+        """Write a new memory note (SMASHIN image + content); refuses to overwrite. Returns its verify token."""
+        return await call(tools.add, subject=subject, domain=domain, anchor=anchor, image=image, content=content,
+                          keywords=keywords, links=links, verify=verify, id=id)
+
+    async def verify(response: str, ids: list[str], rule: Literal["any", "all"] = "any") -> str:
+        """Check an answer's [verify: token] citations against the memory ids it was given."""
+        return await call(tools.verify, response=response, ids=ids, rule=rule)
+
+    async def wake_up(max_tokens: int = 800) -> str:
+        """Session opener: the palace's identity and its most important memories."""
+        return await call(tools.wake_up, max_tokens=max_tokens)
+
+    async def status(max_tokens: int = 400) -> str:
+        """Memory counts by domain, dense ranking on/off, note problems."""
+        return await call(tools.status, max_tokens=max_tokens)
+
+    functions = {f.__name__: f for f in (recall, search, get, add, verify, wake_up, status)}
+    registered = []
+    for name, (read_only, destructive, idempotent) in TOOL_SPECS.items():
+        tool = Tool.from_function(functions[name], name=name, structured_output=False,
+                                  annotations=ToolAnnotations(read_only_hint=read_only, destructive_hint=destructive,
+                                                              idempotent_hint=idempotent, open_world_hint=False))
+        tool.parameters = _tidy_schema(tool.parameters)
+        registered.append(tool)
+    return MCPServer("palace", instructions=INSTRUCTIONS, tools=registered, log_level="WARNING")
+
+
+def serve(palace: Palace) -> None:
+    """Run the stdio MCP server until the client closes stdin."""
+    build_server(palace).run("stdio")
