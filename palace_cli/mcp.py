@@ -69,7 +69,11 @@ def confined(palace: Palace, relpath: str, what: str = "path", under: str = MEMO
 def check_layout(palace: Palace) -> None:
     """Refuse to work when a folder the server writes to (notes, reviews, index files, cache) leads out of the palace."""
     for name in (MEMORIES, REVIEWS, INDEX_DIR, ROOT_INDEX, CACHE_DIR):
-        confined(palace, name, name, under=".")
+        try:
+            confined(palace, name, name, under=".")
+        except OutsidePalace:
+            raise OutsidePalace(f"{name} in {palace.root} resolves outside the palace (a symlink?); "
+                                "the server refuses to read or write until it is a plain folder or file") from None
 
 
 def _plain_name(value: str, what: str) -> str:
@@ -96,7 +100,7 @@ def fit(text: str, max_tokens: int) -> str:
     if len(data) <= limit:
         return text
     note = f"\n… cut at max_tokens={max_tokens}"
-    head = data[: limit - len(note.encode("utf-8"))].decode("utf-8", "ignore")
+    head = data[: limit - len(note.encode("utf-8")) - len(" …".encode("utf-8"))].decode("utf-8", "ignore")
     # End on a whole line when that keeps most of the budget, else on a word (a long Content is one line).
     line_end, word_end = head.rfind("\n"), head.rfind(" ")
     if line_end > len(head) * 0.7:

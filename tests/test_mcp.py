@@ -1,0 +1,424 @@
+"""The MCP server through the SDK's own stdio client: tools, budgets, confinement, concurrent writers."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+
+pytest.importorskip("mcp.server.mcpserver")
+
+from mcp import ClientSession  # noqa: E402
+from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+
+from palace_cli.mcp import OutsidePalace, PalaceTools, confined, fit  # noqa: E402
+from palace_cli.palace import Palace  # noqa: E402
+
+PALACE_BIN = Path(sys.executable).parent / "palace"
+REQUIRED_TOOLS = {"recall", "search", "get", "add", "verify", "wake_up", "status", "quiz_next", "quiz_grade"}
+TOKEN_LIMIT = 1500
+
+
+def palace_command(root: Path, *args: str) -> list[str]:
+    """The installed console script when there is one, else the same entry point through this Python."""
+    if PALACE_BIN.exists():
+        return [str(PALACE_BIN), "--palace", str(root), *args]
+    return [sys.executable, "-c", "from palace_cli.cli import main; main()", "--palace", str(root), *args]
+
+
+@asynccontextmanager
+async def session(root: Path):
+    """A real client session with `palace --palace root mcp` over stdio."""
+    command = palace_command(root, "mcp")
+    params = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
+    with open(os.devnull, "w") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as client:
+                await client.initialize()
+                yield client
+
+
+async def call(client: ClientSession, name: str, **arguments) -> tuple[bool, str]:
+    """(is_error, text) of one tool call."""
+    result = await client.call_tool(name, arguments)
+    return result.is_error, "\n".join(c.text for c in result.content if c.type == "text")
+
+
+def tool_list_json(tools) -> str:
+    """The tools/list result as it travels on the wire (compact JSON, camelCase keys)."""
+    return json.dumps([t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools],
+                      separators=(",", ":"), ensure_ascii=False)
+
+
+def estimate_tokens(text: str) -> int:
+    """Stated method: UTF-8 bytes / 4, rounded up (the same rule as wake-up's budget)."""
+    return -(-len(text.encode("utf-8")) // 4)
+
+
+def handed(text: str) -> list[str]:
+    """The ids on recall's `handed:` line."""
+    line = next(line for line in text.splitlines() if line.startswith("handed: "))
+    return [] if line == "handed: none" else line[len("handed: "):].split(", ")
+
+
+def cli(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(palace_command(root, *args), capture_output=True, text=True, check=check)
+
+
+def snapshot(base: Path, palace_root: Path) -> dict[str, str]:
+    """Hash of every file under base except where the server may write (notes, reviews, index files, cache, git)."""
+    allowed = [palace_root / name for name in ("memories", "reviews", "index", "INDEX.md", ".palace", ".git")]
+    found = {}
+    for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
+        here = Path(dirpath)
+        dirnames[:] = [d for d in dirnames if here / d not in allowed]
+        for name in filenames:
+            path = here / name
+            if path in allowed:
+                continue
+            data = path.read_bytes() if path.is_file() else os.readlink(path).encode()
+            found[str(path.relative_to(base))] = hashlib.sha256(data).hexdigest()
+    return found
+
+
+def new_memory(i: int, tag: str) -> dict:
+    """An add payload whose invented words make it the only lexical match for its query."""
+    word = f"zorbl{tag}{i}"
+    return {"subject": f"Quillon {tag} widget {i}", "domain": "reliability-operations",
+            "anchor": f"{word} anchor", "keywords": [word],
+            "image": f"A copper {word} hums while nine {tag} lanterns of {word} spin on a velvet turntable.",
+            "content": f"The {word} protocol retries exactly {i} times before it gives up."}
+
+
+# ---- a whole session --------------------------------------------------------------------------
+
+
+def test_session_lists_measures_recalls_adds_and_verifies(example_palace):
+    async def scenario():
+        async with session(example_palace) as client:
+            tools = (await client.list_tools()).tools
+            wire = tool_list_json(tools)
+            recalled = await call(client, "recall", query="coordinator crashed while participants held locks")
+            added = await call(client, "add", **new_memory(1, "mcp"))
+            again = await call(client, "add", **new_memory(1, "mcp"))
+            recalled_new = await call(client, "recall", query="zorblmcp1 protocol retries")
+            got = await call(client, "get", id="quillon-mcp-widget-1")
+            return tools, wire, recalled, added, again, recalled_new, got
+
+    tools, wire, recalled, added, again, recalled_new, got = anyio.run(scenario)
+    names = {t.name for t in tools}
+    assert REQUIRED_TOOLS <= names, REQUIRED_TOOLS - names
+    assert len(tools) <= 10
+    by_name = {t.name: t for t in tools}
+    for name in ("recall", "search", "get", "verify", "wake_up", "status"):
+        assert by_name[name].annotations.read_only_hint is True, name
+    for name in ("add", "quiz_grade"):
+        hints = by_name[name].annotations
+        assert (hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint) == (False, False, False), name
+    assert estimate_tokens(wire) < TOKEN_LIMIT, f"tool list costs about {estimate_tokens(wire)} tokens"
+    # JSON tokenizes denser than prose; even at 3 bytes a token the list must fit.
+    assert len(wire.encode()) / 3 < TOKEN_LIMIT
+
+    error, text = recalled
+    assert not error and handed(text)[0] == "two-phase-commit"
+    assert "verify: mustard-yellow tuxedo" in text
+
+    error, text = added
+    assert not error and text.startswith("added quillon-mcp-widget-1 at memories/reliability-operations/")
+    token = next(line for line in text.splitlines() if line.startswith("verify: "))[len("verify: "):]
+    assert token != "(none)" and token in new_memory(1, "mcp")["image"]
+
+    error, text = again
+    assert error and "already exists" in text
+    assert (example_palace / "memories/reliability-operations/quillon-mcp-widget-1.md").read_text().count("zorblmcp1") >= 3
+
+    error, text = recalled_new
+    assert not error and handed(text)[0] == "quillon-mcp-widget-1"
+    assert f"verify: {token}" in text
+
+    error, text = got
+    assert not error and f"verify: {token}" in text and "## Content" in text
+
+    async def verify_answers():
+        async with session(example_palace) as client:
+            good = await call(client, "verify", response=f"It retries once [verify: {token}].",
+                              ids=["quillon-mcp-widget-1"])
+            foreign = await call(client, "verify", response="It retries once [verify: mustard-yellow tuxedo].",
+                                 ids=["quillon-mcp-widget-1"])
+            return good, foreign
+
+    good, foreign = anyio.run(verify_answers)
+    assert good == (False, good[1]) and good[1].startswith("grounded (grounded)")
+    assert not foreign[0] and foreign[1].startswith("NOT grounded (foreign)") and "two-phase-commit" in foreign[1]
+
+
+def test_outputs_stay_within_their_budget(example_palace):
+    async def scenario():
+        async with session(example_palace) as client:
+            out = {}
+            for budget in (60, 200, 600):
+                out[("recall", budget)] = await call(client, "recall", query="how do replicas agree on a leader",
+                                                    profile="teaching", max_tokens=budget)
+                out[("wake_up", budget)] = await call(client, "wake_up", max_tokens=budget)
+                out[("get", budget)] = await call(client, "get", id="paxos", max_tokens=budget)
+                out[("search", budget)] = await call(client, "search", query="replica", k=50, max_tokens=budget)
+            return out
+
+    out = anyio.run(scenario)
+    for (tool, budget), (error, text) in out.items():
+        assert not error, (tool, text)
+        assert len(text.encode("utf-8")) <= budget * 4, (tool, budget, len(text.encode("utf-8")))
+    assert "cut at max_tokens=60" in out[("get", 60)][1]
+    assert "cut at max_tokens" not in out[("get", 600)][1]
+
+
+# ---- confinement -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def attacked(example_palace, tmp_path):
+    """The example palace with a secret outside it, a note symlinked to the secret, a domain symlinked outside."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secret = tmp_path / "secret.md"
+    secret.write_text("---\nid: secret\nsubject: Secret\nanchor: a\nverify: top secret words\n---\n## Image\n"
+                      "top secret words\n## Content\nthe password is hunter2\n")
+    (example_palace / "memories/consensus-coordination/leak.md").symlink_to(secret)
+    (example_palace / "memories/evil").symlink_to(outside, target_is_directory=True)
+    return example_palace
+
+
+ATTACKS = [
+    ("get", {"id": "../../secret.md"}, "'..'"),
+    ("get", {"id": "memories/../../secret.md"}, "'..'"),
+    ("get", {"id": "SECRET"}, "absolute path"),
+    ("get", {"id": "~/.ssh/id_rsa"}, "absolute path"),
+    ("get", {"id": "memories/consensus-coordination/leak.md"}, "outside"),
+    ("get", {"id": "memories/evil/x.md"}, "outside"),
+    ("get", {"id": "palace.toml"}, "no memory with id"),
+    ("get", {"id": "memories/consensus-coordination/paxos.md\x00.txt"}, "NUL"),
+    ("add", {"subject": "Pwned", "domain": "../../outside", "image": "x"}, "'..'"),
+    ("add", {"subject": "Pwned", "domain": "OUTSIDE", "image": "x"}, "absolute path"),
+    ("add", {"subject": "Pwned", "domain": "evil", "image": "x"}, "outside"),
+    ("add", {"subject": "Pwned", "domain": "a/b", "image": "x"}, "single name"),
+    ("add", {"subject": "Pwned", "domain": "general", "id": "../../../outside/pwned", "image": "x"}, "'..'"),
+    ("recall", {"query": "quorum", "domain": "../outside"}, "'..'"),
+    ("search", {"query": "quorum", "domain": "SECRET"}, "absolute path"),
+    ("verify", {"response": "top secret words", "ids": ["../../secret.md"]}, "'..'"),
+]
+
+
+def test_confinement_attacks_are_refused_and_nothing_leaks(attacked, tmp_path):
+    secret = tmp_path / "secret.md"
+    before = snapshot(tmp_path, attacked)
+
+    def resolve(value):
+        if isinstance(value, dict):
+            return {k: resolve(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [resolve(v) for v in value]
+        return {"SECRET": str(secret), "OUTSIDE": str(tmp_path / "outside")}.get(value, value)
+
+    async def scenario():
+        async with session(attacked) as client:
+            results = [await call(client, name, **resolve(args)) for name, args, _ in ATTACKS]
+            leak = await call(client, "recall", query="password hunter2 top secret words")
+            status = await call(client, "status")
+            return results, leak, status
+
+    results, leak, status = anyio.run(scenario)
+    for (name, args, expected), (error, text) in zip(ATTACKS, results):
+        assert error, (name, args, text)
+        assert expected in text, (name, args, text)
+        assert "hunter2" not in text
+    assert not leak[0] and "hunter2" not in leak[1] and "secret" not in handed(leak[1])
+    assert not status[0] and "symlink points outside the palace" in status[1]
+    assert list((tmp_path / "outside").iterdir()) == []
+    assert snapshot(tmp_path, attacked) == before
+    assert not list(attacked.rglob("pwned*"))
+
+
+def test_a_symlinked_index_folder_stops_every_call(example_palace, tmp_path):
+    outside = tmp_path / "outside-index"
+    outside.mkdir()
+    index = example_palace / "index"
+    for child in index.iterdir():
+        child.unlink()
+    index.rmdir()
+    index.symlink_to(outside, target_is_directory=True)
+
+    async def scenario():
+        async with session(example_palace) as client:
+            return [await call(client, "status"), await call(client, "recall", query="quorum"),
+                    await call(client, "add", **new_memory(1, "idx"))]
+
+    for error, text in anyio.run(scenario):
+        assert error and "index in " in text and "resolves outside the palace" in text
+    assert list(outside.iterdir()) == []
+    assert not (example_palace / "memories/reliability-operations/quillon-idx-widget-1.md").exists()
+
+
+MALFORMED = [
+    ("recall", {"query": 5}),
+    ("recall", {}),
+    ("recall", {"query": "quorum", "max_tokens": -1}),
+    ("recall", {"query": "quorum", "profile": "everything"}),
+    ("search", {"query": "quorum", "k": "many"}),
+    ("search", {"query": "quorum", "k": 0}),
+    ("get", {"id": ""}),
+    ("get", {"id": ["paxos"]}),
+    ("add", {"subject": "No domain"}),
+    ("add", {"subject": "", "domain": "general"}),
+    ("add", {"subject": "Bad id", "domain": "general", "id": "Not An Id!"}),
+    ("verify", {"response": "x", "ids": []}),
+    ("verify", {"response": "x", "ids": ["no-such-memory"]}),
+    ("wake_up", {"max_tokens": 10 ** 9}),
+    ("no_such_tool", {}),
+]
+
+
+def test_malformed_arguments_get_errors_and_the_server_keeps_serving(example_palace):
+    async def scenario():
+        async with session(example_palace) as client:
+            results = [await call(client, name, **args) for name, args in MALFORMED]
+            return results, await call(client, "status")
+
+    results, status = anyio.run(scenario)
+    for (name, args), (error, text) in zip(MALFORMED, results):
+        assert error and text.strip(), (name, args, text)
+    assert not status[0] and "memories: 66 in 6 domain(s)" in status[1]
+    assert not list((example_palace / "memories").rglob("no-domain*"))
+
+
+def test_stdout_carries_only_protocol_messages(example_palace):
+    """Raw JSON-RPC on the server's stdin, including garbage; every stdout line must be a JSON-RPC message."""
+    process = subprocess.Popen(palace_command(example_palace, "mcp"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in process.stdout], daemon=True).start()
+    stderr: list[str] = []
+    threading.Thread(target=lambda: stderr.extend(process.stderr), daemon=True).start()
+
+    def send(message, reply=True):
+        process.stdin.write((message if isinstance(message, str) else json.dumps(message)) + "\n")
+        process.stdin.flush()
+        if reply:
+            return json.loads(lines.get(timeout=120))  # a guard against a hang, not a timing assertion
+
+    try:
+        init = send({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                     "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                "clientInfo": {"name": "raw", "version": "0"}}})
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"}, reply=False)
+        send("this line is not JSON", reply=False)
+        send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": "not an object"}, reply=False)
+        replies = [send({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": name, "arguments": args}})
+                   for n, (name, args) in enumerate([("recall", {"query": "quorum"}), ("get", {"id": "/etc/passwd"}),
+                                                     ("recall", {"query": ["x"]}), ("status", {})], start=3)]
+    finally:
+        process.stdin.close()
+        process.wait(timeout=120)
+    rest = [line for line in iter(lambda: lines.get(timeout=5) if not lines.empty() else None, None)]
+    assert init["result"]["serverInfo"]["name"] == "palace"
+    assert [r["id"] for r in replies] == [3, 4, 5, 6]
+    assert not replies[0]["result"].get("isError") and "handed: quorum" in replies[0]["result"]["content"][0]["text"]
+    assert replies[1]["result"]["isError"] and replies[2]["result"]["isError"]
+    assert "memories: 66" in replies[3]["result"]["content"][0]["text"]
+    for line in rest:
+        assert json.loads(line)["jsonrpc"] == "2.0"
+    assert process.returncode == 0, "".join(stderr)
+
+
+# ---- concurrent writers ------------------------------------------------------------------------
+
+
+def test_concurrent_cli_and_mcp_writes_are_all_seen(example_palace):
+    count = 4
+
+    def cli_add(i):
+        memory = new_memory(i, "cli")
+        return subprocess.Popen(palace_command(example_palace, "add", memory["subject"], "--domain", memory["domain"],
+                                               "--anchor", memory["anchor"], "--image", memory["image"],
+                                               "--content", memory["content"], "--keywords", memory["keywords"][0],
+                                               "--no-edit"),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    async def scenario():
+        async with session(example_palace) as client:
+            await call(client, "status")  # the server's caches are warm before anyone writes
+            writers = [cli_add(i) for i in range(count)]
+            mcp_adds = [await call(client, "add", **new_memory(i, "mcp")) for i in range(count)]
+            outcomes = [(w.wait(), w.stderr.read()) for w in writers]
+            # The server's next calls must see what the CLI wrote meanwhile.
+            seen_cli = [await call(client, "recall", query=f"zorblcli{i} protocol") for i in range(count)]
+            got_cli = [await call(client, "get", id=f"quillon-cli-widget-{i}") for i in range(count)]
+            # A CLI process running while the server is up must see what MCP wrote.
+            seen_by_cli = [cli(example_palace, "recall", f"zorblmcp{i} protocol", "--format", "json")
+                           for i in range(count)]
+            status = await call(client, "status")
+            return mcp_adds, outcomes, seen_cli, got_cli, seen_by_cli, status
+
+    mcp_adds, outcomes, seen_cli, got_cli, seen_by_cli, status = anyio.run(scenario)
+    for error, text in mcp_adds:
+        assert not error, text
+    for code, err in outcomes:
+        assert code == 0, err
+    for i, (error, text) in enumerate(seen_cli):
+        assert not error and handed(text)[0] == f"quillon-cli-widget-{i}", text
+    for error, text in got_cli:
+        assert not error, text
+    for i, done in enumerate(seen_by_cli):
+        assert json.loads(done.stdout)["hits"][0]["id"] == f"quillon-mcp-widget-{i}"
+    assert f"memories: {66 + 2 * count} in 6 domain(s)" in status[1] and "problems: 0" in status[1]
+    lint = cli(example_palace, "index", "--check", check=False)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+# ---- the pieces, without a transport ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ref, ok", [
+    ("memories/storage-engines/b-tree.md", True),
+    ("memories/storage-engines", True),
+    ("memories/../palace.toml", False),
+    ("../x", False),
+    ("/etc/passwd", False),
+    ("~root/x", False),
+    ("C:/Windows", False),
+    ("memories/a\x00b", False),
+    ("palace.toml", False),
+])
+def test_confined(palace, ref, ok):
+    if ok:
+        assert confined(palace, ref).is_relative_to(palace.root / "memories")
+    else:
+        with pytest.raises(OutsidePalace):
+            confined(palace, ref)
+
+
+@pytest.mark.parametrize("text, budget", [("short", 50), ("line\n" * 500, 50), ("word " * 2000, 100),
+                                          ("é" * 5000, 60), ("one long line " * 300 + "\nand a tail", 200)])
+def test_fit_keeps_within_budget_and_says_so(text, budget):
+    out = fit(text, budget)
+    assert len(out.encode("utf-8")) <= budget * 4
+    assert (out == text) == (len(text.encode("utf-8")) <= budget * 4)
+    if out != text:
+        assert out.endswith(f"cut at max_tokens={budget}") and len(out.encode("utf-8")) > budget * 4 * 0.6
+
+
+def test_tools_without_a_transport_see_a_write_made_behind_their_back(example_palace):
+    tools = PalaceTools(Palace(example_palace))
+    assert "memories: 66" in tools.status()
+    other = PalaceTools(Palace(example_palace))  # a second process, in effect
+    other.add(**new_memory(7, "side"))
+    assert handed(tools.recall("zorblside7 protocol"))[0] == "quillon-side-widget-7"
+    assert "memories: 67" in tools.status()
