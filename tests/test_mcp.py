@@ -161,6 +161,25 @@ def test_session_lists_measures_recalls_adds_and_verifies(example_palace):
     assert not foreign[0] and foreign[1].startswith("NOT grounded (foreign)") and "two-phase-commit" in foreign[1]
 
 
+def test_tool_list_fits_under_a_real_tokenizer(example_palace):
+    """Bytes/4 is an estimate; count again with a real BPE tokenizer (SmolLM2's, 49k vocab) when it is installed."""
+    from conftest_models import model_cache_home
+
+    path = model_cache_home() / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    if not path.exists():
+        pytest.skip(f"no SmolLM2 GGUF at {path} (installed by the model tests' fixture)")
+    llama_cpp = pytest.importorskip("llama_cpp")
+
+    async def scenario():
+        async with session(example_palace) as client:
+            return tool_list_json((await client.list_tools()).tools)
+
+    wire = anyio.run(scenario)
+    vocab = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
+    count = len(vocab.tokenize(wire.encode("utf-8"), add_bos=False, special=False))
+    assert count < TOKEN_LIMIT, f"tool list is {count} SmolLM2 tokens"
+
+
 def test_outputs_stay_within_their_budget(example_palace):
     async def scenario():
         async with session(example_palace) as client:
