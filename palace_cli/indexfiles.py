@@ -31,29 +31,39 @@ def render_domain_index(palace: Palace, domain: str, memories: list[Memory]) -> 
     return "\n".join(lines) + "\n"
 
 
-def render_root_index(palace: Palace, grouped: dict[str, list[Memory]]) -> str:
-    """Level 0: each domain with aliases, then one line per memory: keywords -> anchor."""
+def render_root_section(palace: Palace, domain: str, memories: list[Memory]) -> list[str]:
+    """The lines of one domain's section of INDEX.md (refresh caches them per domain)."""
+    spec = palace.config.domains.get(domain)
+    lines = [f"## {domain} → [{INDEX_DIR}/{domain}.md]({INDEX_DIR}/{domain}.md)", ""]
+    if spec and spec.description:
+        lines.append(_cell(spec.description))
+    if spec and spec.aliases:
+        lines.append("aliases: " + ", ".join(sorted(_cell(a) for a in spec.aliases)))
+    if spec and (spec.description or spec.aliases):
+        lines.append("")
+    for memory in sorted(memories, key=lambda m: m.id):
+        keys = ", ".join(_cell(k) for k in memory.keywords) or _cell(memory.subject)
+        lines.append(f"- {keys} → {_cell(memory.anchor) or memory.id}")
+    lines.append("")
+    return lines
+
+
+def assemble_root_index(palace: Palace, counts: dict[str, int], sections: dict[str, list[str]]) -> str:
+    """INDEX.md from each domain's memory count and section lines."""
     lines = [f"# {_cell(palace.config.name)}", "", MARKER, ""]
     if palace.config.identity:
         lines += [_cell(palace.config.identity), ""]
-    total = sum(len(v) for v in grouped.values())
-    lines += [f"{total} memories in {len(grouped)} domains. Each line: keywords → anchor; the domain index has the rest.", ""]
-    for domain in sorted(grouped):
-        memories = grouped[domain]
-        spec = palace.config.domains.get(domain)
-        lines.append(f"## {domain} → [{INDEX_DIR}/{domain}.md]({INDEX_DIR}/{domain}.md)")
-        lines.append("")
-        if spec and spec.description:
-            lines.append(_cell(spec.description))
-        if spec and spec.aliases:
-            lines.append("aliases: " + ", ".join(sorted(_cell(a) for a in spec.aliases)))
-        if spec and (spec.description or spec.aliases):
-            lines.append("")
-        for memory in sorted(memories, key=lambda m: m.id):
-            keys = ", ".join(_cell(k) for k in memory.keywords) or _cell(memory.subject)
-            lines.append(f"- {keys} → {_cell(memory.anchor) or memory.id}")
-        lines.append("")
+    total = sum(counts.values())
+    lines += [f"{total} memories in {len(counts)} domains. Each line: keywords → anchor; the domain index has the rest.", ""]
+    for domain in sorted(counts):
+        lines += sections[domain]
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def render_root_index(palace: Palace, grouped: dict[str, list[Memory]]) -> str:
+    """Level 0: each domain with aliases, then one line per memory: keywords -> anchor."""
+    return assemble_root_index(palace, {d: len(m) for d, m in grouped.items()},
+                               {d: render_root_section(palace, d, m) for d, m in grouped.items()})
 
 
 def render_all(palace: Palace, scan: Scan) -> dict[str, str]:

@@ -109,7 +109,8 @@ class Palace:
         report = problems if problems is not None else []
         if not self.memories_dir.is_dir():
             return found
-        stack = [self.memories_dir]
+        stack = [str(self.memories_dir)]
+        prefix = len(str(self.root)) + 1  # plain strings here: Path objects cost more than the stat at 100k notes
         while stack:
             directory = stack.pop()
             try:
@@ -121,7 +122,7 @@ class Palace:
                 name = entry.name
                 if name.startswith(".") or name in SKIPPED_DIRS:
                     continue  # editor swap files, temp files of atomic writes
-                path = Path(entry.path)
+                path = entry.path
                 if entry.is_symlink() and not self.inside(path):
                     report.append(Problem(self.rel(path), None, "error", "symlink-outside",
                                           "symlink points outside the palace; not read"))
@@ -131,7 +132,7 @@ class Palace:
                     continue
                 if not name.endswith(".md"):
                     continue
-                relpath = self.rel(path)
+                relpath = path[prefix:].replace(os.sep, "/")
                 parts = relpath.split("/")
                 if len(parts) < 3:
                     report.append(Problem(relpath, None, "error", "no-domain",
