@@ -16,6 +16,7 @@ class Profile:
     include_links: bool       # also hand over the memories the hits link to
     budget: int | None        # default context budget in bytes (None: unlimited)
     purpose: str
+    trim: bool = True         # hand over only hits close to the best one (the smallest context that answers)
 
 
 PROFILES = {
@@ -24,7 +25,7 @@ PROFILES = {
     "reference": Profile("reference", "hybrid", 3, ("anchor", "content"), False, 4000,
                          "the default: three memories' facts, for looking something up"),
     "study": Profile("study", "hybrid", 3, ("anchor", "image", "content", "links"), False, 8000,
-                     "full image and links, for learning the memory rather than the fact"),
+                     "full image and links, for learning the memory rather than the fact", trim=False),
     "teaching": Profile("teaching", "hybrid", 3, ("anchor", "image", "content", "links"), True, 16000,
-                        "everything, plus the linked memories, for explaining a topic"),
+                        "everything, plus the linked memories, for explaining a topic", trim=False),
 }

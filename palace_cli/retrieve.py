@@ -320,7 +320,8 @@ def route(palace: Palace, catalog: Catalog, query: str) -> tuple[list[DomainRout
 
 
 def recall(palace: Palace, query: str, k: int | None = None, domain: str | None = None, budget: int | None = None,
-           profile: str = "reference", do_refresh: bool = True, mode: str | None = None) -> Recall:
+           profile: str = "reference", do_refresh: bool = True, mode: str | None = None,
+           trim: bool | None = None) -> Recall:
     """Route to a domain (hop 1), rank memories in it (hop 2), and build the context within the budget."""
     if profile not in PROFILES:
         raise UsageError(f"unknown profile {profile!r}; choose from {', '.join(PROFILES)}")
@@ -357,7 +358,7 @@ def recall(palace: Palace, query: str, k: int | None = None, domain: str | None 
                 result.reason = f"a better match lay outside the routed domains: widened to {', '.join(widened)}"
                 result.route += [DomainRoute(d, next((c.confidence for c in result.considered if c.domain == d), 0.0),
                                              {"guard": 1.0}) for d in widened]
-    result.hits = hits
+    result.hits = trim_hits(hits) if (spec.trim if trim is None else trim) else hits
     _attach(palace, result.hits)
     result.confidence = _confidence(result.hits)
     if spec.include_links:
@@ -366,6 +367,30 @@ def recall(palace: Palace, query: str, k: int | None = None, domain: str | None 
     result.context_bytes = len(result.context.encode("utf-8"))
     result.elapsed_ms = (time.perf_counter() - started) * 1000
     return result
+
+
+# A later hit is handed over only when it is close to the best: within this share of the best
+# BM25 score, or this far below the best cosine. Measured in docs/benchmarks.md ("context").
+TRIM_LEXICAL_SHARE = 0.5
+TRIM_DENSE_GAP = 0.08
+
+
+def trim_hits(hits: list[Hit]) -> list[Hit]:
+    """Keep the best hit and those close to it: the smallest context likely to hold the answer."""
+    if len(hits) <= 1:
+        return hits
+    top = hits[0].parts
+    kept = [hits[0]]
+    for hit in hits[1:]:
+        close = False
+        if "lexical" in hit.parts and "lexical" in top:
+            close |= hit.parts["lexical"] >= TRIM_LEXICAL_SHARE * top["lexical"]
+        if "dense" in hit.parts and "dense" in top:
+            close |= hit.parts["dense"] >= top["dense"] - TRIM_DENSE_GAP
+        if not close:
+            break  # hits are ranked: once one is far from the best, later ones are too
+        kept.append(hit)
+    return kept
 
 
 def _guard(palace, catalog, query, mode, k, hits, domains):

@@ -16,7 +16,7 @@ from ..errors import PalaceError
 from ..palace import Palace
 from ..profiles import PROFILES
 from ..refresh import refresh, resolve_embedder
-from ..retrieve import build_context, recall, search
+from ..retrieve import build_context, recall, search, trim_hits
 
 ALL_MODES = ("2hop", "lexical", "dense", "hybrid")
 CUTOFFS = (1, 3, 5, 10)
@@ -93,10 +93,10 @@ def _run_query(palace: Palace, mode: str, query: Query, profile: str):
     """(ranked ids, handed-over ids, context bytes, fallback, routed domains, confidence) for one query."""
     spec = PROFILES[profile]
     if mode == "2hop":
-        result = recall(palace, query.query, k=10, profile=profile, do_refresh=False, budget=None)
-        handed = [h.id for h in result.hits[: spec.k]]
-        trimmed = recall_context(result, spec.k, spec.budget)
-        return ([h.id for h in result.hits], handed, trimmed, result.fallback,
+        result = recall(palace, query.query, k=10, profile=profile, do_refresh=False, trim=False)
+        handed = trim_hits(result.hits[: spec.k]) if spec.trim else result.hits[: spec.k]
+        context = build_context(handed, spec, spec.budget)
+        return ([h.id for h in result.hits], [h.id for h in handed], len(context.encode("utf-8")), result.fallback,
                 {r.domain for r in result.route}, result.confidence)
     result = search(palace, query.query, mode=mode, k=10, do_refresh=False)
     top = result.hits[: spec.k]
@@ -106,13 +106,6 @@ def _run_query(palace: Palace, mode: str, query: Query, profile: str):
     context = build_context(top, spec, spec.budget)
     return ([h.id for h in result.hits], [h.id for h in top], len(context.encode("utf-8")), False, None,
             _confidence(result.hits))
-
-
-def recall_context(result, k: int, budget: int | None) -> int:
-    """Bytes of the context a recall hands over at the profile's k."""
-    from ..retrieve import build_context as build
-
-    return len(build(result.hits[:k], PROFILES[result.profile], budget).encode("utf-8"))
 
 
 def run_retrieval_bench(palace: Palace, queries: list[Query], modes=ALL_MODES, profile: str = "reference",
