@@ -1,0 +1,163 @@
+"""Two-hop retrieval through the core API on a copy of the example palace (lexical: no models here)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from palace_cli.cli import cli
+from palace_cli.errors import NotFound, UsageError
+from palace_cli.profiles import PROFILES
+from palace_cli.refresh import refresh
+from palace_cli.retrieve import Hit, build_context, fuse_rrf, recall, search, trim_hits
+
+
+@pytest.mark.parametrize("query, domain", [
+    ("what does 2pc do when the coordinator dies", "consensus-coordination"),          # exact keyword
+    ("kafka: how do I keep ordering per customer?", "messaging-events"),                 # domain alias
+    ("sre practice for spending unreliability on purpose", "reliability-operations"),    # alias + descriptor
+    ("bloom filter false positive rate", "storage-engines"),                             # subject phrase
+])
+def test_routes_to_the_right_domain(palace, query, domain):
+    result = recall(palace, query)
+    assert result.route, "routing chose no domain"
+    assert result.route[0].domain == domain
+    assert result.hits and result.hits[0].domain == domain
+
+
+def test_ambiguous_query_widens_or_falls_back(palace):
+    result = recall(palace, "cache replication retries queue")
+    assert result.fallback or len(result.route) > 1
+    assert "unsure" in result.reason or "widened" in result.reason
+
+
+def test_unknown_domain_is_a_clear_error(palace):
+    with pytest.raises(NotFound, match="no domain 'kubernetes'"):
+        recall(palace, "pods", domain="kubernetes")
+
+
+def test_given_domain_skips_routing(palace):
+    result = recall(palace, "log", domain="storage-engines", k=5)
+    assert result.hops == 1
+    assert {h.domain for h in result.hits} == {"storage-engines"}
+
+
+def test_routing_never_loses_the_flat_best(palace):
+    """Every query whose flat lexical top hit is relevant keeps a relevant hit in recall's top 3."""
+    from palace_cli.bench.retrieval import load_queries
+
+    queries = [q for q in load_queries(palace.root / "queries.jsonl") if q.expected]
+    refresh(palace)
+    lost = []
+    for q in queries:
+        flat = search(palace, q.query, mode="lexical", k=1, do_refresh=False)
+        if flat.hits and flat.hits[0].id in q.expected:
+            two_hop = recall(palace, q.query, k=3, trim=False, do_refresh=False)
+            if not {h.id for h in two_hop.hits} & set(q.expected):
+                lost.append(q.qid)
+    assert len(lost) <= len(queries) * 0.02, f"routing lost queries flat search answers: {lost}"
+
+
+def test_rrf_fusion_maths():
+    fused = fuse_rrf({"lexical": [("a", 9.0), ("b", 5.0)], "dense": [("b", 0.9), ("c", 0.8)]}, k=60)
+    scores = {item: score for item, score, _ in fused}
+    assert scores["b"] == pytest.approx(1 / 62 + 1 / 61)
+    assert scores["a"] == pytest.approx(1 / 61)
+    assert scores["c"] == pytest.approx(1 / 62)
+    assert [item for item, _, _ in fused] == ["b", "a", "c"]
+    parts = {item: p for item, _, p in fused}
+    assert parts["b"] == {"lexical": 5.0, "lexical_rank": 2, "dense": 0.9, "dense_rank": 1}
+
+
+def test_rrf_ties_break_by_id():
+    fused = fuse_rrf({"x": [("b", 1.0)], "y": [("a", 1.0)]})
+    assert [item for item, _, _ in fused] == ["a", "b"]
+
+
+@pytest.mark.parametrize("parts, expected", [
+    ([{"lexical": 10}, {"lexical": 6}, {"lexical": 4}], 2),
+    ([{"lexical": 10}, {"lexical": 2}, {"lexical": 9}], 1),       # stops at the first far hit
+    ([{"dense": 0.8}, {"dense": 0.75}, {"dense": 0.6}], 2),
+    ([{"lexical": 10, "dense": 0.8}, {"lexical": 1, "dense": 0.79}], 2),  # close on either signal
+])
+def test_trim_keeps_hits_close_to_the_best(parts, expected):
+    hits = [Hit(f"m{i}", "", "d", "p", 1, 0.0, p) for i, p in enumerate(parts)]
+    assert len(trim_hits(hits)) == expected
+
+
+def test_budget_truncates_at_whole_memories(palace):
+    result = recall(palace, "how do quorums overlap", k=3, trim=False, profile="study", budget=None)
+    full = build_context(result.hits, PROFILES["study"], None)
+    small = build_context(result.hits, PROFILES["study"], 1500)
+    assert len(small.encode()) <= 1500 < len(full.encode())
+    assert small.count("verify: ") >= 1
+    assert build_context(result.hits, PROFILES["study"], 50) == ""
+
+
+def test_context_carries_tokens_and_instruction(palace):
+    result = recall(palace, "what is a write-ahead log for")
+    memory = result.hits[0].memory
+    assert f"verify: {memory.verify}" in result.context
+    assert "verify token" in result.context
+    assert result.context_bytes == len(result.context.encode("utf-8"))
+
+
+def test_profiles(palace):
+    interview = recall(palace, "token bucket burst size", profile="interview")
+    assert len(interview.hits) == 1 and interview.mode == "lexical"
+    assert "Image:" not in interview.context
+    study = recall(palace, "token bucket burst size", profile="study")
+    assert "Image:" in study.context and "links:" in study.context
+    teaching = recall(palace, "token bucket burst size", profile="teaching")
+    assert teaching.linked, "teaching hands over linked memories too"
+    assert teaching.context_bytes > study.context_bytes
+    with pytest.raises(UsageError):
+        recall(palace, "x", profile="nonsense")
+
+
+def test_search_modes_without_models(palace):
+    lexical = search(palace, "consistent hashing ring", mode="lexical", k=5)
+    assert lexical.hits[0].id == "consistent-hashing"
+    hybrid = search(palace, "consistent hashing ring", mode="hybrid", k=5)
+    assert hybrid.mode == "lexical" and hybrid.dense == "off"   # says it fell back
+    with pytest.raises(UsageError, match="palace models install"):
+        search(palace, "x", mode="dense")
+
+
+def test_cli_recall_json_shape(example_palace):
+    runner = CliRunner()
+    result = runner.invoke(cli, ["--palace", str(example_palace), "recall", "why add jitter to retries",
+                                 "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert {"hits", "hops", "route", "fallback", "context_bytes", "memories"} <= set(data)
+    hit = data["hits"][0]
+    assert {"id", "subject", "domain", "path", "line", "score", "parts"} <= set(hit)
+    assert hit["id"] == "retry-backoff-jitter"
+    assert all({"domain", "confidence"} <= set(r) for r in data["route"])
+    assert data["memories"][0]["verify"]
+
+
+def test_cli_search_json_and_prompt(example_palace):
+    runner = CliRunner()
+    result = runner.invoke(cli, ["--palace", str(example_palace), "search", "merkle tree repair", "--json", "-k", "3"])
+    assert result.exit_code == 0
+    data = json.loads(result.stdout)
+    assert len(data["hits"]) == 3 and data["hits"][0]["id"] == "merkle-anti-entropy"
+    prompt = runner.invoke(cli, ["--palace", str(example_palace), "recall", "merkle tree repair", "--format", "prompt"])
+    assert prompt.exit_code == 0 and "verify:" in prompt.stdout
+
+
+def test_wake_up_is_deterministic_and_within_budget(palace):
+    from palace_cli.wakeup import wake_up
+
+    first = wake_up(palace, budget_tokens=300)
+    second = wake_up(palace, budget_tokens=300)
+    assert first.text == second.text
+    assert first.tokens <= 300
+    assert first.text.startswith("# System Design Palace")
+    assert first.memories and len(first.memories) < 66
+    bigger = wake_up(palace, budget_tokens=3000)
+    assert [m["id"] for m in bigger.memories[: len(first.memories)]] == [m["id"] for m in first.memories]
