@@ -63,3 +63,4 @@ def _table(infos: list[models.ModelInfo], title: str) -> None:
     for i in infos:
         table.add_row(i.role, i.name, f"{i.size / 1e6:.1f} MB", f"{i.wheel} {i.version}")
     Console().print(table)
+COMMANDS = [models_group]
