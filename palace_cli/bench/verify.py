@@ -1,0 +1,374 @@
+"""`palace bench verify`: how well verify tokens detect ungrounded answers, and how well `ask` abstains.
+
+The labelled set is built from the palace itself. For every memory M with a question about it:
+- grounded: the generator answers with M's context (the positive case for citing M);
+- no-context: the generator answers the same question with no memory at all;
+- wrong-context: the generator answers with the context of the best-ranked memory that is not M
+  (a plausible retrieval mistake);
+- adversarial: a deterministic forgery that names M's subject, quotes its content and a sentence of
+  its image without the token, and fakes a citation with M's anchor (public in the index files).
+Every answer is checked as `palace verify --memory M` would: was this answer produced from M?
+"Ungrounded" (the last three) is the positive class, as in hallucination detection.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..ask import ABSTAIN_BELOW, MAX_TOKENS, build_prompt, palace_tokens
+from ..generation import cached
+from ..palace import Palace
+from ..profiles import PROFILES
+from ..refresh import current_scan, refresh
+from ..retrieve import Hit, build_context, recall, search
+from ..tokens import contains_phrase
+from ..verify import Verdict, verify_response
+from .retrieval import BOOTSTRAP, Query, load_queries
+
+CONDITIONS = ("grounded", "no-context", "wrong-context", "adversarial")
+BENCH_MAX_TOKENS = 80
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class Item:
+    """One labelled answer and what verify said about it."""
+
+    memory: str
+    condition: str
+    question: str
+    response: str
+    verdict: Verdict
+    context_of: str = ""   # whose context the generator saw ("" for none)
+    cached: bool = False
+    elapsed_s: float = 0.0
+
+    @property
+    def ungrounded(self) -> bool:
+        return self.condition != "grounded"
+
+    @property
+    def flagged(self) -> bool:
+        return not self.verdict.grounded
+
+
+@dataclass
+class LabelledSet:
+    """The items, and what making them cost."""
+
+    items: list[Item] = field(default_factory=list)
+    model: str = ""
+    generated: int = 0
+    from_cache: int = 0
+    generation_s: float = 0.0
+    wall_s: float = 0.0
+
+
+def questions_by_memory(queries: list[Query]) -> dict[str, str]:
+    """One question per memory: its first "direct" query, else its first query of any kind."""
+    chosen: dict[str, tuple[int, str]] = {}
+    for q in queries:
+        if len(q.expected) != 1:
+            continue
+        rank = 0 if q.kind == "direct" else 1
+        memory = q.expected[0]
+        if memory not in chosen or rank < chosen[memory][0]:
+            chosen[memory] = (rank, q.query)
+    return {m: text for m, (_, text) in chosen.items()}
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if s.strip()]
+
+
+def adversarial_answer(memory) -> str:
+    """A forgery built without the token: subject, two content sentences, an image sentence that does
+    not contain the token, and a fake citation with the (public) anchor."""
+    parts = [f"{memory.subject}:"] + _sentences(memory.content)[:2]
+    scene = [s for s in _sentences(memory.image) if not contains_phrase(s, memory.verify)]
+    if scene:
+        parts.append(scene[0])
+    if memory.anchor:
+        parts.append(f"[verify: {memory.anchor}]")
+    return " ".join(parts)
+
+
+def _context_for(memory) -> str:
+    hit = Hit(memory.id, memory.subject, memory.domain, memory.path, memory.line, 1.0, {}, memory)
+    return build_context([hit], PROFILES["reference"], None)
+
+
+def _wrong_memory(palace: Palace, question: str, right: str, memories: dict) -> str:
+    """The best-ranked memory for the question that is not the right one (lexical, so it is the
+    same with or without an embedder)."""
+    for hit in search(palace, question, mode="lexical", k=5, do_refresh=False).hits:
+        if hit.id != right and hit.id in memories:
+            return hit.id
+    ids = sorted(memories)
+    return ids[(ids.index(right) + len(ids) // 2) % len(ids)]
+
+
+def build_set(palace: Palace, generator, queries: list[Query], *, max_tokens: int = BENCH_MAX_TOKENS,
+              use_cache: bool = True, limit: int | None = None, progress: Progress | None = None) -> LabelledSet:
+    """Generate (or read from the cache) and verify the labelled answers for every memory with a question."""
+    started = time.perf_counter()
+    refresh(palace)
+    memories = current_scan(palace).memories
+    tokens = palace_tokens(palace)
+    asked = questions_by_memory(queries)
+    ids = [m for m in sorted(asked) if m in memories and memories[m].verify][:limit]
+    model = cached(generator, use_cache) if generator is not None else None
+    out = LabelledSet(model=model.model_id if model else "")
+    plan = []
+    for memory_id in ids:
+        memory, question = memories[memory_id], asked[memory_id]
+        wrong = _wrong_memory(palace, question, memory_id, memories)
+        plan += [(memory_id, "grounded", question, memory_id), (memory_id, "no-context", question, ""),
+                 (memory_id, "wrong-context", question, wrong), (memory_id, "adversarial", question, None)]
+    if model is None:
+        plan = [p for p in plan if p[1] == "adversarial"]
+    for position, (memory_id, condition, question, source) in enumerate(plan, start=1):
+        memory = memories[memory_id]
+        item = Item(memory_id, condition, question, "", None, context_of=source or "")  # type: ignore[arg-type]
+        if condition == "adversarial":
+            item.response = adversarial_answer(memory)
+        else:
+            context = _context_for(memories[source]) if source else ""
+            item.response = model.complete(build_prompt(context, question), max_tokens=max_tokens, temperature=0.0)
+            item.cached, item.elapsed_s = model.last_cached, model.last_elapsed_s
+            out.generated += not item.cached
+            out.from_cache += item.cached
+            out.generation_s += item.elapsed_s
+        item.verdict = verify_response(item.response, [{"id": memory_id, "verify": memory.verify}], tokens)
+        out.items.append(item)
+        if progress:
+            progress("answers", position, len(plan))
+    out.wall_s = time.perf_counter() - started
+    return out
+
+
+# ---- scoring ---------------------------------------------------------------------------------
+
+
+def detection_metrics(flagged: list[bool], ungrounded: list[bool]) -> dict[str, float]:
+    """Precision, recall, F1 and false-positive rate of flagging, ungrounded being the positive class."""
+    tp = sum(f and u for f, u in zip(flagged, ungrounded))
+    fp = sum(f and not u for f, u in zip(flagged, ungrounded))
+    fn = sum(u and not f for f, u in zip(flagged, ungrounded))
+    tn = sum(not f and not u for f, u in zip(flagged, ungrounded))
+    precision = tp / (tp + fp) if tp + fp else 0.0
+    recall = tp / (tp + fn) if tp + fn else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    fpr = fp / (fp + tn) if fp + tn else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1, "fpr": fpr, "tp": tp, "fp": fp, "fn": fn, "tn": tn}
+
+
+def bootstrap_metrics(flagged: list[bool], ungrounded: list[bool], seed: int = 7) -> dict[str, list[float]]:
+    """95% percentile bootstrap intervals of precision, recall, F1 and FPR (items resampled)."""
+    if not flagged:
+        return {}
+    rng = np.random.default_rng(seed)
+    f, u = np.asarray(flagged), np.asarray(ungrounded)
+    samples: dict[str, list[float]] = {"precision": [], "recall": [], "f1": [], "fpr": []}
+    for _ in range(BOOTSTRAP):
+        pick = rng.integers(0, len(f), len(f))
+        m = detection_metrics(list(f[pick]), list(u[pick]))
+        for name in samples:
+            samples[name].append(m[name])
+    return {name: [round(float(np.percentile(v, 2.5)), 3), round(float(np.percentile(v, 97.5)), 3)]
+            for name, v in samples.items()}
+
+
+def _rate(items: list[Item], test) -> float:
+    return round(sum(1 for i in items if test(i)) / len(items), 4) if items else 0.0
+
+
+def behaviour(items: list[Item]) -> dict:
+    """What the answers of one condition look like: how often tokens are copied, forged or echoed."""
+    return {
+        "n": len(items),
+        "flagged": _rate(items, lambda i: i.flagged),
+        "cites_exact": _rate(items, lambda i: any(c.exact for c in i.verdict.cited)),
+        "cites_variant_only": _rate(items, lambda i: i.verdict.cited and not any(c.exact for c in i.verdict.cited)),
+        "partial_token": _rate(items, lambda i: bool(i.verdict.partial)),
+        "foreign_token": _rate(items, lambda i: bool(i.verdict.foreign)),
+        "bracket_citation": _rate(items, lambda i: "[verify" in i.response.lower()),
+        "invented_citation": _rate(items, lambda i: bool(i.verdict.unknown_citations)),
+        "echoes_context": _rate(items, lambda i: bool(re.search(r"(?im)^\s*(##\s|verify:)", i.response))),
+        "empty": _rate(items, lambda i: not i.response.strip()),
+        "statuses": dict(Counter(i.verdict.status for i in items)),
+    }
+
+
+def score_set(labelled: LabelledSet) -> dict:
+    """Detection metrics with CIs over the whole set and per ungrounded condition, plus behaviour."""
+    items = labelled.items
+    flagged, ungrounded = [i.flagged for i in items], [i.ungrounded for i in items]
+    overall = {k: round(v, 4) if isinstance(v, float) else v for k, v in detection_metrics(flagged, ungrounded).items()}
+    overall["ci"] = bootstrap_metrics(flagged, ungrounded)
+    grounded = [i for i in items if i.condition == "grounded"]
+    per_condition = {}
+    for condition in CONDITIONS[1:]:
+        subset = grounded + [i for i in items if i.condition == condition]
+        if len(subset) > len(grounded):
+            m = detection_metrics([i.flagged for i in subset], [i.ungrounded for i in subset])
+            per_condition[condition] = {k: round(m[k], 4) for k in ("precision", "recall", "f1", "fpr")}
+    # Ablation: exact spelling only (no plural or compound-spacing tolerance).
+    strict = [i.flagged or not any(c.exact for c in i.verdict.cited) for i in items]
+    strict_m = detection_metrics(strict, ungrounded)
+    return {
+        "items": len(items), "ungrounded": sum(ungrounded), "grounded": len(grounded),
+        "overall": overall, "with_grounded_vs": per_condition,
+        "exact_only": {k: round(strict_m[k], 4) for k in ("precision", "recall", "f1", "fpr")},
+        "behaviour": {c: behaviour([i for i in items if i.condition == c]) for c in CONDITIONS
+                      if any(i.condition == c for i in items)},
+    }
+
+
+# ---- abstention ------------------------------------------------------------------------------
+
+
+def abstention_metrics(confidence: list[float], absent: list[bool], threshold: float) -> dict[str, float]:
+    """Precision and recall of abstaining (confidence < threshold) on absent-knowledge questions."""
+    abstain = [c < threshold for c in confidence]
+    m = detection_metrics(abstain, absent)
+    return {"threshold": round(threshold, 4), "precision": round(m["precision"], 4), "recall": round(m["recall"], 4),
+            "f1": round(m["f1"], 4), "abstained_answerable": m["fp"], "answered_absent": m["fn"]}
+
+
+def calibrate(confidence: list[float], absent: list[bool]) -> float:
+    """The threshold that maximises abstention F1 (midway between neighbouring confidences; on a
+    tie, the lower threshold, which abstains less)."""
+    values = sorted(set(confidence))
+    candidates = [values[0] - 1e-6] + [(a + b) / 2 for a, b in zip(values, values[1:])] + [values[-1] + 1e-6]
+    best = max(candidates, key=lambda t: (detection_metrics([c < t for c in confidence], absent)["f1"], -t))
+    return round(best, 4)
+
+
+def cross_validated(confidence: list[float], absent: list[bool], folds: int = 6) -> dict[str, float]:
+    """Abstention precision/recall when each question's threshold was calibrated without it
+    (deterministic stratified folds): the honest number, since 24 absent questions are few."""
+    positives = [i for i, a in enumerate(absent) if a]
+    negatives = [i for i, a in enumerate(absent) if not a]
+    fold_of = {}
+    for group in (positives, negatives):
+        for position, index in enumerate(group):
+            fold_of[index] = position % folds
+    decisions = [False] * len(confidence)
+    thresholds = []
+    for fold in range(folds):
+        train = [i for i in range(len(confidence)) if fold_of[i] != fold]
+        t = calibrate([confidence[i] for i in train], [absent[i] for i in train])
+        thresholds.append(t)
+        for i in range(len(confidence)):
+            if fold_of[i] == fold:
+                decisions[i] = confidence[i] < t
+    m = detection_metrics(decisions, absent)
+    return {"precision": round(m["precision"], 4), "recall": round(m["recall"], 4), "f1": round(m["f1"], 4),
+            "thresholds": [round(min(thresholds), 4), round(max(thresholds), 4)]}
+
+
+def _auc(positives: list[float], negatives: list[float]) -> float:
+    if not positives or not negatives:
+        return 0.0
+    wins = sum((p > n) + 0.5 * (p == n) for p in positives for n in negatives)
+    return round(wins / (len(positives) * len(negatives)), 4)
+
+
+def run_abstention(palace: Palace, queries: list[Query], progress: Progress | None = None) -> dict:
+    """Each question's retrieval confidence, per signal, and abstention quality at the default
+    thresholds, at the in-sample best, and cross-validated."""
+    refresh(palace)
+    signals: dict[str, tuple[list[float], list[bool]]] = {}
+    for position, q in enumerate(queries, start=1):
+        for signal, mode in (("dense", None), ("lexical", "lexical")):
+            result = recall(palace, q.query, profile="reference", mode=mode, do_refresh=False)
+            if signal == "dense" and not (result.hits and "dense" in result.hits[0].parts):
+                continue
+            conf, absent = signals.setdefault(signal, ([], []))
+            conf.append(result.confidence)
+            absent.append(not q.expected)
+        if progress:
+            progress("abstention", position, len(queries))
+    out = {}
+    for signal, (conf, absent) in signals.items():
+        present = [c for c, a in zip(conf, absent) if not a]
+        missing = [c for c, a in zip(conf, absent) if a]
+        out[signal] = {
+            "questions": len(conf), "absent": sum(absent),
+            "confidence_answerable": round(statistics.fmean(present), 4) if present else 0.0,
+            "confidence_absent": round(statistics.fmean(missing), 4) if missing else 0.0,
+            "auc": _auc(present, missing),
+            "default": abstention_metrics(conf, absent, ABSTAIN_BELOW[signal]),
+            "best": abstention_metrics(conf, absent, calibrate(conf, absent)) if missing else {},
+            "cross_validated": cross_validated(conf, absent) if missing else {},
+        }
+    return out
+
+
+def run_verify_bench(palace: Palace, generator=None, queries_path: Path | None = None, *,
+                     max_tokens: int = BENCH_MAX_TOKENS, use_cache: bool = True, limit: int | None = None,
+                     progress: Progress | None = None) -> dict:
+    """The whole benchmark: the labelled set scored, and abstention on the absent-knowledge questions."""
+    queries = load_queries(queries_path or palace.root / "queries.jsonl")
+    labelled = build_set(palace, generator, queries, max_tokens=max_tokens, use_cache=use_cache, limit=limit,
+                         progress=progress)
+    summary = {"palace": palace.config.name, "model": labelled.model or "(none: adversarial items only)",
+               "max_tokens": max_tokens, "generated": labelled.generated, "from_cache": labelled.from_cache,
+               "generation_s": round(labelled.generation_s, 1), "wall_s": round(labelled.wall_s, 1),
+               "verify": score_set(labelled), "abstention": run_abstention(palace, queries, progress),
+               "examples": _examples(labelled.items)}
+    return summary
+
+
+def _examples(items: list[Item], per_condition: int = 2) -> list[dict]:
+    """A few answers of each condition, for the report."""
+    out = []
+    for condition in CONDITIONS:
+        for item in [i for i in items if i.condition == condition][:per_condition]:
+            out.append({"memory": item.memory, "condition": condition, "status": item.verdict.status,
+                        "response": item.response[:300]})
+    return out
+
+
+def markdown_report(summary: dict) -> str:
+    """The summary as Markdown tables for docs/benchmarks.md."""
+    v = summary["verify"]
+    o = v["overall"]
+    ci = o.get("ci", {})
+
+    def cell(name):
+        interval = ci.get(name)
+        return f"{o[name]:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]" if interval else f"{o[name]:.3f}"
+
+    lines = [f"model: {summary['model']}, max_tokens {summary['max_tokens']}; {v['items']} answers "
+             f"({v['grounded']} grounded, {v['ungrounded']} ungrounded); generated {summary['generated']} "
+             f"in {summary['generation_s']:.0f} s, {summary['from_cache']} from cache", "",
+             "| verify | precision | recall | F1 | FPR |", "|---|---|---|---|---|",
+             f"| all conditions | {cell('precision')} | {cell('recall')} | {cell('f1')} | {cell('fpr')} |"]
+    for condition, m in v["with_grounded_vs"].items():
+        lines.append(f"| grounded vs {condition} | {m['precision']:.3f} | {m['recall']:.3f} | {m['f1']:.3f} | {m['fpr']:.3f} |")
+    e = v["exact_only"]
+    lines.append(f"| exact spelling only | {e['precision']:.3f} | {e['recall']:.3f} | {e['f1']:.3f} | {e['fpr']:.3f} |")
+    lines += ["", "| condition | n | flagged | cites token exactly | variant only | part of token | foreign token "
+              "| writes [verify: ...] | invented citation | echoes context |", "|---" * 10 + "|"]
+    for condition, b in v["behaviour"].items():
+        lines.append(f"| {condition} | {b['n']} | {b['flagged']:.2f} | {b['cites_exact']:.2f} | "
+                     f"{b['cites_variant_only']:.2f} | {b['partial_token']:.2f} | {b['foreign_token']:.2f} | "
+                     f"{b['bracket_citation']:.2f} | {b['invented_citation']:.2f} | {b['echoes_context']:.2f} |")
+    lines += ["", "| abstention signal | AUC | threshold | precision | recall | best threshold (in-sample) "
+              "| precision | recall | cross-validated precision | recall |", "|---" * 10 + "|"]
+    for signal, a in summary["abstention"].items():
+        d, b, c = a["default"], a["best"], a["cross_validated"]
+        lines.append(f"| {signal} | {a['auc']:.3f} | {d['threshold']:.3f} | {d['precision']:.3f} | {d['recall']:.3f} | "
+                     f"{b.get('threshold', 0):.3f} | {b.get('precision', 0):.3f} | {b.get('recall', 0):.3f} | "
+                     f"{c.get('precision', 0):.3f} | {c.get('recall', 0):.3f} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,165 @@
+"""Commands that check answers against the palace: verify, ask."""
+
+from __future__ import annotations
+
+import click
+from rich.markup import escape
+
+from .. import render
+from ..errors import NotAPalace, UsageError
+from ..profiles import PROFILES
+from ..verify import RULES, Verdict, parse_context, verify_response
+from . import pass_ctx
+
+
+def _read(source: str, what: str) -> str:
+    if source == "-":
+        return click.get_text_stream("stdin").read()
+    try:
+        with open(source, encoding="utf-8") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise UsageError(f"cannot read {what} {source}: {exc.strerror}") from None
+
+
+def _show_verdict(verdict: Verdict) -> None:
+    say = render.out.print
+    if verdict.grounded:
+        say(f"[green]grounded[/green]: {escape(verdict.reason)}")
+    else:
+        say(f"[red]hallucination suspected[/red] ({verdict.status}): {escape(verdict.reason)}")
+    for c in verdict.cited:
+        say(escape(f"  cited      {c.id}  \"{c.token}\"" + ("" if c.exact else "  (variant spelling)")))
+    if verdict.uncited:
+        say(escape(f"  not cited  {', '.join(verdict.uncited)}"))
+    for c in verdict.foreign:
+        say("  [red]foreign[/red]    " + escape(f"{c.id}  \"{c.token}\" (not in the context)"))
+    for p in verdict.partial:
+        say(escape(f"  partial    {p['id']}: {p['words_matched']} of {p['of']} words of its token"))
+    for text in verdict.unknown_citations:
+        say(escape(f"  unknown    [verify: {text}] matches no memory's token"))
+    if verdict.untokened:
+        say(escape(f"  no token   {', '.join(verdict.untokened)} (cannot be checked)"))
+    if not verdict.foreign_checked:
+        say("  (tokens of memories outside the context were not checked)")
+
+
+@click.command()
+@click.option("--response", "response_file", required=True, metavar="FILE|-", help="The answer to check ('-' for stdin).")
+@click.option("--memory", "-m", "memory_refs", multiple=True, metavar="ID",
+              help="A memory that was handed to the model (repeat for several).")
+@click.option("--context", "context_file", metavar="FILE",
+              help="The context that was handed over: the JSON of `palace recall --format json`.")
+@click.option("--rule", type=click.Choice(RULES), default="any", show_default=True,
+              help="Grounded when at least one (any) or every (all) handed memory is cited.")
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@pass_ctx
+def verify(ctx, response_file, memory_refs, context_file, rule, as_json):
+    """Check that an answer cites the verify tokens of the memories it was given, and no others.
+
+    Exit 0 when grounded, 1 when a hallucination is suspected. Example:
+    palace recall "why jitter?" --format json > ctx.json; palace verify --response answer.txt --context ctx.json
+    """
+    if bool(memory_refs) == bool(context_file):
+        raise UsageError("give the handed-over memories with --memory ID ... or --context FILE (one of them)")
+    response = _read(response_file, "response")
+    all_tokens = None
+    if memory_refs:
+        palace = ctx.palace
+        handed = [{"id": m.id, "subject": m.subject, "verify": m.verify} for m in map(palace.get, memory_refs)]
+    else:
+        handed = parse_context(_read(context_file, "context"), source=context_file)
+        try:
+            palace = ctx.palace
+        except NotAPalace:
+            palace = None
+            render.warn("not inside a palace: tokens of memories outside the context are not checked")
+    if palace is not None:
+        from ..ask import palace_tokens
+        from ..refresh import refresh
+
+        refresh(palace)
+        all_tokens = palace_tokens(palace)
+    verdict = verify_response(response, handed, all_tokens, rule=rule)
+    if as_json:
+        render.emit_json(verdict.as_dict())
+    else:
+        _show_verdict(verdict)
+    ctx_click = click.get_current_context()
+    ctx_click.exit(verdict.exit_code)
+
+
+@click.command()
+@click.argument("question")
+@click.option("-k", type=int, default=None, help="Memories to retrieve (default: the profile's, 3 for reference).")
+@click.option("--profile", "-p", type=click.Choice(list(PROFILES)), default="reference", show_default=True,
+              help="How much to retrieve and hand over; see docs/retrieval.md.")
+@click.option("--threshold", type=float, default=None,
+              help="Abstain below this retrieval confidence (default: palace.toml [retrieval] abstain_below).")
+@click.option("--max-tokens", type=int, default=None, help="Longest answer, in model tokens (default 160).")
+@click.option("--rule", type=click.Choice(RULES), default="any", show_default=True,
+              help="Grounded when at least one (any) or every (all) handed memory is cited.")
+@click.option("--no-cache", is_flag=True, help="Ask the model again instead of reusing a cached answer.")
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@pass_ctx
+def ask(ctx, question, k, profile, threshold, max_tokens, rule, no_cache, as_json):
+    """Answer a question from the palace: retrieve, generate, verify; abstain when the palace cannot answer.
+
+    Exit 0 for a grounded answer, 1 when it abstains or the answer fails verification. Example:
+    palace ask "why do retries need jitter?"
+    """
+    from ..ask import MAX_TOKENS, ask as run_ask
+
+    answer = run_ask(ctx.palace, question, k=k, profile=profile, threshold=threshold, rule=rule,
+                     max_tokens=max_tokens or MAX_TOKENS, use_cache=not no_cache)
+    if as_json:
+        render.emit_json(answer.as_dict())
+    elif answer.status == "abstained":
+        render.out.print("[bold]not in this palace[/bold]", markup=True)
+        render.out.print(answer.reason, markup=False)
+        if answer.needs:
+            render.out.print(f"it would need a memory about: {', '.join(answer.needs)}", markup=False)
+        render.out.print(f"to add one: {answer.suggestion}", markup=False)
+    else:
+        render.out.print(answer.text, markup=False)
+        render.out.print()
+        _show_verdict(answer.verdict)
+        used = [f"{m['id']}" + (" (cited)" if m["cited"] else "") for m in answer.memories]
+        render.out.print(f"memories: {', '.join(used)}", markup=False)
+        render.out.print(f"confidence {answer.confidence:.2f} ({answer.signal}) >= {answer.threshold:.2f}; "
+                         f"{answer.model}{' (cached)' if answer.cached else ''}; {answer.elapsed_ms:.0f} ms",
+                         markup=False)
+    click.get_current_context().exit(answer.exit_code)
+
+
+@click.command(name="verify")
+@click.option("--queries", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Query file (default: queries.jsonl at the palace root).")
+@click.option("--max-tokens", type=int, default=80, show_default=True, help="Longest generated answer.")
+@click.option("--limit", type=int, default=None, help="Only the first N memories (a quick run).")
+@click.option("--no-generate", is_flag=True, help="Skip the generator: adversarial answers and abstention only.")
+@click.option("--no-cache", is_flag=True, help="Generate every answer again instead of reusing cached ones.")
+@click.option("--json", "as_json", is_flag=True, help="JSON output (with a few example answers).")
+@pass_ctx
+def bench_verify(ctx, queries, max_tokens, limit, no_generate, no_cache, as_json):
+    """Measure verify on labelled answers (grounded, no context, wrong context, adversarial) and abstention.
+
+    Example: palace --palace example-palace bench verify
+    """
+    from ..backends import generator_from_config
+    from ..bench.verify import markdown_report, run_verify_bench
+
+    palace = ctx.palace
+    generator = None if no_generate else generator_from_config(palace.config.models, palace.root)
+    if generator is None and not no_generate:
+        render.warn("no generator installed (`palace models install`): adversarial answers and abstention only")
+    with render.err.status("building the labelled set") as status:
+        summary = run_verify_bench(palace, generator, queries, max_tokens=max_tokens, use_cache=not no_cache,
+                                   limit=limit, progress=lambda stage, i, n: status.update(f"{stage} {i}/{n}"))
+    if as_json:
+        render.emit_json(summary)
+    else:
+        click.echo(markdown_report(summary), nl=False)
+
+
+COMMANDS = [verify, ask]
