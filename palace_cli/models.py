@@ -147,11 +147,11 @@ def _read_manifest(root: Path) -> dict[str, dict]:
     path = root / MANIFEST
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
+        return {m["name"]: m for m in data["models"]}
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError) as e:
-        raise ModelError(f"{path}: unreadable model manifest ({e}); delete it and run `palace models install`") from e
-    return {m["name"]: m for m in data.get("models", [])}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ModelError(f"{path}: unreadable model manifest ({e!r}); delete it and run `palace models install`") from e
 
 
 def _write_manifest(root: Path, manifest: dict[str, dict]) -> None:
@@ -263,14 +263,18 @@ def convert_bert_to_gguf(
     and position/token-type embeddings stay float32 as llama.cpp expects.
     Writes atomically and returns `out_path`.
     """
-    import gguf
-    from safetensors.numpy import load as load_safetensors
+    try:
+        import gguf
+        from safetensors.numpy import load as load_safetensors
+    except ImportError as e:
+        raise ModelError(f"converting the embedder needs {e.name}: pip install 'palace-cli[models]'") from e
 
     files = _bert_files(source)
     config = json.loads(files["config.json"])
     tok_config = json.loads(files["tokenizer_config.json"])
     weights = load_safetensors(files["model.safetensors"])
-    vocab = files["vocab.txt"].decode("utf-8").splitlines()
+    # one token a line, split on "\n" only: tokens may hold other line-break characters
+    vocab = [t.rstrip("\r") for t in files["vocab.txt"].decode("utf-8").rstrip("\n").split("\n")]
 
     if config.get("model_type") != "bert":
         raise ModelError(f"convert_bert_to_gguf: model_type {config.get('model_type')!r} is not bert")

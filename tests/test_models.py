@@ -124,10 +124,15 @@ def test_converter_writes_what_llamacpp_bert_expects(tiny_bert, tmp_path):
         assert types[name] == "F32", name
 
 
-def test_converter_rejects_non_bert(tiny_bert, tmp_path):
+@pytest.mark.parametrize("file, content, message", [
+    ("config.json", json.dumps({"model_type": "llama"}), "not bert"),
+    ("vocab.txt", "\n".join(TINY_VOCAB[:-1] + ["the"]) + "\n", "collide"),  # llama.cpp would abort on it
+    ("vocab.txt", "\n".join(TINY_VOCAB[1:]) + "\n", "vocab.txt has"),
+])
+def test_converter_rejects_what_llamacpp_cannot_load(tiny_bert, tmp_path, file, content, message):
     files = {n: (tiny_bert / n).read_bytes() for n in models.BERT_FILES}
-    files["config.json"] = json.dumps({"model_type": "llama"}).encode()
-    with pytest.raises(ModelError, match="not bert"):
+    files[file] = content.encode()
+    with pytest.raises(ModelError, match=message):
         models.convert_bert_to_gguf(files, tmp_path / "x.gguf")
     assert list(tmp_path.iterdir()) == []
 

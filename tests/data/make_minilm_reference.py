@@ -197,7 +197,8 @@ def main() -> None:
     source = Path(sys.argv[1]) if len(sys.argv) > 1 else None
     files = load_files(source)
     cfg = json.loads(files["config.json"])
-    vocab = {t: i for i, t in enumerate(files["vocab.txt"].decode("utf-8").splitlines())}
+    lines = files["vocab.txt"].decode("utf-8").rstrip("\n").split("\n")
+    vocab = {t.rstrip("\r"): i for i, t in enumerate(lines)}
     W = read_safetensors(files["model.safetensors"])
     items = []
     for text in SENTENCES:
