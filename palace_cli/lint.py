@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from .indexfiles import check_index_files, write_index_files
 from .notes import update_frontmatter
 from .palace import Palace, Problem, Scan
+from .smashin import weak_image_problems
 from .tokens import propose_token, token_problems
 
 
@@ -71,6 +72,7 @@ def lint(palace: Palace, fix: bool = False) -> LintReport:
         fixed += [f"{path}: regenerated" for path in report.written]
         fixed += [f"{path}: removed (no such domain)" for path in report.removed]
     problems = list(scan.problems) + note_problems(scan) + palace.stray_notes()
+    problems += weak_image_problems(scan, palace.config.raw.get("study"))
     for relpath in check_index_files(palace, scan):
         problems.append(Problem(relpath, None, "error", "stale-index", "generated index file is out of date; run `palace index`",
                                 fixable=True))

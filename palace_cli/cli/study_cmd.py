@@ -1,0 +1,408 @@
+"""Study commands: quiz (the keyboard-only terminal session), due, stats, score, evolve, redqueen."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from .. import render
+from ..errors import UsageError
+from ..quiz.strategies import STRATEGIES
+from ..smashin import FACTORS, agreement, factor, level, score_memory, threshold
+from . import pass_ctx
+
+RATING_KEYS = {"1": 1, "2": 2, "3": 3, "4": 4}
+RATING_STYLE = {1: ("again", "red"), 2: ("hard", "yellow"), 3: ("good", "green"), 4: ("easy", "cyan")}
+VERDICT_STYLE = {"correct": ("✓ correct", "green"), "partial": ("~ partly", "yellow"), "wrong": ("✗ not it", "red"),
+                 "empty": ("— no answer", "red")}
+BARS = " ▁▂▃▄▅▆▇█"
+out, err = Console(highlight=False), render.err  # wrapping console: panels hold long images
+
+
+def read_key() -> str:
+    """One keypress without Enter on a terminal (Ctrl-C still interrupts); a line's first character otherwise."""
+    if not sys.stdin.isatty():
+        line = sys.stdin.readline()
+        if not line:
+            raise EOFError
+        return line.rstrip("\n")[:1] or "\r"
+    import termios
+    import tty
+
+    fd = sys.stdin.fileno()
+    old = termios.tcgetattr(fd)
+    try:
+        tty.setcbreak(fd)
+        key = sys.stdin.read(1)
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, old)
+    if key in ("\x04", ""):
+        raise EOFError
+    return key
+
+
+def _until(moment: datetime, now: datetime) -> str:
+    seconds = (moment - now).total_seconds()
+    if seconds <= 0:
+        return "now"
+    for size, unit in ((86400, "day"), (3600, "hour"), (60, "minute")):
+        if seconds >= size:
+            count = round(seconds / size)
+            return f"in {count} {unit}{'s' if count != 1 else ''}"
+    return "in under a minute"
+
+
+def _show_question(question, number: int, pick_reason: str, domain: str) -> None:
+    body = Text()
+    body.append(question.title + "\n", style="bold")
+    body.append(question.prompt)
+    if question.note:
+        body.append(f"\n\n{question.note}", style="dim")
+    source = "" if question.source == "notes" else f" · {question.source}"
+    out.print(Panel(body, title=f"{number} · {question.kind} · {domain}{source}", title_align="left",
+                    subtitle=pick_reason, subtitle_align="right"))
+
+
+def _show_grade(result, question, session) -> None:
+    label, style = VERDICT_STYLE[result.verdict]
+    line = Text(label, style=f"bold {style}")
+    if result.verdict == "partial":
+        line.append(f"  found: {', '.join(result.matched)}; missing: {', '.join(result.missing)}")
+    out.print(line)
+    out.print(Text("answer: ", style="dim") + Text(question.answer, style="bold"))
+    if result.confused_with:
+        other = session.memories[result.confused_with]
+        out.print(Text(f"that is {other.subject}: easily confused with this one", style="magenta"))
+
+
+def _show_memory(memory, show: str) -> None:
+    body = Text()
+    body.append(f"anchor: {memory.anchor}\n", style="italic")
+    if show == "full" and memory.image:
+        body.append("\n" + memory.image + "\n")
+    if memory.content:
+        body.append("\n" + memory.content, style="dim" if show == "full" else "")
+    out.print(Panel(body, title=f"{memory.subject} ({memory.id})", title_align="left",
+                    subtitle=memory.location, subtitle_align="right"))
+
+
+def _ask_rating(suggested: int) -> int | None:
+    name, style = RATING_STYLE[suggested]
+    keys = "  ".join(f"[{RATING_STYLE[v][1]}]{k}[/] {RATING_STYLE[v][0]}" for k, v in RATING_KEYS.items())
+    out.print(f"{keys}   [dim]Enter = {name} · q = stop[/dim]", markup=True)
+    while True:
+        key = read_key()
+        if key in RATING_KEYS:
+            return RATING_KEYS[key]
+        if key in ("\r", "\n", " "):
+            return suggested
+        if key.lower() == "q":
+            return None
+
+
+def _summary(session, interrupted: bool = False) -> None:
+    summary = session.summary
+    if not summary.outcomes:
+        out.print("No reviews recorded." + (" (interrupted)" if interrupted else ""))
+        return
+    counts = summary.ratings
+    parts = [f"[{RATING_STYLE[v][1]}]{counts.get(v, 0)} {RATING_STYLE[v][0]}[/]" for v in (1, 2, 3, 4)]
+    head = "Stopped" if interrupted else "Session done"
+    out.print(f"\n{head}: {len(summary.outcomes)} review(s) kept in {summary.log_path} · " + " · ".join(parts),
+              markup=True)
+    if summary.generated_offered:
+        out.print(f"generated questions: {summary.generated_used} used, "
+                  f"{len(summary.generated_rejected)} rejected by validation", style="dim")
+
+
+@click.command()
+@click.option("--domain", "-d", default=None, help="Only this domain (name or alias).")
+@click.option("--strategy", "-s", type=click.Choice(STRATEGIES), default="due", show_default=True,
+              help="Which memories to ask: due first, weakest, one domain and its links, confusable pairs, random.")
+@click.option("-n", "count", type=click.IntRange(1, 500), default=10, show_default=True, help="Questions to ask.")
+@click.option("--profile", "-p", default="study", show_default=True,
+              help="Session preset: study, interview, teaching, or one from palace.toml [study.profiles].")
+@click.option("--llm/--no-llm", "use_llm", default=True, help="Offer some questions to the generator model, if installed.")
+@click.option("--seed", type=int, default=None, help="Seed the choice of questions (repeatable sessions).")
+@pass_ctx
+def quiz(ctx, domain, strategy, count, profile, use_llm, seed):
+    """Study in the terminal: answer, see the memory, rate Again/Hard/Good/Easy (1-4).
+
+    Example: palace quiz --strategy weak-spots -n 5
+    """
+    from ..quiz.session import StudySession, resolve_generator
+
+    palace = ctx.palace
+    generator = resolve_generator(palace) if use_llm else None
+    session = StudySession(palace, strategy=strategy, n=count, domain=domain, profile=profile,
+                           generator=generator, seed=seed)
+    for problem in session.log_problems:
+        render.warn(str(problem))
+    if not session.picks:
+        out.print("Nothing to study" + (f" in {session.domain}" if session.domain else "") + ".")
+        return
+    reasons = {p.memory_id: p.reason for p in session.picks}
+    out.print(f"[bold]{palace.config.name}[/bold] · {strategy} · {len(session.picks)} question(s) · "
+              f"learner {session.learner} · Ctrl-C stops and keeps your reviews", markup=True)
+    try:
+        for number, question in enumerate(session, start=1):
+            memory = session.memory(question)
+            reason = "again" if question.memory_id in session.requeued else reasons.get(question.memory_id, "")
+            _show_question(question, number, reason, memory.domain)
+            try:
+                answer = out.input("[bold]answer ›[/bold] ")
+            except EOFError:
+                break
+            result = session.grade(question, answer)
+            _show_grade(result, question, session)
+            _show_memory(memory, session.profile.show)
+            rating = _ask_rating(result.suggested)
+            if rating is None:
+                break
+            state = session.record(question, rating, answer, result)
+            name, style = RATING_STYLE[rating]
+            out.print(f"[{style}]{name}[/] · next review {_until(state.due, session.clock())}\n", markup=True)
+    except (KeyboardInterrupt, EOFError):
+        _summary(session, interrupted=True)
+        raise SystemExit(130)
+    _summary(session)
+
+
+@click.command()
+@click.option("--domain", "-d", default=None, help="Only this domain.")
+@click.option("--learner", default=None, help="Whose schedule (default $PALACE_LEARNER or `person`).")
+@click.option("--limit", type=int, default=50, show_default=True, help="Show at most this many.")
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@pass_ctx
+def due(ctx, domain, learner, limit, as_json):
+    """List memories due for review, most urgent first.
+
+    Example: palace due --json
+    """
+    from ..quiz.stats import due_items
+
+    items, new, schedule = due_items(ctx.palace, learner, domain=domain)
+    if as_json:
+        render.emit_json({"learner": schedule.learner, "now": schedule.now.isoformat(), "due": len(items),
+                          "new": new, "items": [i.as_dict() for i in items[:limit]]})
+        return
+    if not items:
+        out.print(f"Nothing due. {new} memor{'y' if new == 1 else 'ies'} never studied: `palace quiz` starts them.")
+        return
+    render.table(["id", "subject", "due", "R", "state", "lapses", "where"],
+                 [[i.id, i.subject, _ago(i.due, schedule.now), f"{i.retrievability:.2f}", i.state, i.lapses, i.path]
+                  for i in items[:limit]], title=f"{len(items)} due · {new} new")
+
+
+def _ago(moment: datetime, now: datetime) -> str:
+    seconds = (now - moment).total_seconds()
+    if seconds < 3600:
+        return "now"
+    if seconds < 86400:
+        return f"{int(seconds // 3600)}h overdue"
+    return f"{int(seconds // 86400)}d overdue"
+
+
+def _bars(values: list[int]) -> str:
+    top = max(values) if values and max(values) > 0 else 1
+    return "".join(BARS[min(8, round(v / top * 8))] if v else "·" for v in values)
+
+
+@click.command()
+@click.option("--learner", default=None, help="Whose schedule (default $PALACE_LEARNER or `person`).")
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@pass_ctx
+def stats(ctx, learner, as_json):
+    """Retention, due counts, lapses and the weakest memories, with two small charts.
+
+    Example: palace stats
+    """
+    from ..quiz.stats import study_stats
+
+    data = study_stats(ctx.palace, learner)
+    if as_json:
+        render.emit_json(data.as_dict())
+        return
+    pct = lambda v: "–" if v is None else f"{v:.0%}"  # noqa: E731
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim")
+    grid.add_column()
+    grid.add_row("learner", data.learner + (f"   (others: {', '.join(x for x in data.learners if x != data.learner)})"
+                                            if len(data.learners) > 1 else ""))
+    grid.add_row("memories", f"{data.memories} · {data.reviewed} studied · {data.new} new")
+    grid.add_row("due", f"{data.due_now} now · {data.due_today} within a day · {data.due_week} within a week")
+    grid.add_row("reviews", f"{data.reviews} · {data.reviews_30d} in the last 30 days")
+    grid.add_row("retention", f"{pct(data.retention_30d)} last 30 days · {pct(data.retention)} all time "
+                              "(reviews of learnt memories not rated Again)")
+    grid.add_row("recall now", f"{pct(data.mean_retrievability)} mean predicted (FSRS)")
+    grid.add_row("lapses", str(data.lapses))
+    grid.add_row("states", ", ".join(f"{k} {v}" for k, v in sorted(data.by_state.items())) or "–")
+    days = [c for _, c in data.per_day]
+    ahead = [c for _, c in data.forecast]
+    grid.add_row("reviews/day", f"{_bars(days)}  last {len(days)} days (max {max(days) if days else 0})")
+    grid.add_row("coming due", f"{_bars(ahead)}  next {len(ahead)} days (max {max(ahead) if ahead else 0})")
+    out.print(Panel(grid, title=f"{ctx.palace.config.name} · study", title_align="left"))
+    if data.weakest:
+        render.table(["weakest", "subject", "R", "lapses", "reviews"],
+                     [[w.id, w.subject, f"{w.retrievability:.2f}", w.lapses, w.reviews] for w in data.weakest])
+    for problem in data.problems:
+        render.warn(str(problem))
+
+
+@click.command()
+@click.argument("ref", required=False)
+@click.option("--all", "all_", is_flag=True, help="Score every memory.")
+@click.option("--against", type=click.Path(exists=True, dir_okay=False),
+              help="A JSONL file of hand labels: report the scorer's agreement with them.")
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@pass_ctx
+def score(ctx, ref, all_, against, as_json):
+    """SMASHIN SCOPE factors of a memory's Image, each with where it was found.
+
+    Example: palace score two-phase-commit
+    """
+    palace = ctx.palace
+    if bool(ref) == bool(all_) and not against:
+        raise UsageError("give a memory id or --all")
+    memories = palace.scan().memories
+    if against:
+        labels = _read_labels(Path(against))
+        result = agreement(labels, {i: score_memory(memories[i]) for i in labels if i in memories})
+        return render.emit_json(result) if as_json else _show_agreement(result)
+    if all_:
+        scores = sorted((score_memory(m) for m in memories.values()), key=lambda s: (s.score, s.memory_id))
+        if as_json:
+            return render.emit_json({"threshold": threshold(palace.config.raw.get("study")),
+                                     "memories": [s.as_dict() for s in scores]})
+        letters = lambda s: "".join(f.letter if f.key in s.present else "·" for f in FACTORS)  # noqa: E731
+        render.table(["id", "score", "level", "SMASHINSCOPE", "missing"],
+                     [[s.memory_id, f"{s.score}/12", level(s.score), letters(s), ", ".join(s.missing)] for s in scores])
+        return
+    result = score_memory(palace.get(ref))
+    if as_json:
+        return render.emit_json(result.as_dict())
+    rows = []
+    for f in result.factors:
+        where = "; ".join(f"{e.text!r} {e.line}:{e.column}" for e in f.evidence[:4])
+        rows.append([f.name, "[green]✓[/]" if f.present else "[red]✗[/]",
+                     where if f.present else f"[dim]{factor(f.key).technique}[/dim]"])
+    table = Table(title=f"{result.memory_id} · {result.score}/12 ({level(result.score)}) · {result.path}",
+                  header_style="bold")
+    for column in ("factor", "", "found at (line:col), or how to add it"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    out.print(table)
+
+
+def _read_labels(path: Path) -> dict[str, dict[str, int]]:
+    labels = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            labels[row["id"]] = {f.key: int(row["factors"][f.key]) for f in FACTORS}
+        except (ValueError, KeyError, TypeError) as exc:
+            raise UsageError(f"{path}:{number}: not a label line ({exc})") from None
+    return labels
+
+
+def _show_agreement(result: dict) -> None:
+    table = Table(title=f"SMASHIN scorer vs hand labels ({result['memories']} memories)", header_style="bold")
+    for column in ("factor", "accuracy", "kappa", "precision", "recall", "labelled", "detected"):
+        table.add_column(column, justify="right" if column != "factor" else "left")
+    fmt = lambda v: "–" if v is None else f"{v:.2f}"  # noqa: E731
+    for key, row in list(result["factors"].items()) + [("overall", result["overall"])]:
+        table.add_row(key, fmt(row["accuracy"]), fmt(row["kappa"]), fmt(row["precision"]), fmt(row["recall"]),
+                      str(row["labelled_present"]), str(row["detected_present"]))
+    out.print(table)
+    total = result["total_score"]
+    out.print(f"total score: mean absolute error {total['mean_abs_error']}, Pearson r {total['pearson']}, "
+              f"mean {total['mean_label']} (labels) vs {total['mean_scorer']} (scorer)")
+
+
+@click.command()
+@click.argument("ref")
+@click.option("--accept", is_flag=True, help="Write the proposed Image into the note (atomically).")
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@pass_ctx
+def evolve(ctx, ref, accept, as_json):
+    """Show a memory's missing SMASHIN factors and, with a generator model, propose a stronger Image.
+
+    Example: palace evolve two-phase-commit --accept
+    """
+    from ..quiz.evolver import evolve as run_evolve
+    from ..quiz.session import resolve_generator
+
+    palace = ctx.palace
+    generator = resolve_generator(palace)
+    if generator is not None and not as_json:
+        err.print("asking the generator for a stronger image…", style="dim")
+    result = run_evolve(palace, ref, generator, accept=accept)
+    if as_json:
+        return render.emit_json(result.as_dict())
+    out.print(f"[bold]{result.memory_id}[/bold] · {result.score.score}/12 ({level(result.score.score)}) · {result.path}",
+              markup=True)
+    for key, tip in result.tips.items():
+        out.print(f"  [red]✗[/] {factor(key).name}: {tip}", markup=True)
+    if result.diff:
+        out.print(Text(result.diff, style="cyan"))
+        out.print(f"proposal: {result.proposal_score}/12, still missing: {', '.join(result.proposal_missing) or 'none'}")
+    if result.problem:
+        render.warn(result.problem)
+    if result.accepted:
+        out.print(f"[green]written[/green] {result.path} (Image only; verify token kept)", markup=True)
+    elif result.proposal and not result.problem:
+        out.print(f"accept with: palace evolve {result.memory_id} --accept")
+
+
+@click.command()
+@click.option("--rounds", type=click.IntRange(1, 20), default=3, show_default=True, help="Rounds of recall.")
+@click.option("--strategy", "-s", type=click.Choice(STRATEGIES), default="weak-spots", show_default=True)
+@click.option("-n", "count", type=click.IntRange(1, 1000), default=10, show_default=True, help="Memories per round.")
+@click.option("--domain", "-d", default=None, help="Only this domain.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@pass_ctx
+def redqueen(ctx, rounds, strategy, count, domain, seed, as_json):
+    """Pre-learning rounds: the generator recalls memories from anchors alone; list the weak ones to evolve.
+
+    Example: palace redqueen --rounds 3 -n 10
+    """
+    from ..errors import ModelError
+    from ..quiz.llm import NEEDS_MODEL
+    from ..quiz.redqueen import run_red_queen
+    from ..quiz.session import resolve_generator
+
+    palace = ctx.palace
+    generator = resolve_generator(palace)
+    if generator is None:
+        raise ModelError(f"redqueen {NEEDS_MODEL}")
+    with render.err.status("Red Queen") as status:
+        report = run_red_queen(palace, generator, rounds, strategy, count, domain, seed,
+                               progress=lambda done, total, mid: status.update(f"Red Queen {done}/{total}: {mid}"))
+    if as_json:
+        return render.emit_json(report.as_dict())
+    accuracy = " · ".join(f"round {i}: {a:.0%}" for i, a in enumerate(report.round_accuracy(), start=1))
+    out.print(f"[bold]{report.learner}[/bold] recalled from anchors only ({strategy}) · {accuracy}", markup=True)
+    out.print(f"[dim]{len(report.attempts)} attempts logged under learner {report.learner}, "
+              "apart from your own schedule[/dim]", markup=True)
+    if not report.weak:
+        out.print("No weak memories in this run.")
+        return
+    render.table(["weak memory", "mean score", "tries", "SMASHIN", "missing", "next"],
+                 [[w.memory_id, f"{w.mean_score:.2f}", w.attempts, f"{w.smashin}/12", ", ".join(w.missing),
+                   f"palace evolve {w.memory_id}"] for w in report.weak])
+
+
+COMMANDS = [quiz, due, stats, score, evolve, redqueen]
+

@@ -1,0 +1,1 @@
+"""Study: the Red Queen. Examiner, Evaluator, FSRS scheduling over the review log, sessions, Red Queen rounds."""
