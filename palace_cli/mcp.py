@@ -242,6 +242,59 @@ class PalaceTools:
             lines.append("unknown citations: " + "; ".join(verdict.unknown_citations))
         return "\n".join(lines)
 
+    def _study(self, strategy: str = "due", domain: str | None = None):
+        from .quiz.reviewlog import ReviewLog
+        from .quiz.session import StudySession
+
+        if domain is not None:
+            _plain_name(domain, "domain")
+        self._fresh()
+        log = ReviewLog(self.palace)
+        confined(self.palace, self.palace.rel(log.path), "review log", under=REVIEWS)
+        return StudySession(self.palace, strategy=strategy, n=1, domain=domain, learner=LEARNER, generator=None,
+                            log=log)
+
+    def quiz_next(self, domain: str | None = None,
+                  strategy: Literal["due", "weak-spots", "depth-first", "adversarial", "random"] = "due") -> str:
+        """The next question for the agent-learner: a handle for quiz_grade, then what to answer."""
+        session = self._study(strategy, domain)
+        question = next(iter(session), None)
+        if question is None:
+            return "nothing to study" + (f" in {domain}" if domain else "")
+        variant = session.kind_history[question.memory_id][question.kind]
+        reason = next((p.reason for p in session.picks if p.memory_id == question.memory_id), "")
+        handle = f"{question.memory_id}:{question.kind}:{variant}:{strategy}"
+        return (f"question: {handle}\n({reason}) answer from memory, without recall or get, then call quiz_grade\n"
+                f"{question.shown}")
+
+    def quiz_grade(self, question: str, answer: str) -> str:
+        """Grade an answer to a quiz_next question, append the review (learner agent:mcp), say what comes next."""
+        from .quiz.examiner import KINDS
+        from .quiz.reviewlog import RATING_NAMES
+
+        parts = question.strip().split(":")
+        if len(parts) != 4 or parts[1] not in KINDS or not parts[2].isdigit():
+            raise UsageError(f"{question!r} is not a question handle from quiz_next (memory:kind:variant:strategy)")
+        memory_id, kind, variant, strategy = parts[0], parts[1], int(parts[2]), parts[3]
+        _plain_name(memory_id, "memory id")
+        session = self._study(strategy)
+        memory = session.memories.get(memory_id)
+        if memory is None:
+            raise NotFound(f"no memory with id {memory_id!r}")
+        asked = session.examiner.ask(memory, kind, variant)
+        if asked is None:
+            raise PalaceError(f"the memory {memory_id} changed and that question can no longer be asked; call quiz_next")
+        result = session.grade(asked, answer)
+        state = session.record(asked, result.suggested, answer, result)
+        lines = [f"{result.verdict} (score {result.score:.2f}), rated {RATING_NAMES[result.suggested]}",
+                 f"expected: {asked.answer}"]
+        if result.missing and result.verdict == "partial":
+            lines.append("missing: " + ", ".join(result.missing))
+        if result.confused_with:
+            lines.append(f"that names {result.confused_with} instead")
+        lines.append(f"next due {state.due:%Y-%m-%d %H:%M} UTC; logged to {session.summary.log_path} as {LEARNER}")
+        return "\n".join(lines)
+
     def wake_up(self, max_tokens: int = 800) -> str:
         """Identity and the most important memories, one line each."""
         from .wakeup import wake_up
@@ -279,6 +332,8 @@ TOOL_SPECS = {
     "verify": (True, False, True),
     "wake_up": (True, False, True),
     "status": (True, False, True),
+    "quiz_next": (True, False, False),
+    "quiz_grade": (False, False, False),
 }
 
 
@@ -354,7 +409,16 @@ def build_server(palace: Palace):
         """Memory counts by domain, dense ranking on/off, note problems."""
         return await call(tools.status, max_tokens=max_tokens)
 
-    functions = {f.__name__: f for f in (recall, search, get, add, verify, wake_up, status)}
+    async def quiz_next(domain: str | None = None,
+                        strategy: Literal["due", "weak-spots", "depth-first", "adversarial", "random"] = "due") -> str:
+        """Study: the next question for you to answer from memory (FSRS schedule of learner agent:mcp)."""
+        return await call(tools.quiz_next, domain=domain, strategy=strategy)
+
+    async def quiz_grade(question: str, answer: str) -> str:
+        """Grade your answer to a quiz_next question and log the review."""
+        return await call(tools.quiz_grade, question=question, answer=answer)
+
+    functions = {f.__name__: f for f in (recall, search, get, add, verify, wake_up, status, quiz_next, quiz_grade)}
     registered = []
     for name, (read_only, destructive, idempotent) in TOOL_SPECS.items():
         tool = Tool.from_function(functions[name], name=name, structured_output=False,

@@ -119,7 +119,7 @@ def test_session_lists_measures_recalls_adds_and_verifies(example_palace):
     assert REQUIRED_TOOLS <= names, REQUIRED_TOOLS - names
     assert len(tools) <= 10
     by_name = {t.name: t for t in tools}
-    for name in ("recall", "search", "get", "verify", "wake_up", "status"):
+    for name in ("recall", "search", "get", "verify", "wake_up", "status", "quiz_next"):
         assert by_name[name].annotations.read_only_hint is True, name
     for name in ("add", "quiz_grade"):
         hints = by_name[name].annotations
@@ -213,6 +213,9 @@ def attacked(example_palace, tmp_path):
                       "top secret words\n## Content\nthe password is hunter2\n")
     (example_palace / "memories/consensus-coordination/leak.md").symlink_to(secret)
     (example_palace / "memories/evil").symlink_to(outside, target_is_directory=True)
+    from palace_cli.quiz.reviewlog import log_name
+
+    (example_palace / "reviews" / log_name()).symlink_to(outside / "stolen.jsonl")  # dangling: O_CREAT would follow
     return example_palace
 
 
@@ -233,6 +236,9 @@ ATTACKS = [
     ("recall", {"query": "quorum", "domain": "../outside"}, "'..'"),
     ("search", {"query": "quorum", "domain": "SECRET"}, "absolute path"),
     ("verify", {"response": "top secret words", "ids": ["../../secret.md"]}, "'..'"),
+    ("quiz_next", {"domain": "../../outside"}, "'..'"),
+    ("quiz_grade", {"question": "paxos:anchor:0:due", "answer": "Paxos"}, "review log"),
+    ("quiz_grade", {"question": "../../secret:anchor:0:due", "answer": "x"}, "'..'"),
 ]
 
 
@@ -400,6 +406,35 @@ def test_concurrent_cli_and_mcp_writes_are_all_seen(example_palace):
     assert f"memories: {66 + 2 * count} in 6 domain(s)" in status[1] and "problems: 0" in status[1]
     lint = cli(example_palace, "index", "--check", check=False)
     assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+# ---- study -------------------------------------------------------------------------------------
+
+
+def test_quiz_next_and_grade_append_agent_reviews(example_palace):
+    async def scenario():
+        async with session(example_palace) as client:
+            asked = await call(client, "quiz_next", domain="storage-engines")
+            handle = asked[1].splitlines()[0][len("question: "):]
+            blank = await call(client, "quiz_grade", question=handle, answer="no idea")
+            expected = next(line for line in blank[1].splitlines() if line.startswith("expected: "))[len("expected: "):]
+            right = await call(client, "quiz_grade", question=handle, answer=expected)
+            again = await call(client, "quiz_next", domain="storage-engines")
+            bogus = await call(client, "quiz_grade", question="not-a-handle", answer="x")
+            return asked, handle, blank, right, again, bogus
+
+    asked, handle, blank, right, again, bogus = anyio.run(scenario)
+    assert not asked[0] and handle.split(":")[1] in ("cloze", "anchor", "image", "facts", "link")
+    memory_id = handle.split(":")[0]
+    assert (example_palace / f"memories/storage-engines/{memory_id}.md").exists()
+    assert not blank[0] and blank[1].startswith("empty (score 0.00), rated again")
+    assert not right[0] and right[1].startswith("correct (score 1.00), rated good")
+    assert not again[0] and again[1].startswith("question: ")
+    assert bogus[0] and "not a question handle" in bogus[1]
+    lines = [json.loads(line) for path in (example_palace / "reviews").glob("*.jsonl")
+             for line in path.read_text().splitlines() if line.strip()]
+    mine = [(r["id"], r["rating"], r["learner"]) for r in lines if r["learner"] == "agent:mcp"]
+    assert mine == [(memory_id, "again", "agent:mcp"), (memory_id, "good", "agent:mcp")]
 
 
 # ---- the pieces, without a transport ------------------------------------------------------------
