@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 from rich.markup import escape
 
@@ -14,7 +16,7 @@ from . import pass_ctx
 
 def _read(source: str, what: str) -> str:
     if source == "-":
-        return click.get_text_stream("stdin").read()
+        return sys.stdin.read()
     try:
         with open(source, encoding="utf-8") as handle:
             return handle.read()
