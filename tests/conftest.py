@@ -72,3 +72,6 @@ def small_palace(tmp_path) -> Path:
                content="A bit array with k hash functions: no false negatives, tunable false positives.",
                keywords=["probabilistic", "membership"])
     return root
+
+
+from conftest_models import installed_models, real_embedder, real_generator, with_models  # noqa: E402,F401

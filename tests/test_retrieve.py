@@ -161,3 +161,17 @@ def test_wake_up_is_deterministic_and_within_budget(palace):
     assert first.memories and len(first.memories) < 66
     bigger = wake_up(palace, budget_tokens=3000)
     assert [m["id"] for m in bigger.memories[: len(first.memories)]] == [m["id"] for m in first.memories]
+
+
+def test_hybrid_and_dense_with_the_real_embedder(with_models, palace):
+    """With the converted MiniLM GGUF installed, dense ranking is on and hybrid fuses both signals."""
+    dense = search(palace, "my readers keep seeing old data after I update the database", mode="dense", k=5)
+    assert dense.dense == "on" and dense.mode == "dense"
+    assert all(-1.0 <= h.score <= 1.0 for h in dense.hits)
+    hybrid = search(palace, "two generals agreeing on a value despite crashes", mode="hybrid", k=5)
+    assert hybrid.mode == "hybrid"
+    assert any({"lexical", "dense"} <= set(h.parts) for h in hybrid.hits)
+    result = recall(palace, "why do retries need randomness", k=3, trim=False)
+    assert "retry-backoff-jitter" in [h.id for h in result.hits]
+    assert "dense" in result.route[0].parts or result.fallback
+    assert 0.0 < result.confidence <= 1.0
