@@ -1,21 +1,40 @@
-"""Incremental refresh of the note cache, the lexical index, the vectors and the generated index files."""
+"""Incremental refresh of the note cache, the lexical index, the vectors and the generated index files.
+
+One process at a time refreshes a palace (an flock on .palace/lock, dropped by the OS when a process dies).
+Each step leaves a record of what it finished in the note cache's meta table, in the same SQLite
+transaction as the change it records, so a process killed at any moment leaves a state that the next
+refresh recognises and repairs: notes it had not committed are read again, lexical documents it had not
+committed are still listed in `pending_lexical`, and stale vectors or index files no longer match the
+recorded note version.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import os
+import time
+from collections.abc import Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 
 from .errors import NoteError
-from .indexfiles import write_index_files
-from .notes import parse_note, read_note_text
-from .palace import Palace, Problem, Scan
-from .store import NoteStore, text_hash
+from .indexfiles import assemble_root_index, render_domain_index, render_root_section, write_index_files
+from .notes import Memory, atomic_write, parse_note, read_note_text
+from .palace import INDEX_DIR, ROOT_INDEX, Palace, Problem, Scan
+from .store import NoteStore
 from .textindex import Doc, TextIndex
 from .vectors import SyncReport, VectorStore
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no cross-process lock, whoosh's own lock still applies
+    fcntl = None
+
 Progress = Callable[[str, int, int], None]
 AUTO = object()
+COMMIT_EVERY = 2000  # notes per SQLite transaction on a big build: a killed build keeps what it committed
+REBUILD_SHARE = 0.3  # rebuild the lexical index instead of updating it when this share of notes changed
 
 
 @dataclass
@@ -32,6 +51,7 @@ class RefreshReport:
     vectors: SyncReport | None = None
     dense: str = "off"  # "on", "off" (no model), or "disabled" (configured off)
     dense_reason: str = ""
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
 
     @property
     def changed(self) -> bool:
@@ -44,6 +64,7 @@ class RefreshReport:
             "problems": [p.as_dict() for p in self.problems], "index_files": self.index_files,
             "rebuilt_lexical": self.rebuilt_lexical, "dense": self.dense, "dense_reason": self.dense_reason,
             "embedded": self.vectors.embedded if self.vectors else 0,
+            "timings": {k: round(v, 4) for k, v in self.timings.items()},
         }
 
 
@@ -91,74 +112,154 @@ def resolve_embedder(palace: Palace):
     return result
 
 
+@contextmanager
+def refresh_lock(palace: Palace, progress: Progress | None = None):
+    """Hold the palace's refresh lock; waits (saying so through progress) while another process holds it."""
+    palace.cache_dir.mkdir(parents=True, exist_ok=True)
+    if fcntl is None:  # pragma: no cover
+        yield
+        return
+    fd = os.open(palace.cache_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if progress:
+                progress("waiting for another palace process", 0, 0)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
 def _file_hash(data: str) -> str:
     return hashlib.sha256(data.encode("utf-8")).hexdigest()[:16]
 
 
-def _doc(memory) -> Doc:
+def _doc(memory: Memory) -> Doc:
     return Doc(memory.path, memory.id, memory.domain, memory.subject, " ".join(memory.keywords + memory.aliases),
                memory.anchor, memory.image, memory.content)
 
 
-def _config_signature(palace: Palace) -> str:
-    stat = (palace.root / "palace.toml").stat()
-    return f"{stat.st_mtime_ns}:{stat.st_size}"
+def _domain_of(path: str) -> str:
+    return path.split("/")[1]
+
+
+class _Stages:
+    """Times each stage of a refresh into report.timings."""
+
+    def __init__(self, report: RefreshReport):
+        self.report = report
+        self.last = time.perf_counter()
+
+    def done(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.report.timings[stage] = self.report.timings.get(stage, 0.0) + now - self.last
+        self.last = now
 
 
 def refresh(palace: Palace, embedder=AUTO, progress: Progress | None = None, rebuild: bool = False,
             index_files: bool = True) -> RefreshReport:
     """Bring every cache up to date with the notes on disk, doing work only for what changed."""
     idx = indexes(palace)
-    store, text = idx.store, idx.text
     report = RefreshReport()
-    if rebuild:
-        with store.transaction():
-            store.db.execute("DELETE FROM notes")
-        text.reset()
-        idx.vectors.clear()
+    stages = _Stages(report)
+    with refresh_lock(palace, progress):
+        stages.done("lock")
+        if rebuild:
+            with idx.store.transaction():
+                idx.store.clear()
+            idx.vectors.clear()
+        version_before = idx.store.version()
+        changed_domains = _refresh_notes(palace, idx.store, report, progress)
+        stages.done("notes")
+        losers = _collect_problems(idx.store, report)
+        changed_domains |= _domains_sharing_ids(idx.store)
+        stages.done("problems")
+        _refresh_lexical(idx, report, progress, rebuild)
+        stages.done("lexical")
+        if index_files:
+            _refresh_index_files(palace, idx.store, report, version_before, changed_domains, losers)
+            stages.done("index files")
+        chosen = resolve_embedder(palace) if embedder is AUTO else (embedder, "on" if embedder else "off", "")
+        model, report.dense, report.dense_reason = chosen
+        if model is not None:
+            _refresh_vectors(idx, model, losers, report, progress)
+            stages.done("vectors")
+    return report
 
+
+def _refresh_notes(palace: Palace, store: NoteStore, report: RefreshReport, progress: Progress | None) -> set[str]:
+    """Stat every note, read the ones whose stat changed, store the ones whose bytes changed; returns touched domains."""
     files = palace.note_files(report.problems)
-    known = store.stat_rows()
-    on_disk = {f.relpath for f in files}
-    changed_memories = []
-    with store.transaction():
-        for position, note_file in enumerate(files):
-            row = known.get(note_file.relpath)
-            if row and row.mtime_ns == note_file.mtime_ns and row.size == note_file.size:
-                report.unchanged += 1
-                continue
-            try:
-                text_data, warnings = read_note_text(palace.root / note_file.relpath, note_file.relpath)
-            except NoteError as exc:
-                store.put_error(note_file.relpath, note_file.mtime_ns, note_file.size, "", exc.reason, exc.line)
-                (report.updated if row else report.added).append(note_file.relpath)
-                continue
-            digest = _file_hash(text_data)
-            if row and row.file_hash == digest:
-                store.touch(note_file.relpath, note_file.mtime_ns, note_file.size)
-                report.unchanged += 1
-                continue
-            try:
-                memory = parse_note(text_data, note_file.relpath, note_file.domain, warnings)
-            except NoteError as exc:
-                store.put_error(note_file.relpath, note_file.mtime_ns, note_file.size, digest, exc.reason, exc.line)
-            else:
-                store.put_memory(memory, note_file.mtime_ns, note_file.size, digest)
-                changed_memories.append(memory)
-            (report.updated if row else report.added).append(note_file.relpath)
-            if progress and position % 200 == 0:
-                progress("reading notes", position, len(files))
-        for path in sorted(set(known) - on_disk):
-            store.delete(path)
-            report.removed.append(path)
+    known = store.stat_map()
+    on_disk = set()
+    work = []
+    for note_file in files:
+        on_disk.add(note_file.relpath)
+        row = known.get(note_file.relpath)
+        if row and row[0] == note_file.mtime_ns and row[1] == note_file.size:
+            report.unchanged += 1
+        else:
+            work.append((note_file, row))
+    gone = sorted(set(known) - on_disk)
+    domains = {_domain_of(path) for path in gone}
+    if not work and not gone:
+        return domains
+    done = 0
+    for start in range(0, max(len(work), 1), COMMIT_EVERY):
+        with store.transaction():
+            changed = False
+            for note_file, row in work[start : start + COMMIT_EVERY]:
+                if _read_one(palace, store, note_file, row, report):
+                    changed = True
+                    domains.add(note_file.domain)
+                done += 1
+                if progress and done % 200 == 0:
+                    progress("reading notes", done, len(work))
+            if start + COMMIT_EVERY >= len(work):
+                for path in gone:
+                    store.delete(path)
+                    report.removed.append(path)
+                changed |= bool(gone)
+            if changed:
+                store.bump_version()
+    if progress and work:
+        progress("reading notes", len(work), len(work))
+    return domains
 
+
+def _read_one(palace: Palace, store: NoteStore, note_file, row, report: RefreshReport) -> bool:
+    """Read one note whose stat changed; returns True when the cache row changed."""
+    listed = report.updated if row else report.added
+    try:
+        text_data, warnings = read_note_text(palace.root / note_file.relpath, note_file.relpath)
+    except NoteError as exc:
+        store.put_error(note_file.relpath, note_file.mtime_ns, note_file.size, "", exc.reason, exc.line)
+        listed.append(note_file.relpath)
+        return True
+    digest = _file_hash(text_data)
+    if row and row[2] == digest:
+        store.touch(note_file.relpath, note_file.mtime_ns, note_file.size)  # same bytes (touch, git checkout)
+        report.unchanged += 1
+        return False
+    try:
+        memory = parse_note(text_data, note_file.relpath, note_file.domain, warnings)
+    except NoteError as exc:
+        store.put_error(note_file.relpath, note_file.mtime_ns, note_file.size, digest, exc.reason, exc.line)
+    else:
+        store.put_memory(memory, note_file.mtime_ns, note_file.size, digest)
+    listed.append(note_file.relpath)
+    return True
+
+
+def _collect_problems(store: NoteStore, report: RefreshReport) -> set[str]:
+    """Add unreadable notes and duplicate ids to report.problems; returns the paths kept out of search."""
     for path, message, line in store.errors():
         report.problems.append(Problem(path, line, "error", "unreadable-note", message))
-
-    # Duplicate ids: the first path (sorted) keeps the id; the others are reported and kept out of search.
     owner: dict[str, str] = {}
     losers: set[str] = set()
-    for note_id, path in store.id_paths():
+    for note_id, path in store.duplicate_ids():
         if note_id in owner:
             losers.add(path)
             report.problems.append(Problem(path, 2, "error", "duplicate-id",
@@ -166,92 +267,258 @@ def refresh(palace: Palace, embedder=AUTO, progress: Progress | None = None, reb
         else:
             owner[note_id] = path
     report.problems.sort(key=lambda p: (p.path, p.line or 0))
-
-    _refresh_lexical(idx, report, changed_memories, losers, len(owner), progress)
-
-    config_signature = _config_signature(palace)
-    if index_files and (report.changed or rebuild or store.get_meta("index_files_config") != config_signature
-                        or store.get_meta("index_files_done") != "1"):
-        scan = current_scan(palace, report)
-        report.index_files = write_index_files(palace, scan).written
-        with store.transaction():
-            store.set_meta("index_files_config", config_signature)
-            store.set_meta("index_files_done", "1")
-
-    chosen = resolve_embedder(palace) if embedder is AUTO else (embedder, "on" if embedder else "off", "")
-    model, report.dense, report.dense_reason = chosen
-    if model is not None:
-        texts = {}
-        for memory in store.memories() if _vectors_need_texts(idx, store, model) else []:
-            if memory.path not in losers:
-                texts[text_hash(memory)] = memory.search_text()
-        if texts:
-            report.vectors = idx.vectors.sync(texts, model, (lambda d, t: progress("embedding", d, t)) if progress else None)
-    return report
+    return losers
 
 
-def _vectors_need_texts(idx: Indexes, store: NoteStore, model) -> bool:
-    """Cheap check: do the stored vector keys already equal the notes' text hashes for this model?"""
-    model_id, keys, _ = idx.vectors.load()
-    if model_id != model.model_id:
-        return True
-    wanted = set(store.text_hashes().values())
-    return wanted != set(keys)
+def _domains_sharing_ids(store: NoteStore) -> set[str]:
+    """Domains of notes that share an id (old or new) with a changed note: a duplicate may have changed owner."""
+    pending = store.pending_lexical()
+    ids = sorted({i for i in pending.values() if i} | {i for i, _ in store.duplicate_ids()})
+    domains = {_domain_of(path) for path in pending}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        domains.update(r[0] for r in store.db.execute(f"SELECT DISTINCT domain FROM notes WHERE id IN ({marks})", chunk)
+                       if r[0])
+    return domains
 
 
-def _refresh_lexical(idx: Indexes, report: RefreshReport, changed, losers: set[str], expected: int,
-                     progress: Progress | None) -> None:
-    text = idx.text
+def _owner_docs(store: NoteStore):
+    """The lexical document of every readable note that owns its id (the first path, sorted, wins)."""
+    seen = set()
+    for memory in store.iter_memories():
+        if memory.id not in seen:
+            seen.add(memory.id)
+            yield _doc(memory)
+
+
+def _lexical_state(text: TextIndex) -> str:
+    return f"{text.generation()}:{text.doc_count()}"
+
+
+def _refresh_lexical(idx: Indexes, report: RefreshReport, progress: Progress | None, rebuild: bool) -> None:
+    store, text = idx.store, idx.text
+    pending = store.pending_lexical()
     try:
-        usable = text.doc_count() >= 0
+        healthy = not rebuild and store.get_meta("lexical_state") == _lexical_state(text)
     except Exception:  # a corrupt or half-written index is only a cache: rebuild it below
-        usable = False
-    if usable:
-        deletes = report.removed + report.updated + sorted(losers)
-        upserts = [_doc(m) for m in changed if m.path not in losers]
-        if upserts or deletes:
-            text.apply(upserts, deletes, (lambda n: progress("lexical index", n, len(upserts))) if progress else None)
+        healthy = False
+    if healthy and not pending:
+        return
+    if healthy and len(pending) <= max(500, REBUILD_SHARE * store.count()):
+        _apply_pending(store, text, pending, progress)
+        expected = store.db.execute("SELECT count(DISTINCT id) FROM notes WHERE data IS NOT NULL").fetchone()[0]
         if text.doc_count() == expected:
+            _record_lexical(store, text, sorted(pending))
             return
-    # Counts disagree (first run, a crash, a deleted cache): rebuild the lexical index from the note cache.
+    # First run, a deleted or foreign index, a big change, or counts that disagree: rebuild from the cache.
     report.rebuilt_lexical = True
-    text.reset()
-    memories = [m for m in idx.store.memories() if m.path not in losers]
-    text.apply((_doc(m) for m in memories), [], (lambda n: progress("lexical index", n, len(memories))) if progress else None)
+    total = store.count()
+    text.rebuild(_owner_docs(store), (lambda n: progress("lexical index", n, total)) if progress else None)
+    if progress:
+        progress("lexical index", total, total)
+    _record_lexical(store, text, None)
 
 
-def current_scan(palace: Palace, report: RefreshReport | None = None) -> Scan:
-    """The palace as the cache holds it (call refresh first): memories by id and problems."""
-    store = indexes(palace).store
+def _apply_pending(store: NoteStore, text: TextIndex, pending: dict[str, str | None], progress: Progress | None) -> None:
+    """Update the lexical documents of pending paths, and of every note sharing an id with them (old or new)."""
+    paths = sorted(pending)
+    ids = {i for i in pending.values() if i}
+    for start in range(0, len(paths), 500):
+        chunk = paths[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        ids.update(r[0] for r in store.db.execute(f"SELECT id FROM notes WHERE id IS NOT NULL AND path IN ({marks})", chunk))
+    owners = set()
+    ordered = sorted(ids)
+    for start in range(0, len(ordered), 500):
+        chunk = ordered[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        owners.update(r[0] for r in store.db.execute(
+            f"SELECT min(path) FROM notes WHERE data IS NOT NULL AND id IN ({marks}) GROUP BY id", chunk))
+    upserts = [_doc(m) for m in store.memories(sorted(owners))]
+    text.apply(upserts, paths, (lambda n: progress("lexical index", n, len(upserts))) if progress else None,
+               delete_ids=ids)
+
+
+def _record_lexical(store: NoteStore, text: TextIndex, applied: list[str] | None) -> None:
+    with store.transaction():
+        store.clear_pending_lexical(applied)
+        store.set_meta("lexical_state", _lexical_state(text))
+
+
+def _generated_signature(palace: Palace) -> str:
+    """Stat of palace.toml and of every generated file: a hand edit or a git checkout of one changes it."""
+    parts = []
+    for path in [palace.root / "palace.toml", palace.root / ROOT_INDEX]:
+        try:
+            stat = path.stat()
+            parts.append(f"{path.name}:{stat.st_mtime_ns}:{stat.st_size}")
+        except OSError:
+            parts.append(f"{path.name}:-")
+    try:
+        with os.scandir(palace.root / INDEX_DIR) as entries:
+            for entry in sorted(entries, key=lambda e: e.name):
+                if entry.name.endswith(".md"):
+                    stat = entry.stat()
+                    parts.append(f"{entry.name}:{stat.st_mtime_ns}:{stat.st_size}")
+    except OSError:
+        parts.append("index:-")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def light_scan(store: NoteStore, domains: list[str] | None = None, losers: set[str] = frozenset()) -> Scan:
+    """Memories with the fields the index files show (the first path keeps a duplicated id)."""
     scan = Scan()
-    for memory in store.memories():
-        if memory.id not in scan.memories:
-            scan.memories[memory.id] = memory
+    for memory in store.light_memories(domains):
+        if memory.path not in losers:
+            scan.memories.setdefault(memory.id, memory)
+    return scan
+
+
+def _refresh_index_files(palace: Palace, store: NoteStore, report: RefreshReport, version_before: int,
+                         changed_domains: set[str], losers: set[str]) -> None:
+    """Regenerate INDEX.md and index/*.md when notes, palace.toml or the files themselves changed.
+
+    When only notes changed since the files were last right, only the touched domains are rendered;
+    the other domains' INDEX.md sections come from the cache.
+    """
+    version = store.version()
+    recorded = store.get_meta("index_files") or ""
+    signature = _generated_signature(palace)
+    if recorded == f"{version}:{signature}":
+        return
+    sections = store.root_sections() if recorded == f"{version_before}:{signature}" else {}
+    touched = sorted(changed_domains)
+    if sections and all(d in sections or d in changed_domains for d in palace.config.domains):
+        grouped = light_scan(store, touched, losers).by_domain()
+        counts = {d: c for d, (c, _) in sections.items() if d not in changed_domains}
+        lines = {d: section for d, (_, section) in sections.items() if d not in changed_domains}
+        for domain in touched:
+            memories = grouped.get(domain, [])
+            if memories or domain in palace.config.domains:
+                counts[domain], lines[domain] = len(memories), render_root_section(palace, domain, memories)
+        files = {ROOT_INDEX: assemble_root_index(palace, counts, lines)}
+        for domain in touched:
+            files[f"{INDEX_DIR}/{domain}.md"] = render_domain_index(palace, domain, grouped.get(domain, []))
+        for relpath, text in files.items():
+            path = palace.root / relpath
+            if relpath != ROOT_INDEX and relpath[len(INDEX_DIR) + 1 : -3] not in counts:
+                if path.exists():
+                    path.unlink()  # the domain's last note went away
+                    report.index_files.append(relpath)
+                continue
+            try:
+                current = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                current = None
+            if current != text:
+                atomic_write(path, text)
+                report.index_files.append(relpath)
+        new_sections = {d: (counts[d], lines[d]) for d in touched if d in counts}
+        gone = [d for d in touched if d not in counts]
+        with store.transaction():
+            store.put_root_sections(new_sections, replace_all=False)
+            store.db.executemany("DELETE FROM root_sections WHERE domain=?", [(d,) for d in gone])
+            store.set_meta("index_files", f"{version}:{_generated_signature(palace)}")
+        return
+    grouped = light_scan(store, None, losers).by_domain()
+    for domain in palace.config.domains:
+        grouped.setdefault(domain, [])
+    written = write_index_files(palace, Scan(memories={m.id: m for ms in grouped.values() for m in ms}))
+    report.index_files += written.written + written.removed
+    with store.transaction():
+        store.put_root_sections({d: (len(ms), render_root_section(palace, d, ms)) for d, ms in grouped.items()},
+                                replace_all=True)
+        store.set_meta("index_files", f"{version}:{_generated_signature(palace)}")
+
+
+class _LazyTexts(Mapping):
+    """text hash -> text to embed, reading a note from the cache only when its text is asked for."""
+
+    def __init__(self, store: NoteStore, paths: dict[str, str]):
+        self.store, self.paths = store, paths
+
+    def __getitem__(self, key: str) -> str:
+        return self.store.memories([self.paths[key]])[0].search_text()
+
+    def __iter__(self):
+        return iter(self.paths)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+
+def _refresh_vectors(idx: Indexes, model, losers: set[str], report: RefreshReport, progress: Progress | None) -> None:
+    store, vectors = idx.store, idx.vectors
+    state = f"{store.version()}:{model.model_id}:{vectors.generation()}"
+    if store.get_meta("vectors_state") == state:
+        return
+    paths = {}
+    for path, digest in sorted(store.text_hashes().items()):
+        if path not in losers:
+            paths.setdefault(digest, path)
+    report.vectors = vectors.sync(_LazyTexts(store, paths), model,
+                                  (lambda d, t: progress("embedding", d, t)) if progress else None)
+    with store.transaction():
+        store.set_meta("vectors_state", f"{store.version()}:{model.model_id}:{vectors.generation()}")
+
+
+def current_scan(palace: Palace, report: RefreshReport | None = None, *, light: bool = False) -> Scan:
+    """The palace as the cache holds it (call refresh first): memories by id and problems.
+
+    With light=True the memories carry only what listings show (no image, content or body), which is
+    several times faster on a big palace.
+    """
+    store = indexes(palace).store
+    if light:
+        scan = light_scan(store)
+    else:
+        scan = Scan()
+        for memory in store.iter_memories():
+            scan.memories.setdefault(memory.id, memory)
     scan.problems = list(report.problems) if report else []
     return scan
 
 
 def stale(palace: Palace) -> list[str]:
-    """What a refresh would change, without changing anything (for `palace index --check`)."""
+    """What a refresh would change, without changing anything (for `palace index --check`).
+
+    With no cache at all (a fresh clone), only the generated index files are checked.
+    """
     from .indexfiles import check_index_files
 
-    idx = indexes(palace)
+    store = indexes(palace).store
     problems: list[Problem] = []
     files = palace.note_files(problems)
-    known = idx.store.stat_rows()
+    known = store.stat_rows()
+    have_cache = bool(known)
     out = []
+    fresh: list[Memory] = []
+    changed: set[str] = set()
     for note_file in files:
         row = known.get(note_file.relpath)
-        if row is None:
-            out.append(f"{note_file.relpath}: not indexed")
-        elif row.mtime_ns != note_file.mtime_ns or row.size != note_file.size:
+        if row and row.mtime_ns == note_file.mtime_ns and row.size == note_file.size:
+            continue
+        try:
+            data, warnings = read_note_text(palace.root / note_file.relpath, note_file.relpath)
+        except NoteError:
+            data, warnings = None, []
+        if row and data is not None and _file_hash(data) == row.file_hash:
+            continue
+        changed.add(note_file.relpath)
+        if have_cache:
+            out.append(f"{note_file.relpath}: {'changed since indexed' if row else 'not indexed'}")
+        if data is not None:
             try:
-                data, _ = read_note_text(palace.root / note_file.relpath)
-                if _file_hash(data) != row.file_hash:
-                    out.append(f"{note_file.relpath}: changed since indexed")
+                fresh.append(parse_note(data, note_file.relpath, note_file.domain, warnings))
             except NoteError:
-                out.append(f"{note_file.relpath}: changed since indexed")
-    for path in sorted(set(known) - {f.relpath for f in files}):
-        out.append(f"{path}: deleted but still indexed")
-    out += [f"{path}: generated index file out of date" for path in check_index_files(palace)]
+                pass
+    gone = sorted(set(known) - {f.relpath for f in files})
+    out += [f"{path}: deleted but still indexed" for path in gone]
+    # The index files the notes on disk would produce: the cached notes that did not change, plus the changed ones.
+    changed.update(gone)
+    scan = Scan()
+    for memory in sorted([m for m in store.light_memories() if m.path not in changed] + fresh, key=lambda m: m.path):
+        scan.memories.setdefault(memory.id, memory)
+    out += [f"{path}: generated index file out of date" for path in check_index_files(palace, scan)]
     return out

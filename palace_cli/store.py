@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import sqlite3
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from .notes import Memory, Warning_
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "3"
+MEMORY_FIELDS = frozenset(f.name for f in dataclasses.fields(Memory))
+# What the generated index files need; stored apart from `data` so they can be read without decoding bodies.
+LIGHT_FIELDS = ("id", "subject", "anchor", "verify", "domain", "path", "keywords", "aliases", "line")
 
 
 def text_hash(memory: Memory) -> str:
@@ -20,13 +24,20 @@ def text_hash(memory: Memory) -> str:
 
 
 def memory_to_json(memory: Memory) -> str:
-    return json.dumps(asdict(memory), ensure_ascii=False, default=str)
+    fields = dict(memory.__dict__)
+    fields["warnings"] = [w.__dict__ for w in memory.warnings]
+    return json.dumps(fields, ensure_ascii=False, default=str)
 
 
 def memory_from_json(data: str) -> Memory:
     fields = json.loads(data)
     fields["warnings"] = [Warning_(**w) for w in fields.get("warnings", [])]
-    return Memory(**fields)
+    return Memory(**{k: v for k, v in fields.items() if k in MEMORY_FIELDS})
+
+
+def light_memory(data: str) -> Memory:
+    """A Memory with only the LIGHT_FIELDS filled (no image, content or body)."""
+    return Memory(**json.loads(data))
 
 
 @dataclass
@@ -42,31 +53,43 @@ class StatRow:
 
 
 class NoteStore:
-    """SQLite cache of parsed notes (WAL, so readers never block on a refresh)."""
+    """SQLite cache of parsed notes (WAL, so readers never block on a refresh).
+
+    Every change to `notes` also records the path in `pending_lexical` in the same transaction, and bumps
+    the `version` meta counter: derived state (whoosh, vectors, index files) that a crash left behind is
+    found and repaired by the next refresh.
+    """
 
     def __init__(self, path: Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None)
+        self.db = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self._create()
 
     def _create(self) -> None:
-        self.db.executescript(
-            """
-            CREATE TABLE IF NOT EXISTS notes (
-                path TEXT PRIMARY KEY, mtime_ns INTEGER, size INTEGER, file_hash TEXT,
-                id TEXT, domain TEXT, text_hash TEXT, data TEXT, error TEXT, error_line INTEGER);
-            CREATE INDEX IF NOT EXISTS notes_id ON notes(id);
-            CREATE INDEX IF NOT EXISTS notes_domain ON notes(domain);
-            CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
-            """
-        )
-        if self.get_meta("schema") != SCHEMA_VERSION:
-            with self.transaction():
-                self.db.execute("DELETE FROM notes")
-                self.set_meta("schema", SCHEMA_VERSION)
+        self.db.executescript("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);")
+        if self.get_meta("schema") == SCHEMA_VERSION:
+            return
+        with self.transaction():
+            if self.get_meta("schema") == SCHEMA_VERSION:
+                return  # another process upgraded it while we waited
+            self.db.execute("DROP TABLE IF EXISTS notes")
+            self.db.execute("DROP TABLE IF EXISTS pending_lexical")
+            self.db.execute("DROP TABLE IF EXISTS root_sections")
+            self.db.execute("DELETE FROM meta")
+            self.db.execute(
+                "CREATE TABLE notes (path TEXT PRIMARY KEY, mtime_ns INTEGER, size INTEGER, file_hash TEXT, "
+                "id TEXT, domain TEXT, text_hash TEXT, data TEXT, error TEXT, error_line INTEGER, light TEXT)")
+            self.db.execute("CREATE INDEX notes_id ON notes(id)")
+            self.db.execute("CREATE INDEX notes_domain ON notes(domain)")
+            self.db.execute("CREATE INDEX notes_error ON notes(error) WHERE error IS NOT NULL")
+            # old_id: the id the lexical index may still hold for the path (ownership of a duplicated id moves).
+            self.db.execute("CREATE TABLE pending_lexical (path TEXT PRIMARY KEY, old_id TEXT)")
+            self.db.execute("CREATE TABLE root_sections (domain TEXT PRIMARY KEY, count INTEGER, lines TEXT)")
+            self.set_meta("schema", SCHEMA_VERSION)
+            self.set_meta("version", "0")
 
     @contextmanager
     def transaction(self):
@@ -86,20 +109,40 @@ class NoteStore:
     def set_meta(self, key: str, value: str) -> None:
         self.db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
 
+    def version(self) -> int:
+        """A counter bumped by every transaction that changed a note row."""
+        return int(self.get_meta("version") or 0)
+
+    def bump_version(self) -> None:
+        """Call inside the transaction that changed notes."""
+        self.set_meta("version", str(self.version() + 1))
+
+    def stat_map(self) -> dict[str, tuple[int, int, str]]:
+        """path -> (mtime_ns, size, file_hash) of every cached file: the no-op refresh reads only this."""
+        return {r[0]: (r[1], r[2], r[3]) for r in self.db.execute("SELECT path, mtime_ns, size, file_hash FROM notes")}
+
     def stat_rows(self) -> dict[str, StatRow]:
         """Every cached file's stat, hash, id and error, without decoding memories."""
         rows = self.db.execute("SELECT path, mtime_ns, size, file_hash, id, error FROM notes")
         return {r[0]: StatRow(*r) for r in rows}
 
+    def _mark_pending(self, path: str) -> None:
+        self.db.execute("INSERT OR IGNORE INTO pending_lexical SELECT path, id FROM notes WHERE path=?", (path,))
+        self.db.execute("INSERT OR IGNORE INTO pending_lexical VALUES (?, NULL)", (path,))
+
     def put_memory(self, memory: Memory, mtime_ns: int, size: int, file_hash: str) -> None:
+        self._mark_pending(memory.path)
+        light = json.dumps({name: getattr(memory, name) for name in LIGHT_FIELDS}, ensure_ascii=False)
         self.db.execute(
-            "INSERT OR REPLACE INTO notes VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
-            (memory.path, mtime_ns, size, file_hash, memory.id, memory.domain, text_hash(memory), memory_to_json(memory)),
+            "INSERT OR REPLACE INTO notes VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?)",
+            (memory.path, mtime_ns, size, file_hash, memory.id, memory.domain, text_hash(memory),
+             memory_to_json(memory), light),
         )
 
     def put_error(self, path: str, mtime_ns: int, size: int, file_hash: str, message: str, line: int | None) -> None:
+        self._mark_pending(path)
         self.db.execute(
-            "INSERT OR REPLACE INTO notes VALUES (?, ?, ?, ?, NULL, NULL, NULL, NULL, ?, ?)",
+            "INSERT OR REPLACE INTO notes VALUES (?, ?, ?, ?, NULL, NULL, NULL, NULL, ?, ?, NULL)",
             (path, mtime_ns, size, file_hash, message, line),
         )
 
@@ -107,15 +150,57 @@ class NoteStore:
         self.db.execute("UPDATE notes SET mtime_ns=?, size=? WHERE path=?", (mtime_ns, size, path))
 
     def delete(self, path: str) -> None:
+        self._mark_pending(path)
         self.db.execute("DELETE FROM notes WHERE path=?", (path,))
+
+    def clear(self) -> None:
+        """Forget every note (inside a transaction); derived state is rebuilt from nothing."""
+        self.db.execute("DELETE FROM notes")
+        self.db.execute("DELETE FROM pending_lexical")
+        self.db.execute("DELETE FROM root_sections")
+        self.db.execute("DELETE FROM meta WHERE key NOT IN ('schema', 'version')")
+        self.bump_version()
+
+    def pending_lexical(self) -> dict[str, str | None]:
+        """path -> id the lexical index may hold for it, for paths changed since the last whoosh commit."""
+        return dict(self.db.execute("SELECT path, old_id FROM pending_lexical ORDER BY path"))
+
+    def root_sections(self) -> dict[str, tuple[int, list[str]]]:
+        """domain -> (memory count, INDEX.md section lines) as last written."""
+        return {d: (c, json.loads(lines)) for d, c, lines in self.db.execute("SELECT domain, count, lines FROM root_sections")}
+
+    def put_root_sections(self, sections: dict[str, tuple[int, list[str]]], replace_all: bool) -> None:
+        """Record INDEX.md sections (inside the transaction that records the files as written)."""
+        if replace_all:
+            self.db.execute("DELETE FROM root_sections")
+        self.db.executemany("INSERT OR REPLACE INTO root_sections VALUES (?, ?, ?)",
+                            [(d, c, json.dumps(lines, ensure_ascii=False)) for d, (c, lines) in sections.items()])
+
+    def clear_pending_lexical(self, paths: list[str] | None = None) -> None:
+        """Forget pending paths once whoosh has committed them (all when paths is None)."""
+        if paths is None:
+            self.db.execute("DELETE FROM pending_lexical")
+        else:
+            self.db.executemany("DELETE FROM pending_lexical WHERE path=?", [(p,) for p in paths])
 
     def errors(self) -> list[tuple[str, str, int | None]]:
         """(path, message, line) of cached notes that could not be read."""
-        return list(self.db.execute("SELECT path, error, error_line FROM notes WHERE error IS NOT NULL ORDER BY path"))
+        return sorted(self.db.execute("SELECT path, error, error_line FROM notes INDEXED BY notes_error "
+                                      "WHERE error IS NOT NULL"))
 
     def id_paths(self) -> list[tuple[str, str]]:
         """(id, path) of every readable note, sorted by path."""
         return list(self.db.execute("SELECT id, path FROM notes WHERE id IS NOT NULL ORDER BY path"))
+
+    def duplicate_ids(self) -> list[tuple[str, str]]:
+        """(id, path) of readable notes sharing an id with another note, sorted by path (the first keeps it)."""
+        return list(self.db.execute(
+            "SELECT id, path FROM notes WHERE id IN "
+            "(SELECT id FROM notes WHERE id IS NOT NULL GROUP BY id HAVING count(*) > 1) ORDER BY path"))
+
+    def count(self) -> int:
+        """Number of readable notes (duplicates included)."""
+        return self.db.execute("SELECT count(*) FROM notes WHERE data IS NOT NULL").fetchone()[0]
 
     def memories(self, paths: list[str] | None = None) -> list[Memory]:
         """Decoded memories, all or for the given paths."""
@@ -126,9 +211,31 @@ class NoteStore:
         for start in range(0, len(paths), 500):
             chunk = paths[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            rows = self.db.execute(f"SELECT data FROM notes WHERE path IN ({marks})", chunk)
+            rows = self.db.execute(f"SELECT data FROM notes WHERE path IN ({marks}) AND data IS NOT NULL", chunk)
             found += [memory_from_json(r[0]) for r in rows]
         return found
+
+    def iter_memories(self, batch: int = 500):
+        """Every decoded memory, sorted by path, without holding them all in memory."""
+        last = ""
+        while True:
+            rows = self.db.execute("SELECT path, data FROM notes WHERE data IS NOT NULL AND path > ? ORDER BY path "
+                                   "LIMIT ?", (last, batch)).fetchall()
+            if not rows:
+                return
+            for _path, data in rows:
+                yield memory_from_json(data)
+            last = rows[-1][0]
+
+    def light_memories(self, domains: list[str] | None = None) -> list[Memory]:
+        """Memories with only the fields the generated index files show, all or for some domains."""
+        if domains is None:
+            rows = self.db.execute("SELECT light FROM notes WHERE light IS NOT NULL ORDER BY path")
+        else:
+            marks = ",".join("?" * len(domains))
+            rows = self.db.execute(f"SELECT light FROM notes WHERE light IS NOT NULL AND domain IN ({marks}) "
+                                   "ORDER BY path", list(domains))
+        return [light_memory(r[0]) for r in rows]
 
     def text_hashes(self) -> dict[str, str]:
         """path -> text hash of readable notes."""

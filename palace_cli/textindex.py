@@ -141,8 +141,8 @@ class TextIndex:
         atomic_write(self.directory / SCHEMA_MARKER, SCHEMA_VERSION + "\n")
 
     def doc_count(self) -> int:
-        """Number of live documents."""
-        return self.open().doc_count()
+        """Number of live documents, from the table of contents (no segment is opened)."""
+        return sum(segment.doc_count() for segment in self.open()._segments())
 
     def generation(self) -> int:
         """The generation of the latest commit (changes on every commit, by any process)."""
@@ -153,15 +153,17 @@ class TextIndex:
                             keywords=doc.keywords, anchor=doc.anchor, image=doc.image, content=doc.content,
                             domain=doc.domain.replace("-", " "))
 
-    def apply(self, upserts: Iterable[Doc], deletes: Iterable[str], progress=None) -> int:
-        """Delete docs by path and upsert docs, in one commit under the write lock; returns docs written."""
+    def apply(self, upserts: Iterable[Doc], deletes: Iterable[str], progress=None, delete_ids: Iterable[str] = ()) -> int:
+        """Delete docs by path (and by memory id), then add `upserts`, in one commit under the write lock."""
         ix = self.open()
         writer = ix.writer(timeout=LOCK_TIMEOUT_S, limitmb=256)
         written = 0
         try:
             upserts = list(upserts)
-            for path in set(deletes) | {doc.path for doc in upserts}:
+            for path in sorted(set(deletes) | {doc.path for doc in upserts}):
                 writer.delete_by_term("path", path)
+            for note_id in sorted(set(delete_ids)):
+                writer.delete_by_term("id", note_id)
             for doc in upserts:
                 self._add(writer, doc)
                 written += 1
@@ -198,16 +200,6 @@ class TextIndex:
             raise
         self._index = None
         return written
-
-    def ids_of_paths(self, paths: Iterable[str]) -> list[str]:
-        """The memory ids the index holds for these paths (paths it does not hold are skipped)."""
-        with self.open().searcher() as searcher:
-            return [doc["id"] for path in paths for doc in searcher.documents(path=path)]
-
-    def paths_of_ids(self, ids: Iterable[str]) -> list[str]:
-        """The paths of the documents the index holds for these memory ids."""
-        with self.open().searcher() as searcher:
-            return [doc["path"] for note_id in ids for doc in searcher.documents(id=note_id)]
 
     def terms(self, text: str) -> list[str]:
         """The analysed terms of a query (stemmed, stopwords removed), deduplicated in order."""

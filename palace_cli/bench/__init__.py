@@ -1,0 +1,1 @@
+"""Benchmarks: synthetic palaces and the measurements `palace bench` reports."""
