@@ -44,21 +44,12 @@ class Catalog:
         return mask
 
 
-def _signature(palace: Palace) -> str:
-    store = indexes(palace).store
-    row = store.db.execute("SELECT count(*), max(mtime_ns), sum(size), group_concat(text_hash, '') FROM notes "
-                           "WHERE data IS NOT NULL").fetchone()
-    config = (palace.root / "palace.toml").stat()
-    return f"{row[0]}:{row[1]}:{row[2]}:{hash(row[3])}:{config.st_mtime_ns}"
-
-
 def load_catalog(palace: Palace) -> Catalog:
-    """The catalog for the palace as the cache holds it now (call refresh first); cached per process."""
-    signature = _signature(palace)
-    model_id, keys, matrix = indexes(palace).vectors.load()
+    """The catalog for the palace as the cache holds it now; cached per process until `forget_catalog`."""
     cached = getattr(palace, "_catalog", None)
-    if cached is not None and cached[0] == signature and cached[1] == model_id:
-        return cached[2]
+    if cached is not None:
+        return cached
+    model_id, keys, matrix = indexes(palace).vectors.load()
     store = indexes(palace).store
     rows = store.db.execute(
         "SELECT id, path, domain, text_hash, json_extract(data, '$.subject'), json_extract(data, '$.anchor'), "
@@ -119,5 +110,10 @@ def load_catalog(palace: Palace) -> Catalog:
                     mean = catalog.matrix[rows_].mean(axis=0)
                     centroids[i] = mean / (np.linalg.norm(mean) or 1.0)
             catalog.centroids = centroids
-    palace._catalog = (signature, model_id, catalog)
+    palace._catalog = catalog
     return catalog
+
+
+def forget_catalog(palace: Palace) -> None:
+    """Drop the cached catalog (after a refresh that changed notes or vectors)."""
+    palace._catalog = None

@@ -11,6 +11,7 @@ from pathlib import Path
 from .config import PalaceConfig, find_root, load_config
 from .errors import Ambiguous, NoteError, NotFound
 from .notes import Memory, load_note
+from .tokens import STOPWORDS, normalize, stem, words
 
 MEMORIES = "memories"
 INDEX_DIR = "index"
@@ -110,6 +111,7 @@ class Palace:
         if not self.memories_dir.is_dir():
             return found
         stack = [str(self.memories_dir)]
+        visited = {os.path.realpath(self.memories_dir)}
         prefix = len(str(self.root)) + 1  # plain strings here: Path objects cost more than the stat at 100k notes
         while stack:
             directory = stack.pop()
@@ -128,6 +130,12 @@ class Palace:
                                           "symlink points outside the palace; not read"))
                     continue
                 if entry.is_dir():
+                    real = os.path.realpath(path)
+                    if real in visited:
+                        report.append(Problem(self.rel(path), None, "warning", "symlink-loop",
+                                              "folder already read through another path (a symlink loop?); skipped"))
+                        continue
+                    visited.add(real)
                     stack.append(path)
                     continue
                 if not name.endswith(".md"):
@@ -159,7 +167,8 @@ class Palace:
                     continue
                 path = Path(dirpath) / name
                 try:
-                    head = path.read_bytes()[:2048].decode("utf-8", "replace")
+                    with open(path, "rb") as handle:
+                        head = handle.read(2048).decode("utf-8", "replace").lstrip("\ufeff")
                 except OSError:
                     continue
                 if head.startswith("---") and re.search(r"^id\s*:", head, re.MULTILINE):
@@ -193,8 +202,9 @@ class Palace:
         return result
 
     def invalidate(self) -> None:
-        """Forget the cached scan (after a write)."""
+        """Forget the cached scan and ranking catalog (after a write)."""
         self._scan = None
+        self._catalog = None
 
     def domains(self) -> list[str]:
         """Domains: folders under memories/ plus those declared in palace.toml, sorted."""
@@ -206,29 +216,71 @@ class Palace:
     # ---- lookup -------------------------------------------------------------------------------
 
     def get(self, ref: str) -> Memory:
-        """A memory by id, by path (optionally `path:line`), or by a unique fuzzy subject match."""
-        memories = self.scan().memories
+        """A memory by id, by path (optionally `path:line`), or by a unique fuzzy match on subject, id, aliases."""
+        scan = self.scan()
+        memories = scan.memories
         if ref in memories:
             return memories[ref]
         path_ref = re.sub(r":\d+$", "", ref)
-        candidate = Path(path_ref)
-        rel = self.rel(candidate.resolve()) if candidate.exists() else path_ref.lstrip("./")
+        candidate = Path(path_ref).expanduser()
+        rel = self.rel(candidate.resolve()) if candidate.exists() else path_ref.removeprefix("./")
         for memory in memories.values():
             if memory.path == rel:
                 return memory
-        wanted = ref.lower().strip()
-        exact = [m for m in memories.values() if m.subject.lower() == wanted or m.anchor.lower() == wanted]
-        if len(exact) == 1:
-            return exact[0]
-        scored = sorted(
-            ((SequenceMatcher(None, wanted, m.subject.lower()).ratio() + (0.3 if wanted in m.subject.lower() else 0), m.id)
-             for m in memories.values()),
-            reverse=True,
-        )
-        good = [(s, i) for s, i in scored if s >= 0.6]
-        if not good:
-            raise NotFound(f"no memory matches {ref!r} (try `palace list` or `palace search`)")
-        if len(good) > 1 and good[0][0] - good[1][0] < 0.1:
-            names = ", ".join(i for _, i in good[:5])
-            raise Ambiguous(f"{ref!r} matches several memories: {names}; use an id")
-        return memories[good[0][1]]
+        for problem in scan.problems:
+            if problem.path == rel:
+                raise NoteError(problem.path, problem.message, problem.line)
+        return _fuzzy(ref, list(memories.values()))
+
+
+FIELD_WEIGHTS = (("subject", 1.0), ("id", 1.0), ("aliases", 1.0), ("keywords", 0.6), ("anchor", 0.6))
+MATCH, MARGIN = 0.6, 0.15
+
+
+def _word_sets(memory: Memory) -> list[tuple[set[str], float]]:
+    values = {"subject": memory.subject, "id": memory.id.replace("-", " "), "aliases": " ".join(memory.aliases),
+              "keywords": " ".join(memory.keywords), "anchor": memory.anchor}
+    return [({stem(w) for w in words(values[name])}, weight) for name, weight in FIELD_WEIGHTS]
+
+
+def _word_score(query: list[str], fields: list[tuple[set[str], float]]) -> float:
+    """Share of the query's words found in the memory, weighted by field; near spellings count 0.8."""
+    total = 0.0
+    for word in query:
+        best = 0.0
+        for vocabulary, weight in fields:
+            if word in vocabulary:
+                best = max(best, weight)
+            elif len(word) >= 5 and best < weight * 0.8:
+                if any(SequenceMatcher(None, word, other).ratio() >= 0.85 for other in vocabulary if len(other) >= 4):
+                    best = weight * 0.8
+        total += best
+    return total / len(query)
+
+
+def _fuzzy(ref: str, memories: list[Memory]) -> Memory:
+    """The one memory a free-text reference means; NotFound or Ambiguous (naming the candidates) otherwise."""
+    wanted = normalize(ref)
+    if not wanted:
+        raise NotFound(f"no memory matches {ref!r}")
+    exact = [m for m in memories if wanted in {normalize(m.subject), normalize(m.anchor), normalize(m.id),
+                                                *(normalize(a) for a in m.aliases)}]
+    if len(exact) == 1:
+        return exact[0]
+    if len(exact) > 1:
+        names = ", ".join(sorted(m.id for m in exact)[:8])
+        raise Ambiguous(f"{ref!r} names several memories: {names}; use an id")
+    query = [stem(w) for w in wanted.split() if w not in STOPWORDS] or [stem(w) for w in wanted.split()]
+    scored = []
+    for memory in memories:
+        subject = normalize(memory.subject)
+        spelling = SequenceMatcher(None, wanted, subject).ratio() + (0.3 if wanted in subject else 0.0)
+        scored.append((round(max(spelling, _word_score(query, _word_sets(memory))), 6), memory.id, memory))
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    good = [item for item in scored if item[0] >= MATCH]
+    if not good:
+        raise NotFound(f"no memory matches {ref!r} (try `palace list` or `palace search`)")
+    if len(good) > 1 and good[0][0] - good[1][0] < MARGIN:
+        close = [item[1] for item in good if good[0][0] - item[0] < MARGIN]
+        raise Ambiguous(f"{ref!r} matches several memories: {', '.join(close[:8])}; use an id")
+    return good[0][2]

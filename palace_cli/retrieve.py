@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .catalog import MAX_PHRASE_WORDS, Catalog, load_catalog
+from .catalog import MAX_PHRASE_WORDS, Catalog, forget_catalog, load_catalog
 from .errors import NotFound, UsageError
 from .notes import Memory
 from .palace import Palace
@@ -197,7 +197,9 @@ def _attach(palace: Palace, hits: list[Hit]) -> None:
 
 def _prepare(palace: Palace, do_refresh: bool) -> Catalog:
     if do_refresh:
-        refresh(palace)
+        report = refresh(palace)
+        if report.changed or (report.vectors and (report.vectors.embedded or report.vectors.dropped)):
+            forget_catalog(palace)
     return load_catalog(palace)
 
 
