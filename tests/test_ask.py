@@ -1,0 +1,343 @@
+"""ask: the endpoint backend against a local HTTP server, the response cache, abstention, the real GGUF,
+and bench verify wired end to end."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from click.testing import CliRunner
+
+from conftest_models import installed_models, real_generator, with_models  # noqa: F401
+from palace_cli.ask import ABSTAIN_BELOW, abstain_threshold, ask, build_prompt
+from palace_cli.backends import Generator, generator_from_config
+from palace_cli.backends.openai import OpenAIGenerator, chat_url
+from palace_cli.bench.verify import (adversarial_answer, calibrate, cross_validated, detection_metrics,
+                                     run_verify_bench)
+from palace_cli.cli import cli
+from palace_cli.errors import ModelError
+from palace_cli.generation import CachedGenerator, cache_dir, cache_key
+from palace_cli.palace import Palace
+
+ANSWERABLE = "How does two-phase commit guarantee atomicity, and why is it a blocking protocol?"
+ABSENT = "What is the capital of France and who painted the Mona Lisa?"
+
+
+class FakeModel:
+    """What the test's own OpenAI-compatible server does and what it was asked."""
+
+    def __init__(self):
+        self.mode = "echo"   # echo: cite the first token in the prompt; plain: no token; error; garbage; slow
+        self.requests: list[dict] = []
+        self.url = ""
+
+
+def _reply(state: FakeModel, body: dict) -> tuple[int, bytes]:
+    prompt = body["messages"][0]["content"]
+    if state.mode == "error":
+        return 500, json.dumps({"error": {"message": "model exploded"}}).encode()
+    if state.mode == "garbage":
+        return 200, b"<html>not json</html>"
+    if state.mode == "slow":
+        time.sleep(2)
+    token = re.search(r"(?m)^verify: (.+)$", prompt)
+    text = "I do not know."
+    if state.mode == "echo" and token:
+        text = f"From the memory. [verify: {token.group(1)}]"
+    return 200, json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}).encode()
+
+
+@pytest.fixture
+def endpoint():
+    """An OpenAI-compatible server of our own on 127.0.0.1 (a real HTTP server, canned answers)."""
+    state = FakeModel()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            state.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+            status, payload = _reply(state, body)
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            try:
+                self.wfile.write(payload)
+            except OSError:
+                pass  # the client gave up (timeout test)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    yield state
+    server.shutdown()
+    server.server_close()
+
+
+def _configure(palace_dir, endpoint, extra: str = ""):
+    """Point the palace's generator at the test server (and optionally more palace.toml lines)."""
+    toml = palace_dir / "palace.toml"
+    toml.write_text(toml.read_text(encoding="utf-8")
+                    + f'\n[models]\nendpoint = "{endpoint.url}"\nendpoint_model = "fake-1"\n{extra}', encoding="utf-8")
+
+
+def _run(palace_dir, *args):
+    return CliRunner().invoke(cli, ["--palace", str(palace_dir), *args])
+
+
+# ---- the endpoint backend -------------------------------------------------------------------
+
+@pytest.mark.parametrize("given, url", [
+    ("http://127.0.0.1:8080", "http://127.0.0.1:8080/v1/chat/completions"),
+    ("http://127.0.0.1:8080/", "http://127.0.0.1:8080/v1/chat/completions"),
+    ("http://localhost:11434/v1", "http://localhost:11434/v1/chat/completions"),
+    ("https://h/v1/chat/completions", "https://h/v1/chat/completions"),
+])
+def test_chat_url(given, url):
+    assert chat_url(given) == url
+
+
+def test_chat_url_rejects_non_http():
+    with pytest.raises(ModelError, match="not an http"):
+        chat_url("127.0.0.1:8080")
+
+
+def test_endpoint_posts_a_chat_completion(endpoint, monkeypatch):
+    monkeypatch.setenv("PALACE_TEST_KEY", "sk-test")
+    generator = OpenAIGenerator(endpoint.url, "fake-1", api_key_env="PALACE_TEST_KEY")
+    text = generator.complete("Context\nverify: fig tart\nQuestion?", max_tokens=12, stop=["\n\n"])
+    assert text == "From the memory. [verify: fig tart]"
+    request = endpoint.requests[0]
+    assert request["path"] == "/v1/chat/completions"
+    assert request["headers"]["Authorization"] == "Bearer sk-test"
+    body = request["body"]
+    assert body["model"] == "fake-1" and body["max_tokens"] == 12 and body["temperature"] == 0.0
+    assert body["messages"] == [{"role": "user", "content": "Context\nverify: fig tart\nQuestion?"}]
+    assert body["stop"] == ["\n\n"] and body["stream"] is False
+    assert generator.model_id == f"fake-1@{endpoint.url}/v1/chat/completions"
+
+
+def test_endpoint_errors_are_readable(endpoint):
+    generator = OpenAIGenerator(endpoint.url, "fake-1", timeout=0.5)
+    endpoint.mode = "error"
+    with pytest.raises(ModelError, match="HTTP 500: model exploded"):
+        generator.complete("hi")
+    endpoint.mode = "garbage"
+    with pytest.raises(ModelError, match="not an OpenAI chat-completions answer"):
+        generator.complete("hi")
+    endpoint.mode = "slow"
+    with pytest.raises(ModelError, match="did not answer within 0.5 s"):
+        generator.complete("hi")
+
+
+def test_endpoint_not_running_is_a_clear_error(endpoint):
+    port = int(endpoint.url.rsplit(":", 1)[1])
+    closed = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    free_port = closed.server_address[1]
+    closed.server_close()  # nothing listens there now
+    assert free_port != port
+    with pytest.raises(ModelError, match="cannot reach .* is the server running"):
+        OpenAIGenerator(f"http://127.0.0.1:{free_port}", "m", timeout=5).complete("hi")
+
+
+def test_missing_api_key_variable_is_named(monkeypatch):
+    monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
+    with pytest.raises(ModelError, match=r"\$NO_SUCH_KEY_VAR"):
+        OpenAIGenerator("http://127.0.0.1:1", "m", api_key_env="NO_SUCH_KEY_VAR")
+
+
+def test_generator_from_config(endpoint, tmp_path):
+    picked = generator_from_config({"endpoint": endpoint.url, "endpoint_model": "fake-1", "endpoint_timeout": 7})
+    assert isinstance(picked, OpenAIGenerator) and picked.timeout == 7
+    assert generator_from_config({"generator": "none", "endpoint": endpoint.url}) is None
+    assert generator_from_config({}) is None  # no model installed in this test's PALACE_HOME
+    with pytest.raises(ModelError, match="endpoint"):
+        generator_from_config({"generator": "endpoint"})
+    with pytest.raises(ModelError, match="endpoint_model"):
+        generator_from_config({"endpoint": endpoint.url})
+    with pytest.raises(ModelError, match="no such model file"):
+        generator_from_config({"generator": "models/missing.gguf"}, root=tmp_path)
+
+
+# ---- the response cache ---------------------------------------------------------------------
+
+def test_cache_key_covers_model_prompt_and_parameters():
+    base = cache_key("m", "p", {"max_tokens": 8})
+    assert base == cache_key("m", "p", {"max_tokens": 8})
+    assert len({base, cache_key("m2", "p", {"max_tokens": 8}), cache_key("m", "p2", {"max_tokens": 8}),
+                cache_key("m", "p", {"max_tokens": 9})}) == 4
+
+
+def test_cache_hits_and_bypass(endpoint, tmp_path):
+    model = CachedGenerator(OpenAIGenerator(endpoint.url, "fake-1"))
+    assert model.directory == cache_dir() and str(cache_dir()).endswith("cache/generations")
+    first = model.complete("verify: fig tart", max_tokens=8)
+    assert model.complete("verify: fig tart", max_tokens=8) == first
+    assert len(endpoint.requests) == 1 and (model.hits, model.misses) == (1, 1) and model.last_cached
+    model.complete("verify: fig tart", max_tokens=9)          # other parameters: a miss
+    assert len(endpoint.requests) == 2
+    endpoint.mode = "plain"
+    model.enabled = False                                     # --no-cache asks again and refreshes the entry
+    assert model.complete("verify: fig tart", max_tokens=8) == "I do not know."
+    assert len(endpoint.requests) == 3 and not model.last_cached
+    model.enabled = True
+    assert model.complete("verify: fig tart", max_tokens=8) == "I do not know."
+    assert len(endpoint.requests) == 3
+    entries = list(cache_dir().rglob("*.json"))
+    assert len(entries) == 2 and not list(cache_dir().rglob("*.tmp"))
+    record = json.loads(entries[0].read_text(encoding="utf-8"))
+    assert record["model"] == model.model_id and "response" in record and "prompt" in record
+
+
+def test_broken_cache_entry_is_a_miss(endpoint):
+    model = CachedGenerator(OpenAIGenerator(endpoint.url, "fake-1"))
+    model.complete("verify: fig tart")
+    (entry,) = cache_dir().rglob("*.json")
+    entry.write_text("{truncated", encoding="utf-8")
+    assert model.complete("verify: fig tart") == "From the memory. [verify: fig tart]"
+    assert len(endpoint.requests) == 2
+
+
+# ---- ask ------------------------------------------------------------------------------------
+
+def test_ask_grounded_answer_then_cache_then_no_cache(example_palace, endpoint):
+    _configure(example_palace, endpoint)
+    result = _run(example_palace, "ask", ANSWERABLE, "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["status"] == "grounded" and data["verdict"]["cited"][0]["id"] == "two-phase-commit"
+    assert data["memories"][0] == {**data["memories"][0], "id": "two-phase-commit", "cited": True}
+    assert data["model"].startswith("fake-1@") and data["cached"] is False and data["signal"] == "lexical"
+    assert len(endpoint.requests) == 1
+    prompt = endpoint.requests[0]["body"]["messages"][0]["content"]
+    assert "verify: mustard-yellow tuxedo" in prompt and ANSWERABLE in prompt
+
+    again = json.loads(_run(example_palace, "ask", ANSWERABLE, "--json").stdout)
+    assert again["cached"] is True and again["answer"] == data["answer"] and len(endpoint.requests) == 1
+    fresh = json.loads(_run(example_palace, "ask", ANSWERABLE, "--json", "--no-cache").stdout)
+    assert fresh["cached"] is False and len(endpoint.requests) == 2
+
+
+def test_ask_ungrounded_answer_exits_1(example_palace, endpoint):
+    _configure(example_palace, endpoint)
+    endpoint.mode = "plain"
+    result = _run(example_palace, "ask", ANSWERABLE)
+    assert result.exit_code == 1
+    assert "I do not know." in result.output and "hallucination suspected" in result.output
+
+
+def test_ask_abstains_without_calling_the_model(example_palace, endpoint):
+    _configure(example_palace, endpoint)
+    result = _run(example_palace, "ask", ABSENT, "--json")
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert data["status"] == "abstained" and data["answer"] == "not in this palace"
+    assert data["confidence"] < data["threshold"] == ABSTAIN_BELOW["lexical"]
+    assert "france" in data["needs"] and "mona" in data["needs"]
+    assert data["suggestion"].startswith('palace add "')
+    assert endpoint.requests == []
+    human = _run(example_palace, "ask", ABSENT)
+    assert "not in this palace" in human.output and "it would need a memory about" in human.output
+
+
+def test_abstain_threshold_from_palace_toml(example_palace, endpoint):
+    _configure(example_palace, endpoint, "\n[retrieval]\nabstain_below = {lexical = 0.0}\n")
+    palace = Palace(example_palace)
+    assert abstain_threshold(palace, "lexical") == 0.0
+    assert abstain_threshold(palace, "dense") == ABSTAIN_BELOW["dense"]
+    answer = ask(palace, ABSENT)
+    assert answer.status != "abstained" and len(endpoint.requests) == 1
+
+
+def test_ask_abstains_on_the_dense_signal_with_the_real_embedder(example_palace, endpoint, with_models):
+    _configure(example_palace, endpoint)
+    palace = Palace(example_palace)
+    absent = ask(palace, ABSENT)
+    assert absent.signal == "dense" and absent.status == "abstained" and endpoint.requests == []
+    present = ask(palace, ANSWERABLE)
+    assert present.signal == "dense" and present.confidence >= ABSTAIN_BELOW["dense"]
+    assert present.status == "grounded"
+
+
+def test_prompt_carries_context_question_and_citation_rule():
+    prompt = build_prompt("## A (a)\nverify: fig tart\n", "Why?")
+    assert prompt.index("verify: fig tart") < prompt.index("Question: Why?") < prompt.index("[verify: token]")
+    assert build_prompt("", "Why?").startswith("Question: Why?")
+
+
+def test_ask_with_the_real_small_gguf(palace, real_generator):
+    """SmolLM2-135M through llama.cpp: a short, deterministic answer, verified and cached."""
+    first = ask(palace, ANSWERABLE, generator=real_generator, max_tokens=24, threshold=0.0)
+    assert first.status in ("grounded", "ungrounded") and first.text.strip()
+    assert first.model.startswith("SmolLM2-135M-Instruct") and not first.cached
+    assert first.verdict is not None and first.verdict.handed[0] == "two-phase-commit"
+    second = ask(palace, ANSWERABLE, generator=real_generator, max_tokens=24, threshold=0.0)
+    assert second.cached and second.text == first.text
+
+
+def test_cached_real_generator_is_a_generator(real_generator):
+    model = CachedGenerator(real_generator)
+    assert isinstance(model, Generator) and model.model_id == real_generator.model_id
+    text = model.complete("Say hello.", max_tokens=8)
+    assert text and model.complete("Say hello.", max_tokens=8) == text and model.hits == 1
+
+
+# ---- bench verify ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("flagged, ungrounded, expected", [
+    ([True, True, False, False], [True, False, False, True], (0.5, 0.5, 0.5, 0.5)),
+    ([True, True, True], [True, True, True], (1.0, 1.0, 1.0, 0.0)),
+    ([False, False], [True, False], (0.0, 0.0, 0.0, 0.0)),
+])
+def test_detection_metrics(flagged, ungrounded, expected):
+    m = detection_metrics(flagged, ungrounded)
+    assert (m["precision"], m["recall"], m["f1"], m["fpr"]) == expected
+
+
+def test_calibration_separates_and_cross_validates():
+    confidence = [0.1, 0.2, 0.3, 0.6, 0.7, 0.8, 0.9, 0.65]
+    absent = [True, True, True, False, False, False, False, False]
+    assert calibrate(confidence, absent) == pytest.approx(0.45)
+    cv = cross_validated(confidence, absent, folds=2)
+    assert cv["precision"] == 1.0 and cv["recall"] == 1.0
+
+
+def test_adversarial_answer_has_subject_and_content_but_not_the_token(palace):
+    memory = palace.get("two-phase-commit")
+    text = adversarial_answer(memory)
+    assert memory.subject in text and "coordinator" in text and f"[verify: {memory.anchor}]" in text
+    assert "mustard" not in text.lower()
+
+
+def test_bench_verify_with_a_model_that_always_cites(example_palace, endpoint):
+    """A generator that copies the first token of its context: verify should separate it perfectly,
+    catching the wrong-context answers as foreign tokens."""
+    _configure(example_palace, endpoint)
+    summary = run_verify_bench(Palace(example_palace), OpenAIGenerator(endpoint.url, "fake-1"), limit=3)
+    v = summary["verify"]
+    assert v["items"] == 12 and v["grounded"] == 3
+    assert (v["overall"]["precision"], v["overall"]["recall"], v["overall"]["fpr"]) == (1.0, 1.0, 0.0)
+    assert v["behaviour"]["wrong-context"]["foreign_token"] == 1.0
+    assert v["behaviour"]["no-context"]["statuses"] == {"uncited": 3}
+    assert summary["generated"] == 9
+    again = run_verify_bench(Palace(example_palace), OpenAIGenerator(endpoint.url, "fake-1"), limit=3)
+    assert again["from_cache"] == 9 and len(endpoint.requests) == 9
+    assert summary["abstention"]["lexical"]["absent"] == 24
+
+
+def test_bench_verify_cli_without_a_generator(example_palace):
+    result = _run(example_palace, "bench", "verify", "--no-generate", "--limit", "4", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["verify"]["items"] == 4 and data["verify"]["behaviour"]["adversarial"]["flagged"] == 1.0
+    table = _run(example_palace, "bench", "verify", "--no-generate", "--limit", "2")
+    assert "| abstention signal |" in table.output
