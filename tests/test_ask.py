@@ -293,6 +293,17 @@ def test_cached_real_generator_is_a_generator(real_generator):
 
 # ---- bench verify ---------------------------------------------------------------------------
 
+@pytest.fixture
+def few_queries(example_palace):
+    """Eight of the example palace's questions, two of them absent-knowledge: a quick benchmark."""
+    lines = (example_palace / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+    present = [l for l in lines if '"expected": []' not in l][:6]
+    absent = [l for l in lines if '"expected": []' in l][:2]
+    path = example_palace / "few.jsonl"
+    path.write_text("\n".join(present + absent) + "\n", encoding="utf-8")
+    return path
+
+
 @pytest.mark.parametrize("flagged, ungrounded, expected", [
     ([True, True, False, False], [True, False, False, True], (0.5, 0.5, 0.5, 0.5)),
     ([True, True, True], [True, True, True], (1.0, 1.0, 1.0, 0.0)),
@@ -318,26 +329,28 @@ def test_adversarial_answer_has_subject_and_content_but_not_the_token(palace):
     assert "mustard" not in text.lower()
 
 
-def test_bench_verify_with_a_model_that_always_cites(example_palace, endpoint):
+def test_bench_verify_with_a_model_that_always_cites(example_palace, endpoint, few_queries):
     """A generator that copies the first token of its context: verify should separate it perfectly,
     catching the wrong-context answers as foreign tokens."""
     _configure(example_palace, endpoint)
-    summary = run_verify_bench(Palace(example_palace), OpenAIGenerator(endpoint.url, "fake-1"), limit=3)
+    summary = run_verify_bench(Palace(example_palace), OpenAIGenerator(endpoint.url, "fake-1"), few_queries, limit=3)
     v = summary["verify"]
     assert v["items"] == 12 and v["grounded"] == 3
     assert (v["overall"]["precision"], v["overall"]["recall"], v["overall"]["fpr"]) == (1.0, 1.0, 0.0)
     assert v["behaviour"]["wrong-context"]["foreign_token"] == 1.0
     assert v["behaviour"]["no-context"]["statuses"] == {"uncited": 3}
     assert summary["generated"] == 9
-    again = run_verify_bench(Palace(example_palace), OpenAIGenerator(endpoint.url, "fake-1"), limit=3)
+    again = run_verify_bench(Palace(example_palace), OpenAIGenerator(endpoint.url, "fake-1"), few_queries, limit=3)
     assert again["from_cache"] == 9 and len(endpoint.requests) == 9
-    assert summary["abstention"]["lexical"]["absent"] == 24
+    abstention = summary["abstention"]["lexical"]
+    assert abstention["questions"] == 8 and abstention["absent"] == 2 and 0 <= abstention["auc"] <= 1
 
 
-def test_bench_verify_cli_without_a_generator(example_palace):
-    result = _run(example_palace, "bench", "verify", "--no-generate", "--limit", "4", "--json")
+def test_bench_verify_cli_without_a_generator(example_palace, few_queries):
+    result = _run(example_palace, "bench", "verify", "--no-generate", "--limit", "2", "--json",
+                  "--queries", str(few_queries))
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert data["verify"]["items"] == 4 and data["verify"]["behaviour"]["adversarial"]["flagged"] == 1.0
-    table = _run(example_palace, "bench", "verify", "--no-generate", "--limit", "2")
+    assert data["verify"]["items"] == 2 and data["verify"]["behaviour"]["adversarial"]["flagged"] == 1.0
+    table = _run(example_palace, "bench", "verify", "--no-generate", "--queries", str(few_queries))
     assert "| abstention signal |" in table.output
