@@ -25,6 +25,7 @@ DULL = frozenset(
     "always never sometimes several whatever whichever however because since until within without across around "
     "about after before between through during against among per via see lets let keeps keep".split()
 )
+FACTS_PROMPT = "What do you remember about {subject}? Name its key ideas in a few words."
 DF_SAMPLE = 3000  # document frequencies from at most this many notes: enough for ranking terms
 
 
@@ -96,14 +97,25 @@ def stems(text: str) -> set[str]:
     return {stem(w) for w in words(text) if w not in STOPWORDS}
 
 
+def root(word: str) -> str:
+    """A coarse root, the first five letters: "recency" gives away "recently", "ranges" gives away "range"."""
+    word = word.lower()
+    return word[:5] if len(word) >= 5 else stem(word)
+
+
+def roots(text: str) -> set[str]:
+    """Roots of the content words of a text (single letters carry no meaning of their own)."""
+    return {root(w) for w in words(text) if w not in STOPWORDS and len(w) > 1}
+
+
 def leaks(shown: str, forms: list[str]) -> list[str]:
     """Accepted answers that the shown text gives away: the phrase itself, or every content word of it."""
-    visible = stems(shown)
+    visible = roots(shown)
     padded = f" {normalize(shown)} "
     out = []
     for form in forms:
         needle = normalize(form)
-        content = stems(form)
+        content = roots(form)
         if (needle and f" {needle} " in padded) or (content and content <= visible):
             out.append(form)
     return out
@@ -173,7 +185,7 @@ class Examiner:
 
     def _cloze_options(self, memory: Memory) -> list[tuple[float, str, int, int]]:
         """(score, sentence, start, end) of blankable terms in the content, best first."""
-        subject = stems(memory.subject)
+        subject = roots(memory.subject)
         keyword_stems = [tuple(stem(w) for w in words(k)) for k in memory.keywords]
         tf = self.term_counts(memory)
         options = []
@@ -187,7 +199,7 @@ class Examiner:
                     gram = [t[2].lower() for t in chunk]
                     if gram[0] in STOPWORDS or gram[-1] in STOPWORDS or any(w in DULL for w in gram):
                         continue
-                    if any(stem(w) in subject for w in gram):
+                    if any(root(w) in subject for w in gram):
                         continue
                     between = sentence[chunk[0][1] : chunk[-1][0]] if size > 1 else ""
                     if size > 1 and re.search(r"[^\s-]", between.replace(" ", "")):
@@ -233,8 +245,8 @@ class Examiner:
     def image(self, memory: Memory, variant: int = 0) -> Question | None:
         """Image to subject: the scene with the subject's own words redacted."""
         forms = subject_forms(memory)
-        hidden = set().union(*(stems(f) for f in forms)) - {stem(w) for w in GENERIC_SUFFIXES}
-        scene = re.sub(r"[A-Za-z0-9]+", lambda m: REDACTED if stem(m.group(0).lower()) in hidden else m.group(0),
+        hidden = set().union(*(roots(f) for f in forms)) - {root(w) for w in GENERIC_SUFFIXES}
+        scene = re.sub(r"[A-Za-z0-9]+", lambda m: REDACTED if root(m.group(0)) in hidden else m.group(0),
                        memory.image)
         prompt = f"{scene}\n\nWhich memory is this scene?"
         return Question(memory.id, "image", "Image → memory", prompt, [Element(memory.subject, forms)],
@@ -242,12 +254,12 @@ class Examiner:
 
     def _fact_terms(self, memory: Memory) -> list[str]:
         """Key terms a good answer about the memory would mention: keywords found in the content, then rare words."""
-        subject = stems(memory.subject)
+        subject = roots(FACTS_PROMPT.format(subject=memory.subject) + " Recall")
         content = stems(memory.content)
         terms, taken = [], set()
         for keyword in memory.keywords:
             kstems = stems(keyword)
-            if kstems and kstems <= content and not kstems & subject and not kstems & taken:
+            if kstems and kstems <= content and not roots(keyword) & subject and not kstems & taken:
                 terms.append(keyword)
                 taken |= kstems
         tf = self.term_counts(memory)
@@ -256,7 +268,7 @@ class Examiner:
         for word in rare:
             if len(terms) >= 4:
                 break
-            if stem(word) not in subject and stem(word) not in taken:
+            if root(word) not in subject and stem(word) not in taken:
                 terms.append(word)
                 taken.add(stem(word))
         return terms[:4]
@@ -266,25 +278,32 @@ class Examiner:
         terms = self._fact_terms(memory)
         if len(terms) < 2:
             return None
-        prompt = f"What do you remember about {memory.subject}? Name its key ideas in a few words."
+        prompt = FACTS_PROMPT.format(subject=memory.subject)
         elements = [Element(t, [t], partial=True) for t in terms]
         return Question(memory.id, "facts", f"Recall · {memory.subject}", prompt, elements, ", ".join(terms),
                         need=min(2, len(elements)))
 
     def link(self, memory: Memory, variant: int = 0) -> Question | None:
-        """A linked memory: which memory does this one lead to, and why?"""
+        """A linked memory: which memory does this one lead to (by the reason given for the link)?"""
         reasons = link_reasons(memory)
         linked = [m for m in memory.all_links if m in self.memories]
         if not linked:
             return None
         target = self.memories[linked[variant % len(linked)]]
-        forms = subject_forms(target)
         reason = reasons.get(target.id, "")
-        if reason and not leaks(reason + " " + memory.subject, forms):
+        if reason:
             prompt = f"{memory.subject} links to another memory: {reason}. Which one?"
-        else:
-            prompt = f"{memory.subject} links to {len(linked)} other memor{'y' if len(linked) == 1 else 'ies'}. Name one."
-            forms = [f for other in linked for f in subject_forms(self.memories[other])]
+            forms = subject_forms(target)
+            if not leaks(prompt, forms):
+                return Question(memory.id, "link", "Linked memory", prompt, [Element(target.subject, forms)],
+                                target.subject)
+        # No usable reason: any linked memory is a right answer, except names the question itself shows.
+        prompt = f"{memory.subject} links to {len(linked)} other memor{'y' if len(linked) == 1 else 'ies'}. Name one."
+        hidden = [m for m in linked if not leaks(prompt, [self.memories[m].subject])]
+        if not hidden:
+            return None
+        target = self.memories[hidden[variant % len(hidden)]]
+        forms = [f for other in hidden for f in subject_forms(self.memories[other]) if not leaks(prompt, [f])]
         return Question(memory.id, "link", "Linked memory", prompt, [Element(target.subject, forms)], target.subject)
 
 

@@ -148,7 +148,7 @@ def _adversarial(memories: dict[str, Memory], schedule: Schedule, n: int, new: l
 
 
 def keyword_neighbours(memories: dict[str, Memory], seeds: list[str], k: int = 3) -> dict[str, list[Neighbour]]:
-    """Nearest memories by shared keywords, subject and anchor words, weighted by rarity (a BM25-like overlap)."""
+    """Nearest memories by shared subject, anchor and keyword words: cosine of idf-weighted word sets."""
     postings: dict[str, set[str]] = defaultdict(set)
     bags: dict[str, set[str]] = {}
     for memory in memories.values():
@@ -158,6 +158,7 @@ def keyword_neighbours(memories: dict[str, Memory], seeds: list[str], k: int = 3
             postings[term].add(memory.id)
     total = len(memories)
     idf = {t: math.log((total + 1) / (len(ids) + 0.5)) for t, ids in postings.items()}
+    norm = {i: math.sqrt(sum(idf[t] ** 2 for t in bag)) or 1.0 for i, bag in bags.items()}
     out = {}
     for seed in seeds:
         scores: dict[str, float] = defaultdict(float)
@@ -167,10 +168,11 @@ def keyword_neighbours(memories: dict[str, Memory], seeds: list[str], k: int = 3
                 continue  # a term that many notes share says nothing about confusion
             for other in postings[term]:
                 if other != seed:
-                    scores[other] += idf[term]
+                    scores[other] += idf[term] ** 2
                     shared[other].append(term)
-        best = sorted(scores, key=lambda o: (-scores[o], o))[:k]
-        out[seed] = [Neighbour(o, round(scores[o], 3), "shared: " + ", ".join(sorted(shared[o])[:4])) for o in best]
+        cosine = {o: v / (norm[seed] * norm[o]) for o, v in scores.items()}
+        best = sorted(cosine, key=lambda o: (-cosine[o], o))[:k]
+        out[seed] = [Neighbour(o, round(cosine[o], 3), "shared: " + ", ".join(sorted(shared[o])[:4])) for o in best]
     return out
 
 
