@@ -206,3 +206,23 @@ def markdown_table(summary: dict) -> str:
     extra += [f"{m}: abstention AUC {r['abstain_auc']:.3f} (confidence answerable {r['confidence_present_mean']:.3f}"
               f" vs absent {r['confidence_absent_mean']:.3f})" for m, r in summary["modes"].items() if "abstain_auc" in r]
     return "\n".join(lines + [""] + extra) + "\n"
+
+
+def beir_palace(beir_dir: Path, workdir: Path | None = None, progress=None) -> tuple[Palace, Path]:
+    """A palace holding a BEIR corpus (imported once, then reused), and its query file."""
+    from ..authoring import init_palace
+    from ..importers import import_path
+    from ..models import models_dir
+
+    beir_dir = Path(beir_dir).expanduser().resolve()
+    if not (beir_dir / "corpus.jsonl").is_file():
+        raise PalaceError(f"{beir_dir}: not a BEIR directory (no corpus.jsonl)")
+    stat = (beir_dir / "corpus.jsonl").stat()
+    root = Path(workdir) if workdir else models_dir().parent / "bench" / f"{beir_dir.name}-{stat.st_size}-{int(stat.st_mtime)}"
+    queries = root / "queries.jsonl"
+    if not (root / "palace.toml").exists():
+        init_palace(root, name=f"BEIR {beir_dir.name}")
+    palace = Palace(root)
+    if not queries.exists() or not any(palace.memories_dir.rglob("*.md")):
+        import_path(palace, beir_dir, format="beir", queries=queries, progress=progress)
+    return palace, queries

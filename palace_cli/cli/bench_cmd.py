@@ -15,6 +15,86 @@ def bench():
     """
 
 
+@click.command(name="index")
+@click.option("--sizes", default="1000,10000,100000", show_default=True, help="Comma-separated palace sizes (notes).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the synthetic notes.")
+@click.option("--embed-max", type=int, default=10_000, show_default=True,
+              help="Embed (with the installed embedder) only palaces up to this size.")
+@click.option("--workdir", type=click.Path(file_okay=False), default=None, help="Where to generate (default: a temp dir).")
+@click.option("--keep", is_flag=True, help="Keep the generated palaces.")
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+def bench_index(sizes, seed, embed_max, workdir, keep, as_json):
+    """Time full builds, no-op and one-edit refreshes, index size and peak memory on synthetic palaces.
+
+    Example: palace bench index --sizes 1000,10000 --json
+    """
+    from .. import render
+    from ..bench.index_bench import run
+
+    try:
+        wanted = [int(part) for part in sizes.split(",") if part.strip()]
+    except ValueError:
+        raise click.BadParameter("sizes are whole numbers, e.g. 1000,10000", param_hint="--sizes") from None
+    results = run(wanted, seed=seed, embed_max=embed_max, workdir=workdir, keep=keep, progress=render.note)
+    if as_json:
+        render.emit_json(results)
+        return
+    rows = []
+    for r in results["sizes"]:
+        rows.append([f"{r['notes']:,}", r["full_build_s"], r["lexical_notes_per_s"], r.get("embed_notes_per_s", "-"),
+                     f"{r['noop_refresh_s'] * 1000:.0f}", f"{r['one_edit_refresh_s'] * 1000:.0f}", r["cli_noop_s"],
+                     sum(r["disk_mb"].values()), r["peak_rss_mb"]])
+    render.table(["notes", "build s", "lexical notes/s", "embed notes/s", "no-op ms", "one edit ms", "CLI no-op s",
+                  "disk MB", "peak MB"], rows)
+    machine = results["machine"]
+    render.note(f"{machine['cpus']} CPUs, load {machine['load_avg_1m']}, calibration loop {machine['calibration_s']} s")
+
+
+@click.command(name="retrieval")
+@click.option("--queries", "queries_file", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="JSON-lines queries (default: queries.jsonl at the palace root).")
+@click.option("--beir", "beir_dir", type=click.Path(file_okay=False, exists=True), default=None,
+              help="A BEIR directory: imported once into a cached palace, then benchmarked on its test queries.")
+@click.option("--modes", default="2hop,lexical,dense,hybrid", show_default=True, help="Comma-separated modes.")
+@click.option("--profile", default="reference", show_default=True, help="Profile whose k and budget set the context.")
+@click.option("--limit", type=int, default=None, help="Only the first N queries (a smoke run).")
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@click.pass_obj
+def bench_retrieval(obj, queries_file, beir_dir, modes, profile, limit, as_json):
+    """2-hop against flat lexical, dense and hybrid: recall@k, MRR, nDCG@10, context bytes, latency, 95% CIs.
+
+    Example: palace bench retrieval --beir ../shared/data/scifact --json
+    """
+    from pathlib import Path
+
+    from .. import render
+    from ..bench.retrieval import beir_palace, load_queries, markdown_table, run_retrieval_bench
+    from ..refresh import refresh
+    from .index_cmd import refresh_with_progress
+
+    if beir_dir:
+        palace, default_queries = beir_palace(Path(beir_dir), progress=lambda stage, done, total: None)
+        dataset = Path(beir_dir).name
+    else:
+        palace = obj.palace
+        default_queries = palace.root / "queries.jsonl"
+        dataset = palace.config.name
+    path = Path(queries_file) if queries_file else default_queries
+    if not path.is_file():
+        raise click.UsageError(f"no query file at {path}; pass --queries FILE")
+    queries = load_queries(path)[:limit] if limit else load_queries(path)
+    refresh_with_progress(palace)
+    summary = run_retrieval_bench(palace, queries, modes=[m.strip() for m in modes.split(",") if m.strip()],
+                                  profile=profile, dataset=dataset)
+    summary["command"] = "palace bench retrieval" + (f" --beir {beir_dir}" if beir_dir else "")
+    if as_json:
+        render.emit_json(summary)
+    else:
+        click.echo(markdown_table(summary))
+
+
+bench.add_command(bench_retrieval)
 bench.add_command(bench_verify)
+bench.add_command(bench_index)
 
 COMMANDS = [bench]
