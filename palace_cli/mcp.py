@@ -9,7 +9,7 @@ the thread that opened it.
 from __future__ import annotations
 
 import asyncio
-import logging
+import inspect
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -21,13 +21,14 @@ from .errors import NotFound, PalaceError, UsageError
 from .notes import Memory
 from .palace import CACHE_DIR, INDEX_DIR, MEMORIES, REVIEWS, ROOT_INDEX, Palace
 from .profiles import PROFILES
+from .quiz.strategies import STRATEGIES
 from .refresh import indexes, refresh
 from .retrieve import recall as core_recall, search as core_search
 from .wakeup import BYTES_PER_TOKEN
 
-log = logging.getLogger("palace.mcp")
-
 LEARNER = "agent:mcp"
+ProfileName = Literal[tuple(PROFILES)]  # type: ignore[valid-type]  # enums in the tool schemas
+Strategy = Literal[STRATEGIES]  # type: ignore[valid-type]
 MIN_TOKENS, MAX_TOKENS = 50, 20000
 LINE_REF = re.compile(r":\d+$")
 INSTRUCTIONS = ("A memory palace: Markdown memories, each with a verify token. Call recall before answering from "
@@ -146,8 +147,8 @@ class PalaceTools:
             raise NotFound(f"no memory with id {ref!r}; find ids with search or recall")
         return store.memories([path])[0]
 
-    def recall(self, query: str, k: int | None = None, domain: str | None = None, profile: str = "reference",
-               max_tokens: int = 1000) -> str:
+    def recall(self, query: str, k: int | None = None, domain: str | None = None,
+               profile: ProfileName = "reference", max_tokens: int = 1000) -> str:
         """Two-hop recall: a route line, then the context block (each memory with its verify token)."""
         budget = _budget(max_tokens)
         if domain is not None:
@@ -160,9 +161,15 @@ class PalaceTools:
         route = ", ".join(f"{r.domain} {r.confidence:.2f}" for r in result.route) or "none"
         shown = [h.id for h in result.hits + result.linked if f"## {h.subject} ({h.id}) " in result.context]
         cut = [h.id for h in result.hits + result.linked if h.id not in shown]
-        head = (f"route: {route} ({result.reason}); confidence {result.confidence:.2f}; mode {result.mode}\n"
-                f"handed: {', '.join(shown) or 'none'}\n" + (f"cut for max_tokens: {', '.join(cut)}\n" if cut else ""))
-        return fit(head + (result.context or "No memory in this palace matches; say you do not know.\n"), max_tokens)
+        lines = [f"handed: {', '.join(shown) or 'none'}"]
+        if not result.hits:
+            lines.append("No memory in this palace matches; say you do not know.")
+        elif not shown:
+            lines.append(f"No memory fits in max_tokens={max_tokens}; raise it, or get one by id.")
+        if cut:
+            lines.append(f"cut for max_tokens: {', '.join(cut)}")
+        lines.append(f"route: {route} ({result.reason}); confidence {result.confidence:.2f}; mode {result.mode}")
+        return fit("\n".join(lines) + "\n" + result.context, max_tokens)
 
     def search(self, query: str, k: int = 10, domain: str | None = None,
                mode: Literal["hybrid", "lexical", "dense"] = "hybrid", max_tokens: int = 500) -> str:
@@ -254,8 +261,7 @@ class PalaceTools:
         return StudySession(self.palace, strategy=strategy, n=1, domain=domain, learner=LEARNER, generator=None,
                             log=log)
 
-    def quiz_next(self, domain: str | None = None,
-                  strategy: Literal["due", "weak-spots", "depth-first", "adversarial", "random"] = "due") -> str:
+    def quiz_next(self, domain: str | None = None, strategy: Strategy = "due") -> str:
         """The next question for the agent-learner: a handle for quiz_grade, then what to answer."""
         session = self._study(strategy, domain)
         question = next(iter(session), None)
@@ -323,17 +329,21 @@ class PalaceTools:
 
 # ---- the MCP server -----------------------------------------------------------------------------
 
-TOOL_SPECS = {
-    # name: (read_only, destructive, idempotent)
-    "recall": (True, False, True),
-    "search": (True, False, True),
-    "get": (True, False, True),
-    "add": (False, False, False),
-    "verify": (True, False, True),
-    "wake_up": (True, False, True),
-    "status": (True, False, True),
-    "quiz_next": (True, False, False),
-    "quiz_grade": (False, False, False),
+# name: (description, read_only, destructive, idempotent). Descriptions are short on purpose: the whole
+# tool list is paid for in every agent's context (tests/test_mcp.py measures it).
+TOOLS = {
+    "recall": ("Two-hop retrieval: the memories that answer query, as context with verify tokens to cite.",
+               True, False, True),
+    "search": ("Flat ranked search; one line per hit: id | subject | domain | path:line | score.", True, False, True),
+    "get": ("A memory in full by id (or its path under memories/).", True, False, True),
+    "add": ("Write a new memory note (SMASHIN image + content); refuses to overwrite. Returns its verify token.",
+            False, False, False),
+    "verify": ("Check an answer's [verify: token] citations against the memory ids it was given.", True, False, True),
+    "wake_up": ("Session opener: the palace's identity and its most important memories.", True, False, True),
+    "status": ("Memory counts by domain, dense ranking on/off, note problems.", True, False, True),
+    "quiz_next": ("Study: the next question for you to answer from memory (FSRS schedule of learner agent:mcp).",
+                  True, False, False),
+    "quiz_grade": ("Grade your answer to a quiz_next question and log the review.", False, False, False),
 }
 
 
@@ -361,7 +371,7 @@ def _tidy_schema(schema):
 
 
 def build_server(palace: Palace):
-    """An MCPServer whose tools call PalaceTools on one worker thread."""
+    """An MCPServer whose tools are the PalaceTools methods, run in order on one worker thread."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.server.mcpserver.tools import Tool
@@ -370,58 +380,20 @@ def build_server(palace: Palace):
     worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="palace")
     tools = PalaceTools(palace)
 
-    async def call(method, **kwargs) -> str:
-        try:
-            return await asyncio.get_running_loop().run_in_executor(worker, partial(method, **kwargs))
-        except PalaceError as exc:
-            raise ToolError(str(exc)) from exc
+    def as_tool(method):
+        async def tool(**arguments) -> str:
+            try:
+                return await asyncio.get_running_loop().run_in_executor(worker, partial(method, **arguments))
+            except PalaceError as exc:  # a message for the agent to read; anything else is logged as a crash
+                raise ToolError(str(exc)) from exc
 
-    async def recall(query: str, k: int | None = None, domain: str | None = None,
-                     profile: Literal[tuple(PROFILES)] = "reference", max_tokens: int = 1000) -> str:
-        """Two-hop retrieval: the memories that answer query, as context with verify tokens to cite."""
-        return await call(tools.recall, query=query, k=k, domain=domain, profile=profile, max_tokens=max_tokens)
+        tool.__signature__ = inspect.signature(method, eval_str=True)  # the SDK builds the schema from it
+        return tool
 
-    async def search(query: str, k: int = 10, domain: str | None = None,
-                     mode: Literal["hybrid", "lexical", "dense"] = "hybrid", max_tokens: int = 500) -> str:
-        """Flat ranked search; one line per hit: id | subject | domain | path:line | score."""
-        return await call(tools.search, query=query, k=k, domain=domain, mode=mode, max_tokens=max_tokens)
-
-    async def get(id: str, max_tokens: int = 1500) -> str:
-        """A memory in full by id (or its path under memories/)."""
-        return await call(tools.get, id=id, max_tokens=max_tokens)
-
-    async def add(subject: str, domain: str, anchor: str = "", image: str = "", content: str = "",
-                  keywords: list[str] | None = None, links: list[str] | None = None, verify: str | None = None,
-                  id: str | None = None) -> str:
-        """Write a new memory note (SMASHIN image + content); refuses to overwrite. Returns its verify token."""
-        return await call(tools.add, subject=subject, domain=domain, anchor=anchor, image=image, content=content,
-                          keywords=keywords, links=links, verify=verify, id=id)
-
-    async def verify(response: str, ids: list[str], rule: Literal["any", "all"] = "any") -> str:
-        """Check an answer's [verify: token] citations against the memory ids it was given."""
-        return await call(tools.verify, response=response, ids=ids, rule=rule)
-
-    async def wake_up(max_tokens: int = 800) -> str:
-        """Session opener: the palace's identity and its most important memories."""
-        return await call(tools.wake_up, max_tokens=max_tokens)
-
-    async def status(max_tokens: int = 400) -> str:
-        """Memory counts by domain, dense ranking on/off, note problems."""
-        return await call(tools.status, max_tokens=max_tokens)
-
-    async def quiz_next(domain: str | None = None,
-                        strategy: Literal["due", "weak-spots", "depth-first", "adversarial", "random"] = "due") -> str:
-        """Study: the next question for you to answer from memory (FSRS schedule of learner agent:mcp)."""
-        return await call(tools.quiz_next, domain=domain, strategy=strategy)
-
-    async def quiz_grade(question: str, answer: str) -> str:
-        """Grade your answer to a quiz_next question and log the review."""
-        return await call(tools.quiz_grade, question=question, answer=answer)
-
-    functions = {f.__name__: f for f in (recall, search, get, add, verify, wake_up, status, quiz_next, quiz_grade)}
     registered = []
-    for name, (read_only, destructive, idempotent) in TOOL_SPECS.items():
-        tool = Tool.from_function(functions[name], name=name, structured_output=False,
+    for name, (description, read_only, destructive, idempotent) in TOOLS.items():
+        tool = Tool.from_function(as_tool(getattr(tools, name)), name=name, description=description,
+                                  structured_output=False,
                                   annotations=ToolAnnotations(read_only_hint=read_only, destructive_hint=destructive,
                                                               idempotent_hint=idempotent, open_world_hint=False))
         tool.parameters = _tidy_schema(tool.parameters)

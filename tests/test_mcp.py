@@ -197,6 +197,7 @@ def test_outputs_stay_within_their_budget(example_palace):
         assert not error, (tool, text)
         assert len(text.encode("utf-8")) <= budget * 4, (tool, budget, len(text.encode("utf-8")))
     assert "cut at max_tokens=60" in out[("get", 60)][1]
+    assert "No memory fits in max_tokens=60; raise it" in out[("recall", 60)][1]
     assert "cut at max_tokens" not in out[("get", 600)][1]
 
 
