@@ -1,0 +1,23 @@
+"""Docs that are generated from code must match it."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_cli_reference_is_current():
+    """docs/cli.md is what cog generates from --help now (run `make docs` to update)."""
+    result = subprocess.run([sys.executable, "-m", "cogapp", "--check", "docs/cli.md"], cwd=REPO,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, "docs/cli.md is out of date: run `make docs`\n" + result.stdout + result.stderr
+
+
+def test_core_imports_no_click_or_rich():
+    """The core library is free of the faces' libraries."""
+    code = ("import sys, palace_cli.retrieve, palace_cli.refresh, palace_cli.verify, palace_cli.lint, "
+            "palace_cli.authoring, palace_cli.wakeup, palace_cli.importers, palace_cli.smashin; "
+            "bad = [m for m in ('click', 'rich') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, f"core imported {result.stdout.strip()} {result.stderr[-500:]}"
