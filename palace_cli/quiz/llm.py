@@ -158,6 +158,8 @@ def propose_image(generator, memory: Memory, missing: list[str], hints: dict[str
     text = clean_image(reply)
     if len(text) < 120:
         return None, "the model's image is too short"
+    if repetitive(text):
+        return None, "the model repeated itself"
     if memory.verify and not contains_phrase(text, memory.verify):
         text = keep_token(text, memory.image, memory.verify)
     if leaks(text, [memory.subject]):
@@ -171,7 +173,18 @@ def clean_image(text: str) -> str:
     lines = [line for line in lines if line.strip() and not line.lstrip().startswith("#")]
     text = " ".join(" ".join(lines).split())
     text = re.sub(r"^(?:new image|image)\s*:\s*", "", text, flags=re.IGNORECASE)
-    return text.strip().strip("\"“”")
+    text = text.strip().strip("\"“”")
+    end = max(text.rfind(". "), text.rfind("! "), text.rfind("? "))
+    if text and text[-1] not in ".!?\"”" and end > 0:
+        text = text[: end + 1]  # cut at max_tokens: drop the unfinished last sentence
+    return text
+
+
+def repetitive(text: str) -> bool:
+    """True for the loops small models fall into: a sentence said three times, or few distinct sentences."""
+    said = [" ".join(s.lower().split()) for s in sentences(text)]
+    counts = {s: said.count(s) for s in said}
+    return bool(said) and (max(counts.values()) >= 3 or len(counts) < 0.7 * len(said))
 
 
 def keep_token(text: str, old_image: str, verify: str) -> str:

@@ -1,0 +1,108 @@
+"""The LLM parts of study with the real default generator (SmolLM2-135M): validated or refused, never trusted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+from conftest_models import installed_models, real_generator, with_models  # noqa: F401
+
+from palace_cli.cli import cli
+from palace_cli.palace import Palace
+from palace_cli.quiz.examiner import leaks, validate
+from palace_cli.quiz.llm import parse_generated, repetitive
+from palace_cli.quiz.redqueen import run_red_queen
+from palace_cli.quiz.reviewlog import ReviewLog
+from palace_cli.quiz.scheduler import replay
+
+
+@pytest.mark.parametrize("reply, parsed", [
+    ("Which river flows through Paris?\nAnswer: The Seine", ("Which river flows through Paris?", "The Seine")),
+    ("Question: What sends PREPARE?\n\nAnswer: the coordinator.", ("What sends PREPARE?", "the coordinator")),
+    ("What is the purpose of a two-phase commit?", None),  # no answer line
+    ("Answer: yes", None),  # no question
+])
+def test_parse_generated(reply, parsed):
+    assert parse_generated(reply) == parsed
+
+
+def test_repetition_is_detected():
+    assert repetitive("It is big. It is big. It is big. Then it fell.")
+    assert not repetitive("You run. A cat sings. The bell rings. Rain falls.")
+
+
+def test_generated_questions_are_validated_or_refused(real_generator, palace):
+    from palace_cli.quiz.llm import generate_question
+
+    memories = palace.scan().memories
+    outcomes = []
+    for memory_id in ("two-phase-commit", "raft", "bloom-filter"):
+        question, problem = generate_question(real_generator, memories[memory_id], memories)
+        if question is None:
+            assert problem  # a refusal always says why
+            outcomes.append(problem)
+            continue
+        memory = memories[memory_id]
+        assert validate(question, memory, memories) == []
+        assert not leaks(question.prompt, [question.answer])
+        assert question.source.startswith("llm:") and question.kind == "generated"
+        outcomes.append("used")
+    assert len(outcomes) == 3
+
+
+def test_red_queen_logs_model_reviews_apart_from_the_person(real_generator, example_palace):
+    palace = Palace(example_palace)
+    report = run_red_queen(palace, real_generator, rounds=2, n=2, seed=1)
+    assert len(report.attempts) == 4
+    assert {a.kind for a in report.attempts} <= {"anchor", "route"} and report.attempts[-1].kind == "route"
+    read = ReviewLog(palace).read()
+    learner = f"llm:{real_generator.model_id}"
+    assert [r.learner for r in read.reviews] == [learner] * 4
+    assert replay(read.reviews, "person").states == {}
+    assert len(replay(read.reviews, learner).states) >= 2
+    for weak in report.weak:
+        assert weak.mean_score < 0.5 and 0 <= weak.smashin <= 12
+    assert [a.round for a in report.attempts] == [1, 1, 2, 2]
+    assert json.loads(json.dumps(report.as_dict()))["learner"] == learner
+    status = subprocess.run(["git", "status", "--porcelain", "--", "memories"], cwd=example_palace,
+                            capture_output=True, text=True, check=True).stdout
+    assert status == ""
+
+
+def test_redqueen_command_with_the_installed_model(with_models, example_palace):
+    result = CliRunner().invoke(cli, ["--palace", str(example_palace), "redqueen", "--rounds", "1", "-n", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output[result.output.index("{"):])
+    assert data["rounds"] == 1 and len(data["attempts"]) == 1 and data["learner"].startswith("llm:")
+
+
+def test_redqueen_without_a_model_says_how_to_get_one(example_palace):
+    result = CliRunner().invoke(cli, ["--palace", str(example_palace), "redqueen"])
+    assert result.exit_code == 1 and "palace models install" in result.output
+
+
+def test_evolve_with_the_real_generator_keeps_the_note_safe(real_generator, palace):
+    from palace_cli.errors import PalaceError
+    from palace_cli.quiz.evolver import evolve
+
+    memory = palace.get("secondary-index")
+    path = palace.root / memory.path
+    before = path.read_text(encoding="utf-8")
+    preview = evolve(palace, "secondary-index", real_generator)
+    assert path.read_text(encoding="utf-8") == before  # a preview never writes
+    assert preview.score.score == 3 and "movement" in preview.tips
+    if preview.proposal is None or preview.problem:
+        assert preview.problem  # refused, and says why
+        with pytest.raises(PalaceError):
+            evolve(palace, "secondary-index", real_generator, accept=True)
+        assert path.read_text(encoding="utf-8") == before
+        return
+    accepted = evolve(palace, "secondary-index", real_generator, accept=True)
+    assert accepted.from_cache and accepted.accepted  # exactly what was shown
+    after = path.read_text(encoding="utf-8")
+    assert after.split("## Image")[0] == before.split("## Image")[0]
+    assert after.split("## Content")[1] == before.split("## Content")[1]
+    reread = Palace(palace.root).get("secondary-index")
+    assert memory.verify.lower() in reread.image.lower()
