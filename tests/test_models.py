@@ -212,6 +212,28 @@ def test_generator_honours_stop_and_max_tokens(real_generator):
     assert 0 < len(short.split()) <= 5
 
 
+def test_loading_models_keeps_stdout_and_stderr_clean_and_intact(installed_models):
+    """Nothing from llama.cpp on stdout or stderr, and nothing another thread writes is lost."""
+    code = f"""
+import os, threading, time
+from palace_cli.backends.llamacpp import LlamaCppEmbedder, LlamaCppGenerator
+done = threading.Event()
+def tick():
+    n = 0
+    while not done.is_set():
+        os.write(1, b"tick\\n"); n += 1; time.sleep(0.001)
+    os.write(1, f"wrote {{n}}\\n".encode())
+t = threading.Thread(target=tick); t.start()
+LlamaCppEmbedder({str(installed_models["embedder"].path)!r}).embed_batch(["hello"])
+LlamaCppGenerator({str(installed_models["generator"].path)!r}).complete("hi", max_tokens=2)
+done.set(); t.join()
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    lines = out.stdout.splitlines()
+    assert out.stderr == ""
+    assert lines[-1] == f"wrote {len(lines) - 1}" and set(lines[:-1]) == {"tick"}
+
+
 def test_generator_prompt_over_context_is_a_model_error(real_generator):
     with pytest.raises(ModelError, match="context"):
         real_generator.complete("word " * 5000)

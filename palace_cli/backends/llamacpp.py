@@ -39,7 +39,28 @@ def _llama_cpp():
 
         _log_callback = _log
         llama_cpp.llama_log_set(_log_callback, None)
+        # With verbose=False, llama-cpp-python points the process's fds 1 and 2
+        # at /dev/null while a model loads. The callback above already keeps
+        # llama.cpp quiet, and the redirect would swallow what other threads
+        # write meanwhile (the MCP server's stdout is its transport).
+        import llama_cpp._internals
+        import llama_cpp.llama
+
+        for module in (llama_cpp.llama, llama_cpp._internals):
+            if hasattr(module, "suppress_stdout_stderr"):
+                module.suppress_stdout_stderr = _NoRedirect
     return llama_cpp
+
+
+class _NoRedirect:
+    def __init__(self, disable: bool = True):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
 
 
 def default_threads() -> int:
