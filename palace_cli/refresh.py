@@ -179,6 +179,8 @@ def refresh(palace: Palace, embedder=AUTO, progress: Progress | None = None, reb
         _refresh_lexical(idx, report, progress, rebuild)
         stages.done("lexical")
         if index_files:
+            if progress:
+                progress("index files", 0, 1)
             _refresh_index_files(palace, idx.store, report, version_before, changed_domains, losers)
             stages.done("index files")
         chosen = resolve_embedder(palace) if embedder is AUTO else (embedder, "on" if embedder else "off", "")
@@ -314,6 +316,8 @@ def _refresh_lexical(idx: Indexes, report: RefreshReport, progress: Progress | N
     # First run, a deleted or foreign index, a big change, or counts that disagree: rebuild from the cache.
     report.rebuilt_lexical = True
     total = store.count()
+    if progress:
+        progress("lexical index", 0, total)
     text.rebuild(_owner_docs(store), (lambda n: progress("lexical index", n, total)) if progress else None)
     if progress:
         progress("lexical index", total, total)
@@ -336,6 +340,8 @@ def _apply_pending(store: NoteStore, text: TextIndex, pending: dict[str, str | N
         owners.update(r[0] for r in store.db.execute(
             f"SELECT min(path) FROM notes WHERE data IS NOT NULL AND id IN ({marks}) GROUP BY id", chunk))
     upserts = [_doc(m) for m in store.memories(sorted(owners))]
+    if progress:
+        progress("lexical index", 0, len(upserts))
     text.apply(upserts, paths, (lambda n: progress("lexical index", n, len(upserts))) if progress else None,
                delete_ids=ids)
 

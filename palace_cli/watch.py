@@ -111,7 +111,7 @@ class Watcher:
         self._observer.start()
         report = None
         if initial_refresh:
-            report = self._run([], progress=self.progress)
+            report = self._run([], progress=self.progress, announce=False)
         self._worker = threading.Thread(target=self._loop, name="palace-watch", daemon=True)
         self._worker.start()
         self.on_event(WatchEvent("started", report))
@@ -202,7 +202,7 @@ class Watcher:
             self.on_event(WatchEvent("error", error=str(exc)))
         self.palace.__dict__.pop("_embedder", None)  # the [models] setting may have changed
 
-    def _run(self, triggers: list[str], progress: Progress | None = None) -> RefreshReport | None:
+    def _run(self, triggers: list[str], progress: Progress | None = None, announce: bool = True) -> RefreshReport | None:
         started = time.perf_counter()
         try:
             report = refresh(self.palace, embedder=self.embedder, progress=progress)
@@ -212,7 +212,8 @@ class Watcher:
             self._retry_later(triggers)
             return None
         self.refreshes += 1
-        self.on_event(WatchEvent("refreshed", report, triggers, time.perf_counter() - started))
+        if announce:
+            self.on_event(WatchEvent("refreshed", report, triggers, time.perf_counter() - started))
         return report
 
     def _retry_later(self, triggers: list[str]) -> None:

@@ -65,7 +65,7 @@ def main():
 
 
 # Each face module exposes COMMANDS; add a module here to register its commands.
-FACES = ("notes_cmd", "index_cmd", "retrieve_cmd", "models_cmd", "mcp_cmd", "import_cmd", "study_cmd", "verify_cmd", "bench_cmd")
+FACES = ("notes_cmd", "index_cmd", "retrieve_cmd", "models_cmd", "mcp_cmd", "import_cmd", "study_cmd", "verify_cmd", "bench_cmd", "watch_cmd")
 
 
 def _register():
