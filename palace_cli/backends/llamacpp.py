@@ -68,7 +68,7 @@ def default_threads() -> int:
 
     llama.cpp's worker threads spin while they wait: with as many threads as
     logical CPUs, any other busy process stalls them. On the 2-CPU reference
-    machine under load, 2 threads generated 3-15x slower than 1.
+    machine under load, 2 threads ran 3-15x slower than 1 (embedding and generating).
     """
     return max(1, (os.cpu_count() or 2) // 2)
 
