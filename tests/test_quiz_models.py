@@ -56,7 +56,10 @@ def test_red_queen_logs_model_reviews_apart_from_the_person(real_generator, exam
     palace = Palace(example_palace)
     report = run_red_queen(palace, real_generator, rounds=2, n=2, seed=1)
     assert len(report.attempts) == 4
-    assert {a.kind for a in report.attempts} <= {"anchor", "route"} and report.attempts[-1].kind == "route"
+    assert [a.kind for a in report.attempts[:2]] == ["anchor", "anchor"]  # a first attempt names the concept
+    for attempt in report.attempts[2:]:  # a retest picks the anchor instead; new ground starts with naming
+        first = next(a for a in report.attempts if a.memory_id == attempt.memory_id)
+        assert attempt.kind == ("route" if first is not attempt else "anchor")
     read = ReviewLog(palace).read()
     learner = f"llm:{real_generator.model_id}"
     assert [r.learner for r in read.reviews] == [learner] * 4
@@ -106,3 +109,23 @@ def test_evolve_with_the_real_generator_keeps_the_note_safe(real_generator, pala
     assert after.split("## Content")[1] == before.split("## Content")[1]
     reread = Palace(palace.root).get("secondary-index")
     assert memory.verify.lower() in reread.image.lower()
+
+
+def test_a_session_offers_every_third_question_to_the_generator(real_generator, example_palace):
+    from palace_cli.quiz.session import StudySession
+
+    session = StudySession(Palace(example_palace), strategy="random", n=3, seed=2, generator=real_generator)
+    asked = []
+    for question in session:
+        asked.append(question)
+        session.record(question, 3, "")
+    assert len(asked) == 3
+    summary = session.summary
+    assert summary.generated_offered == 1
+    assert summary.generated_used + len(summary.generated_rejected) == 1
+    third = asked[2]
+    if summary.generated_used:
+        assert third.kind == "generated" and third.source.startswith("llm:")
+    else:
+        assert third.kind != "generated" and third.note.startswith("generated question rejected")
+    assert [r.kind for r in ReviewLog(session.palace).read().reviews] == [q.kind for q in asked]

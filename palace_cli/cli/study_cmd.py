@@ -197,8 +197,8 @@ def due(ctx, domain, learner, limit, as_json):
     if not items:
         out.print(f"Nothing due. {new} memor{'y' if new == 1 else 'ies'} never studied: `palace quiz` starts them.")
         return
-    render.table(["id", "subject", "due", "R", "state", "lapses", "where"],
-                 [[i.id, i.subject, _ago(i.due, schedule.now), f"{i.retrievability:.2f}", i.state, i.lapses, i.path]
+    render.table(["id", "due", "R", "state", "lapses", "where"],
+                 [[i.id, _ago(i.due, schedule.now), f"{i.retrievability:.2f}", i.state, i.lapses, i.path]
                   for i in items[:limit]], title=f"{len(items)} due · {new} new")
 
 
@@ -393,6 +393,7 @@ def redqueen(ctx, rounds, strategy, count, domain, seed, as_json):
     if as_json:
         return render.emit_json(report.as_dict())
     accuracy = " · ".join(f"round {i}: {a:.0%}" for i, a in enumerate(report.round_accuracy(), start=1))
+    accuracy += " · " + " · ".join(f"{kind}: {a:.0%}" for kind, a in report.kind_accuracy().items())
     out.print(f"[bold]{report.learner}[/bold] recalled from anchors only ({strategy}) · {accuracy}", markup=True)
     out.print(f"[dim]{len(report.attempts)} attempts logged under learner {report.learner}, "
               "apart from your own schedule[/dim]", markup=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable
@@ -24,6 +25,7 @@ from .session import llm_prior, resolve_domain, study_settings
 from .strategies import STRATEGIES, Pick, keyword_neighbours, select
 
 WEAK_BELOW = 0.5
+PRIOR_SAMPLE = 2000
 
 
 @dataclass
@@ -80,10 +82,19 @@ class RedQueenReport:
             out.append(sum(a.grade.verdict == "correct" for a in mine) / len(mine) if mine else 0.0)
         return out
 
+    def kind_accuracy(self) -> dict[str, float]:
+        """The share of correct recalls per question kind (anchor: name the concept; route: pick the anchor)."""
+        out = {}
+        for kind in sorted({a.kind for a in self.attempts}):
+            mine = [a for a in self.attempts if a.kind == kind]
+            out[kind] = sum(a.grade.verdict == "correct" for a in mine) / len(mine)
+        return out
+
     def as_dict(self) -> dict:
         """JSON-ready form."""
         return {"learner": self.learner, "strategy": self.strategy, "rounds": self.rounds,
                 "round_accuracy": [round(a, 3) for a in self.round_accuracy()],
+                "kind_accuracy": {k: round(v, 3) for k, v in self.kind_accuracy().items()},
                 "attempts": [a.as_dict() for a in self.attempts], "weak": [w.as_dict() for w in self.weak]}
 
 
@@ -111,23 +122,25 @@ def run_red_queen(palace: Palace, generator, rounds: int = 3, strategy: str = "w
     rng = random.Random(seed)
     read = log.read()
     schedule = replay(read.reviews, learner, clock(), study_settings(palace))
-    prior = {i: score_memory(m).score / 12 for i, m in memories.items() if domain in (None, m.domain)}
+    pool = sorted(i for i, m in memories.items() if domain in (None, m.domain))
+    if len(pool) > PRIOR_SAMPLE:  # scoring every image of a huge palace costs minutes; a sample ranks well enough
+        pool = random.Random(seed).sample(pool, PRIOR_SAMPLE)
+    prior = {i: score_memory(memories[i]).score / 12 for i in pool}
     prior.update(llm_prior(read))
     report = RedQueenReport(learner, strategy, rounds)
+    tested: set[str] = set()
+    attempts_of: Counter[str] = Counter()
     total = rounds * min(n, sum(1 for m in memories.values() if domain in (None, m.domain)))
     done = 0
     for number in range(1, rounds + 1):
         if strategy == "weak-spots":
-            # the model's own last scores (then image strength) rank weakness: retrievability right after
-            # a round is near 1 for every memory and would not separate them
-            pool = sorted(prior, key=lambda i: (prior[i], i))
-            picks = [Pick(i, f"prior {prior[i]:.2f}") for i in pool[:n]]
+            picks = _weak_round(prior, tested, n)
         else:
             picks = select(strategy, memories, schedule, n, rng, domain, prior)
         for pick in picks:
             memory = memories[pick.memory_id]
             started = time.monotonic()
-            kind = "anchor" if number % 2 == 1 else "route"
+            kind = "anchor" if attempts_of[memory.id] % 2 == 0 else "route"  # a retest asks the other way
             recall = _recall(generator, examiner, memory, memories, kind, topic, palace, rng)
             answer = route_choice(recall.reply, recall.prompt) if recall.kind == "route" else recall.reply
             result = grade(recall.expected, answer)
@@ -138,11 +151,25 @@ def run_red_queen(palace: Palace, generator, rounds: int = 3, strategy: str = "w
             schedule.after(review)
             report.attempts.append(Attempt(number, memory.id, recall.kind, recall.reply, recall.answer, result, rating))
             prior[memory.id] = result.score
+            tested.add(memory.id)
+            attempts_of[memory.id] += 1
             done += 1
             if progress:
                 progress(done, total, memory.id)
     report.weak = weak_memories(palace, report)
     return report
+
+
+def _weak_round(prior: dict[str, float], tested: set[str], n: int) -> list[Pick]:
+    """Up to half the round re-tests this run's failures (with the other question kind); the rest is new
+    ground, weakest first. Retrievability right after a round is near 1 everywhere, so it cannot rank here:
+    the model's own last scores, then the images' SMASHIN scores, do."""
+    failed = sorted((i for i in tested if prior[i] < WEAK_BELOW), key=lambda i: (prior[i], i))
+    fresh = sorted((i for i in prior if i not in tested), key=lambda i: (prior[i], i))
+    retest = failed[: n // 2] if fresh else failed[:n]
+    chosen = retest + fresh[: n - len(retest)]
+    chosen += [i for i in failed if i not in chosen][: n - len(chosen)]
+    return [Pick(i, "retest" if i in tested else f"prior {prior[i]:.2f}") for i in chosen]
 
 
 def _recall(generator, examiner: Examiner, memory, memories, kind: str, topic: str, palace: Palace, rng):

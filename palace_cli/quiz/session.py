@@ -6,6 +6,7 @@ The session is driven by a face (the rich terminal UI, a test): it never prints 
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
@@ -205,6 +206,7 @@ class StudySession:
         self.summary = Summary(log_path=palace.rel(self.log.path))
         self._asked = 0
         self._shown_at = 0.0
+        self._pending: tuple | None = None  # (memory id, thread, result box) of a prefetched generated question
 
     # ---- asking -------------------------------------------------------------------------------
 
@@ -215,8 +217,27 @@ class StudySession:
             if question is None:
                 continue
             self._asked += 1
+            if self.queue:
+                self._prefetch(self.queue[0])  # generate while the person answers this one
             self._shown_at = time.monotonic()
             yield question
+
+    def _generating_turn(self) -> bool:
+        return self.generator is not None and (self._asked + 1) % GENERATE_EVERY == 0
+
+    def _prefetch(self, pick: Pick) -> None:
+        """Start the generator on the next question in a background thread when it is its turn."""
+        if not self._generating_turn() or pick.memory_id not in self.memories:
+            return
+        from .llm import generate_question
+
+        box: dict = {}
+        memory = self.memories[pick.memory_id]
+        thread = threading.Thread(target=lambda: box.update(result=generate_question(self.generator, memory,
+                                                                                    self.memories)),
+                                  daemon=True, name="palace-generate")  # daemon: Ctrl-C never waits for it
+        thread.start()
+        self._pending = (pick.memory_id, thread, box)
 
     def remaining(self) -> int:
         """Questions still queued (not counting the one being answered)."""
@@ -237,11 +258,16 @@ class StudySession:
         if memory is None:
             return None
         note = ""
-        if self.generator is not None and (self._asked + 1) % GENERATE_EVERY == 0:
+        if self._generating_turn():
             from .llm import generate_question
 
             self.summary.generated_offered += 1
-            question, problem = generate_question(self.generator, memory, self.memories)
+            pending, self._pending = self._pending, None
+            if pending and pending[0] == memory.id:
+                pending[1].join()
+                question, problem = pending[2].get("result", (None, "the generator failed"))
+            else:
+                question, problem = generate_question(self.generator, memory, self.memories)
             if question is not None:
                 self.summary.generated_used += 1
                 return question
