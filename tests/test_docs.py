@@ -21,3 +21,17 @@ def test_core_imports_no_click_or_rich():
             "bad = [m for m in ('click', 'rich') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 0, f"core imported {result.stdout.strip()} {result.stderr[-500:]}"
+
+
+def test_lazy_command_map_matches_the_face_modules():
+    """Every command a face module defines is in COMMAND_MODULES under its own module, and vice versa."""
+    import importlib
+
+    from palace_cli.cli import COMMAND_MODULES
+
+    defined = {}
+    for module_name in sorted(set(COMMAND_MODULES.values())):
+        module = importlib.import_module(f"palace_cli.cli.{module_name}")
+        for command in module.COMMANDS:
+            defined[command.name] = module_name
+    assert defined == COMMAND_MODULES

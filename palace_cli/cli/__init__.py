@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
@@ -11,7 +12,18 @@ from ..palace import Palace
 
 
 class PalaceGroup(click.Group):
-    """Turns PalaceError into a one-line message and its exit code; Ctrl-C into 130."""
+    """Loads a command's module only when that command runs (fast start), and turns PalaceError
+    into a one-line message and its exit code; Ctrl-C into 130."""
+
+    def list_commands(self, ctx):
+        return sorted(set(COMMAND_MODULES) | set(self.commands))
+
+    def get_command(self, ctx, name):
+        if name not in self.commands and name in COMMAND_MODULES:
+            module = importlib.import_module(f"{__name__}.{COMMAND_MODULES[name]}")
+            for command in module.COMMANDS:
+                self.add_command(command)
+        return self.commands.get(name)
 
     def invoke(self, ctx):
         try:
@@ -64,17 +76,12 @@ def main():
     cli(prog_name="palace")
 
 
-# Each face module exposes COMMANDS; add a module here to register its commands.
-FACES = ("notes_cmd", "index_cmd", "retrieve_cmd", "models_cmd", "mcp_cmd", "import_cmd", "study_cmd", "verify_cmd", "bench_cmd", "watch_cmd")
-
-
-def _register():
-    import importlib
-
-    for name in FACES:
-        module = importlib.import_module(f"{__name__}.{name}")
-        for command in module.COMMANDS:
-            cli.add_command(command)
-
-
-_register()
+# Command name -> the face module that defines it (each module lists its commands in COMMANDS).
+# Static so that `palace recall` imports only what recall needs; tests/test_docs.py checks it.
+COMMAND_MODULES = {
+    "init": "notes_cmd", "add": "notes_cmd", "list": "notes_cmd", "show": "notes_cmd", "domains": "notes_cmd",
+    "lint": "notes_cmd", "index": "index_cmd", "search": "retrieve_cmd", "recall": "retrieve_cmd",
+    "wake-up": "retrieve_cmd", "models": "models_cmd", "mcp": "mcp_cmd", "import": "import_cmd",
+    "quiz": "study_cmd", "due": "study_cmd", "stats": "study_cmd", "score": "study_cmd", "evolve": "study_cmd",
+    "redqueen": "study_cmd", "verify": "verify_cmd", "ask": "verify_cmd", "bench": "bench_cmd", "watch": "watch_cmd",
+}

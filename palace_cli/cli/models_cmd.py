@@ -64,6 +64,3 @@ def _table(infos: list[models.ModelInfo], title: str) -> None:
         table.add_row(i.role, i.name, f"{i.size / 1e6:.1f} MB", f"{i.wheel} {i.version}")
     Console().print(table)
 COMMANDS = [models_group]
-
-
-COMMANDS = [models_group]

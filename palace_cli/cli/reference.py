@@ -8,8 +8,9 @@ import click
 def _walk(command: click.Command, path: list[str]):
     yield path, command
     if isinstance(command, click.Group):
-        for name in sorted(command.commands):
-            yield from _walk(command.commands[name], path + [name])
+        ctx = click.Context(command, info_name=path[-1])
+        for name in sorted(command.list_commands(ctx)):
+            yield from _walk(command.get_command(ctx, name), path + [name])
 
 
 def cli_reference() -> str:
