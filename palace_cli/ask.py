@@ -21,7 +21,7 @@ from .verify import Verdict, verify_response
 # Calibrated by `palace bench verify` on the example palace's 24 absent-knowledge questions
 # (the threshold that maximises abstention F1; see docs/benchmarks.md). Override in palace.toml:
 # [retrieval] abstain_below = 0.4 (either signal) or abstain_below = {dense = 0.4, lexical = 0.5}.
-ABSTAIN_BELOW = {"dense": 0.40, "lexical": 0.50}
+ABSTAIN_BELOW = {"dense": 0.35, "lexical": 0.88}
 MAX_TOKENS = 160
 ANSWER_INSTRUCTION = ("Answer the question in two or three sentences using only the memories above. "
                       "End with the verify token of each memory you used, written as [verify: token].")
