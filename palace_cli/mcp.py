@@ -17,6 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Literal
 
+from . import __version__
 from .errors import NotFound, PalaceError, UsageError
 from .notes import Memory
 from .palace import CACHE_DIR, INDEX_DIR, MEMORIES, REVIEWS, ROOT_INDEX, Palace
@@ -47,7 +48,7 @@ def _refuse_path_tricks(value: str, what: str) -> None:
     if "\x00" in value:
         raise OutsidePalace(f"{what} {value!r} contains a NUL byte; refused")
     if value.startswith(("/", "\\", "~")) or re.match(r"^[A-Za-z]:", value) or os.path.isabs(value):
-        raise OutsidePalace(f"{what} {value!r} is an absolute path; give an id, or a path inside the palace")
+        raise OutsidePalace(f"{what} {value!r} is an absolute path; only names and paths inside the palace are accepted")
     if ".." in re.split(r"[\\/]", value):
         raise OutsidePalace(f"{what} {value!r} climbs out with '..'; refused")
 
@@ -398,7 +399,7 @@ def build_server(palace: Palace):
                                                               idempotent_hint=idempotent, open_world_hint=False))
         tool.parameters = _tidy_schema(tool.parameters)
         registered.append(tool)
-    return MCPServer("palace", instructions=INSTRUCTIONS, tools=registered, log_level="WARNING")
+    return MCPServer("palace", version=__version__, instructions=INSTRUCTIONS, tools=registered, log_level="WARNING")
 
 
 def serve(palace: Palace) -> None:

@@ -20,6 +20,7 @@ pytest.importorskip("mcp.server.mcpserver")
 from mcp import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
+from palace_cli import __version__  # noqa: E402
 from palace_cli.mcp import OutsidePalace, PalaceTools, confined, fit  # noqa: E402
 from palace_cli.palace import Palace  # noqa: E402
 
@@ -354,7 +355,7 @@ def test_stdout_carries_only_protocol_messages(example_palace):
         process.stdin.close()
         process.wait(timeout=120)
     rest = [line for line in iter(lambda: lines.get(timeout=5) if not lines.empty() else None, None)]
-    assert init["result"]["serverInfo"]["name"] == "palace"
+    assert init["result"]["serverInfo"] == {"name": "palace", "version": __version__}
     assert [r["id"] for r in replies] == [3, 4, 5, 6]
     assert not replies[0]["result"].get("isError") and "handed: quorum" in replies[0]["result"]["content"][0]["text"]
     assert replies[1]["result"]["isError"] and replies[2]["result"]["isError"]
