@@ -5,10 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .indexfiles import check_index_files, write_index_files
-from .notes import update_frontmatter
+from .notes import Memory, body_link_lines, update_frontmatter
 from .palace import Palace, Problem, Scan
 from .smashin import weak_image_problems
-from .tokens import propose_token, token_problems
+from .tokens import PhraseIndex, phrase_key, propose_token, run_keys, token_problems
+
+# Parser findings that make a note wrong rather than odd; everything else the parser notes is a warning.
+ERROR_CODES = {"missing-field", "bad-type", "duplicate-key"}
+TOKEN_WARNINGS = {"token-guessable"}
+PUBLIC_FIELDS = ("subject", "anchor", "keywords", "aliases", "id")
 
 
 @dataclass
@@ -26,55 +31,130 @@ class LintReport:
     def warnings(self) -> int:
         return sum(p.severity == "warning" for p in self.problems)
 
+    def failed(self, strict: bool = False) -> bool:
+        """True when lint should exit 1: any error, or with strict any warning too."""
+        return bool(self.errors or (strict and self.warnings))
+
     def as_dict(self) -> dict:
         """JSON-ready form."""
         return {"problems": [p.as_dict() for p in self.problems], "errors": self.errors,
                 "warnings": self.warnings, "fixed": self.fixed}
 
 
-def note_problems(scan: Scan) -> list[Problem]:
-    """Per-memory problems: warnings from parsing, broken links, verify tokens."""
+def _field_text(memory: Memory, name: str) -> str:
+    value = getattr(memory, name)
+    return ", ".join(value) if isinstance(value, list) else value
+
+
+def _link_problems(memory: Memory, known: dict) -> list[Problem]:
     problems = []
-    tokens = {m.id: m.verify for m in scan.memories.values() if m.verify}
-    for memory in sorted(scan.memories.values(), key=lambda m: m.path):
-        for warning in memory.warnings:
-            severity = "error" if warning.code == "missing-field" else "warning"
-            problems.append(Problem(memory.path, warning.line, severity, warning.code, warning.message))
-        for link in memory.all_links:
-            if link not in scan.memories:
-                problems.append(Problem(memory.path, 2, "error", "broken-link", f"link to unknown memory {link!r}"))
-        others = {i: t for i, t in tokens.items() if i != memory.id}
-        for code, message in token_problems(memory.verify, memory.image, memory.subject, memory.keywords,
-                                            memory.content, others):
-            fixable = code == "token-missing" and bool(memory.image)
-            severity = "warning" if code == "token-guessable" else "error"
-            problems.append(Problem(memory.path, 2, severity, code, message, fixable=fixable))
+    for link in memory.links:
+        if link not in known:
+            problems.append(Problem(memory.path, memory.field_line("links"), "error", "broken-link",
+                                    f"link to unknown memory {link!r}"))
+    reported = set(memory.links)
+    for link, line in body_link_lines(memory.body, memory.body_line or memory.line):
+        if link not in known and link not in reported:
+            reported.add(link)
+            problems.append(Problem(memory.path, line, "error", "broken-link", f"link to unknown memory {link!r}"))
     return problems
 
 
+def _exposures(memory: Memory, secrets: PhraseIndex) -> list[Problem]:
+    """A verify token (this memory's or another's) printed in a field that index files and results show."""
+    problems = []
+    for name in PUBLIC_FIELDS:
+        for _start, _end, owners in secrets.find(_field_text(memory, name)):
+            for owner in owners:
+                whose = "its verify token" if owner == memory.id else f"the verify token of {owner}"
+                problems.append(Problem(memory.path, memory.field_line(name), "error", "token-exposed",
+                                        f"the {name} contains {whose}; index files and search results show the "
+                                        f"{name}, so the token would prove nothing"))
+    return problems
+
+
+def note_problems(scan: Scan) -> list[Problem]:
+    """Per-memory problems: warnings from parsing, broken links, verify tokens."""
+    problems = []
+    memories = sorted(scan.memories.values(), key=lambda m: m.path)
+    owners: dict[str, list[str]] = {}
+    for memory in memories:
+        if memory.verify:
+            owners.setdefault(phrase_key(memory.verify), []).append(memory.id)
+    secrets = PhraseIndex({m.id: m.verify for m in memories if m.verify})
+    for memory in memories:
+        for warning in memory.warnings:
+            severity = "error" if warning.code in ERROR_CODES else "warning"
+            problems.append(Problem(memory.path, warning.line, severity, warning.code, warning.message))
+        problems += _link_problems(memory, scan.memories)
+        key = phrase_key(memory.verify)
+        others = {i: scan.memories[i].verify for i in owners.get(key, []) if i != memory.id}
+        exposed = _exposures(memory, secrets)
+        line = memory.field_line("verify")
+        for code, message in token_problems(memory.verify, memory.image, memory.subject, memory.keywords,
+                                            memory.content, others):
+            if code == "token-guessable" and any(memory.id in p.message or "its verify" in p.message for p in exposed):
+                continue
+            fixable = code == "token-missing" and bool(memory.image)
+            severity = "warning" if code in TOKEN_WARNINGS else "error"
+            problems.append(Problem(memory.path, line, severity, code, message, fixable=fixable))
+        if memory.verify:
+            inner = sorted({i for run in run_keys(memory.verify) - {key} for i in owners.get(run, [])} - {memory.id})
+            for other in inner:
+                problems.append(Problem(memory.path, line, "error", "token-overlap",
+                                        f"verify token contains the verify token of {other}; citing one would "
+                                        "look like citing both"))
+        problems += exposed
+    return problems
+
+
+def config_problems(palace: Palace, scan: Scan) -> list[Problem]:
+    """palace.toml text that the root index prints and that contains a verify token."""
+    secrets = PhraseIndex({m.id: m.verify for m in scan.memories.values() if m.verify})
+    texts = [("name", palace.config.name), ("identity", palace.config.identity)]
+    for name, spec in sorted(palace.config.domains.items()):
+        texts += [(f"[domains.{name}] description", spec.description),
+                  (f"[domains.{name}] aliases", ", ".join(spec.aliases))]
+    problems = []
+    for where, text in texts:
+        for _start, _end, owners in secrets.find(text):
+            problems += [Problem("palace.toml", None, "error", "token-exposed",
+                                 f"{where} contains the verify token of {owner}; INDEX.md would show it")
+                         for owner in owners]
+    return problems
+
+
+def propose_missing_tokens(palace: Palace, scan: Scan) -> list[str]:
+    """Write a proposed verify token into every note that has an Image but no token; returns what changed."""
+    fixed = []
+    taken = {m.verify for m in scan.memories.values() if m.verify}
+    for memory in sorted(scan.memories.values(), key=lambda m: m.path):
+        if memory.verify or not memory.image:
+            continue
+        token = propose_token(memory.image, memory.subject, memory.keywords, memory.content, taken,
+                              anchor=memory.anchor)
+        if token:
+            update_frontmatter(palace.root / memory.path, {"verify": token}, memory.path)
+            taken.add(token)
+            fixed.append(f"{memory.path}: proposed a verify token")
+    return fixed
+
+
 def lint(palace: Palace, fix: bool = False) -> LintReport:
-    """Every problem in the palace; with fix, regenerate index files and propose missing tokens."""
+    """Every problem in the palace; with fix, propose missing tokens and regenerate index files (nothing else)."""
     fixed: list[str] = []
     scan = palace.scan(force=True)
     if fix:
-        taken = {m.verify for m in scan.memories.values() if m.verify}
-        for memory in scan.memories.values():
-            if memory.verify or not memory.image:
-                continue
-            token = propose_token(memory.image, memory.subject, memory.keywords, memory.content, taken)
-            if token:
-                update_frontmatter(palace.root / memory.path, {"verify": token}, memory.path)
-                taken.add(token)
-                fixed.append(f"{memory.path}: proposed verify token")
+        fixed = propose_missing_tokens(palace, scan)
         if fixed:
             scan = palace.scan(force=True)
         report = write_index_files(palace, scan)
         fixed += [f"{path}: regenerated" for path in report.written]
         fixed += [f"{path}: removed (no such domain)" for path in report.removed]
-    problems = list(scan.problems) + note_problems(scan) + palace.stray_notes()
+    problems = list(scan.problems) + note_problems(scan) + config_problems(palace, scan) + palace.stray_notes()
     problems += weak_image_problems(scan, palace.config.raw.get("study"))
     for relpath in check_index_files(palace, scan):
-        problems.append(Problem(relpath, None, "error", "stale-index", "generated index file is out of date; run `palace index`",
-                                fixable=True))
-    problems.sort(key=lambda p: (p.path, p.line or 0, p.code))
+        problems.append(Problem(relpath, None, "error", "stale-index",
+                                "generated index file is out of date; run `palace index`", fixable=True))
+    problems.sort(key=lambda p: (p.path, p.line or 0, p.code, p.message))
     return LintReport(problems, fixed)

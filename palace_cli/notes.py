@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import math
 import os
 import re
 import tempfile
@@ -12,6 +13,7 @@ from datetime import date
 from pathlib import Path
 
 import yaml
+from frontmatter.default_handlers import YAMLHandler
 
 from .errors import NoteError
 
@@ -19,7 +21,15 @@ MAX_NOTE_BYTES = 1_000_000
 REQUIRED_FIELDS = ("id", "subject", "anchor", "verify")
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 LINK_PATTERN = re.compile(r"\[\[([^\]|#]+)(?:[|#][^\]]*)?\]\]")
-SECTION_PATTERN = re.compile(r"^##\s+(.+?)\s*$", re.MULTILINE)
+SECTION_PATTERN = re.compile(r"^##[ \t]+(.+?)[ \t]*$", re.MULTILINE)
+TEXT_FIELDS = ("subject", "anchor", "verify")
+LIST_FIELDS = ("keywords", "links", "aliases")
+# A top-level `key:` at column 0 of the frontmatter; used for line numbers and duplicate keys only.
+TOP_KEY = re.compile(r"""^(?:"([^"\n]+)"|'([^'\n]+)'|([^\s#'"{}\[\],&*!|>%@`?:-][^:\n]*?))[ \t]*:(?=[ \t]|$)""",
+                     re.MULTILINE)
+LINE_BREAKS = ("\n", "\r", "\x85", "\u2028", "\u2029")  # what YAML counts as a line break
+FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)")
+_yaml = YAMLHandler()  # python-frontmatter's handler: yaml.CSafeLoader when libyaml is present
 
 
 @dataclass
@@ -55,6 +65,8 @@ class Memory:
     meta: dict = field(default_factory=dict)
     content_hash: str = ""
     warnings: list[Warning_] = field(default_factory=list)
+    body_line: int = 0
+    field_lines: dict[str, int] = field(default_factory=dict)
 
     @property
     def location(self) -> str:
@@ -70,6 +82,10 @@ class Memory:
                 seen.append(link)
         return seen
 
+    def field_line(self, name: str) -> int:
+        """The file line of a frontmatter field (line 2, the first field line, when it is absent)."""
+        return self.field_lines.get(name, 2)
+
     def search_text(self) -> str:
         """The text embedded and shown: subject, anchor, keywords, image, content."""
         return "\n".join(
@@ -84,75 +100,155 @@ def slugify(text: str) -> str:
     return slug[:80] or "memory"
 
 
-def read_note_text(path: Path, display: str | None = None) -> tuple[str, list[Warning_]]:
-    """Read a note file as text, forgiving BOM and CRLF (reported as warnings), strict on the rest."""
-    shown = display or str(path)
+# ---- reading ---------------------------------------------------------------------------------
+
+
+def _read_bytes(path: Path, shown: str) -> bytes:
     try:
         size = path.stat().st_size
     except OSError as exc:
         raise NoteError(shown, f"cannot read: {exc.strerror}") from None
     if size > MAX_NOTE_BYTES:
         raise NoteError(shown, f"file is {size:,} bytes, over the {MAX_NOTE_BYTES:,} byte limit for a note")
-    data = path.read_bytes()
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise NoteError(shown, f"cannot read: {exc.strerror}") from None
+
+
+def _decode(data: bytes, shown: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise NoteError(shown, f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})", line=line) from None
+
+
+def read_note_text(path: Path, display: str | None = None) -> tuple[str, list[Warning_]]:
+    """Read a note file as text with `\\n` line ends; a BOM or CRLF is read and reported as a warning."""
+    shown = display or str(path)
+    data = _read_bytes(path, shown)
     if not data.strip():
         raise NoteError(shown, "empty file", line=1)
     warnings = []
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
-        warnings.append(Warning_(1, "bom", "file starts with a UTF-8 byte-order mark; palace reads it but editors may not"))
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise NoteError(shown, f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})", line=line) from None
-    if "\r\n" in text:
-        text = text.replace("\r\n", "\n")
-        warnings.append(Warning_(1, "crlf", "CRLF line endings; palace reads them, writes keep them"))
+        warnings.append(Warning_(1, "bom", "file starts with a UTF-8 byte-order mark; palace reads it, some tools do not"))
+    text = _decode(data, shown)
+    if "\r" in text:
+        first = text[: text.index("\r")].count("\n") + 1
+        if "\r\n" in text:
+            warnings.append(Warning_(first, "crlf", "CRLF line endings; palace reads them and keeps them when it writes"))
+        if "\r" in text.replace("\r\n", ""):
+            warnings.append(Warning_(first, "cr", "bare CR line endings; palace reads them but will not update this note"))
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
     return text, warnings
 
 
 def split_frontmatter(text: str, shown: str) -> tuple[str, str, int]:
     """Split `---` frontmatter from the body; returns (yaml_text, body, body_first_line)."""
+    lines = text.split("\n")
     if not text.startswith("---"):
-        stray = re.search(r"^\s*---\s*$", text, re.MULTILINE)
-        if stray is None and re.search(r"\S---", text[:400]):
-            raise NoteError(shown, "frontmatter `---` must start at the beginning of a line", line=1)
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            if line.strip() == "---":
+                where = "is indented" if line[0] in " \t" else "is not the first line"
+                raise NoteError(shown, f"`---` must start at the beginning of the first line (line {number} {where})",
+                                line=number)
+            if re.search(r"\S[ \t]*---[ \t]*$", line):
+                raise NoteError(shown, f"`---` must start at the beginning of a line (line {number} has text before it)",
+                                line=number)
+            break
         raise NoteError(shown, "no YAML frontmatter: a note must start with a `---` line", line=1)
-    first_newline = text.find("\n")
-    if text[:first_newline].strip() != "---":
+    if lines[0].rstrip(" \t") != "---":
         raise NoteError(shown, "the opening `---` must be alone on the first line", line=1)
-    closing = re.search(r"^---[ \t]*$", text[first_newline + 1 :], re.MULTILINE)
-    if closing is None:
-        raise NoteError(shown, "frontmatter is not closed by a `---` line", line=1)
-    yaml_text = text[first_newline + 1 : first_newline + 1 + closing.start()]
-    rest_start = first_newline + 1 + closing.end()
-    if text[rest_start : rest_start + 1] == "\n":
-        rest_start += 1
-    body = text[rest_start:]
-    body_first_line = text[:rest_start].count("\n") + 1
-    return yaml_text, body, body_first_line
+    for number, line in enumerate(lines[1:], 2):
+        if line.rstrip(" \t") == "---":
+            yaml_text = "\n".join(lines[1 : number - 1])
+            yaml_text += "\n" if number > 2 else ""
+            body = "\n".join(lines[number:])
+            return yaml_text, body, number + 1
+    for number, line in enumerate(lines[1:], 2):
+        if line.strip() == "---" or (re.search(r"\S[ \t]*---[ \t]*$", line) and ":" not in line
+                                     and not line.lstrip().startswith("#")):
+            raise NoteError(shown, f"the closing `---` must start at the beginning of a line (line {number})",
+                            line=number)
+    raise NoteError(shown, "frontmatter is not closed by a `---` line", line=1)
 
 
 def load_frontmatter(yaml_text: str, shown: str) -> dict:
-    """Parse the YAML block; errors carry the file line (frontmatter starts on line 2)."""
+    """Parse the YAML block (python-frontmatter's handler); errors carry the file line (frontmatter starts on line 2)."""
+    if not yaml_text.strip():
+        return {}
     try:
-        meta = yaml.safe_load(yaml_text) if yaml_text.strip() else {}
+        meta = _yaml.load(yaml_text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 2 if mark is not None else 1
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if mark is not None:
+            line = mark.line + 2
+        elif getattr(exc, "position", None) is not None:
+            line = yaml_text[: exc.position].count("\n") + 2
+        else:
+            line = 2
+        problem = getattr(exc, "problem", None) or getattr(exc, "reason", None) or str(exc).splitlines()[0]
         raise NoteError(shown, f"frontmatter is not valid YAML: {problem}", line=line) from None
     if meta is None:
-        meta = {}
+        return {}
     if not isinstance(meta, dict):
-        raise NoteError(shown, f"frontmatter must be a mapping of fields, not a {type(meta).__name__}", line=2)
+        kind = {list: "list", str: "string"}.get(type(meta), type(meta).__name__)
+        raise NoteError(shown, f"frontmatter must be a mapping of `key: value` fields, not a {kind}", line=2)
     return meta
+
+
+def frontmatter_key_lines(yaml_text: str) -> tuple[dict[str, int], list[Warning_]]:
+    """File line of every top-level key (frontmatter starts on line 2), and duplicate-key warnings."""
+    lines: dict[str, int] = {}
+    warnings = []
+    for match in TOP_KEY.finditer(yaml_text):
+        key = next(g for g in match.groups() if g is not None).strip()
+        number = yaml_text[: match.start()].count("\n") + 2
+        if key in lines:
+            warnings.append(Warning_(number, "duplicate-key",
+                                     f"frontmatter key `{key}` is repeated (first on line {lines[key]}); "
+                                     "YAML readers disagree on which value wins"))
+        lines[key] = number
+    return lines, warnings
+
+
+def _fences(body: str) -> list[tuple[int, int]]:
+    """Character ranges of fenced code blocks, where headings and links are not headings and links."""
+    ranges, start, marker, offset = [], None, "", 0
+    for line in body.split("\n"):
+        found = FENCE.match(line)
+        if found:
+            if start is None:
+                start, marker = offset, found.group(1)
+            elif found.group(1) == marker:
+                ranges.append((start, offset + len(line)))
+                start = None
+        offset += len(line) + 1
+    if start is not None:
+        ranges.append((start, len(body)))
+    return ranges
+
+
+def _outside(position: int, fences: list[tuple[int, int]]) -> bool:
+    return not any(a <= position <= b for a, b in fences)
+
+
+def body_link_lines(body: str, body_first_line: int) -> list[tuple[str, int]]:
+    """Every `[[link]]` of a body outside code fences, with its file line."""
+    fences = _fences(body)
+    return [(m.group(1).strip(), body_first_line + body[: m.start()].count("\n"))
+            for m in LINK_PATTERN.finditer(body) if _outside(m.start(), fences)]
 
 
 def parse_sections(body: str, body_first_line: int) -> dict[str, tuple[str, int]]:
     """`## Heading` sections of the body: lowercased name -> (text, file line of the heading)."""
     sections = {}
-    matches = list(SECTION_PATTERN.finditer(body))
+    fences = _fences(body)
+    matches = [m for m in SECTION_PATTERN.finditer(body) if _outside(m.start(), fences)]
     for i, match in enumerate(matches):
         end = matches[i + 1].start() if i + 1 < len(matches) else len(body)
         text = body[match.end() : end].strip()
@@ -161,13 +257,59 @@ def parse_sections(body: str, body_first_line: int) -> dict[str, tuple[str, int]
     return sections
 
 
-def _as_list(value) -> list[str]:
+def _is_placeholder(text: str) -> bool:
+    """True when a section is one parenthesised hint, as the template leaves it."""
+    if not (text.startswith("(") and text.endswith(")")):
+        return False
+    depth = 0
+    for position, char in enumerate(text):
+        depth += (char == "(") - (char == ")")
+        if depth == 0 and position < len(text) - 1:
+            return False
+    return True
+
+
+def _kind(value) -> str:
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, bool):
+        return "true/false"
+    return f"a {type(value).__name__}"
+
+
+def _scalar(meta: dict, name: str, problems: list[tuple[str, str]]) -> str:
+    value = meta.get(name)
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list, tuple, bool)):
+        problems.append((name, f"`{name}` must be text, not {_kind(value)}"))
+        return ""
+    if isinstance(value, date):
+        return value.isoformat()
+    return str(value).strip()
+
+
+def _as_list(value, name: str = "", problems: list[tuple[str, str]] | None = None) -> list[str]:
     if value is None:
         return []
     if isinstance(value, str):
         return [part.strip() for part in value.split(",") if part.strip()]
     if isinstance(value, (list, tuple)):
-        return [str(v).strip() for v in value if v is not None and str(v).strip()]
+        out = []
+        for item in value:
+            if isinstance(item, (dict, list, tuple)):
+                if problems is not None:
+                    problems.append((name, f"`{name}` must be a list of text items; one item is {_kind(item)}"))
+                continue
+            if item is not None and str(item).strip():
+                out.append(str(item).strip())
+        return out
+    if isinstance(value, dict) or isinstance(value, bool):
+        if problems is not None:
+            problems.append((name, f"`{name}` must be a list like [a, b], not {_kind(value)}"))
+        return []
     return [str(value)]
 
 
@@ -175,46 +317,69 @@ def parse_note(text: str, path: str, domain: str, warnings: list[Warning_] | Non
     """Parse note text into a Memory; raises NoteError with file and line for what cannot be read."""
     yaml_text, body, body_first_line = split_frontmatter(text, path)
     meta = load_frontmatter(yaml_text, path)
-    missing = [name for name in REQUIRED_FIELDS if not str(meta.get(name) or "").strip()]
-    if "id" in missing:
-        raise NoteError(path, "missing required field `id`", line=2)
-    note_id = str(meta["id"]).strip()
+    field_lines, key_warnings = frontmatter_key_lines(yaml_text)
+    raw_id = meta.get("id")
+    if raw_id is None or (isinstance(raw_id, str) and not raw_id.strip()):
+        raise NoteError(path, "missing required field `id`", line=field_lines.get("id", 2))
+    if isinstance(raw_id, (dict, list, tuple, bool, float)):
+        raise NoteError(path, f"`id` must be text, not {_kind(raw_id)}", line=field_lines.get("id", 2))
+    note_id = str(raw_id).strip()
     if not ID_PATTERN.match(note_id):
-        raise NoteError(path, f"id {note_id!r} must be lowercase letters, digits, '.', '_' or '-'", line=2)
+        raise NoteError(path, f"id {note_id!r} must be lowercase letters, digits, '.', '_' or '-'",
+                        line=field_lines.get("id", 2))
+    type_problems: list[tuple[str, str]] = []
+    subject, anchor, verify = (_scalar(meta, name, type_problems) for name in TEXT_FIELDS)
+    keywords, links, aliases = (_as_list(meta.get(name), name, type_problems) for name in LIST_FIELDS)
+    created = _scalar(meta, "created", type_problems)
+    importance = meta.get("importance")
+    if importance is not None and (isinstance(importance, bool) or not isinstance(importance, (int, float))):
+        type_problems.append(("importance", f"`importance` must be a number, not {_kind(importance)}"))
+
+    memory_warnings = list(warnings or []) + key_warnings
     sections = parse_sections(body, body_first_line)
-    image, image_line = sections.get("image", ("", 0))
-    content, content_line = sections.get("content", ("", 0))
-    heading = re.search(r"^#\s+\S", body, re.MULTILINE)
+    heading = re.search(r"^#[ \t]+\S", body, re.MULTILINE)
     line = body_first_line + body[: heading.start()].count("\n") if heading else body_first_line
-    created = meta.get("created", "")
+    found = {}
+    for name in ("image", "content"):
+        section_text, section_line = sections.get(name, ("", 0))
+        if not section_text:
+            memory_warnings.append(Warning_(section_line or line, "missing-section",
+                                            f"no `## {name.title()}` section" if not section_line
+                                            else f"the `## {name.title()}` section is empty"))
+        elif _is_placeholder(section_text):
+            memory_warnings.append(Warning_(section_line, "placeholder-section",
+                                            f"the `## {name.title()}` section still holds the template's hint"))
+            section_text = ""
+        found[name] = (section_text, section_line)
     memory = Memory(
         id=note_id,
-        subject=str(meta.get("subject") or "").strip(),
-        anchor=str(meta.get("anchor") or "").strip(),
-        verify=str(meta.get("verify") or "").strip(),
+        subject=subject,
+        anchor=anchor,
+        verify=verify,
         domain=domain,
         path=path,
-        keywords=_as_list(meta.get("keywords")),
-        links=_as_list(meta.get("links")),
-        aliases=_as_list(meta.get("aliases")),
-        created=created.isoformat() if isinstance(created, date) else str(created or ""),
-        image=image,
-        content=content,
+        keywords=keywords,
+        links=links,
+        aliases=aliases,
+        created=created,
+        image=found["image"][0],
+        content=found["content"][0],
         body=body,
         line=line,
-        image_line=image_line,
-        content_line=content_line,
-        body_links=[m.group(1).strip() for m in LINK_PATTERN.finditer(body)],
+        image_line=found["image"][1],
+        content_line=found["content"][1],
+        body_links=[link for link, _ in body_link_lines(body, body_first_line)],
         meta=meta,
         content_hash=hashlib.sha256(text.encode("utf-8")).hexdigest()[:16],
-        warnings=list(warnings or []),
+        warnings=memory_warnings,
+        body_line=body_first_line,
+        field_lines=field_lines,
     )
-    for name in missing:
-        memory.warnings.append(Warning_(2, "missing-field", f"missing required field `{name}`"))
-    if not image:
-        memory.warnings.append(Warning_(line, "missing-section", "no `## Image` section"))
-    if not content:
-        memory.warnings.append(Warning_(line, "missing-section", "no `## Content` section"))
+    for name, message in type_problems:
+        memory.warnings.append(Warning_(field_lines.get(name, 2), "bad-type", message))
+    for name in ("subject", "anchor"):
+        if not getattr(memory, name) and not any(n == name for n, _ in type_problems):
+            memory.warnings.append(Warning_(field_lines.get(name, 2), "missing-field", f"missing required field `{name}`"))
     return memory
 
 
@@ -250,30 +415,152 @@ def atomic_write(path: Path, data: str | bytes) -> None:
         raise
 
 
-def _round_trip_yaml():
+def _flow(value) -> str:
+    """One-line YAML for a value in flow context (inside [ ] or { })."""
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_flow(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_flow(k)}: {_flow(v)}" for k, v in value.items()) + "}"
+    dumped = yaml.safe_dump([value], default_flow_style=True, allow_unicode=True, width=2**30).strip()
+    if any(brk in dumped for brk in LINE_BREAKS):
+        dumped = yaml.safe_dump([value], default_flow_style=True, default_style='"', allow_unicode=True,
+                                width=2**30).strip()
+    return dumped[1:-1]
+
+
+def inline_yaml(value) -> str:
+    """One-line YAML for a value after `key: ` (plain when safe, quoted otherwise)."""
+    if isinstance(value, (list, tuple, dict)):
+        return _flow(value)
+    dumped = yaml.safe_dump(value, allow_unicode=True, width=2**30)
+    dumped = dumped[: -len("\n...\n")] if dumped.endswith("\n...\n") else dumped.rstrip("\n")
+    if any(brk in dumped for brk in LINE_BREAKS):
+        return _flow(value)
+    return dumped
+
+
+class _Unsafe(Exception):
+    """The line-level editor cannot make this change without touching other bytes."""
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def _line_start(text: str, index: int) -> int:
+    return text.rfind("\n", 0, index) + 1
+
+
+def _line_end(text: str, index: int) -> int:
+    end = text.find("\n", index)
+    end = len(text) if end < 0 else end
+    return end - 1 if end > 0 and text[end - 1] == "\r" else end
+
+
+def _last_content_line_end(text: str, key, value, key_indent: int) -> int:
+    """End (before the newline) of the last line that belongs to value, leaving trailing comments and blanks."""
+    from yaml.nodes import ScalarNode
+
+    block_scalar = isinstance(value, ScalarNode) and value.style in ("|", ">")
+    start = _line_start(text, value.start_mark.index)
+    end = value.end_mark.index
+    if value.end_mark.column == 0 and end > start:
+        end -= 1  # the node ends at the start of the next line
+    position = _line_start(text, max(end, start))
+    while position > start:
+        line = text[position : _line_end(text, position)]
+        stripped = line.strip()
+        indent = len(line) - len(line.lstrip(" "))
+        if stripped and (not stripped.startswith("#") or (block_scalar and indent > key_indent)):
+            break
+        position = _line_start(text, position - 1)
+    return _line_end(text, position)
+
+
+def _edit_mapping(yaml_text: str, changes: dict) -> str:
+    """Apply changes by rewriting only the lines of the changed keys; raise _Unsafe when that is not possible."""
+    from yaml.nodes import MappingNode, ScalarNode, SequenceNode
+
+    try:
+        root = yaml.compose(yaml_text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        raise _Unsafe from None
+    if root is None:
+        pairs, indent = [], 0
+    elif isinstance(root, MappingNode) and not root.flow_style:
+        pairs = root.value
+        indent = pairs[0][0].start_mark.column if pairs else 0
+    else:
+        raise _Unsafe
+    newline = "\r\n" if "\r\n" in yaml_text else "\n"
+    edits: list[tuple[int, int, str]] = []
+    appended = []
+    for name, new in changes.items():
+        found = [(k, v) for k, v in pairs if isinstance(k, ScalarNode) and k.value == name]
+        if len(found) > 1:
+            raise _Unsafe
+        if not found:
+            if new is not None:
+                appended.append(f"{' ' * indent}{inline_yaml(name)}: {inline_yaml(new)}{newline}")
+            continue
+        key, value = found[0]
+        if key.start_mark.line == value.start_mark.line or value.start_mark.index == value.end_mark.index:
+            colon = yaml_text.find(":", key.end_mark.index)
+        else:
+            colon = yaml_text.find(":", key.end_mark.index, value.start_mark.index)
+        if colon < 0 or "\n" in yaml_text[key.end_mark.index : colon]:
+            raise _Unsafe
+        empty = isinstance(value, ScalarNode) and value.start_mark.index == value.end_mark.index
+        if new is None:
+            start = _line_start(yaml_text, key.start_mark.index)
+            if yaml_text[start : key.start_mark.index].strip():
+                raise _Unsafe
+            end = _line_end(yaml_text, colon) if empty else _last_content_line_end(yaml_text, key, value, indent)
+            end = yaml_text.find("\n", end)
+            edits.append((start, len(yaml_text) if end < 0 else end + 1, ""))
+        elif empty:
+            edits.append((colon + 1, colon + 1, " " + inline_yaml(new)))
+        elif (value.start_mark.line == key.start_mark.line == value.end_mark.line
+              and not (isinstance(value, ScalarNode) and value.style in ("|", ">"))):
+            edits.append((value.start_mark.index, value.end_mark.index, inline_yaml(new)))
+        else:
+            end = _last_content_line_end(yaml_text, key, value, indent)
+            if (isinstance(value, SequenceNode) and not value.flow_style and value.value
+                    and isinstance(new, (list, tuple)) and new
+                    and not any(isinstance(item, (list, tuple, dict)) for item in new)):
+                first = _line_start(yaml_text, value.start_mark.index)
+                prefix = yaml_text[first : value.start_mark.index] + "- "
+                if prefix.strip() != "-":
+                    raise _Unsafe
+                items = [prefix + inline_yaml(item) for item in new]
+                edits.append((colon + 1, end, newline + newline.join(items)))
+            else:
+                edits.append((colon + 1, end, " " + inline_yaml(new)))
+    text = yaml_text
+    for start, end, replacement in sorted(edits, reverse=True):
+        text = text[:start] + replacement + text[end:]
+    if appended:
+        if text and not text.endswith("\n"):
+            text += newline
+        text += "".join(appended)
+    return text
+
+
+def _round_trip_mapping(yaml_text: str, changes: dict) -> str:
+    """Fallback editor: ruamel.yaml round trip (keeps comments and order, may respace other keys)."""
     from ruamel.yaml import YAML
 
     rt = YAML(typ="rt")
     rt.preserve_quotes = True
     rt.width = 4096
-    rt.indent(mapping=2, sequence=4, offset=2)
-    return rt
-
-
-def update_frontmatter(path: Path, changes: dict, display: str | None = None) -> None:
-    """Set frontmatter fields in place, keeping other keys, comments, key order and the body byte-for-byte."""
-    shown = display or str(path)
-    raw = path.read_bytes()
-    bom = b"\xef\xbb\xbf" if raw.startswith(b"\xef\xbb\xbf") else b""
-    text = raw[len(bom) :].decode("utf-8")
-    newline = "\r\n" if "\r\n" in text.split("\n", 1)[0] + "\n" else "\n"
-    match = re.match(r"---[ \t]*\r?\n(.*?)(^---[ \t]*(?:\r?\n|$))", text, re.DOTALL | re.MULTILINE)
-    if match is None:
-        raise NoteError(shown, "no frontmatter block to update", line=1)
-    yaml_text, closing = match.group(1), match.group(2)
-    rest = text[match.end() :]
-    load_frontmatter(yaml_text.replace("\r\n", "\n"), shown)  # same error messages as reading
-    rt = _round_trip_yaml()
     data = rt.load(yaml_text) or {}
     for key, value in changes.items():
         if value is None:
@@ -283,46 +570,95 @@ def update_frontmatter(path: Path, changes: dict, display: str | None = None) ->
     out = io.StringIO()
     rt.dump(data, out)
     dumped = out.getvalue()
-    if newline == "\r\n":
+    if "\r\n" in yaml_text:
         dumped = dumped.replace("\r\n", "\n").replace("\n", "\r\n")
-    head = text[: match.start(1)]
-    atomic_write(path, bom + (head + dumped + closing + rest).encode("utf-8"))
+    return dumped
+
+
+def edit_frontmatter(text: str, changes: dict, display: str = "note") -> str:
+    """Note text with frontmatter fields set (value None deletes); every other byte is kept where possible."""
+    match = re.match(r"---[ \t]*\r?\n", text)
+    closing = re.compile(r"^---[ \t]*\r?$", re.MULTILINE).search(text, match.end()) if match else None
+    if match is None or closing is None:
+        raise NoteError(display, "no `---` frontmatter block to update", line=1)
+    yaml_text = text[match.end() : closing.start()]
+    meta = load_frontmatter(yaml_text.replace("\r\n", "\n"), display)
+    expected = dict(meta)
+    for key, value in changes.items():
+        if value is None:
+            expected.pop(key, None)
+        else:
+            expected[key] = value
+    if _same(meta, expected):
+        return text
+    for editor in (_edit_mapping, _round_trip_mapping):
+        try:
+            new_yaml = editor(yaml_text, changes)
+            result = _yaml.load(new_yaml.replace("\r\n", "\n")) or {}
+        except Exception:  # _Unsafe, or YAML the fallback cannot round-trip: try the next editor
+            continue
+        if _same(result, expected):
+            return text[: match.end()] + new_yaml + text[closing.start() :]
+    raise NoteError(display, "cannot update the frontmatter without changing other fields; edit it by hand", line=2)
+
+
+def _read_for_write(path: Path, shown: str) -> tuple[bytes, str]:
+    raw = _read_bytes(path, shown)
+    bom = b"\xef\xbb\xbf" if raw.startswith(b"\xef\xbb\xbf") else b""
+    return bom, _decode(raw[len(bom) :], shown)
+
+
+def update_frontmatter(path: Path, changes: dict, display: str | None = None) -> None:
+    """Set frontmatter fields in place, keeping other keys, comments, key order and the body byte-for-byte."""
+    shown = display or str(path)
+    bom, text = _read_for_write(Path(path), shown)
+    new = edit_frontmatter(text, changes, shown)
+    if new != text:
+        atomic_write(Path(path), bom + new.encode("utf-8"))
+
+
+def edit_section(text: str, section: str, new_text: str, display: str = "note", create: bool = False) -> str:
+    """Note text with the body of one `## section` replaced; headings and every other section kept byte-for-byte."""
+    new_text = new_text.replace("\r\n", "\n").strip()
+    if re.search(r"^#{1,2}[ \t]", new_text, re.MULTILINE):
+        raise NoteError(display, f"the new `## {section}` text contains a `#` or `##` heading line")
+    opening = re.match(r"---[ \t]*\r?\n", text)
+    closing = re.compile(r"^---[ \t]*\r?$", re.MULTILINE).search(text, opening.end()) if opening else None
+    body_start = min(closing.end() + 1, len(text)) if closing else 0
+    body = text[body_start:]
+    fences = _fences(body)
+    headings = [m for m in re.finditer(r"^(#{1,2})[ \t]+(.+?)[ \t]*\r?$", body, re.MULTILINE)
+                if _outside(m.start(), fences)]
+    for i, match in enumerate(headings):
+        if match.group(1) != "##" or match.group(2).strip().lower() != section.lower():
+            continue
+        newline = "\r\n" if body[match.end() - 1 : match.end()] == "\r" else "\n"
+        start = body_start + match.end() + (1 if body[match.end() : match.end() + 1] == "\n" else 0)
+        has_next = i + 1 < len(headings)
+        end = body_start + headings[i + 1].start() if has_next else len(text)
+        lead = "" if text[start - 1 : start] == "\n" else newline
+        content = new_text.replace("\n", newline)
+        replacement = lead + (content + newline if content else "") + (newline if has_next else "")
+        return text[:start] + replacement + text[end:]
+    if not create:
+        raise NoteError(display, f"no `## {section}` section to replace")
+    newline = "\r\n" if "\r\n" in text else "\n"
+    tail = "" if text.endswith("\n") or not text else newline
+    return text + tail + newline + f"## {section}" + newline + new_text.replace("\n", newline) + newline
 
 
 def replace_section(path: Path, section: str, new_text: str, display: str | None = None) -> None:
     """Replace the text of one `## section` of a note, keeping every other byte as it was."""
     shown = display or str(path)
-    text = path.read_bytes().decode("utf-8")
-    matches = list(re.finditer(r"^##[ \t]+(.+?)[ \t]*\r?$", text, re.MULTILINE))
-    for i, match in enumerate(matches):
-        if match.group(1).strip().lower() == section.lower():
-            start = match.end()
-            end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
-            newline = "\r\n" if text[match.end() : match.end() + 2] == "\r\n" else "\n"
-            separator = newline if i + 1 < len(matches) else ""
-            body = new_text.strip().replace("\n", newline)
-            atomic_write(path, text[:start] + newline + body + newline + separator + text[end:])
-            return
-    raise NoteError(shown, f"no `## {section}` section to replace")
+    bom, text = _read_for_write(Path(path), shown)
+    new = edit_section(text, section, new_text, shown)
+    if new != text:
+        atomic_write(Path(path), bom + new.encode("utf-8"))
 
 
 def dump_frontmatter(fields: dict) -> str:
-    """YAML for a new note's frontmatter, lists in flow style, keys in the given order."""
-    from ruamel.yaml import YAML
-    from ruamel.yaml.comments import CommentedSeq
-
-    writer = YAML(typ="rt")
-    writer.width = 4096
-    data = {}
-    for key, value in fields.items():
-        if isinstance(value, list):
-            seq = CommentedSeq(value)
-            seq.fa.set_flow_style()
-            value = seq
-        data[key] = value
-    out = io.StringIO()
-    writer.dump(data, out)
-    return out.getvalue()
+    """YAML for a new note's frontmatter, one `key: value` line per field in the given order."""
+    return "".join(f"{inline_yaml(key)}: {inline_yaml(value)}\n" for key, value in fields.items())
 
 
 def render_note(fields: dict, image: str, content: str, link_reasons: dict[str, str] | None = None,

@@ -11,7 +11,7 @@ from pathlib import Path
 from .config import PalaceConfig, find_root, load_config
 from .errors import Ambiguous, NoteError, NotFound
 from .notes import Memory, load_note
-from .tokens import STOPWORDS, normalize, stem, words
+from .tokens import STOPWORDS, normalize, root, words
 
 MEMORIES = "memories"
 INDEX_DIR = "index"
@@ -240,7 +240,7 @@ MATCH, MARGIN = 0.6, 0.15
 def _word_sets(memory: Memory) -> list[tuple[set[str], float]]:
     values = {"subject": memory.subject, "id": memory.id.replace("-", " "), "aliases": " ".join(memory.aliases),
               "keywords": " ".join(memory.keywords), "anchor": memory.anchor}
-    return [({stem(w) for w in words(values[name])}, weight) for name, weight in FIELD_WEIGHTS]
+    return [({root(w) for w in words(values[name])}, weight) for name, weight in FIELD_WEIGHTS]
 
 
 def _word_score(query: list[str], fields: list[tuple[set[str], float]]) -> float:
@@ -270,7 +270,7 @@ def _fuzzy(ref: str, memories: list[Memory]) -> Memory:
     if len(exact) > 1:
         names = ", ".join(sorted(m.id for m in exact)[:8])
         raise Ambiguous(f"{ref!r} names several memories: {names}; use an id")
-    query = [stem(w) for w in wanted.split() if w not in STOPWORDS] or [stem(w) for w in wanted.split()]
+    query = [root(w) for w in wanted.split() if w not in STOPWORDS] or [root(w) for w in wanted.split()]
     scored = []
     for memory in memories:
         subject = normalize(memory.subject)

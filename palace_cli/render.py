@@ -6,7 +6,9 @@ import json
 import sys
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -23,13 +25,13 @@ def table(columns: list[str], rows: list[list], title: str | None = None) -> Non
     for column in columns:
         grid.add_column(column, overflow="fold")
     for row in rows:
-        grid.add_row(*[str(cell) for cell in row])
+        grid.add_row(*[Text(str(cell)) for cell in row])  # cells are data, never markup
     out.print(grid)
 
 
 def warn(message: str) -> None:
     """A warning on stderr."""
-    err.print(f"[yellow]warning:[/yellow] {message}", markup=True)
+    err.print(f"[yellow]warning:[/yellow] {escape(message)}", markup=True)
 
 
 def note(message: str) -> None:
@@ -41,4 +43,4 @@ def problems(items, limit: int | None = None) -> None:
     """Problems one per line, errors red, warnings yellow."""
     for problem in items[:limit] if limit else items:
         colour = "red" if problem.severity == "error" else "yellow"
-        out.print(f"[{colour}]{problem}[/{colour}]", markup=True, highlight=False)
+        out.print(f"[{colour}]{escape(str(problem))}[/{colour}]", markup=True, highlight=False)

@@ -13,6 +13,7 @@ STOPWORDS = frozenset(
     "off all any each both few more most other some such only own same again once here how".split()
 )
 MIN_WORDS, MAX_WORDS = 2, 5
+WORD = re.compile(r"[^\W_]+")
 
 
 def normalize(text: str) -> str:
@@ -29,16 +30,39 @@ def words(text: str) -> list[str]:
 
 
 def stem(word: str) -> str:
-    """A crude plural/verb stem, so 'couples' and 'couple' count as the same word."""
+    """A crude plural/verb stem (the quiz examiner and evaluator are tuned to it; see `root` for lint)."""
     for suffix in ("ies", "es", "s", "ing", "ed"):
         if len(word) > len(suffix) + 2 and word.endswith(suffix):
             return word[: -len(suffix)]
     return word
 
 
+def root(word: str) -> str:
+    """A word's root for guessability: 'couples'/'couple', 'freezing'/'freeze', 'coordinated'/'coordinate' match."""
+    if len(word) <= 3 or word.isdigit():
+        return word
+    if len(word) > 4 and word.endswith("ies"):
+        word = word[:-3] + "y"
+    elif word.endswith(("sses", "xes", "ches", "shes", "zzes")):
+        word = word[:-2]
+    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    if word.endswith("ing") and len(word) >= 7:
+        word = word[:-3]
+        if word[-1] == word[-2] and word[-1] not in "lsz":
+            word = word[:-1]  # running -> run
+    elif word.endswith("ed") and not word.endswith("eed") and len(word) >= 5:
+        word = word[:-2]
+        if word[-1] == word[-2] and word[-1] not in "lsz":
+            word = word[:-1]  # stopped -> stop
+    if len(word) > 3 and word.endswith("e"):
+        word = word[:-1]
+    return word
+
+
 def content_words(text: str) -> set[str]:
-    """Stems of the non-stopword words in a text."""
-    return {stem(w) for w in words(text) if w not in STOPWORDS}
+    """Roots of the non-stopword words in a text."""
+    return {root(w) for w in words(text) if w not in STOPWORDS}
 
 
 def fingerprint(token: str) -> str:
@@ -57,12 +81,17 @@ def contains_phrase(haystack: str, phrase: str) -> bool:
 def guessable_words(token: str, subject: str, keywords: list[str], content: str) -> list[str]:
     """Words of the token that also appear in the subject, keywords or content."""
     known = content_words(subject) | content_words(" ".join(keywords)) | content_words(content)
-    return [w for w in words(token) if w not in STOPWORDS and stem(w) in known]
+    return [w for w in words(token) if w not in STOPWORDS and root(w) in known]
 
 
 def token_problems(token: str, image: str, subject: str, keywords: list[str], content: str,
                    others: dict[str, str] | None = None) -> list[tuple[str, str]]:
-    """(code, message) for everything wrong with a verify token; empty when it is good."""
+    """(code, message) for everything wrong with a verify token; empty when it is good.
+
+    `others` maps memory id -> token for the rest of the palace (lint passes only those that could
+    collide); two tokens collide when verify would read one as the other (same words up to case,
+    punctuation, spacing of compounds and plural endings).
+    """
     if not token.strip():
         return [("token-missing", "no verify token (`verify:`); `palace lint --fix` can propose one")]
     problems = []
@@ -74,17 +103,32 @@ def token_problems(token: str, image: str, subject: str, keywords: list[str], co
     leaked = guessable_words(token, subject, keywords, content)
     if leaked:
         problems.append(("token-guessable", f"verify token word(s) {', '.join(leaked)} appear in the subject, keywords or content"))
-    for other_id, other_token in (others or {}).items():
-        if normalize(other_token) == normalize(token):
+    key = phrase_key(token)
+    for other_id, other_token in sorted((others or {}).items()):
+        if phrase_key(other_token) == key:
             problems.append(("token-duplicate", f"verify token is also used by {other_id}"))
     return problems
 
 
+def run_keys(phrase: str) -> set[str]:
+    """The phrase key of every run of consecutive words of a phrase (the whole phrase included)."""
+    folded = [fold(w) for w in words(phrase)]
+    return {"".join(folded[i:j]) for i in range(len(folded)) for j in range(i + 1, len(folded) + 1)}
+
+
 def propose_token(image: str, subject: str = "", keywords: list[str] | None = None, content: str = "",
-                  taken: set[str] | None = None) -> str | None:
-    """A 2-4 word phrase from the image that is unguessable and unused, or None when none qualifies."""
+                  taken: set[str] | None = None, anchor: str = "") -> str | None:
+    """A 2-4 word phrase from the image that is unguessable and does not overlap a taken token, or None.
+
+    Not guessable: no word of the subject, keywords or content. Not overlapping: neither the phrase
+    nor any run of its words reads as a taken token, and it is not a run of a taken token or of the
+    anchor (the anchor is printed in the generated index files).
+    """
     known = content_words(subject) | content_words(" ".join(keywords or [])) | content_words(content)
-    used = {normalize(t) for t in (taken or set())}
+    taken_keys = {phrase_key(t) for t in (taken or set())} - {""}
+    inside_taken = set().union(*(run_keys(t) for t in (taken or set()))) if taken else set()
+    inside_anchor = run_keys(anchor) if anchor else set()
+    anchor_words = content_words(anchor)
     best: tuple[float, int, str] | None = None
     for sentence_index, sentence in enumerate(re.split(r"[.!?;:\n]+", image)):
         tokens = words(sentence)
@@ -94,20 +138,66 @@ def propose_token(image: str, subject: str = "", keywords: list[str] | None = No
                 if gram[0] in STOPWORDS or gram[-1] in STOPWORDS:
                     continue
                 meaningful = [w for w in gram if w not in STOPWORDS]
-                if len(meaningful) < 2 or any(stem(w) in known for w in meaningful):
+                if len(meaningful) < 2 or any(root(w) in known for w in meaningful):
                     continue
                 if any(len(w) < 3 and not w.isdigit() for w in meaningful):
                     continue
                 phrase = " ".join(gram)
-                if phrase in used:
+                key = phrase_key(phrase)
+                if key in inside_taken or key in inside_anchor or run_keys(phrase) & taken_keys:
                     continue
                 # Rarer-looking words (long, numeric) make better tokens; 3 words is the sweet spot.
                 score = sum(min(len(w), 10) for w in meaningful) + 4 * any(w.isdigit() for w in gram)
-                score -= abs(size - 3) * 3
-                key = (score, -sentence_index * 1000 - start, phrase)
-                if best is None or key[:2] > best[:2]:
-                    best = key
+                score -= abs(size - 3) * 3 + 5 * sum(root(w) in anchor_words for w in meaningful)
+                rank = (score, -sentence_index * 1000 - start, phrase)
+                if best is None or rank[:2] > best[:2]:
+                    best = rank
     return best[2] if best else None
+
+
+class PhraseIndex:
+    """Many phrases (owner -> phrase), found in any text by their phrase keys, with character spans."""
+
+    def __init__(self, phrases: dict[str, str]):
+        self.owners: dict[str, list[str]] = {}
+        for owner, phrase in sorted(phrases.items()):
+            key = phrase_key(phrase)
+            if key:
+                self.owners.setdefault(key, []).append(owner)
+        self.longest = max((len(k) for k in self.owners), default=0)
+
+    def find(self, text: str) -> list[tuple[int, int, list[str]]]:
+        """(start, end, owners) for every run of whole words of text that reads as one of the phrases."""
+        if not self.owners:
+            return []
+        spans = [(fold(w), m.start(), m.end()) for m in WORD.finditer(text) for w in words(m.group())]
+        found = []
+        for i in range(len(spans)):
+            joined = ""
+            for j in range(i, len(spans)):
+                joined += spans[j][0]
+                if len(joined) > self.longest:
+                    break
+                owners = self.owners.get(joined)
+                if owners:
+                    found.append((spans[i][1], spans[j][2], owners))
+        return found
+
+    def redact(self, text: str, mask: str = "(hidden)") -> str:
+        """text with every phrase occurrence replaced by mask; the whole text is masked if that is not enough."""
+        for _ in range(3):
+            hits = self.find(text)
+            if not hits:
+                return text
+            merged: list[list[int]] = []
+            for start, end, _owners in sorted(hits):
+                if merged and start <= merged[-1][1]:
+                    merged[-1][1] = max(merged[-1][1], end)
+                else:
+                    merged.append([start, end])
+            for start, end in reversed(merged):
+                text = text[:start] + mask + text[end:]
+        return mask if self.find(text) else text
 
 
 # ---- finding tokens in an LLM's answer ------------------------------------------------------
