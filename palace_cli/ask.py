@@ -8,6 +8,7 @@ one (or in a lexical profile) it is the top hit's BM25 score squashed into [0, 1
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -48,6 +49,7 @@ class Answer:
     model: str = ""
     cached: bool = False
     elapsed_ms: float = 0.0
+    raw: str = ""                # the generator's text as it came, when `text` dropped repeats from it
 
     @property
     def exit_code(self) -> int:
@@ -62,6 +64,7 @@ class Answer:
             "memories": self.memories, "route": self.route, "needs": self.needs, "suggestion": self.suggestion,
             "verdict": self.verdict.as_dict() if self.verdict else None, "model": self.model,
             "cached": self.cached, "elapsed_ms": round(self.elapsed_ms, 1),
+            **({"raw_answer": self.raw} if self.raw else {}),
         }
 
 
@@ -70,6 +73,17 @@ def build_prompt(context: str, question: str) -> str:
     if not context.strip():
         return f"Question: {question}\n\n{NO_CONTEXT_INSTRUCTION}"
     return f"{context.rstrip()}\n\nQuestion: {question}\n\n{ANSWER_INSTRUCTION}"
+
+
+def drop_repeats(text: str) -> str:
+    """The text without paragraphs that repeat an earlier one (small models loop until max_tokens)."""
+    seen, kept = set(), []
+    for paragraph in re.split(r"\n\s*\n", text.strip()):
+        key = " ".join(words(paragraph))
+        if key and key not in seen:
+            seen.add(key)
+            kept.append(paragraph.strip())
+    return "\n\n".join(kept)
 
 
 def signal_of(result: Recall) -> str:
@@ -150,7 +164,9 @@ def ask(palace: Palace, question: str, *, k: int | None = None, profile: str = "
     text = model.complete(build_prompt(result.context, question), max_tokens=max_tokens, temperature=0.0)
     verdict = verify_response(text, handed, palace_tokens(palace), rule=rule)
     cited = set(verdict.cited_ids)
-    answer.text, answer.verdict = text, verdict
+    # The verdict is on the whole text; only what is shown drops the repeats.
+    answer.text, answer.verdict = drop_repeats(text), verdict
+    answer.raw = text if answer.text != text.strip() else ""
     answer.status = "grounded" if verdict.grounded else "ungrounded"
     answer.reason = verdict.reason
     answer.memories = [{**m, "cited": m["id"] in cited} for m in handed]

@@ -354,3 +354,14 @@ def test_bench_verify_cli_without_a_generator(example_palace, few_queries):
     assert data["verify"]["items"] == 2 and data["verify"]["behaviour"]["adversarial"]["flagged"] == 1.0
     table = _run(example_palace, "bench", "verify", "--no-generate", "--queries", str(few_queries))
     assert "| abstention signal |" in table.output
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("A.\n\nB.\n\nA.\n\nB.\n\nA.", "A.\n\nB."),
+    ("Answer: yes.\n\n  answer:   YES. \n\nBut why?", "Answer: yes.\n\nBut why?"),
+    ("One paragraph only.", "One paragraph only."),
+])
+def test_drop_repeats_keeps_first_occurrences(text, shown):
+    from palace_cli.ask import drop_repeats
+
+    assert drop_repeats(text) == shown
