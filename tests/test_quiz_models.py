@@ -28,6 +28,22 @@ def test_parse_generated(reply, parsed):
     assert parse_generated(reply) == parsed
 
 
+ROUTE_PROMPT = "Which anchor?\nA) twin stages and a lever\nB) royal taster bird\nReply with one letter."
+
+
+@pytest.mark.parametrize("reply, chosen", [
+    ("B", "royal taster bird"),
+    ("A) twin stages and a lever", "twin stages and a lever"),
+    ("(B).", "royal taster bird"),
+    ("A) royal taster bird", ""),  # the letter and the text disagree: no choice
+    ("royal taster bird", "royal taster bird"),  # no letter: the text is graded
+])
+def test_route_choice(reply, chosen):
+    from palace_cli.quiz.llm import route_choice
+
+    assert route_choice(reply, ROUTE_PROMPT) == chosen
+
+
 def test_repetition_is_detected():
     assert repetitive("It is big. It is big. It is big. Then it fell.")
     assert not repetitive("You run. A cat sings. The bell rings. Rain falls.")
@@ -68,6 +84,8 @@ def test_red_queen_logs_model_reviews_apart_from_the_person(real_generator, exam
     for weak in report.weak:
         assert weak.mean_score < 0.5 and 0 <= weak.smashin <= 12
     assert [a.round for a in report.attempts] == [1, 1, 2, 2]
+    routes = [a for a in report.attempts if a.kind == "route"]
+    assert all(a.chance == pytest.approx(1 / 6) for a in routes)  # six anchors to choose from
     assert json.loads(json.dumps(report.as_dict()))["learner"] == learner
     status = subprocess.run(["git", "status", "--porcelain", "--", "memories"], cwd=example_palace,
                             capture_output=True, text=True, check=True).stdout

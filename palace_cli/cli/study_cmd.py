@@ -393,7 +393,8 @@ def redqueen(ctx, rounds, strategy, count, domain, seed, as_json):
     if as_json:
         return render.emit_json(report.as_dict())
     accuracy = " · ".join(f"round {i}: {a:.0%}" for i, a in enumerate(report.round_accuracy(), start=1))
-    accuracy += " · " + " · ".join(f"{kind}: {a:.0%}" for kind, a in report.kind_accuracy().items())
+    accuracy += " · " + " · ".join(f"{kind}: {a:.0%}" + (f" (chance {c:.0%})" if c is not None else "")
+                                   for kind, (a, c) in report.kind_accuracy().items())
     out.print(f"[bold]{report.learner}[/bold] recalled from anchors only ({strategy}) · {accuracy}", markup=True)
     out.print(f"[dim]{len(report.attempts)} attempts logged under learner {report.learner}, "
               "apart from your own schedule[/dim]", markup=True)

@@ -110,6 +110,7 @@ class Recall:
     reply: str
     expected: list[Element]
     answer: str
+    chance: float | None = None  # the score of a blind guess, for a multiple choice
 
 
 def recall_anchor(generator, memory: Memory, topic: str, domain_text: str) -> Recall:
@@ -131,16 +132,26 @@ def recall_route(generator, memory: Memory, fact: str, others: list[Memory], top
     prompt = ROUTE_PROMPT.format(topic=topic, fact=fact, choices=choices)
     reply = _complete(generator, prompt, 8, stop=["\n"])
     return Recall("route", prompt, "" if reply.startswith("\x00") else reply,
-                  [Element(f"{letter}) {memory.anchor}", [memory.anchor])], f"{letter}) {memory.anchor}")
+                  [Element(f"{letter}) {memory.anchor}", [memory.anchor])], f"{letter}) {memory.anchor}",
+                  1 / len(shuffled))
 
 
 def route_choice(reply: str, prompt: str) -> str:
-    """Normalise a multiple-choice reply to the chosen anchor text (a lone letter or the anchor itself)."""
+    """The anchor a multiple-choice reply chose: by its letter, or by the anchor text when there is no letter.
+
+    A reply whose letter and text name different anchors chose nothing (it is graded wrong).
+    """
+    from .evaluator import Element, element_matched
+
     choices = dict(re.findall(r"^([A-F])\) (.+)$", prompt, re.MULTILINE))
-    match = re.match(r"^\s*\(?([A-F])\b[).:]?", reply)
-    if match and match.group(1) in choices:
-        return choices[match.group(1)]
-    return reply
+    match = re.match(r"^\s*\(?([A-F])\b[).:]?\s*(.*)$", reply, re.DOTALL)
+    if not match or match.group(1) not in choices:
+        return reply
+    chosen, text = choices[match.group(1)], match.group(2).strip()
+    named = [a for a in choices.values() if text and element_matched(Element(a, [a]), text)]
+    if named and chosen not in named:
+        return ""
+    return chosen
 
 
 # ---- the Evolver: a stronger image --------------------------------------------------------

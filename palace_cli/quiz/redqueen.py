@@ -39,11 +39,12 @@ class Attempt:
     expected: str
     grade: Grade
     rating: int
+    chance: float | None = None
 
     def as_dict(self) -> dict:
         return {"round": self.round, "id": self.memory_id, "kind": self.kind, "reply": self.reply,
                 "expected": self.expected, "verdict": self.grade.verdict, "score": round(self.grade.score, 3),
-                "rating": self.rating}
+                "rating": self.rating, "chance": round(self.chance, 3) if self.chance is not None else None}
 
 
 @dataclass
@@ -82,19 +83,22 @@ class RedQueenReport:
             out.append(sum(a.grade.verdict == "correct" for a in mine) / len(mine) if mine else 0.0)
         return out
 
-    def kind_accuracy(self) -> dict[str, float]:
-        """The share of correct recalls per question kind (anchor: name the concept; route: pick the anchor)."""
+    def kind_accuracy(self) -> dict[str, tuple[float, float | None]]:
+        """(share correct, share a blind guess would get) per kind (anchor: name it; route: pick its anchor)."""
         out = {}
         for kind in sorted({a.kind for a in self.attempts}):
             mine = [a for a in self.attempts if a.kind == kind]
-            out[kind] = sum(a.grade.verdict == "correct" for a in mine) / len(mine)
+            chances = [a.chance for a in mine if a.chance is not None]
+            out[kind] = (sum(a.grade.verdict == "correct" for a in mine) / len(mine),
+                         sum(chances) / len(chances) if chances else None)
         return out
 
     def as_dict(self) -> dict:
         """JSON-ready form."""
         return {"learner": self.learner, "strategy": self.strategy, "rounds": self.rounds,
                 "round_accuracy": [round(a, 3) for a in self.round_accuracy()],
-                "kind_accuracy": {k: round(v, 3) for k, v in self.kind_accuracy().items()},
+                "kind_accuracy": {k: {"correct": round(v, 3), "chance": round(c, 3) if c is not None else None}
+                                  for k, (v, c) in self.kind_accuracy().items()},
                 "attempts": [a.as_dict() for a in self.attempts], "weak": [w.as_dict() for w in self.weak]}
 
 
@@ -149,7 +153,8 @@ def run_red_queen(palace: Palace, generator, rounds: int = 3, strategy: str = "w
                             int((time.monotonic() - started) * 1000), result.score)
             log.append(review)
             schedule.after(review)
-            report.attempts.append(Attempt(number, memory.id, recall.kind, recall.reply, recall.answer, result, rating))
+            report.attempts.append(Attempt(number, memory.id, recall.kind, recall.reply, recall.answer, result, rating,
+                                           recall.chance))
             prior[memory.id] = result.score
             tested.add(memory.id)
             attempts_of[memory.id] += 1
@@ -177,8 +182,11 @@ def _recall(generator, examiner: Examiner, memory, memories, kind: str, topic: s
     domain_text = spec.description if spec and spec.description else memory.domain.replace("-", " ")
     if kind == "route":
         fact = examiner.cloze(memory)
-        near = keyword_neighbours({i: m for i, m in memories.items() if m.domain == memory.domain}, [memory.id], k=5)
-        others = [memories[nb.memory_id] for nb in near.get(memory.id, [])]
+        domain = {i: m for i, m in memories.items() if m.domain == memory.domain}
+        near = [nb.memory_id for nb in keyword_neighbours(domain, [memory.id], k=5).get(memory.id, [])]
+        rest = sorted(set(domain) - set(near) - {memory.id})
+        near += rng.sample(rest, min(len(rest), 5 - len(near)))  # always six choices when the domain has them
+        others = [memories[i] for i in near]
         if fact is not None and others:
             order = list(range(len(others) + 1))
             rng.shuffle(order)

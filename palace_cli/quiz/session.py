@@ -78,18 +78,10 @@ def resolve_domain(palace: Palace, domain: str | None) -> str | None:
 
 
 def resolve_generator(palace: Palace):
-    """The generator from palace.toml `[models] generator` (default, none, or a GGUF path); None when absent."""
-    from pathlib import Path
+    """The generator palace.toml `[models]` asks for (GGUF or endpoint); None when off or not installed."""
+    from ..backends import generator_from_config
 
-    from ..backends import load_generator
-
-    setting = str(palace.config.models.get("generator", "default")).strip()
-    if setting.lower() in ("none", "off", "false"):
-        return None
-    if setting in ("", "default"):
-        return load_generator()
-    path = Path(setting).expanduser()
-    return load_generator(path if path.is_absolute() else palace.root / path)
+    return generator_from_config(palace.config.models, palace.root)
 
 
 def llm_prior(read: LogRead) -> dict[str, float]:
