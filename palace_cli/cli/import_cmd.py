@@ -1,0 +1,87 @@
+"""The `import` command: memory-palace JSON, Markdown folders, BEIR datasets."""
+
+from __future__ import annotations
+
+import click
+
+from .. import render
+from ..importers import FORMATS, import_path
+from ..importers.markdown import SPLITS
+from . import pass_ctx
+
+
+def _run_with_progress(palace, path, **options):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=render.err, transient=True) as bar:
+        tasks = {}
+
+        def progress(stage, done, total):
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done, total=total)
+
+        return import_path(palace, path, progress=progress, **options)
+
+
+@click.command(name="import")
+@click.argument("path", type=click.Path(exists=True))
+@click.option("--format", "format_", type=click.Choice(FORMATS), default=None,
+              help="Source format (default: guessed from the file names).")
+@click.option("--domain", "-d", default=None,
+              help="Domain for every memory (markdown; memory lists without loci). Default: from folders or loci.")
+@click.option("--split", type=click.Choice(SPLITS), default="auto", show_default=True,
+              help="Markdown: a memory per file, per `##` section, or auto (sections when a file is only sections).")
+@click.option("--queries", "queries_path", type=click.Path(dir_okay=False), default=None,
+              help="Where to write benchmark queries (BEIR, Red Queen exams). Default: <palace>/queries.jsonl.")
+@click.option("--cluster-with", type=click.Choice(["auto", "tfidf", "embedder"]), default="auto", show_default=True,
+              help="BEIR: cluster documents into domains with the embedder (auto: when installed) or TF-IDF.")
+@click.option("--clusters", type=click.IntRange(1, 1000), default=None,
+              help="BEIR: number of domains (default: about sqrt(n/2), at most 64).")
+@click.option("--dry-run", is_flag=True, help="Validate and report what would change; write nothing.")
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@pass_ctx
+def import_(ctx, path, format_, domain, split, queries_path, cluster_with, clusters, dry_run, as_json):
+    """Import memories from a memory-palace JSON file, a Markdown folder or a BEIR dataset; safe to rerun.
+
+    Example: palace import ~/Downloads/palaces/ --format memory-palace-json
+    """
+    report = _run_with_progress(ctx.palace, path, format=format_, domain=domain, split=split, queries=queries_path,
+                                cluster_with=cluster_with, clusters=clusters, dry_run=dry_run)
+    for warning in report.warnings:
+        render.warn(warning)
+    if as_json:
+        render.emit_json(report.as_dict())
+    else:
+        _print(report)
+    if report.conflicts:
+        raise SystemExit(1)
+
+
+def _print(report) -> None:
+    verb = "Would import" if report.dry_run else "Imported"
+    render.out.print(f"{verb} {report.source} ({report.format}): {len(report.added)} added, "
+                     f"{len(report.updated)} updated, {len(report.skipped)} skipped (unchanged), "
+                     f"{len(report.conflicts)} conflict(s)")
+    if report.domains:
+        shown = ", ".join(f"{name} ({count})" for name, count in sorted(report.domains.items())[:12])
+        more = f" and {len(report.domains) - 12} more" if len(report.domains) > 12 else ""
+        render.out.print(f"domains: {shown}{more}")
+    if report.new_domains:
+        render.out.print(f"declared {len(report.new_domains)} new domain(s) in palace.toml")
+    if report.clustering:
+        c = report.clustering
+        sizes = sorted(cluster["size"] for cluster in c["clusters"])
+        render.out.print(f"clustered with {c['method']} into {c['k']} domains (sizes {sizes[0]}-{sizes[-1]}, "
+                         f"median {sizes[len(sizes) // 2]})")
+    if report.queries_path:
+        render.out.print(f"{report.queries} queries written to {report.queries_path}")
+    for conflict in report.conflicts:
+        render.out.print(f"[red]conflict: {conflict}[/red]", markup=True)
+    refresh = report.refresh
+    if refresh is not None and refresh.dense != "on":
+        render.note(refresh.dense_reason)
+
+
+COMMANDS = [import_]
