@@ -1,0 +1,158 @@
+"""A real kill -9 in the middle of a build leaves a state the next refresh repairs, giving the right answers."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest_models import installed_models, model_cache_home  # noqa: F401
+from palace_cli.bench.synth import generate_palace
+from palace_cli.indexfiles import check_index_files
+from palace_cli.notes import atomic_write
+from palace_cli.palace import Palace
+from palace_cli.refresh import indexes, refresh, stale
+
+SIZE = 700
+CHILD = """
+import os, signal, sys
+import palace_cli.refresh as r
+from palace_cli.palace import Palace
+root, stage, nth = sys.argv[1], sys.argv[2], int(sys.argv[3])
+r.COMMIT_EVERY = 250  # several note transactions even in a small palace
+seen = 0
+def progress(name, done, total):
+    global seen
+    print(name, done, total, flush=True)
+    if name == stage:
+        seen += 1
+        if seen == nth:
+            os.kill(os.getpid(), signal.SIGKILL)
+r.refresh(Palace(root), embedder=r.AUTO if stage == "embedding" else None, progress=progress)
+print("finished", flush=True)
+"""
+
+
+def run_child(root: Path, stage: str, nth: int, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", CHILD, str(root), stage, str(nth)], capture_output=True, text=True,
+                          env=env, timeout=600)
+
+
+def lexical(palace: Palace) -> dict[str, str]:
+    with indexes(palace).text.open().searcher() as searcher:
+        return {d["path"]: d["id"] for d in searcher.all_stored_fields()}
+
+
+def generated_files(root: Path) -> dict[str, str]:
+    return {p.relative_to(root).as_posix(): p.read_text() for p in [root / "INDEX.md", *sorted((root / "index").glob("*.md"))]}
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> Path:
+    return generate_palace(tmp_path_factory.mktemp("crash") / "template", SIZE, seed=7, embedder="none")
+
+
+@pytest.fixture(scope="module")
+def reference(template, tmp_path_factory) -> dict:
+    """What an uninterrupted build gives."""
+    root = tmp_path_factory.mktemp("crash-ref") / "p"
+    shutil.copytree(template, root)
+    palace = Palace(root)
+    refresh(palace, embedder=None)
+    return {"lexical": lexical(palace), "files": generated_files(root)}
+
+
+def assert_repaired(root: Path, expected: dict) -> None:
+    palace = Palace(root)
+    report = refresh(palace, embedder=None)
+    assert report.problems == []
+    assert lexical(palace) == expected["lexical"]
+    assert generated_files(root) == expected["files"]
+    assert stale(palace) == [] and check_index_files(palace) == []
+    assert refresh(palace, embedder=None).changed is False
+
+
+@pytest.mark.parametrize("stage, nth", [
+    ("reading notes", 2),   # 400 notes read: the first 250 committed, the next batch not
+    ("lexical index", 1),   # notes all committed, the lexical build not started
+    ("lexical index", 2),   # half-way through adding documents to whoosh
+    ("index files", 1),     # whoosh committed, index files not yet written
+])
+def test_kill_during_a_full_build(template, reference, tmp_path, stage, nth):
+    root = tmp_path / "p"
+    shutil.copytree(template, root)
+    child = run_child(root, stage, nth)
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    assert "finished" not in child.stdout
+    assert_repaired(root, reference)
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.3, 1.0, 2.5])
+def test_kill_from_outside_at_arbitrary_moments(template, reference, tmp_path, delay):
+    """The parent kills the build with SIGKILL some time after it starts writing the lexical index
+    (inside whoosh's document adds or its commit, wherever the delay lands)."""
+    root = tmp_path / "p"
+    shutil.copytree(template, root)
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(root), "none", "0"], stdout=subprocess.PIPE, text=True)
+    for line in child.stdout:
+        if line.startswith("lexical index 500"):
+            break
+    time.sleep(delay)
+    child.send_signal(signal.SIGKILL)
+    child.communicate(timeout=60)
+    assert_repaired(root, reference)
+
+
+@pytest.mark.parametrize("stage", ["lexical index", "index files"])
+def test_kill_during_an_incremental_refresh(template, tmp_path, stage):
+    """Edits, deletes and renames committed to the note cache but not yet to whoosh or the index files."""
+    root = tmp_path / "p"
+    shutil.copytree(template, root)
+    refresh(Palace(root), embedder=None)
+    files = sorted((root / "memories").rglob("*.md"))
+    for i, path in enumerate(files[:40]):
+        atomic_write(path, path.read_text().replace("## Content\n", f"## Content\nZanzibar{i} "))
+    for path in files[40:43]:
+        path.unlink()
+    for path in files[43:45]:
+        path.rename(root / "memories" / files[0].parent.name / f"renamed-{path.name}")
+    child = run_child(root, stage, 1)
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    expected_root = tmp_path / "expected"
+    shutil.copytree(root, expected_root, ignore=shutil.ignore_patterns(".palace"))
+    expected_palace = Palace(expected_root)
+    refresh(expected_palace, embedder=None)
+    expected = {"lexical": {p: i for p, i in lexical(expected_palace).items()}, "files": generated_files(expected_root)}
+    assert_repaired(root, expected)
+    palace = Palace(root)
+    for i in (0, 17, 39):
+        assert [h for h, _ in indexes(palace).text.search(f"zanzibar{i}", limit=3)] == \
+               [files[i].read_text().split("id: ", 1)[1].split("\n", 1)[0]]
+
+
+def test_kill_during_embedding_keeps_vectors_right(small_palace, installed_models, monkeypatch):  # noqa: F811
+    from palace_cli.backends import load_embedder
+
+    env = dict(os.environ, PALACE_HOME=str(model_cache_home()))
+    child = run_child(small_palace, "embedding", 1, env=env)
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    monkeypatch.setenv("PALACE_HOME", env["PALACE_HOME"])
+    palace = Palace(small_palace)
+    report = refresh(palace)
+    assert report.dense == "on"
+    model_id, keys, matrix = indexes(palace).vectors.load()
+    assert sorted(keys) == sorted(indexes(palace).store.text_hashes().values()) and matrix.shape[0] == 3
+    embedder = load_embedder()
+    texts = {m.id: m.search_text() for m in palace.scan(force=True).memories.values()}
+    fresh = embedder.embed_batch(list(texts.values()))
+    from palace_cli.store import text_hash
+
+    by_key = dict(zip(keys, matrix))
+    for memory, vector in zip(palace.scan().memories.values(), fresh):
+        assert float(by_key[text_hash(memory)] @ vector) > 0.999
