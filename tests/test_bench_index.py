@@ -1,0 +1,67 @@
+"""`palace bench index` at a tiny size, and the synthetic note generator it uses."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from palace_cli.bench.index_bench import run
+from palace_cli.bench.synth import NoteFactory, edit_note, generate_palace
+from palace_cli.cli import cli
+from palace_cli.lint import note_problems
+from palace_cli.palace import Palace
+
+
+def test_synthetic_notes_are_deterministic_and_valid(tmp_path):
+    a = generate_palace(tmp_path / "a", 120, seed=3)
+    b = generate_palace(tmp_path / "b", 120, seed=3)
+    c = generate_palace(tmp_path / "c", 120, seed=4)
+    files_a = {p.relative_to(a): p.read_bytes() for p in sorted(a.rglob("*.md"))}
+    assert files_a == {p.relative_to(b): p.read_bytes() for p in sorted(b.rglob("*.md"))}
+    assert files_a != {p.relative_to(c): p.read_bytes() for p in sorted(c.rglob("*.md"))}
+    scan = Palace(a).scan(force=True)
+    assert len(scan.memories) == 120 and scan.problems == []
+    codes = {p.code for p in note_problems(scan)}
+    assert not codes & {"broken-link", "token-missing", "token-duplicate", "token-length", "token-not-in-image",
+                         "missing-field", "missing-section"}, codes
+    sizes = [len(m.image) + len(m.content) for m in scan.memories.values()]
+    assert 600 < sum(sizes) / len(sizes) < 3000  # about the size of a hand-written SMASHIN note
+    assert len(scan.by_domain()) >= 3
+
+
+def test_edit_note_changes_only_the_content(tmp_path):
+    root = generate_palace(tmp_path / "p", 5)
+    path = sorted(root.rglob("*.md"))[0]
+    before = Palace(root).scan(force=True).memories
+    edit_note(path, 1)
+    after = Palace(root).scan(force=True).memories
+    changed = [i for i in before if before[i].content != after[i].content]
+    assert len(changed) == 1 and all(before[i].subject == after[i].subject for i in before)
+
+
+def test_run_measures_a_tiny_palace(tmp_path):
+    results = run([80], embed_max=0, workdir=tmp_path / "w", keep=True)
+    [row] = results["sizes"]
+    assert row["notes"] == 80 and row["problems"] == 0
+    for key in ("full_build_s", "lexical_notes_per_s", "noop_refresh_s", "one_edit_refresh_s", "cli_noop_s",
+                "peak_rss_mb"):
+        assert row[key] > 0, key
+    assert row["disk_mb"]["lexical"] > 0 and row["disk_mb"]["notes_cache"] > 0 and row["disk_mb"]["vectors"] == 0
+    assert row["embeddings"] == "skipped"
+    assert results["machine"]["calibration_s"] > 0
+    assert (tmp_path / "w" / "palace-80" / "INDEX.md").exists()  # --keep
+
+
+def test_bench_index_command_json(tmp_path):
+    result = CliRunner().invoke(cli, ["bench", "index", "--sizes", "40", "--embed-max", "0", "--json",
+                                      "--workdir", str(tmp_path / "w")])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["sizes"][0]["notes"] == 40
+    assert not (tmp_path / "w" / "palace-40").exists()  # removed without --keep
+
+
+def test_bench_index_rejects_bad_sizes():
+    result = CliRunner().invoke(cli, ["bench", "index", "--sizes", "ten"])
+    assert result.exit_code == 2 and "sizes" in result.output
