@@ -152,6 +152,7 @@ def quiz(ctx, domain, strategy, count, profile, use_llm, seed):
     reasons = {p.memory_id: p.reason for p in session.picks}
     out.print(f"[bold]{palace.config.name}[/bold] · {strategy} · {len(session.picks)} question(s) · "
               f"learner {session.learner} · Ctrl-C stops and keeps your reviews", markup=True)
+    stopped = False
     try:
         for number, question in enumerate(session, start=1):
             memory = session.memory(question)
@@ -160,20 +161,24 @@ def quiz(ctx, domain, strategy, count, profile, use_llm, seed):
             try:
                 answer = out.input("[bold]answer ›[/bold] ")
             except EOFError:
+                stopped = True
                 break
             result = session.grade(question, answer)
             _show_grade(result, question, session)
             _show_memory(memory, session.profile.show)
             rating = _ask_rating(result.suggested)
             if rating is None:
+                stopped = True
                 break
             state = session.record(question, rating, answer, result)
             name, style = RATING_STYLE[rating]
             out.print(f"[{style}]{name}[/] · next review {_until(state.due, session.clock())}\n", markup=True)
-    except (KeyboardInterrupt, EOFError):
+    except KeyboardInterrupt:
         _summary(session, interrupted=True)
         raise SystemExit(130)
-    _summary(session)
+    except EOFError:  # end of input at the rating key: a stop, like q
+        stopped = True
+    _summary(session, interrupted=stopped)
 
 
 @click.command()
