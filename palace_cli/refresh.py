@@ -174,7 +174,8 @@ def refresh(palace: Palace, embedder=AUTO, progress: Progress | None = None, reb
         changed_domains = _refresh_notes(palace, idx.store, report, progress)
         stages.done("notes")
         losers = _collect_problems(idx.store, report)
-        changed_domains |= _domains_sharing_ids(idx.store)
+        if report.changed:
+            changed_domains |= _domains_sharing_ids(idx.store)
         stages.done("problems")
         _refresh_lexical(idx, report, progress, rebuild)
         stages.done("lexical")
