@@ -20,7 +20,7 @@ GAP = re.compile(r"[\s-]+")
 
 
 def inflections(word: str) -> set[str]:
-    """A word and its regular inflections: plural/3rd person, past, -ing, -er (run, runs, running, ran needs listing)."""
+    """A word and its regular inflections: -s, -es, -ed, -ing, with e-dropping and doubling (irregular forms are listed)."""
     forms = {word, word + "s", word + "es", word + "ed", word + "ing"}
     if word.endswith("e"):
         forms |= {word + "d", word[:-1] + "ing"}

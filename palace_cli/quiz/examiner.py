@@ -6,7 +6,7 @@ import math
 import random
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..notes import LINK_PATTERN, Memory
 from ..tokens import STOPWORDS, normalize, stem, words

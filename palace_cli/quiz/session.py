@@ -231,10 +231,6 @@ class StudySession:
         thread.start()
         self._pending = (pick.memory_id, thread, box)
 
-    def remaining(self) -> int:
-        """Questions still queued (not counting the one being answered)."""
-        return len(self.queue)
-
     def choose_kind(self, memory: Memory, requeued: bool = False) -> list[str]:
         """Kinds to try for a memory, least asked first; a re-asked memory gets a different kind than before."""
         allowed = [k for k in self.examiner.available(memory) if k in self.profile.kinds]
@@ -255,8 +251,9 @@ class StudySession:
 
             self.summary.generated_offered += 1
             pending, self._pending = self._pending, None
+            if pending:
+                pending[1].join()  # one model, one caller at a time
             if pending and pending[0] == memory.id:
-                pending[1].join()
                 question, problem = pending[2].get("result", (None, "the generator failed"))
             else:
                 question, problem = generate_question(self.generator, memory, self.memories)
