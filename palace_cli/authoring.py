@@ -2,24 +2,73 @@
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import shutil
 import subprocess
+import tempfile
 from datetime import date
 from importlib import resources
 from pathlib import Path
 
 from .config import CONFIG_NAME
-from .errors import PalaceError, UsageError
-from .notes import ID_PATTERN, Memory, atomic_write, load_note, render_note, slugify
+from .errors import NoteError, PalaceError, UsageError
+from .notes import ID_PATTERN, Memory, atomic_write, edit_frontmatter, edit_section, inline_yaml, load_note, \
+    parse_note, slugify, split_frontmatter
 from .palace import INDEX_DIR, MEMORIES, REVIEWS, Palace
 from .tokens import propose_token
 
 GITIGNORE = ".palace/\n"
 GITATTRIBUTES = "reviews/*.jsonl merge=union\n"
+TEMPLATES = "templates"
+# `key: {field}` lines of a template's frontmatter; the placeholder becomes the field's YAML value.
+FIELD_PLACEHOLDER = re.compile(r"^([ \t]*[\w-]+:[ \t]*)\{(\w+)\}([ \t]*(?:#.*)?)$", re.MULTILINE)
+BODY_PLACEHOLDERS = ("id", "subject", "domain", "anchor", "created")
 
 
 def template_text(name: str) -> str:
     """A file from palace_cli/templates."""
     return resources.files("palace_cli").joinpath("templates", name).read_text(encoding="utf-8")
+
+
+def memory_template(palace: Palace) -> tuple[str, str]:
+    """(text, where) of the note template: the palace's templates/memory.md, else the built-in one."""
+    own = palace.root / TEMPLATES / "memory.md"
+    if own.is_file():
+        return own.read_text(encoding="utf-8"), palace.rel(own)
+    return template_text("memory.md"), "built-in template"
+
+
+def render_memory(template: str, fields: dict, domain: str, sections: dict[str, str], where: str = "template") -> str:
+    """A new note from a template: `key: {field}` lines get YAML values, fields it lacks are added,
+    {subject}-style placeholders in the body get text, and given sections replace the template's hints."""
+    try:
+        yaml_text, body, _ = split_frontmatter(template, where)
+    except NoteError as exc:
+        raise PalaceError(f"{where}: the note template is broken: {exc.reason}") from None
+    used = set()
+
+    def fill(match):
+        name = match.group(2)
+        if name not in fields:
+            return match.group(0)
+        used.add(name)
+        return f"{match.group(1)}{inline_yaml(fields[name])}{match.group(3)}"
+
+    yaml_text = FIELD_PLACEHOLDER.sub(fill, yaml_text)
+    values = dict(fields, domain=domain)
+    for name in BODY_PLACEHOLDERS:
+        body = body.replace("{" + name + "}", str(values.get(name) or ""))
+    text = "---\n" + yaml_text + "---\n" + body
+    try:
+        text = edit_frontmatter(text, {k: v for k, v in fields.items() if k not in used}, where)
+    except NoteError as exc:
+        raise PalaceError(f"{where}: the note template is broken: {exc.reason}") from None
+    for name, section_text in sections.items():
+        if section_text.strip():
+            text = edit_section(text, name, section_text, where, create=True)
+    return text
 
 
 def _ensure_line(path: Path, line: str) -> None:
@@ -33,9 +82,12 @@ def init_palace(directory: Path, name: str | None = None) -> Path:
     root = Path(directory).expanduser().resolve()
     if (root / CONFIG_NAME).exists():
         raise PalaceError(f"{root} is already a palace ({CONFIG_NAME} exists)")
+    if root.exists() and not root.is_dir():
+        raise PalaceError(f"{root} is a file, not a directory")
     root.mkdir(parents=True, exist_ok=True)
     title = name or root.name.replace("-", " ").replace("_", " ").title()
-    atomic_write(root / CONFIG_NAME, template_text("palace.toml").format(name=title.replace('"', "'")))
+    toml_name = json.dumps(title, ensure_ascii=False)[1:-1]  # a JSON string body is a valid TOML basic string
+    atomic_write(root / CONFIG_NAME, template_text("palace.toml").replace("{name}", toml_name))
     for folder in (MEMORIES, INDEX_DIR, REVIEWS):
         (root / folder).mkdir(exist_ok=True)
         keep = root / folder / ".gitkeep"
@@ -43,44 +95,83 @@ def init_palace(directory: Path, name: str | None = None) -> Path:
             keep.touch()
     _ensure_line(root / ".gitignore", GITIGNORE)
     _ensure_line(root / ".gitattributes", GITATTRIBUTES)
-    inside_repo = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=root,
-                                 capture_output=True, text=True).returncode == 0
-    if not inside_repo:
-        subprocess.run(["git", "init", "-q"], cwd=root, check=False, capture_output=True)
+    if shutil.which("git"):
+        inside_repo = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=root,
+                                     capture_output=True, text=True).returncode == 0
+        if not inside_repo:
+            subprocess.run(["git", "init", "-q"], cwd=root, check=False, capture_output=True)
     from .indexfiles import write_index_files
 
     write_index_files(Palace(root))
     return root
 
 
+def resolve_domain(palace: Palace, domain: str) -> str:
+    """The folder for a --domain value: an existing domain or alias as given, else its slug."""
+    wanted = (domain or "").strip()
+    existing = palace.domains()
+    if wanted in existing:
+        return wanted
+    for name, spec in palace.config.domains.items():
+        if wanted.lower() in (a.lower() for a in spec.aliases):
+            return name
+    slug = slugify(wanted) if wanted else ""
+    if not slug or slug == "memory" and wanted.lower() != "memory":
+        raise UsageError("a memory needs a domain (--domain), e.g. --domain distributed-systems")
+    return slug
+
+
+def _create(path: Path, text: str) -> None:
+    """Write a new file atomically, refusing (FileExistsError) when it already exists."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text.encode("utf-8"))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+        os.link(tmp, path)  # unlike rename, link never replaces an existing file
+    finally:
+        os.unlink(tmp)
+
+
 def add_memory(palace: Palace, subject: str, domain: str, *, anchor: str = "", image: str = "", content: str = "",
                keywords: list[str] | None = None, links: list[str] | None = None, verify: str | None = None,
                note_id: str | None = None, extra: dict | None = None, overwrite: bool = False) -> Memory:
-    """Write a new SMASHIN note under memories/<domain>/ and return it; refuses to overwrite."""
-    subject = subject.strip()
+    """Write a new SMASHIN note under memories/<domain>/ from the template and return it; refuses to overwrite."""
+    subject = " ".join(subject.split())
     if not subject:
         raise UsageError("a memory needs a subject")
-    domain = slugify(domain) if domain else ""
-    if not domain:
-        raise UsageError("a memory needs a domain (--domain)")
+    domain = resolve_domain(palace, domain)
     note_id = note_id or slugify(subject)
     if not ID_PATTERN.match(note_id):
         raise UsageError(f"id {note_id!r} must be lowercase letters, digits, '.', '_' or '-'")
     scan = palace.scan(force=True)
     existing = scan.memories.get(note_id)
     path = palace.memories_dir / domain / f"{note_id}.md"
-    if (existing or path.exists()) and not overwrite:
-        where = existing.path if existing else palace.rel(path)
+    relpath = palace.rel(path)
+    if (existing and existing.path != relpath or path.exists()) and not overwrite:
+        where = existing.path if existing else relpath
         raise PalaceError(f"memory {note_id!r} already exists at {where}; choose another --id")
     keywords = [k.strip() for k in (keywords or []) if k.strip()]
     links = [link.strip() for link in (links or []) if link.strip()]
     if verify is None and image.strip():
-        taken = {m.verify for m in scan.memories.values() if m.verify}
-        verify = propose_token(image, subject, keywords, content, taken) or ""
+        taken = {m.verify for m in scan.memories.values() if m.verify and m.id != note_id}
+        verify = propose_token(image, subject, keywords, content, taken, anchor=anchor) or ""
     fields = {"id": note_id, "subject": subject, "anchor": anchor.strip(), "keywords": keywords,
-              "verify": (verify or "").strip(), "links": links, "created": date.today().isoformat()}
+              "verify": (verify or "").strip(), "links": links, "created": date.today()}
     fields.update(extra or {})
-    text = render_note(fields, image, content)
-    atomic_write(path, text)
+    template, where = memory_template(palace)
+    sections = {"Image": image, "Content": content, "Links": "\n".join(f"- [[{link}]]" for link in links)}
+    text = render_memory(template, fields, domain, sections, where)
+    parse_note(text, relpath, domain)  # a template that yields an unreadable note fails here, before writing
+    if overwrite:
+        atomic_write(path, text)
+    else:
+        try:
+            _create(path, text)
+        except FileExistsError:
+            raise PalaceError(f"memory {note_id!r} already exists at {relpath}; choose another --id") from None
     palace.invalidate()
-    return load_note(palace.root, palace.rel(path), domain)
+    return load_note(palace.root, relpath, domain)

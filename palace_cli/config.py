@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,7 @@ else:  # pragma: no cover
 from .errors import ConfigError, NotAPalace
 
 CONFIG_NAME = "palace.toml"
+DOMAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 @dataclass
@@ -60,22 +62,37 @@ def load_config(root: Path) -> PalaceConfig:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: {exc}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}") from None
-    palace = raw.get("palace", {})
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8") from None
+    palace = _table(raw, "palace", path)
     domains = {}
-    for name, spec in (raw.get("domains") or {}).items():
+    for name, spec in _table(raw, "domains", path).items():
+        if not DOMAIN_NAME.match(name):
+            raise ConfigError(f"{path}: [domains.{name}]: a domain name is a folder name: letters, digits, '.', '_', '-'")
         if not isinstance(spec, dict):
             raise ConfigError(f"{path}: [domains.{name}] must be a table")
         aliases = spec.get("aliases", [])
         if isinstance(aliases, str):
             aliases = [aliases]
+        if not isinstance(aliases, list):
+            raise ConfigError(f"{path}: [domains.{name}] aliases must be a list of strings")
         domains[name] = DomainConfig(name, str(spec.get("description", "")), [str(a) for a in aliases])
     return PalaceConfig(
         name=str(palace.get("name", root.name)),
         identity=str(palace.get("identity", "")).strip(),
         domains=domains,
-        models=raw.get("models", {}) or {},
-        retrieval=raw.get("retrieval", {}) or {},
+        models=_table(raw, "models", path),
+        retrieval=_table(raw, "retrieval", path),
         raw=raw,
     )
+
+
+def _table(raw: dict, name: str, path: Path) -> dict:
+    value = raw.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path}: `{name}` must be a table ([{name}]), not a {type(value).__name__}")
+    return value

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from difflib import SequenceMatcher
+from difflib import SequenceMatcher, get_close_matches
 from pathlib import Path
 
 from .config import PalaceConfig, find_root, load_config
@@ -230,32 +230,19 @@ class Palace:
         for problem in scan.problems:
             if problem.path == rel:
                 raise NoteError(problem.path, problem.message, problem.line)
+        if path_ref.endswith(".md") or "/" in path_ref or os.sep in path_ref:
+            raise NotFound(f"no memory at {rel}")
         return _fuzzy(ref, list(memories.values()))
 
 
 FIELD_WEIGHTS = (("subject", 1.0), ("id", 1.0), ("aliases", 1.0), ("keywords", 0.6), ("anchor", 0.6))
-MATCH, MARGIN = 0.6, 0.15
+MATCH, SPELLING, MARGIN = 0.5, 0.6, 0.15  # a match needs half the words (or a close spelling) and a clear lead
 
 
 def _word_sets(memory: Memory) -> list[tuple[set[str], float]]:
     values = {"subject": memory.subject, "id": memory.id.replace("-", " "), "aliases": " ".join(memory.aliases),
               "keywords": " ".join(memory.keywords), "anchor": memory.anchor}
     return [({root(w) for w in words(values[name])}, weight) for name, weight in FIELD_WEIGHTS]
-
-
-def _word_score(query: list[str], fields: list[tuple[set[str], float]]) -> float:
-    """Share of the query's words found in the memory, weighted by field; near spellings count 0.8."""
-    total = 0.0
-    for word in query:
-        best = 0.0
-        for vocabulary, weight in fields:
-            if word in vocabulary:
-                best = max(best, weight)
-            elif len(word) >= 5 and best < weight * 0.8:
-                if any(SequenceMatcher(None, word, other).ratio() >= 0.85 for other in vocabulary if len(other) >= 4):
-                    best = weight * 0.8
-        total += best
-    return total / len(query)
 
 
 def _fuzzy(ref: str, memories: list[Memory]) -> Memory:
@@ -271,11 +258,23 @@ def _fuzzy(ref: str, memories: list[Memory]) -> Memory:
         names = ", ".join(sorted(m.id for m in exact)[:8])
         raise Ambiguous(f"{ref!r} names several memories: {names}; use an id")
     query = [root(w) for w in wanted.split() if w not in STOPWORDS] or [root(w) for w in wanted.split()]
+    fields = [_word_sets(m) for m in memories]
+    vocabulary = set().union(*(words_ for sets in fields for words_, _ in sets))
+    near = {w: set(get_close_matches(w, vocabulary, n=8, cutoff=0.85)) - {w} if len(w) >= 5 else set() for w in query}
+    known = [w for w in query if w in vocabulary or near[w]]  # words the palace has never seen tell nothing
     scored = []
-    for memory in memories:
+    for memory, sets in zip(memories, fields):
+        words_score = 0.0
+        for word in known:
+            words_score += max((weight if word in vocabulary_ else 0.8 * weight if near[word] & vocabulary_ else 0.0)
+                               for vocabulary_, weight in sets)
+        words_score = words_score / len(known) if known else 0.0
         subject = normalize(memory.subject)
-        spelling = SequenceMatcher(None, wanted, subject).ratio() + (0.3 if wanted in subject else 0.0)
-        scored.append((round(max(spelling, _word_score(query, _word_sets(memory))), 6), memory.id, memory))
+        matcher = SequenceMatcher(None, wanted, subject)
+        spelling = matcher.ratio() if matcher.real_quick_ratio() >= SPELLING - 0.3 else 0.0
+        spelling += 0.3 if wanted in subject else 0.0
+        spelling = spelling if spelling >= SPELLING else 0.0
+        scored.append((round(max(spelling, words_score), 6), memory.id, memory))
     scored.sort(key=lambda item: (-item[0], item[1]))
     good = [item for item in scored if item[0] >= MATCH]
     if not good:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
+from rich.markup import escape
 
 from .. import render
 from ..authoring import add_memory, init_palace
+from ..errors import NoteError, NotFound
 from ..lint import lint as run_lint
-from ..notes import Memory, load_note
-from ..tokens import fingerprint, token_problems
+from ..notes import Memory, load_note, update_frontmatter
+from ..tokens import fingerprint, propose_token, token_problems
 from . import pass_ctx
 
 
@@ -32,12 +36,39 @@ def init(directory, name):
     Example: palace init ~/kb
     """
     root = init_palace(directory, name)
-    render.out.print(f"Created a palace in {root}. Next: cd {root} && palace add \"Your first memory\" --domain general")
+    render.out.print(f"Created a palace in {root}. Next: cd {root} && palace add \"Your first memory\" --domain general",
+                     markup=False)
+
+
+def _interactive() -> bool:
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def _open_editor(palace, memory: Memory) -> Memory | None:
+    """Open $EDITOR (or $VISUAL) on the new note; the note re-read afterwards, or None when it no longer parses."""
+    try:
+        click.edit(filename=str(palace.root / memory.path))
+    except click.ClickException as exc:
+        render.warn(f"could not open an editor ({exc.format_message()}); the note is at {memory.location}")
+        return memory
+    try:
+        edited = load_note(palace.root, memory.path, memory.domain)
+    except NoteError as exc:
+        render.warn(f"the note was saved but cannot be read: {exc}; fix it, then run `palace lint`")
+        return None
+    if not edited.verify and edited.image:
+        taken = {m.verify for m in palace.scan(force=True).memories.values() if m.verify and m.id != edited.id}
+        token = propose_token(edited.image, edited.subject, edited.keywords, edited.content, taken,
+                              anchor=edited.anchor)
+        if token:
+            update_frontmatter(palace.root / edited.path, {"verify": token}, edited.path)
+            edited = load_note(palace.root, edited.path, edited.domain)
+    return edited
 
 
 @click.command()
 @click.argument("subject")
-@click.option("--domain", "-d", required=True, help="Domain folder under memories/.")
+@click.option("--domain", "-d", required=True, help="Domain folder under memories/ (or a domain alias).")
 @click.option("--anchor", default="", help="The memorable hook, 2-5 words.")
 @click.option("--image", default="", help="The SMASHIN scene.")
 @click.option("--content", default="", help="The facts.")
@@ -45,41 +76,37 @@ def init(directory, name):
 @click.option("--links", default="", help="Comma-separated ids of related memories.")
 @click.option("--verify", default=None, help="Verify token (default: proposed from the image).")
 @click.option("--id", "note_id", default=None, help="Note id (default: from the subject).")
-@click.option("--edit/--no-edit", default=True, help="Open $EDITOR on the new note (default on).")
+@click.option("--edit/--no-edit", default=None,
+              help="Open $EDITOR on the new note (default: when run in a terminal).")
 @click.option("--json", "as_json", is_flag=True, help="Print the new memory as JSON.")
 @pass_ctx
 def add(ctx, subject, domain, anchor, image, content, keywords, links, verify, note_id, edit, as_json):
-    """Add a memory from the SMASHIN template; opens $EDITOR unless --no-edit.
+    """Add a memory from the note template (templates/memory.md); opens $EDITOR in a terminal.
 
     Example: palace add "Saga" -d distributed-systems --anchor "relay race of apologies" --no-edit
     """
     palace = ctx.palace
     memory = add_memory(palace, subject, domain, anchor=anchor, image=image, content=content,
                         keywords=_split_list(keywords), links=_split_list(links), verify=verify, note_id=note_id)
-    if edit:
-        click.edit(filename=str(palace.root / memory.path))
-        memory = load_note(palace.root, memory.path, memory.domain)
-        if not memory.verify and memory.image:
-            from ..notes import update_frontmatter
-            from ..tokens import propose_token
-
-            taken = {m.verify for m in palace.scan(force=True).memories.values() if m.verify and m.id != memory.id}
-            token = propose_token(memory.image, memory.subject, memory.keywords, memory.content, taken)
-            if token:
-                update_frontmatter(palace.root / memory.path, {"verify": token}, memory.path)
-                memory = load_note(palace.root, memory.path, memory.domain)
+    path = memory.path
+    if edit if edit is not None else _interactive():
+        memory = _open_editor(palace, memory)
     palace.invalidate()
     from ..refresh import refresh
 
     refresh(palace)
+    if memory is None:
+        raise SystemExit(1)
     if as_json:
         render.emit_json(memory_summary(memory) | {"verify": memory.verify})
         return
-    render.out.print(f"Added {memory.id} at {memory.location}")
+    render.out.print(f"Added {memory.id} at {memory.location}", markup=False)
     if memory.verify:
-        render.out.print(f"verify token: {memory.verify}")
-    for _code, message in token_problems(memory.verify, memory.image, memory.subject, memory.keywords, memory.content):
-        render.warn(f"{memory.path}: {message}")
+        render.out.print(f"verify token: {memory.verify}", markup=False)
+    others = {m.id: m.verify for m in palace.scan(force=True).memories.values() if m.id != memory.id and m.verify}
+    for _code, message in token_problems(memory.verify, memory.image, memory.subject, memory.keywords,
+                                         memory.content, others):
+        render.warn(f"{path}: {message}")
 
 
 @click.command(name="list")
@@ -95,12 +122,18 @@ def list_(ctx, domain, as_json):
     scan = palace.scan()
     memories = sorted(scan.memories.values(), key=lambda m: (m.domain, m.id))
     if domain:
+        if domain not in palace.domains():
+            raise NotFound(f"no domain {domain!r}; domains: {', '.join(palace.domains()) or '(none yet)'}")
         memories = [m for m in memories if m.domain == domain]
     if as_json:
         render.emit_json({"memories": [memory_summary(m) for m in memories], "problems": len(scan.problems)})
         return
-    render.table(["id", "subject", "anchor", "where"],
-                 [[m.id, m.subject, m.anchor, m.location] for m in memories])
+    rows = [[m.id, m.subject, m.anchor, m.location] for m in memories]
+    if render.out.is_terminal:
+        render.table(["id", "subject", "anchor", "where"], rows)
+    else:  # piped: one tab-separated line per memory, never wrapped, so grep and cut work
+        for row in rows:
+            render.out.print("\t".join(" ".join(str(cell).split()) for cell in row), markup=False)
     if scan.problems:
         render.warn(f"{len(scan.problems)} note problem(s) hidden from this list; run `palace lint`")
 
@@ -119,17 +152,18 @@ def show(ctx, ref, as_json):
         render.emit_json(memory_summary(memory) | {"image": memory.image, "content": memory.content,
                                                    "verify": memory.verify, "created": memory.created})
         return
-    render.out.print(f"[bold]{memory.subject}[/bold]  ({memory.id}, {memory.domain})", markup=True)
-    render.out.print(memory.location)
-    render.out.print(f"anchor: {memory.anchor}")
+    print_ = render.out.print
+    print_(f"[bold]{escape(memory.subject)}[/bold]  ({memory.id}, {escape(memory.domain)})", markup=True)
+    print_(memory.location, markup=False)
+    print_(f"anchor: {memory.anchor}", markup=False)
     if memory.keywords:
-        render.out.print("keywords: " + ", ".join(memory.keywords))
-    render.out.print("\n[bold]Image[/bold]", markup=True)
-    render.out.print(memory.image)
-    render.out.print("\n[bold]Content[/bold]", markup=True)
-    render.out.print(memory.content)
+        print_("keywords: " + ", ".join(memory.keywords), markup=False)
+    print_("\n[bold]Image[/bold]", markup=True)
+    print_(memory.image, markup=False)
+    print_("\n[bold]Content[/bold]", markup=True)
+    print_(memory.content, markup=False)
     if memory.all_links:
-        render.out.print("\nlinks: " + ", ".join(memory.all_links))
+        print_("\nlinks: " + ", ".join(memory.all_links), markup=False)
 
 
 @click.command()
@@ -155,11 +189,12 @@ def domains(ctx, as_json):
 
 
 @click.command()
-@click.option("--fix", is_flag=True, help="Regenerate index files and propose missing verify tokens.")
+@click.option("--fix", is_flag=True, help="Propose missing verify tokens and regenerate index files; nothing else.")
+@click.option("--strict", is_flag=True, help="Exit 1 on warnings too, not only on errors.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @pass_ctx
-def lint(ctx, fix, as_json):
-    """Check every note; exit 1 when problems are found.
+def lint(ctx, fix, strict, as_json):
+    """Check every note; exit 1 when it finds errors (with --strict, warnings too).
 
     Example: palace lint --fix
     """
@@ -168,11 +203,11 @@ def lint(ctx, fix, as_json):
         render.emit_json(report.as_dict())
     else:
         for line in report.fixed:
-            render.out.print(f"fixed: {line}")
+            render.out.print(f"fixed: {line}", markup=False)
         render.problems(report.problems)
         summary = f"{report.errors} error(s), {report.warnings} warning(s)"
-        render.out.print(summary if report.problems else "No problems found.")
-    if report.errors:
+        render.out.print(summary if report.problems else "No problems found.", markup=False)
+    if report.failed(strict):
         raise SystemExit(1)
 
 
