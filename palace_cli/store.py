@@ -12,10 +12,10 @@ from pathlib import Path
 
 from .notes import Memory, Warning_
 
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"
 MEMORY_FIELDS = frozenset(f.name for f in dataclasses.fields(Memory))
 # What the generated index files need; stored apart from `data` so they can be read without decoding bodies.
-LIGHT_FIELDS = ("id", "subject", "anchor", "verify", "domain", "path", "keywords", "aliases", "line")
+LIGHT_FIELDS = ("id", "subject", "anchor", "verify", "domain", "path", "keywords", "aliases", "links", "line")
 
 
 def text_hash(memory: Memory) -> str:

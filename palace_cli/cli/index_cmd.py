@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from .. import render
+from ..errors import UsageError
 from ..refresh import refresh, stale
 from . import pass_ctx
 
@@ -19,8 +20,8 @@ def refresh_with_progress(palace, rebuild: bool = False):
 
         def progress(stage, done, total):
             if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total)
-            bar.update(tasks[stage], completed=done, total=total)
+                tasks[stage] = bar.add_task(stage, total=total or None)  # no total: waiting, shown as a pulse
+            bar.update(tasks[stage], completed=done, total=total or None)
 
         return refresh(palace, progress=progress, rebuild=rebuild)
 
@@ -42,6 +43,8 @@ def index(ctx, rebuild, check, as_json):
     Example: palace index --check   # for CI and pre-commit hooks
     """
     palace = ctx.palace
+    if check and rebuild:
+        raise UsageError("--check changes nothing; use it without --rebuild")
     if check:
         items = stale(palace)
         if as_json:
@@ -58,6 +61,7 @@ def index(ctx, rebuild, check, as_json):
     render.out.print(
         f"{len(report.added)} added, {len(report.updated)} updated, {len(report.removed)} removed, "
         f"{report.unchanged} unchanged; index files written: {len(report.index_files)}"
+        f" ({sum(report.timings.values()):.2f} s)"
     )
     if report.vectors:
         render.out.print(f"embeddings: {report.vectors.embedded} computed, {report.vectors.kept} reused")
