@@ -185,8 +185,8 @@ def load_frontmatter(yaml_text: str, shown: str) -> dict:
         meta = _yaml.load(yaml_text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        if mark is not None:
-            line = mark.line + 2
+        if mark is not None:  # where the parser gave up, but never past the frontmatter's last line
+            line = min(mark.line + 2, yaml_text.count("\n") + 1)
         elif getattr(exc, "position", None) is not None:
             line = yaml_text[: exc.position].count("\n") + 2
         else:

@@ -12,6 +12,7 @@ from ..authoring import add_memory, init_palace
 from ..errors import NoteError, NotFound
 from ..lint import lint as run_lint
 from ..notes import Memory, load_note, update_frontmatter
+from ..palace import Palace
 from ..tokens import fingerprint, propose_token, token_problems
 from . import pass_ctx
 
@@ -38,6 +39,15 @@ def init(directory, name):
     root = init_palace(directory, name)
     render.out.print(f"Created a palace in {root}. Next: cd {root} && palace add \"Your first memory\" --domain general",
                      markup=False)
+
+
+def _rows(columns: list[str], rows: list[list]) -> None:
+    """A table in a terminal; piped, one tab-separated line per row, never wrapped, so grep and cut work."""
+    if render.out.is_terminal:
+        render.table(columns, rows)
+        return
+    for row in rows:
+        click.echo("\t".join(" ".join(str(cell).split()) for cell in row))
 
 
 def _interactive() -> bool:
@@ -128,12 +138,7 @@ def list_(ctx, domain, as_json):
     if as_json:
         render.emit_json({"memories": [memory_summary(m) for m in memories], "problems": len(scan.problems)})
         return
-    rows = [[m.id, m.subject, m.anchor, m.location] for m in memories]
-    if render.out.is_terminal:
-        render.table(["id", "subject", "anchor", "where"], rows)
-    else:  # piped: one tab-separated line per memory, never wrapped, so grep and cut work
-        for row in rows:
-            render.out.print("\t".join(" ".join(str(cell).split()) for cell in row), markup=False)
+    _rows(["id", "subject", "anchor", "where"], [[m.id, m.subject, m.anchor, m.location] for m in memories])
     if scan.problems:
         render.warn(f"{len(scan.problems)} note problem(s) hidden from this list; run `palace lint`")
 
@@ -184,21 +189,23 @@ def domains(ctx, as_json):
     if as_json:
         render.emit_json({"domains": rows})
         return
-    render.table(["domain", "memories", "aliases", "description"],
-                 [[r["domain"], r["memories"], ", ".join(r["aliases"]), r["description"]] for r in rows])
+    _rows(["domain", "memories", "aliases", "description"],
+          [[r["domain"], r["memories"], ", ".join(r["aliases"]), r["description"]] for r in rows])
 
 
 @click.command()
+@click.argument("directory", required=False, type=click.Path(file_okay=False))
 @click.option("--fix", is_flag=True, help="Propose missing verify tokens and regenerate index files; nothing else.")
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too, not only on errors.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @pass_ctx
-def lint(ctx, fix, strict, as_json):
-    """Check every note; exit 1 when it finds errors (with --strict, warnings too).
+def lint(ctx, directory, fix, strict, as_json):
+    """Check every note of this palace (or DIRECTORY's); exit 1 on errors (with --strict, on warnings too).
 
     Example: palace lint --fix
     """
-    report = run_lint(ctx.palace, fix=fix)
+    palace = Palace.find(directory) if directory else ctx.palace
+    report = run_lint(palace, fix=fix)
     if as_json:
         render.emit_json(report.as_dict())
     else:
