@@ -42,6 +42,7 @@ class Record:
     domain: str = ""
     domain_derived: bool = False  # chosen by the importer (clustering), not by the source
     anchor: str = ""
+    anchor_derived: bool = False  # read off the image by the importer, not given by the source
     image: str = ""
     content: str = ""
     keywords: list[str] = field(default_factory=list)
@@ -53,7 +54,8 @@ class Record:
 
     def digest(self) -> str:
         """Hash of everything the source said about this record (not what the importer derived)."""
-        data = {"id": self.id, "subject": self.subject, "anchor": self.anchor, "image": self.image,
+        data = {"id": self.id, "subject": self.subject, "anchor": "" if self.anchor_derived else self.anchor,
+                "image": self.image,
                 "content": self.content, "keywords": self.keywords, "links": self.links, "verify": self.verify,
                 "created": self.created, "fields": self.fields, "body": self.body,
                 "domain": "" if self.domain_derived else self.domain}

@@ -108,7 +108,10 @@ def _record(file: Path, origin: str, item, domain: str, context: dict) -> Record
         raise ImportFailed(f"{origin}: a memory must be an object")
     values, unknown = {}, {}
     for key, value in item.items():
-        (values.__setitem__(KNOWN[key], value) if key in KNOWN else unknown.__setitem__(key, value))
+        if key in KNOWN:
+            values[KNOWN[key]] = value
+        else:
+            unknown[key] = value
     for name in ("id", "subject"):
         if values.get(name) is None or not str(values[name]).strip():
             raise ImportFailed(f'{origin}: missing "{name}"')
@@ -121,13 +124,14 @@ def _record(file: Path, origin: str, item, domain: str, context: dict) -> Record
         if value is not None and not (isinstance(value, list) and all(isinstance(v, (str, int)) for v in value)):
             raise ImportFailed(f'{label}: "{name}" must be a list of strings')
     image = str(values.get("image") or "").strip()
-    anchor = str(values.get("anchor") or "").strip() or derive_anchor(image)
+    anchor = str(values.get("anchor") or "").strip()
     verify = values.get("verify")
     source = {**context, **unknown}
     return Record(
         id=str(values["id"]).strip(), subject=str(values["subject"]).strip(), origin=origin,
         source=f"{FORMAT}:{file.name}", domain=slugify(str(values.get("domain") or domain)),
-        anchor=anchor, image=image, content=str(values.get("content") or "").strip(),
+        anchor=anchor or derive_anchor(image), anchor_derived=not anchor, image=image,
+        content=str(values.get("content") or "").strip(),
         keywords=[str(k).strip() for k in values.get("keywords") or [] if str(k).strip()],
         links=[str(k).strip() for k in values.get("links") or [] if str(k).strip()],
         verify=str(verify).strip() if verify is not None and str(verify).strip() else None,
