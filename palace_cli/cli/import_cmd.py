@@ -76,7 +76,7 @@ def _print(report) -> None:
         render.out.print(f"clustered with {c['method']} into {c['k']} domains (sizes {sizes[0]}-{sizes[-1]}, "
                          f"median {sizes[len(sizes) // 2]})")
     if report.queries_path:
-        render.out.print(f"{report.queries} queries written to {report.queries_path}")
+        render.out.print(f"{report.queries} queries in {report.queries_path}")
     for conflict in report.conflicts:
         render.out.print(f"[red]conflict: {conflict}[/red]", markup=True)
     refresh = report.refresh
