@@ -67,6 +67,13 @@ def test_detect_format_refuses_to_guess(tmp_path):
         detect_format(tmp_path / "c")
 
 
+def test_importing_the_palace_into_itself_is_refused(empty):
+    add_memory(empty, "Saga", "distributed", content="Compensating steps.")
+    for path in (empty.root, empty.memories_dir / "distributed"):
+        with pytest.raises(UsageError, match="this palace's memories"):
+            import_path(empty, path, format="markdown")
+
+
 # ---- memory-palace JSON --------------------------------------------------------------------------
 
 

@@ -223,8 +223,9 @@ def import_path(palace: Palace, path, format: str | None = None, progress: Progr
     path = Path(path).expanduser()
     if not path.exists():
         raise UsageError(f"{path}: no such file or directory")
-    if palace.inside(path) and Path(path).resolve().is_relative_to(palace.memories_dir):
-        raise UsageError(f"{path} is inside this palace's memories/; nothing to import")
+    resolved = path.resolve()
+    if resolved.is_relative_to(palace.memories_dir) or palace.memories_dir.is_relative_to(resolved):
+        raise UsageError(f"{path} holds or is inside this palace's memories/; import from outside it")
     format = format or detect_format(path)
     options = {"domain": domain, "split": split, "cluster_with": cluster_with, "clusters": clusters}
     batch = read(path, format, options)
