@@ -71,8 +71,8 @@ class Batch:
     queries: list[dict] = field(default_factory=list)
     domain_specs: dict[str, dict] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-    # Called with the records that still need a domain (BEIR clustering); returns a summary dict.
-    assign_domains: Callable[[Palace, list[Record], Progress | None], dict] | None = None
+    # (palace, all records, those still without a domain, progress) -> summary; sets their domains (BEIR)
+    assign_domains: Callable[[Palace, list[Record], list[Record], Progress | None], dict] | None = None
     refresh_embedder: object = None  # an embedder that already knows this batch's vectors
 
 
@@ -155,7 +155,7 @@ def map_ids(source_ids: list[str]) -> dict[str, str]:
     return out
 
 
-def json_line_error(file: str, text: str, exc: json.JSONDecodeError) -> ImportFailed:
+def json_line_error(file: str, exc: json.JSONDecodeError) -> ImportFailed:
     """ImportFailed for a JSON syntax error, with the file line."""
     return ImportFailed(f"{file}:{exc.lineno}: not valid JSON: {exc.msg} (column {exc.colno})")
 

@@ -101,7 +101,7 @@ def _jsonl(path: Path):
                 value = json.loads(line)
             except json.JSONDecodeError as exc:
                 exc.lineno = lineno
-                raise json_line_error(path.name, line, exc) from None
+                raise json_line_error(path.name, exc) from None
             if not isinstance(value, dict):
                 raise ImportFailed(f"{path.name}:{lineno}: each line must be a JSON object")
             yield lineno, value

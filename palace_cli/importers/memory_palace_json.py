@@ -71,7 +71,7 @@ def _load(file: Path):
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise json_line_error(file.name, text, exc) from None
+        raise json_line_error(file.name, exc) from None
 
 
 def _read_palace(file: Path, data: dict, batch: Batch) -> None:
