@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pickle
 import shutil
+import struct
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -31,6 +34,7 @@ LOCK_TIMEOUT_S = 30.0
 SCHEMA_VERSION = "2"  # bump when the schema or analyzer changes: old indexes are rebuilt
 SCHEMA_MARKER = "palace-schema"
 RETRIES = 3
+DAMAGE = (EOFError, struct.error, zlib.error, pickle.UnpicklingError, ValueError)
 
 
 class PalaceAnalyzer(Analyzer):
@@ -180,13 +184,11 @@ class TextIndex:
         """Replace every document in one commit; readers see the old index until it lands."""
         try:
             ix = self.open()
-            writer = ix.writer(timeout=LOCK_TIMEOUT_S, limitmb=256)
-        except PalaceError:
-            raise
-        except Exception:  # an unreadable index is only a cache: start a new one
+            ix.latest_generation()
+        except Exception:  # an unreadable index is only a cache: start a new one (the caller holds the refresh lock)
             self.reset()
             ix = self.open()
-            writer = ix.writer(timeout=LOCK_TIMEOUT_S, limitmb=256)
+        writer = ix.writer(timeout=LOCK_TIMEOUT_S, limitmb=256)
         written = 0
         try:
             for doc in docs:
@@ -235,6 +237,12 @@ class TextIndex:
                 if attempt == RETRIES - 1:
                     raise
                 time.sleep(0.05 * (attempt + 1))
+            except DAMAGE as exc:
+                # A damaged file (a disk fault, a hand edit): forget the index so the next refresh rebuilds it.
+                (self.directory / SCHEMA_MARKER).unlink(missing_ok=True)
+                self._index = None
+                raise PalaceError(f"the search index under {self.directory} is damaged ({type(exc).__name__}); "
+                                  "it is rebuilt by the next command, or now by `palace index`") from None
         return []
 
     def close(self) -> None:

@@ -328,3 +328,22 @@ def test_vectors_embed_only_what_changed(small_palace, real_embedder):  # noqa: 
     shutil.rmtree(palace.cache_dir / "vectors")
     refresh(palace, embedder=counting)
     assert counting.texts == 6 and indexes(palace).vectors.load()[2].shape[0] == 2
+
+
+def test_a_damaged_lexical_index_is_rebuilt(palace):
+    refresh(palace, embedder=None)
+    for toc in (palace.cache_dir / "whoosh").glob("_MAIN_*.toc"):
+        toc.write_bytes(b"garbage")
+    fresh = Palace(palace.root)
+    report = refresh(fresh, embedder=None)
+    assert report.rebuilt_lexical and hits(fresh, "frozen wedding statues coordinator")[0] == "two-phase-commit"
+    for segment in (palace.cache_dir / "whoosh").glob("*.seg"):
+        segment.write_bytes(segment.read_bytes()[:100])  # the table of contents still looks fine
+    damaged = Palace(palace.root)
+    refresh(damaged, embedder=None)
+    from palace_cli.errors import PalaceError
+
+    with pytest.raises(PalaceError, match="damaged"):
+        hits(damaged, "frozen wedding statues coordinator")
+    report = refresh(damaged, embedder=None)
+    assert report.rebuilt_lexical and hits(damaged, "frozen wedding statues coordinator")[0] == "two-phase-commit"
