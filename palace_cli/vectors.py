@@ -9,7 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
-import numpy as np
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 from .notes import atomic_write
 
@@ -56,6 +59,8 @@ class VectorStore:
 
     def load(self) -> tuple[str | None, list[str], np.ndarray]:
         """(model_id, text hashes, matrix); empty when nothing is stored or the files are unreadable."""
+        import numpy as np  # here, not at the top: commands that never touch vectors start faster
+
         for attempt in range(3):
             manifest = self._manifest()
             if not manifest:
@@ -78,6 +83,8 @@ class VectorStore:
         `texts` may be a lazy mapping: only the texts of missing hashes are read. Long runs save what they
         have embedded every CHECKPOINT_S seconds, so a killed build resumes instead of starting over.
         """
+        import numpy as np
+
         model_id, keys, matrix = self.load()
         changed_from = model_id if model_id and model_id != embedder.model_id else None
         have = {} if model_id != embedder.model_id else {k: i for i, k in enumerate(keys)}
@@ -105,6 +112,8 @@ class VectorStore:
 
     def _merge_write(self, embedder, wanted: list[str], have: dict[str, int], matrix, new_keys: list[str],
                      new_rows: list[np.ndarray]) -> None:
+        import numpy as np
+
         fresh = {k: i for i, k in enumerate(new_keys)}
         stacked = np.concatenate(new_rows) if new_rows else np.zeros((0, embedder.dim), dtype=np.float32)
         out = np.zeros((len(wanted), embedder.dim), dtype=np.float32)
@@ -119,6 +128,8 @@ class VectorStore:
         self._write(embedder.model_id, wanted, out)
 
     def _write(self, model_id: str, keys: list[str], matrix: np.ndarray) -> None:
+        import numpy as np
+
         self.directory.mkdir(parents=True, exist_ok=True)
         old = self._manifest()
         gen = (old["generation"] + 1) if old else 1
