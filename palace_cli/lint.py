@@ -60,17 +60,18 @@ def _link_problems(memory: Memory, known: dict) -> list[Problem]:
     return problems
 
 
-def _exposures(memory: Memory, secrets: PhraseIndex) -> list[Problem]:
-    """A verify token (this memory's or another's) printed in a field that index files and results show."""
-    problems = []
+def _exposures(memory: Memory, secrets: PhraseIndex) -> tuple[list[Problem], bool]:
+    """A verify token (this memory's or another's) printed in a field that index files and results show;
+    and whether the memory's own token is one of them."""
+    problems, own = [], False
     for name in PUBLIC_FIELDS:
-        for _start, _end, owners in secrets.find(_field_text(memory, name)):
-            for owner in owners:
-                whose = "its verify token" if owner == memory.id else f"the verify token of {owner}"
-                problems.append(Problem(memory.path, memory.field_line(name), "error", "token-exposed",
-                                        f"the {name} contains {whose}; index files and search results show the "
-                                        f"{name}, so the token would prove nothing"))
-    return problems
+        for owner in sorted(secrets.owners_in(_field_text(memory, name))):
+            own = own or owner == memory.id
+            whose = "its verify token" if owner == memory.id else f"the verify token of {owner}"
+            problems.append(Problem(memory.path, memory.field_line(name), "error", "token-exposed",
+                                    f"the {name} contains {whose}; index files and search results show the "
+                                    f"{name}, so the token would prove nothing"))
+    return problems, own
 
 
 def note_problems(scan: Scan) -> list[Problem]:
@@ -89,12 +90,12 @@ def note_problems(scan: Scan) -> list[Problem]:
         problems += _link_problems(memory, scan.memories)
         key = phrase_key(memory.verify)
         others = {i: scan.memories[i].verify for i in owners.get(key, []) if i != memory.id}
-        exposed = _exposures(memory, secrets)
+        exposed, own_exposed = _exposures(memory, secrets)
         line = memory.field_line("verify")
         for code, message in token_problems(memory.verify, memory.image, memory.subject, memory.keywords,
                                             memory.content, others):
-            if code == "token-guessable" and any(memory.id in p.message or "its verify" in p.message for p in exposed):
-                continue
+            if code == "token-guessable" and own_exposed:
+                continue  # token-exposed says it more strongly
             fixable = code == "token-missing" and bool(memory.image)
             severity = "warning" if code in TOKEN_WARNINGS else "error"
             problems.append(Problem(memory.path, line, severity, code, message, fixable=fixable))
@@ -117,10 +118,9 @@ def config_problems(palace: Palace, scan: Scan) -> list[Problem]:
                   (f"[domains.{name}] aliases", ", ".join(spec.aliases))]
     problems = []
     for where, text in texts:
-        for _start, _end, owners in secrets.find(text):
-            problems += [Problem("palace.toml", None, "error", "token-exposed",
-                                 f"{where} contains the verify token of {owner}; INDEX.md would show it")
-                         for owner in owners]
+        problems += [Problem("palace.toml", None, "error", "token-exposed",
+                             f"{where} contains the verify token of {owner}; INDEX.md would show it")
+                     for owner in sorted(secrets.owners_in(text))]
     return problems
 
 

@@ -205,9 +205,11 @@ def frontmatter_key_lines(yaml_text: str) -> tuple[dict[str, int], list[Warning_
     """File line of every top-level key (frontmatter starts on line 2), and duplicate-key warnings."""
     lines: dict[str, int] = {}
     warnings = []
+    number, position = 2, 0
     for match in TOP_KEY.finditer(yaml_text):
         key = next(g for g in match.groups() if g is not None).strip()
-        number = yaml_text[: match.start()].count("\n") + 2
+        number += yaml_text.count("\n", position, match.start())
+        position = match.start()
         if key in lines:
             warnings.append(Warning_(number, "duplicate-key",
                                      f"frontmatter key `{key}` is repeated (first on line {lines[key]}); "
@@ -218,6 +220,8 @@ def frontmatter_key_lines(yaml_text: str) -> tuple[dict[str, int], list[Warning_
 
 def _fences(body: str) -> list[tuple[int, int]]:
     """Character ranges of fenced code blocks, where headings and links are not headings and links."""
+    if "```" not in body and "~~~" not in body:
+        return []
     ranges, start, marker, offset = [], None, "", 0
     for line in body.split("\n"):
         found = FENCE.match(line)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from functools import lru_cache
 
 STOPWORDS = frozenset(
     "a an and are as at be but by for from has have he her his in into is it its of on or our she "
@@ -18,8 +19,10 @@ WORD = re.compile(r"[^\W_]+")
 
 def normalize(text: str) -> str:
     """Lowercase, strip accents, hyphens/punctuation to spaces, collapse whitespace."""
-    text = unicodedata.normalize("NFKD", text)
-    text = "".join(ch for ch in text if not unicodedata.combining(ch)).lower()
+    if not text.isascii():  # NFKD and accent stripping change nothing in ASCII text
+        text = unicodedata.normalize("NFKD", text)
+        text = "".join(ch for ch in text if not unicodedata.combining(ch))
+    text = text.lower()
     text = re.sub(r"[^\w\s]|_", " ", text)
     return " ".join(text.split())
 
@@ -37,6 +40,7 @@ def stem(word: str) -> str:
     return word
 
 
+@lru_cache(maxsize=1 << 16)
 def root(word: str) -> str:
     """A word's root for guessability: 'couples'/'couple', 'freezing'/'freeze', 'coordinated'/'coordinate' match."""
     if len(word) <= 3 or word.isdigit():
@@ -156,7 +160,7 @@ def propose_token(image: str, subject: str = "", keywords: list[str] | None = No
 
 
 class PhraseIndex:
-    """Many phrases (owner -> phrase), found in any text by their phrase keys, with character spans."""
+    """Many phrases (owner -> phrase), found in any text by their phrase keys (verify's matching rule)."""
 
     def __init__(self, phrases: dict[str, str]):
         self.owners: dict[str, list[str]] = {}
@@ -165,30 +169,41 @@ class PhraseIndex:
             if key:
                 self.owners.setdefault(key, []).append(owner)
         self.longest = max((len(k) for k in self.owners), default=0)
+        self.heads = {k[:4] for k in self.owners}  # prunes runs that cannot start any key
 
-    def find(self, text: str) -> list[tuple[int, int, list[str]]]:
-        """(start, end, owners) for every run of whole words of text that reads as one of the phrases."""
-        if not self.owners:
-            return []
-        spans = [(fold(w), m.start(), m.end()) for m in WORD.finditer(text) for w in words(m.group())]
-        found = []
-        for i in range(len(spans)):
+    def _runs(self, folded: list[str]):
+        for i in range(len(folded)):
             joined = ""
-            for j in range(i, len(spans)):
-                joined += spans[j][0]
-                if len(joined) > self.longest:
+            for j in range(i, len(folded)):
+                joined += folded[j]
+                if len(joined) > self.longest or (len(joined) >= 4 and joined[:4] not in self.heads):
                     break
                 owners = self.owners.get(joined)
                 if owners:
-                    found.append((spans[i][1], spans[j][2], owners))
-        return found
+                    yield i, j, owners
+
+    def owners_in(self, text: str) -> set[str]:
+        """Owners of every phrase that occurs in text."""
+        if not self.owners:
+            return set()
+        return {o for _, _, owners in self._runs([_fold(w) for w in words(text)]) for o in owners}
+
+    def find(self, text: str) -> list[tuple[int, int, list[str]]]:
+        """(start, end, owners) character spans of the phrases in text (exotic Unicode may go unspanned)."""
+        return self._spans(text) if self.owners_in(text) else []
+
+    def _spans(self, text: str) -> list[tuple[int, int, list[str]]]:
+        spans = [(_fold(w), m.start(), m.end()) for m in WORD.finditer(text) for w in words(m.group())]
+        return [(spans[i][1], spans[j][2], owners) for i, j, owners in self._runs([s[0] for s in spans])]
 
     def redact(self, text: str, mask: str = "(hidden)") -> str:
         """text with every phrase occurrence replaced by mask; the whole text is masked if that is not enough."""
+        if not self.owners_in(text):
+            return text
         for _ in range(3):
-            hits = self.find(text)
+            hits = self._spans(text)
             if not hits:
-                return text
+                break
             merged: list[list[int]] = []
             for start, end, _owners in sorted(hits):
                 if merged and start <= merged[-1][1]:
@@ -197,7 +212,12 @@ class PhraseIndex:
                     merged.append([start, end])
             for start, end in reversed(merged):
                 text = text[:start] + mask + text[end:]
-        return mask if self.find(text) else text
+        return mask if self.owners_in(text) else text
+
+
+@lru_cache(maxsize=1 << 16)
+def _fold(word: str) -> str:
+    return fold(word)
 
 
 # ---- finding tokens in an LLM's answer ------------------------------------------------------

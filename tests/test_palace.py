@@ -81,7 +81,7 @@ def test_broken_palace_toml_is_one_clear_error(tmp_path, toml, message):
 
 # Each case: relative path, bytes, the problem code lint reports, the line (None: whole file).
 BAD_FILES = [
-    ("memories/d/yaml.md", b"---\nid: yaml\nsubject: [oops\n---\n", "unreadable-note", 4),
+    ("memories/d/yaml.md", b"---\nid: yaml\nsubject: [oops\n---\n", "unreadable-note", 3),
     ("memories/d/list.md", b"---\n- a\n- b\n---\nbody\n", "unreadable-note", 2),
     ("memories/d/string.md", b"---\njust words\n---\nbody\n", "unreadable-note", 2),
     ("memories/d/indented.md", b" ---\nid: indented\n---\n", "unreadable-note", 1),
@@ -146,7 +146,7 @@ def test_nothing_is_rewritten_by_lint_fix(messy):
 
 
 def test_get_a_broken_note_by_path_says_why(messy):
-    with pytest.raises(NoteError, match=r"memories/d/yaml.md:4: frontmatter is not valid YAML"):
+    with pytest.raises(NoteError, match=r"memories/d/yaml.md:3: frontmatter is not valid YAML"):
         Palace(messy).get("memories/d/yaml.md")
 
 
