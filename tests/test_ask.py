@@ -337,6 +337,7 @@ def test_bench_verify_with_a_model_that_always_cites(example_palace, endpoint, f
     v = summary["verify"]
     assert v["items"] == 12 and v["grounded"] == 3
     assert (v["overall"]["precision"], v["overall"]["recall"], v["overall"]["fpr"]) == (1.0, 1.0, 0.0)
+    assert v["flag_everything"] == {"precision": 0.75, "recall": 1.0, "f1": 0.8571, "fpr": 1.0}
     assert v["behaviour"]["wrong-context"]["foreign_token"] == 1.0
     assert v["behaviour"]["no-context"]["statuses"] == {"uncited": 3}
     assert summary["generated"] == 9

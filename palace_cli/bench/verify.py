@@ -224,9 +224,12 @@ def score_set(labelled: LabelledSet) -> dict:
     # Ablation: exact spelling only (no plural or compound-spacing tolerance).
     strict = [i.flagged or not any(c.exact for c in i.verdict.cited) for i in items]
     strict_m = detection_metrics(strict, ungrounded)
+    # What a checker that flags every answer scores on this class balance: the floor to beat.
+    flag_all = detection_metrics([True] * len(items), ungrounded)
     return {
         "items": len(items), "ungrounded": sum(ungrounded), "grounded": len(grounded),
         "overall": overall, "with_grounded_vs": per_condition,
+        "flag_everything": {k: round(flag_all[k], 4) for k in ("precision", "recall", "f1", "fpr")},
         "exact_only": {k: round(strict_m[k], 4) for k in ("precision", "recall", "f1", "fpr")},
         "behaviour": {c: behaviour([i for i in items if i.condition == c]) for c in CONDITIONS
                       if any(i.condition == c for i in items)},
@@ -357,6 +360,8 @@ def markdown_report(summary: dict) -> str:
     for condition, m in v["with_grounded_vs"].items():
         lines.append(f"| grounded vs {condition} | {m['precision']:.3f} | {m['recall']:.3f} | {m['f1']:.3f} | {m['fpr']:.3f} |")
     e = v["exact_only"]
+    b = v["flag_everything"]
+    lines.append(f"| baseline: flag every answer | {b['precision']:.3f} | {b['recall']:.3f} | {b['f1']:.3f} | {b['fpr']:.3f} |")
     lines.append(f"| exact spelling only | {e['precision']:.3f} | {e['recall']:.3f} | {e['f1']:.3f} | {e['fpr']:.3f} |")
     lines += ["", "| condition | n | flagged | cites token exactly | variant only | part of token | foreign token "
               "| writes [verify: ...] | invented citation | echoes context |", "|---" * 10 + "|"]
