@@ -184,12 +184,52 @@ def refresh(palace: Palace, embedder=AUTO, progress: Progress | None = None, reb
                 progress("index files", 0, 1)
             _refresh_index_files(palace, idx.store, report, version_before, changed_domains, losers)
             stages.done("index files")
-        chosen = resolve_embedder(palace) if embedder is AUTO else (embedder, "on" if embedder else "off", "")
-        model, report.dense, report.dense_reason = chosen
-        if model is not None:
-            _refresh_vectors(idx, model, losers, report, progress)
-            stages.done("vectors")
+        if embedder is AUTO:
+            _refresh_vectors_auto(palace, idx, losers, report, progress)
+        else:
+            report.dense = "on" if embedder else "off"
+            if embedder is not None:
+                _refresh_vectors(idx, embedder, embedder.model_id, losers, report, progress)
+        stages.done("vectors")
     return report
+
+
+def _embedder_file(palace: Palace):
+    """The model file palace.toml asks for, without loading it: a Path, None (not installed) or "disabled"."""
+    from pathlib import Path
+
+    setting = str(palace.config.models.get("embedder", "default")).strip()
+    if setting.lower() in ("none", "off", "false"):
+        return "disabled"
+    if setting in ("", "default"):
+        from .models import default_model_path
+
+        return default_model_path("embedder")
+    path = Path(setting).expanduser()
+    return path if path.is_absolute() else palace.root / path
+
+
+def _refresh_vectors_auto(palace: Palace, idx: Indexes, losers: set[str], report: RefreshReport,
+                          progress: Progress | None) -> None:
+    """Vectors with the configured embedder, loading the model only when some vector is missing or stale."""
+    path = _embedder_file(palace)
+    key = None
+    if path not in ("disabled", None):
+        try:
+            stat = path.stat()
+            key = f"{path}:{stat.st_mtime_ns}:{stat.st_size}"
+        except OSError:
+            key = None  # resolve_embedder explains what is wrong with the path
+    if key is not None and idx.store.get_meta("vectors_state") == _vectors_state(idx, key):
+        report.dense = "on"  # up to date: no need to load the model
+        return
+    model, report.dense, report.dense_reason = resolve_embedder(palace)
+    if model is not None:
+        _refresh_vectors(idx, model, key or model.model_id, losers, report, progress)
+
+
+def _vectors_state(idx: Indexes, model_key: str) -> str:
+    return f"{idx.store.version()}:{model_key}:{idx.vectors.generation()}"
 
 
 def _refresh_notes(palace: Palace, store: NoteStore, report: RefreshReport, progress: Progress | None) -> set[str]:
@@ -455,10 +495,10 @@ class _LazyTexts(Mapping):
         return len(self.paths)
 
 
-def _refresh_vectors(idx: Indexes, model, losers: set[str], report: RefreshReport, progress: Progress | None) -> None:
+def _refresh_vectors(idx: Indexes, model, model_key: str, losers: set[str], report: RefreshReport,
+                     progress: Progress | None) -> None:
     store, vectors = idx.store, idx.vectors
-    state = f"{store.version()}:{model.model_id}:{vectors.generation()}"
-    if store.get_meta("vectors_state") == state:
+    if store.get_meta("vectors_state") == _vectors_state(idx, model_key):
         return
     paths = {}
     for path, digest in sorted(store.text_hashes().items()):
@@ -467,7 +507,7 @@ def _refresh_vectors(idx: Indexes, model, losers: set[str], report: RefreshRepor
     report.vectors = vectors.sync(_LazyTexts(store, paths), model,
                                   (lambda d, t: progress("embedding", d, t)) if progress else None)
     with store.transaction():
-        store.set_meta("vectors_state", f"{store.version()}:{model.model_id}:{vectors.generation()}")
+        store.set_meta("vectors_state", _vectors_state(idx, model_key))
 
 
 def current_scan(palace: Palace, report: RefreshReport | None = None, *, light: bool = False) -> Scan:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import copy_palace
-from conftest_models import installed_models, real_embedder  # noqa: F401
+from conftest_models import installed_models, real_embedder, with_models  # noqa: F401
 from palace_cli.authoring import add_memory
 from palace_cli.indexfiles import check_index_files
 from palace_cli.notes import atomic_write
@@ -347,3 +347,17 @@ def test_a_damaged_lexical_index_is_rebuilt(palace):
         hits(damaged, "frozen wedding statues coordinator")
     report = refresh(damaged, embedder=None)
     assert report.rebuilt_lexical and hits(damaged, "frozen wedding statues coordinator")[0] == "two-phase-commit"
+
+
+def test_configured_embedder_is_loaded_only_when_a_vector_is_missing(small_palace, with_models):  # noqa: F811
+    first = Palace(small_palace)
+    report = refresh(first)
+    assert report.dense == "on" and report.vectors.embedded == 3
+    again = Palace(small_palace)
+    report = refresh(again)
+    assert report.dense == "on" and report.vectors is None
+    assert "_embedder" not in again.__dict__  # the model was not loaded for a no-op
+    path = small_palace / "memories/storage/bloom-filter.md"
+    atomic_write(path, path.read_text().replace("tunable false positives", "tunable false alarms"))
+    report = refresh(again)
+    assert report.vectors.embedded == 1 and "_embedder" in again.__dict__
