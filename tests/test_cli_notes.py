@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from palace_cli.cli import cli
+from test_palace import BAD_FILES, messy  # noqa: F401  (the palace with every kind of bad file)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -281,3 +282,21 @@ def test_palace_option_and_env(example_palace, tmp_path):
 def test_from_a_subdirectory(example_palace):
     result = run("show", "raft", cwd=example_palace / "memories" / "storage-engines")
     assert result.exit_code == 0 and "raft.md:10" in result.stdout
+
+
+def test_every_bad_file_at_once_leaves_the_rest_working(messy):
+    listed = run("list", "--json", cwd=messy)
+    assert listed.exit_code == 0
+    assert sorted(m["id"] for m in json.loads(listed.stdout)["memories"]) == ["alpha", "beta", "bom", "crlf"]
+    assert run("show", "beta", cwd=messy).exit_code == 0
+    before = {p: p.read_bytes() for p in messy.rglob("*.md") if not p.is_symlink() and p.name != "INDEX.md"}
+    indexed = run("index", cwd=messy)
+    assert indexed.exit_code == 0, indexed.output
+    assert "- Beta → an odd hook" in (messy / "INDEX.md").read_text()
+    linted = run("lint", "--fix", cwd=messy)
+    assert linted.exit_code == 1
+    for relpath, _data, code, line in BAD_FILES:
+        where = f"{relpath}:{line}" if line else relpath
+        assert f"{where}: " in linted.stdout and f"[{code}]" in linted.stdout, (relpath, code)
+    after = {p: p.read_bytes() for p in before}
+    assert after == before
