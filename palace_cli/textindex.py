@@ -182,6 +182,7 @@ class TextIndex:
 
     def rebuild(self, docs: Iterable[Doc], progress=None) -> int:
         """Replace every document in one commit; readers see the old index until it lands."""
+        self._index = None  # look at the disk again: the directory may have been deleted under a cached handle
         try:
             ix = self.open()
             ix.latest_generation()
