@@ -22,7 +22,7 @@ from .verify import Verdict, verify_response
 # Calibrated by `palace bench verify` on the example palace's 24 absent-knowledge questions
 # (the threshold that maximises abstention F1; see docs/benchmarks.md). Override in palace.toml:
 # [retrieval] abstain_below = 0.4 (either signal) or abstain_below = {dense = 0.4, lexical = 0.5}.
-ABSTAIN_BELOW = {"dense": 0.35, "lexical": 0.88}
+ABSTAIN_BELOW = {"dense": 0.351, "lexical": 0.886}
 MAX_TOKENS = 160
 ANSWER_INSTRUCTION = ("Answer the question in two or three sentences using only the memories above. "
                       "End with the verify token of each memory you used, written as [verify: token].")
@@ -144,7 +144,7 @@ def ask(palace: Palace, question: str, *, k: int | None = None, profile: str = "
     if not result.hits or result.confidence < limit or not result.context:
         answer.text = "not in this palace"
         nearest = ", ".join(h.id for h in result.hits[:3]) or "none"
-        answer.reason = (f"retrieval confidence {result.confidence:.2f} ({signal}) is below {limit:.2f}; "
+        answer.reason = (f"retrieval confidence {result.confidence:.2f} ({signal}) is below {limit:g}; "
                          f"nearest memories: {nearest}")
         answer.needs = needs_for(question, result)
         domain = answer.route[0] if answer.route else (result.hits[0].domain if result.hits else "DOMAIN")

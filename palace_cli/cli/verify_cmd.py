@@ -128,7 +128,7 @@ def ask(ctx, question, k, profile, threshold, max_tokens, rule, no_cache, as_jso
         _show_verdict(answer.verdict)
         used = [f"{m['id']}" + (" (cited)" if m["cited"] else "") for m in answer.memories]
         render.out.print(f"memories: {', '.join(used)}", markup=False)
-        render.out.print(f"confidence {answer.confidence:.2f} ({answer.signal}) >= {answer.threshold:.2f}; "
+        render.out.print(f"confidence {answer.confidence:.2f} ({answer.signal}) >= {answer.threshold:g}; "
                          f"{answer.model}{' (cached)' if answer.cached else ''}; {answer.elapsed_ms:.0f} ms",
                          markup=False)
     click.get_current_context().exit(answer.exit_code)
