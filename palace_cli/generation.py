@@ -47,7 +47,8 @@ class CachedGenerator(Generator):
         self.hits = 0
         self.misses = 0
         self.last_cached = False
-        self.last_elapsed_s = 0.0
+        self.last_elapsed_s = 0.0     # what this call took
+        self.last_cost_s = 0.0        # what generating the text took, now or when it was cached
 
     def path_for(self, key: str) -> Path:
         """The file that holds (or would hold) the response for `key`."""
@@ -64,10 +65,11 @@ class CachedGenerator(Generator):
             if cached is not None:
                 self.hits += 1
                 self.last_cached, self.last_elapsed_s = True, 0.0
-                return cached
+                self.last_cost_s = cached[1]
+                return cached[0]
         started = time.perf_counter()
         text = self.inner.complete(prompt, max_tokens=max_tokens, temperature=temperature, stop=stop)
-        self.last_elapsed_s = time.perf_counter() - started
+        self.last_elapsed_s = self.last_cost_s = time.perf_counter() - started
         self.misses += 1
         self.last_cached = False
         record = {"model": self.model_id, "params": params, "prompt": prompt, "response": text,
@@ -77,14 +79,18 @@ class CachedGenerator(Generator):
         return text
 
 
-def _read(path: Path) -> str | None:
-    """The response stored at `path`, or None when absent or unreadable (a broken entry is a miss)."""
+def _read(path: Path) -> tuple[str, float] | None:
+    """(response, seconds it took to generate) stored at `path`, or None when absent or unreadable
+    (a broken entry is a miss)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     response = data.get("response") if isinstance(data, dict) else None
-    return response if isinstance(response, str) else None
+    if not isinstance(response, str):
+        return None
+    elapsed = data.get("elapsed_s")
+    return response, float(elapsed) if isinstance(elapsed, (int, float)) else 0.0
 
 
 def cached(generator: Generator, use_cache: bool = True) -> CachedGenerator:

@@ -68,7 +68,8 @@ class LabelledSet:
     model: str = ""
     generated: int = 0
     from_cache: int = 0
-    generation_s: float = 0.0
+    generation_s: float = 0.0       # spent generating in this run
+    generation_cost_s: float = 0.0  # what generating every answer took, in this run or when it was cached
     wall_s: float = 0.0
 
 
@@ -147,6 +148,7 @@ def build_set(palace: Palace, generator, queries: list[Query], *, max_tokens: in
             out.generated += not item.cached
             out.from_cache += item.cached
             out.generation_s += item.elapsed_s
+            out.generation_cost_s += model.last_cost_s
         item.verdict = verify_response(item.response, [{"id": memory_id, "verify": memory.verify}], tokens)
         out.items.append(item)
         if progress:
@@ -326,7 +328,8 @@ def run_verify_bench(palace: Palace, generator=None, queries_path: Path | None =
                          progress=progress)
     summary = {"palace": palace.config.name, "model": labelled.model or "(none: adversarial items only)",
                "max_tokens": max_tokens, "generated": labelled.generated, "from_cache": labelled.from_cache,
-               "generation_s": round(labelled.generation_s, 1), "wall_s": round(labelled.wall_s, 1),
+               "generation_s": round(labelled.generation_s, 1),
+               "generation_cost_s": round(labelled.generation_cost_s, 1), "wall_s": round(labelled.wall_s, 1),
                "verify": score_set(labelled), "abstention": run_abstention(palace, queries, progress),
                "examples": _examples(labelled.items)}
     return summary
@@ -354,7 +357,8 @@ def markdown_report(summary: dict) -> str:
 
     lines = [f"model: {summary['model']}, max_tokens {summary['max_tokens']}; {v['items']} answers "
              f"({v['grounded']} grounded, {v['ungrounded']} ungrounded); generated {summary['generated']} "
-             f"in {summary['generation_s']:.0f} s, {summary['from_cache']} from cache", "",
+             f"in {summary['generation_s']:.0f} s, {summary['from_cache']} from cache; generating all of them "
+             f"took {summary['generation_cost_s']:.0f} s", "",
              "| verify | precision | recall | F1 | FPR |", "|---|---|---|---|---|",
              f"| all conditions | {cell('precision')} | {cell('recall')} | {cell('f1')} | {cell('fpr')} |"]
     for condition, m in v["with_grounded_vs"].items():
