@@ -76,12 +76,14 @@ def build_prompt(context: str, question: str) -> str:
 
 
 def drop_repeats(text: str) -> str:
-    """The text without paragraphs that repeat an earlier one (small models loop until max_tokens)."""
-    seen, kept = set(), []
+    """The text without paragraphs that repeat an earlier one, or begin one and were cut off by
+    max_tokens (small models loop until the limit)."""
+    seen: list[str] = []
+    kept = []
     for paragraph in re.split(r"\n\s*\n", text.strip()):
         key = " ".join(words(paragraph))
-        if key and key not in seen:
-            seen.add(key)
+        if key and not any(earlier == key or earlier.startswith(key + " ") for earlier in seen):
+            seen.append(key)
             kept.append(paragraph.strip())
     return "\n\n".join(kept)
 
@@ -147,7 +149,8 @@ def ask(palace: Palace, question: str, *, k: int | None = None, profile: str = "
         answer.reason = (f"retrieval confidence {result.confidence:.2f} ({signal}) is below {limit:g}; "
                          f"nearest memories: {nearest}")
         answer.needs = needs_for(question, result)
-        domain = answer.route[0] if answer.route else (result.hits[0].domain if result.hits else "DOMAIN")
+        # Name a domain only when routing was sure of one; for a question from nowhere it is noise.
+        domain = answer.route[0] if len(answer.route) == 1 and not result.fallback else "DOMAIN"
         topic = " ".join(answer.needs[:4]) or question
         answer.suggestion = f'palace add "{topic}" --domain {domain}'
         answer.memories = [{**m, "cited": False} for m in handed]

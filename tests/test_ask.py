@@ -361,6 +361,8 @@ def test_bench_verify_cli_without_a_generator(example_palace, few_queries):
     ("A.\n\nB.\n\nA.\n\nB.\n\nA.", "A.\n\nB."),
     ("Answer: yes.\n\n  answer:   YES. \n\nBut why?", "Answer: yes.\n\nBut why?"),
     ("One paragraph only.", "One paragraph only."),
+    ("Answer: because retries multiply.\n\nAnswer: because", "Answer: because retries multiply."),
+    ("Answer: yes\n\nAnswer: yesterday", "Answer: yes\n\nAnswer: yesterday"),
 ])
 def test_drop_repeats_keeps_first_occurrences(text, shown):
     from palace_cli.ask import drop_repeats
