@@ -131,7 +131,13 @@ def _create(path: Path, text: str) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o644)
-        os.link(tmp, path)  # unlike rename, link never replaces an existing file
+        try:
+            os.link(tmp, path)  # unlike rename, link never replaces an existing file
+        except FileExistsError:
+            raise
+        except OSError:  # a file system without hard links: exclusive create, then write
+            with open(path, "x", encoding="utf-8") as handle:
+                handle.write(text)
     finally:
         os.unlink(tmp)
 

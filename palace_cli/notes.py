@@ -128,12 +128,12 @@ def read_note_text(path: Path, display: str | None = None) -> tuple[str, list[Wa
     """Read a note file as text with `\\n` line ends; a BOM or CRLF is read and reported as a warning."""
     shown = display or str(path)
     data = _read_bytes(path, shown)
-    if not data.strip():
-        raise NoteError(shown, "empty file", line=1)
     warnings = []
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
         warnings.append(Warning_(1, "bom", "file starts with a UTF-8 byte-order mark; palace reads it, some tools do not"))
+    if not data.strip():
+        raise NoteError(shown, "empty file", line=1)
     text = _decode(data, shown)
     if "\r" in text:
         first = text[: text.index("\r")].count("\n") + 1

@@ -131,6 +131,7 @@ BAD_INPUTS = [
     ("not-utf8", b"---\nid: x\nsubject: caf\xe9\n---\n", 3, "not UTF-8"),
     ("empty", b"", 1, "empty file"),
     ("only-whitespace", b"  \n\n", 1, "empty file"),
+    ("only-a-bom", b"\xef\xbb\xbf\n", 1, "empty file"),
     ("too-big", b"---\nid: x\n---\n" + b"x" * 1_000_001, None, "over the 1,000,000 byte limit"),
     ("missing-id", b"---\nsubject: y\n---\n", 2, "missing required field `id`"),
     ("bad-id", b"---\nsubject: y\nid: Not An Id\n---\n", 3, "must be lowercase"),

@@ -101,7 +101,7 @@ def _open_editor(palace, memory: Memory) -> Memory | None:
 @click.option("--json", "as_json", is_flag=True, help="Print the new memory as JSON.")
 @pass_ctx
 def add(ctx, subject, domain, anchor, image, content, keywords, links, verify, note_id, edit, as_json):
-    """Add a memory from the note template (templates/memory.md); opens $EDITOR in a terminal.
+    """Add a memory from templates/memory.md; opens $EDITOR in a terminal.
 
     Example: palace add "Saga" -d distributed-systems --anchor "relay race of apologies" --no-edit
     """
@@ -214,7 +214,9 @@ def domains(ctx, as_json):
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @pass_ctx
 def lint(ctx, directory, fix, strict, as_json):
-    """Check every note of this palace (or DIRECTORY's); exit 1 on errors (with --strict, on warnings too).
+    """Check every note; exit 1 on errors (with --strict, on warnings too).
+
+    DIRECTORY is the palace to check (default: this one).
 
     Example: palace lint --fix
     """
