@@ -90,6 +90,7 @@ class Recall(SearchResult):
     context_bytes: int = 0
     confidence: float = 0.0
     linked: list[Hit] = field(default_factory=list)
+    handed: list[Hit] = field(default_factory=list)  # the hits whose memory is in the context
 
     def as_dict(self) -> dict:
         data = super().as_dict()
@@ -97,7 +98,7 @@ class Recall(SearchResult):
             "profile": self.profile, "hops": self.hops, "route": [r.as_dict() for r in self.route],
             "fallback": self.fallback, "reason": self.reason, "context_bytes": self.context_bytes,
             "confidence": round(self.confidence, 4),
-            "memories": [context_entry(h.memory) for h in self.hits + self.linked if h.memory],
+            "memories": [context_entry(h.memory) for h in self.handed if h.memory],
         })
         if self.linked:
             data["linked"] = [h.as_dict() for h in self.linked]
@@ -365,7 +366,7 @@ def recall(palace: Palace, query: str, k: int | None = None, domain: str | None 
     result.confidence = _confidence(result.hits)
     if spec.include_links:
         result.linked = _linked(palace, catalog, result.hits)
-    result.context = build_context(result.hits + result.linked, spec, budget)
+    result.context, result.handed = assemble_context(result.hits + result.linked, spec, budget)
     result.context_bytes = len(result.context.encode("utf-8"))
     result.elapsed_ms = (time.perf_counter() - started) * 1000
     return result
@@ -441,14 +442,20 @@ def _linked(palace: Palace, catalog: Catalog, hits: list[Hit]) -> list[Hit]:
 
 def build_context(hits: list[Hit], spec: Profile, budget: int | None) -> str:
     """The context block for an LLM: each memory's sections and verify token, within a byte budget."""
+    return assemble_context(hits, spec, budget)[0]
+
+
+def assemble_context(hits: list[Hit], spec: Profile, budget: int | None) -> tuple[str, list[Hit]]:
+    """The context block and the hits that made it in; a memory dropped for the budget is not handed over."""
     header = ("Answer from these memories only. Each memory has a verify token: when you use a memory, "
               "quote its token exactly, like [verify: the token]. If they do not answer the question, say so.\n")
-    blocks = []
+    blocks, handed = [], []
     used = len(header.encode("utf-8"))
     for hit in hits:
         memory = hit.memory
         if memory is None:
             continue
+        separator = 1 if blocks else 0  # the newline joining blocks
         lines = [f"## {memory.subject} ({memory.id}) {memory.location}", f"verify: {memory.verify}"]
         if "anchor" in spec.sections and memory.anchor:
             lines.append(f"anchor: {memory.anchor}")
@@ -459,17 +466,18 @@ def build_context(hits: list[Hit], spec: Profile, budget: int | None) -> str:
         if "links" in spec.sections and memory.all_links:
             lines.append("links: " + ", ".join(memory.all_links))
         block = "\n".join(lines) + "\n"
-        size = len(block.encode("utf-8"))
+        size = len(block.encode("utf-8")) + separator
         if budget is not None and used + size > budget:
-            room = budget - used
+            room = budget - used - separator
             if room < 160 or blocks and room < size // 3:
                 break  # a stub of a memory helps no one; stop at whole memories
-            block = _truncate(block, room)
-            blocks.append(block)
+            blocks.append(_truncate(block, room))
+            handed.append(hit)
             break
         blocks.append(block)
+        handed.append(hit)
         used += size
-    return header + "\n".join(blocks) if blocks else ""
+    return (header + "\n".join(blocks), handed) if blocks else ("", [])
 
 
 def _truncate(block: str, room: int) -> str:

@@ -175,3 +175,15 @@ def test_hybrid_and_dense_with_the_real_embedder(with_models, palace):
     assert "retry-backoff-jitter" in [h.id for h in result.hits]
     assert "dense" in result.route[0].parts or result.fallback
     assert 0.0 < result.confidence <= 1.0
+
+
+def test_json_memories_are_only_what_fit_the_budget(palace):
+    """`memories` (what verify --context trusts) lists only memories whose block is in the context."""
+    roomy = recall(palace, "how do quorums overlap", k=3, trim=False, profile="study", budget=None)
+    tight = recall(palace, "how do quorums overlap", k=3, trim=False, profile="study", budget=1200)
+    assert len(roomy.as_dict()["memories"]) == 3
+    listed = [m["id"] for m in tight.as_dict()["memories"]]
+    assert 1 <= len(listed) < 3
+    assert all(f"({note_id})" in tight.context for note_id in listed)
+    dropped = [h.id for h in tight.hits if h.id not in listed]
+    assert dropped and not any(f"({note_id})" in tight.context for note_id in dropped)
