@@ -221,6 +221,10 @@ class TextIndex:
         weights = field_weights or DEFAULT_FIELD_WEIGHTS
         clauses = [Term(field, term, boost=weight) for term in terms for field, weight in weights.items() if weight > 0]
         query = Or(clauses)
+        # Whoosh's default binary tree of union matchers spends most of a long query in block-quality
+        # bookkeeping; the array matcher gives the same ranking (checked on SciFact) at about 2/3 of
+        # the median time and 1/3 of the p95.
+        query.matcher_type = Or.ARRAY_MATCHER
         domain_filter = None
         if domains is not None:
             domains = list(domains)
