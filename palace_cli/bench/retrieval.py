@@ -122,6 +122,8 @@ def run_retrieval_bench(palace: Palace, queries: list[Query], modes=ALL_MODES, p
     summary = {"dataset": dataset, "queries": len(answerable), "absent_queries": len(absent), "profile": profile,
                "dense": dense, "modes": {}}
     for mode in modes:
+        # Warm means indexes and models loaded, not answers remembered: each timed query embeds itself.
+        palace.__dict__.pop("_query_vectors", None)
         run = ModeRun()
         for position, q in enumerate(queries):
             started = time.perf_counter()
