@@ -350,7 +350,7 @@ def _refresh_lexical(idx: Indexes, report: RefreshReport, progress: Progress | N
         return
     if healthy and len(pending) <= max(500, REBUILD_SHARE * store.count()):
         _apply_pending(store, text, pending, progress)
-        expected = store.db.execute("SELECT count(DISTINCT id) FROM notes WHERE data IS NOT NULL").fetchone()[0]
+        expected = store.db.execute("SELECT count(DISTINCT id) FROM notes WHERE id IS NOT NULL").fetchone()[0]
         if text.doc_count() == expected:
             _record_lexical(store, text, sorted(pending))
             return
@@ -379,7 +379,7 @@ def _apply_pending(store: NoteStore, text: TextIndex, pending: dict[str, str | N
         chunk = ordered[start : start + 500]
         marks = ",".join("?" * len(chunk))
         owners.update(r[0] for r in store.db.execute(
-            f"SELECT min(path) FROM notes WHERE data IS NOT NULL AND id IN ({marks}) GROUP BY id", chunk))
+            f"SELECT min(path) FROM notes WHERE id IN ({marks}) GROUP BY id", chunk))
     upserts = [_doc(m) for m in store.memories(sorted(owners))]
     if progress:
         progress("lexical index", 0, len(upserts))
