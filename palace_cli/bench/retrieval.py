@@ -121,11 +121,15 @@ def run_retrieval_bench(palace: Palace, queries: list[Query], modes=ALL_MODES, p
         recall(palace, q.query, do_refresh=False)
     summary = {"dataset": dataset, "queries": len(answerable), "absent_queries": len(absent), "profile": profile,
                "dense": dense, "modes": {}}
-    for mode in modes:
-        # Warm means indexes and models loaded, not answers remembered: each timed query embeds itself.
-        palace.__dict__.pop("_query_vectors", None)
-        run = ModeRun()
-        for position, q in enumerate(queries):
+    runs = {mode: ModeRun() for mode in modes}
+    # Modes take turns on each query, in a rotating order, so drift in the machine's speed (other
+    # load, caches, clock) falls on every mode alike rather than on whichever ran first.
+    for position, q in enumerate(queries):
+        for turn in range(len(modes)):
+            mode = modes[(position + turn) % len(modes)]
+            run = runs[mode]
+            # Warm means indexes and models loaded, not answers remembered: each timed query embeds itself.
+            palace.__dict__.pop("_query_vectors", None)
             started = time.perf_counter()
             ranked, handed, context_bytes, fallback, routed, confidence = _run_query(palace, mode, q, profile)
             elapsed = (time.perf_counter() - started) * 1000
@@ -141,9 +145,10 @@ def run_retrieval_bench(palace: Palace, queries: list[Query], modes=ALL_MODES, p
             if routed is not None:
                 domains = {palace_domain(palace, e) for e in q.expected}
                 run.route_hit.append(float(bool(domains & routed)))
-            if progress:
-                progress(mode, position + 1, len(queries))
-        summary["modes"][mode] = summarise(run)
+        if progress:
+            progress("queries", position + 1, len(queries))
+    for mode in modes:
+        summary["modes"][mode] = summarise(runs[mode])
     return summary
 
 
