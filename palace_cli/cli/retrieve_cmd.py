@@ -15,8 +15,16 @@ def _dense_notice(result) -> None:
         render.note(result.dense_reason)
 
 
-def _hit_rows(hits):
-    return [[i, h.id, h.subject, h.domain, f"{h.score:.3f}", f"{h.path}:{h.line}"] for i, h in enumerate(hits, 1)]
+def _print_hits(hits) -> None:
+    """Two lines a hit: rank, subject, id, domain and score; then path:line (clickable in terminals)."""
+    from rich.markup import escape
+
+    if not hits:
+        render.out.print("(no memory matches)")
+    for rank, hit in enumerate(hits, 1):
+        render.out.print(f"{rank:>2}. [bold]{escape(hit.subject)}[/bold]  {hit.id} · {hit.domain} · {hit.score:.3f}",
+                         markup=True)
+        render.out.print(f"    {hit.path}:{hit.line}", markup=False)
 
 
 @click.command()
@@ -36,8 +44,8 @@ def search(ctx, query, mode, k, domain, as_json):
     if as_json:
         render.emit_json(result.as_dict())
     else:
-        render.table(["#", "id", "subject", "domain", "score", "where"], _hit_rows(result.hits),
-                     title=f"{result.mode} search")
+        render.out.print(f"{result.mode} search", markup=False)
+        _print_hits(result.hits)
     _dense_notice(result)
 
 
@@ -64,7 +72,7 @@ def recall(ctx, query, k, domain, budget, profile, fmt):
     else:
         route = ", ".join(f"{r.domain} ({r.confidence:.2f})" for r in result.route) or "(none)"
         render.out.print(f"route: {route}; hops: {result.hops}; {result.reason}")
-        render.table(["#", "id", "subject", "domain", "score", "where"], _hit_rows(result.hits))
+        _print_hits(result.hits)
         render.out.print(f"context: {result.context_bytes} bytes ({result.profile} profile); "
                          f"confidence {result.confidence:.2f}; {result.elapsed_ms:.0f} ms")
     _dense_notice(result)
