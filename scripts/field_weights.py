@@ -1,49 +1,62 @@
-import json, sys, tempfile, time, itertools
+"""Compare BM25F field weightings on the example palace and on SciFact (title -> subject, abstract -> content).
+
+Run: .venv/bin/python scripts/field_weights.py   (needs ../shared/data/scifact; builds a throwaway index)
+Prints recall@1, recall@3, MRR and nDCG@10 for each weighting; docs/benchmarks.md records the choice.
+"""
+
+import json
+import tempfile
 from pathlib import Path
+
 import numpy as np
-from palace_cli.textindex import TextIndex, Doc
-from palace_cli.palace import Palace
-from palace_cli.refresh import refresh, indexes
+
 from palace_cli.bench.retrieval import load_queries, query_metrics
+from palace_cli.palace import Palace
+from palace_cli.refresh import indexes, refresh
+from palace_cli.textindex import Doc, TextIndex
 
-def eval_index(ti, queries, weights, k=10):
-    ms=[]
-    for q in queries:
-        ranked=[i for i,_ in ti.search(q[0], limit=k, field_weights=weights)]
-        ms.append(query_metrics(ranked, q[1]))
-    return {m: round(float(np.mean([x[m] for x in ms])),4) for m in ("recall@1","recall@3","mrr","ndcg@10")}
+REPO = Path(__file__).resolve().parent.parent
+SCIFACT = REPO.parent / "shared" / "data" / "scifact"
+WEIGHTINGS = [
+    dict(subject=1, keywords=1, anchor=1, image=1, content=1, domain=1),
+    dict(subject=3, keywords=2.5, anchor=1.5, image=0.6, content=1, domain=0.5),
+    dict(subject=2, keywords=2, anchor=1, image=0.5, content=1, domain=0.5),
+    dict(subject=1.5, keywords=1.5, anchor=0.5, image=0.3, content=1, domain=0),
+    dict(subject=1, keywords=1, anchor=0.5, image=0, content=1, domain=0),
+    dict(subject=1, keywords=1, anchor=0.5, image=0.2, content=1, domain=0),
+    dict(subject=4, keywords=3, anchor=1, image=0.5, content=1, domain=0.5),
+]
 
-# SciFact
-d=Path('/work/shared/data/scifact')
-tmp=Path(tempfile.mkdtemp())
-ti=TextIndex(tmp/'w')
-docs=[json.loads(l) for l in open(d/'corpus.jsonl')]
-t=time.time()
-ti.apply((Doc(x['_id'],x['_id'],'all',x.get('title',''),'', '', '', x['text']) for x in docs), [])
-print('scifact build', round(time.time()-t,1),'s')
-qs={json.loads(l)['_id']:json.loads(l)['text'] for l in open(d/'queries.jsonl')}
-rel={}
-for i,l in enumerate(open(d/'qrels/test.tsv')):
-    if i==0: continue
-    a,b,c=l.split('\t'); 
-    if int(c)>0: rel.setdefault(a,[]).append(b)
-sq=[(qs[q],r) for q,r in rel.items()]
-p=Palace(Path('example-palace')); refresh(p)
-eq=[(q.query,q.expected) for q in load_queries(Path('example-palace/queries.jsonl')) if q.expected]
-grid=[
- dict(subject=1,keywords=1,anchor=0.5,image=0.2,content=1,domain=0),
- dict(subject=1.2,keywords=1.2,anchor=0.6,image=0.2,content=1,domain=0),
- dict(subject=1,keywords=1.2,anchor=0.8,image=0.3,content=1,domain=0),
-]
-grid0=[
- dict(subject=1,keywords=1,anchor=1,image=1,content=1,domain=1),
- dict(subject=3,keywords=2.5,anchor=1.5,image=0.6,content=1,domain=0.5),
- dict(subject=2,keywords=2,anchor=1,image=0.5,content=1,domain=0.5),
- dict(subject=2,keywords=2,anchor=1,image=0.3,content=1,domain=0),
- dict(subject=1.5,keywords=1.5,anchor=0.5,image=0.3,content=1,domain=0),
- dict(subject=2,keywords=1.5,anchor=0.5,image=0.5,content=1,domain=0.3),
- dict(subject=1,keywords=1,anchor=0.5,image=0,content=1,domain=0),
- dict(subject=4,keywords=3,anchor=1,image=0.5,content=1,domain=0.5),
-]
-for g in grid:
-    print(g, 'example', eval_index(indexes(p).text, eq, g), 'scifact', eval_index(ti, sq, g))
+
+def evaluate(index, queries, weights):
+    """Mean metrics of one weighting over (query, expected ids) pairs."""
+    rows = [query_metrics([i for i, _ in index.search(q, limit=10, field_weights=weights)], expected)
+            for q, expected in queries]
+    return {m: round(float(np.mean([r[m] for r in rows])), 4) for m in ("recall@1", "recall@3", "mrr", "ndcg@10")}
+
+
+def scifact_index():
+    index = TextIndex(Path(tempfile.mkdtemp()) / "whoosh")
+    docs = [json.loads(line) for line in open(SCIFACT / "corpus.jsonl")]
+    index.apply((Doc(d["_id"], d["_id"], "all", d.get("title", ""), "", "", "", d["text"]) for d in docs), [])
+    texts = {json.loads(l)["_id"]: json.loads(l)["text"] for l in open(SCIFACT / "queries.jsonl")}
+    relevant = {}
+    for number, line in enumerate(open(SCIFACT / "qrels" / "test.tsv")):
+        qid, doc, score = line.rstrip("\n").split("\t")
+        if number and int(score) > 0:
+            relevant.setdefault(qid, []).append(doc)
+    return index, [(texts[q], docs_) for q, docs_ in relevant.items()]
+
+
+def main():
+    palace = Palace(REPO / "example-palace")
+    refresh(palace)
+    example = [(q.query, q.expected) for q in load_queries(palace.root / "queries.jsonl") if q.expected]
+    sci_index, sci_queries = scifact_index()
+    for weights in WEIGHTINGS:
+        print(weights, "example", evaluate(indexes(palace).text, example, weights),
+              "scifact", evaluate(sci_index, sci_queries, weights))
+
+
+if __name__ == "__main__":
+    main()
