@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import collections
 import os
 import threading
@@ -78,12 +79,16 @@ def _open(path: Path, n_threads: int | None = None, **params):
     _LOG_TAIL.clear()
     threads = n_threads or default_threads()
     try:
-        return llama_cpp.Llama(
+        llm = llama_cpp.Llama(
             model_path=str(path), verbose=False, n_threads=threads, n_threads_batch=threads, **params
         )
     except (ValueError, RuntimeError) as e:
         detail = _LOG_TAIL[0] if _LOG_TAIL else str(e)
         raise ModelError(f"{path}: not a usable GGUF model ({detail})") from e
+    # Free the model before interpreter teardown: llama-cpp-python's finaliser otherwise runs after
+    # its C bindings are gone and prints a TypeError traceback at exit.
+    atexit.register(llm.close)
+    return llm
 
 
 class LlamaCppEmbedder(Embedder):
