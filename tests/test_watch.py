@@ -270,3 +270,11 @@ def test_watcher_and_several_commands_at_once(small_palace):
     assert docs == expected and len(docs) == 3 + 30 - 3
     assert check_index_files(palace) == [] and report.problems == []
     assert hits(palace, "w5x4") == ["n5-4"] and hits(palace, "w4x0") == []
+
+
+def test_cli_watch_stops_cleanly_on_sigterm(small_palace):
+    process = _start_cli_watch(small_palace, dict(os.environ))
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=WAIT_S)
+    assert process.returncode == 143, err
+    assert json.loads(out.splitlines()[-1])["event"] == "stopped"

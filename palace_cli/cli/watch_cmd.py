@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import time
 
@@ -59,6 +60,7 @@ def watch(ctx, debounce, as_json):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     watcher = None
+    signal.signal(signal.SIGTERM, _on_term)
     try:
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=render.err, transient=True) as bar:
@@ -81,6 +83,18 @@ def watch(ctx, debounce, as_json):
         if watcher is not None:
             watcher.stop()
         raise SystemExit(130) from None
+    except _Terminated:
+        if watcher is not None:
+            watcher.stop()
+        raise SystemExit(143) from None
+
+
+class _Terminated(Exception):
+    """SIGTERM (a service manager, `kill`): stop as cleanly as on Ctrl-C."""
+
+
+def _on_term(signum, frame):
+    raise _Terminated()
 
 
 COMMANDS = [watch]
