@@ -7,12 +7,14 @@ import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from .palace import Palace
 from .refresh import indexes
 from .tokens import normalize
+
+if TYPE_CHECKING:
+    import numpy as np
 
 MAX_PHRASE_WORDS = 5
 
@@ -27,7 +29,7 @@ class Catalog:
     text_hashes: list[str]
     row_of: dict[str, int]
     domain_names: list[str]
-    domain_rows: dict[str, np.ndarray]
+    domain_rows: dict[str, list[int]]
     phrases: dict[str, dict[str, float]] = field(default_factory=dict)  # phrase -> domain -> weight
     descriptors: dict[str, str] = field(default_factory=dict)            # domain -> descriptor text
     model_id: str | None = None
@@ -36,6 +38,8 @@ class Catalog:
 
     def domain_mask(self, domains) -> np.ndarray:
         """Boolean mask over rows for the given domains."""
+        import numpy as np
+
         mask = np.zeros(len(self.ids), dtype=bool)
         for domain in domains:
             rows = self.domain_rows.get(domain)
@@ -49,7 +53,8 @@ def load_catalog(palace: Palace) -> Catalog:
     cached = getattr(palace, "_catalog", None)
     if cached is not None:
         return cached
-    model_id, keys, matrix = indexes(palace).vectors.load()
+    vectors = indexes(palace).vectors
+    model_id, keys, matrix = vectors.load() if vectors.model_id() else (None, [], None)
     store = indexes(palace).store
     rows = store.db.execute(
         "SELECT id, path, domain, text_hash, json_extract(data, '$.subject'), json_extract(data, '$.anchor'), "
@@ -94,10 +99,12 @@ def load_catalog(palace: Palace) -> Catalog:
         domain_index[domain].append(row)
     catalog = Catalog(
         ids=ids, paths=paths, domains=domains, text_hashes=hashes, row_of={i: r for r, i in enumerate(ids)},
-        domain_names=domain_names, domain_rows={d: np.array(r, dtype=np.int64) for d, r in domain_index.items()},
+        domain_names=domain_names, domain_rows=dict(domain_index),
         phrases=phrases, descriptors={d: " ".join(t) for d, t in texts_by_domain.items()},
     )
     if model_id and len(keys):
+        import numpy as np  # only with vectors: lexical-only commands start without numpy
+
         position = {k: i for i, k in enumerate(keys)}
         picks = [position.get(h, -1) for h in hashes]
         if all(p >= 0 for p in picks):

@@ -6,8 +6,7 @@ import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from .catalog import MAX_PHRASE_WORDS, Catalog, forget_catalog, load_catalog
 from .errors import NotFound, UsageError
@@ -16,6 +15,9 @@ from .palace import Palace
 from .profiles import PROFILES, Profile
 from .refresh import indexes, refresh, resolve_embedder
 from .tokens import normalize
+
+if TYPE_CHECKING:
+    import numpy as np
 
 MODES = ("lexical", "dense", "hybrid")
 RRF_K = 60
@@ -122,6 +124,8 @@ def _query_vector(palace: Palace, query: str) -> np.ndarray | None:
     embedder, _, _ = resolve_embedder(palace)
     if embedder is None:
         return None
+    import numpy as np
+
     cache = palace.__dict__.setdefault("_query_vectors", {})
     if query not in cache:
         cache[query] = np.asarray(embedder.embed_batch([query])[0], dtype=np.float32)
@@ -134,6 +138,8 @@ def _dense(palace: Palace, catalog: Catalog, query: str, limit: int, domains=Non
     vector = _query_vector(palace, query)
     if vector is None:
         return []
+    import numpy as np
+
     scores = catalog.matrix @ vector
     if domains is not None:
         scores = np.where(catalog.domain_mask(domains), scores, -np.inf)
@@ -286,6 +292,8 @@ def _centroid_scores(palace: Palace, catalog: Catalog, query: str) -> dict[str, 
     vector = _query_vector(palace, query)
     if vector is None:
         return {}
+    import numpy as np
+
     sims = catalog.centroids @ vector
     # Softmax with a low temperature: cosine gaps between domains are small but meaningful.
     weights = np.exp((sims - sims.max()) / 0.02)
