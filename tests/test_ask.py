@@ -12,7 +12,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from click.testing import CliRunner
 
-from conftest_models import installed_models, real_generator, with_models  # noqa: F401
 from palace_cli.ask import ABSTAIN_BELOW, abstain_threshold, ask, build_prompt
 from palace_cli.backends import Generator, generator_from_config
 from palace_cli.backends.openai import OpenAIGenerator, chat_url

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest_models import installed_models, model_cache_home  # noqa: F401
+from conftest_models import model_cache_home
 from palace_cli.bench.synth import generate_palace
 from palace_cli.indexfiles import check_index_files
 from palace_cli.notes import atomic_write

@@ -21,7 +21,6 @@ from palace_cli.palace import Palace
 from palace_cli.tokens import contains_phrase, guessable_words
 
 from conftest import SHARED
-from conftest_models import installed_models, with_models  # noqa: F401
 
 DATA = Path(__file__).parent / "data" / "import"
 SKILL = SHARED / "data" / "memory-palace-skill"

@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest_models import installed_models, real_embedder, real_generator, with_models  # noqa: F401
 from palace_cli import models
 from palace_cli.backends import Embedder, Generator, load_embedder, load_generator
 from palace_cli.errors import ModelError, PalaceError

@@ -7,7 +7,6 @@ import subprocess
 
 import pytest
 from click.testing import CliRunner
-from conftest_models import installed_models, real_generator, with_models  # noqa: F401
 
 from palace_cli.cli import cli
 from palace_cli.palace import Palace

@@ -11,8 +11,6 @@ import numpy as np
 import pytest
 
 from conftest import copy_palace
-from conftest_models import installed_models, real_embedder, with_models  # noqa: F401
-from palace_cli.authoring import add_memory
 from palace_cli.indexfiles import check_index_files
 from palace_cli.notes import atomic_write
 from palace_cli.palace import Palace

@@ -23,7 +23,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..ask import ABSTAIN_BELOW, MAX_TOKENS, build_prompt, palace_tokens
+from ..ask import ABSTAIN_BELOW, build_prompt, palace_tokens
 from ..generation import cached
 from ..palace import Palace
 from ..profiles import PROFILES

@@ -69,7 +69,6 @@ def bench_retrieval(obj, queries_file, beir_dir, modes, profile, limit, as_json)
 
     from .. import render
     from ..bench.retrieval import beir_palace, load_queries, markdown_table, run_retrieval_bench
-    from ..refresh import refresh
     from .index_cmd import refresh_with_progress
 
     if beir_dir:
