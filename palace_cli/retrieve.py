@@ -371,7 +371,7 @@ def recall(palace: Palace, query: str, k: int | None = None, domain: str | None 
                                              {"guard": 1.0}) for d in widened]
     result.hits = trim_hits(hits) if (spec.trim if trim is None else trim) else hits
     _attach(palace, result.hits)
-    result.confidence = _confidence(result.hits)
+    result.confidence = hit_confidence(result.hits)
     if spec.include_links:
         result.linked = _linked(palace, catalog, result.hits)
     result.context, result.handed = assemble_context(result.hits + result.linked, spec, budget)
@@ -422,7 +422,7 @@ def _guard(palace, catalog, query, mode, k, hits, domains):
     return new_hits, widened
 
 
-def _confidence(hits: list[Hit]) -> float:
+def hit_confidence(hits: list[Hit]) -> float:
     """How sure retrieval is that the top hit answers: dense cosine when known, else squashed BM25."""
     if not hits:
         return 0.0

@@ -161,23 +161,28 @@ class TextIndex:
         """Delete docs by path (and by memory id), then add `upserts`, in one commit under the write lock."""
         ix = self.open()
         writer = ix.writer(timeout=LOCK_TIMEOUT_S, limitmb=256)
-        written = 0
         try:
             upserts = list(upserts)
             for path in sorted(set(deletes) | {doc.path for doc in upserts}):
                 writer.delete_by_term("path", path)
             for note_id in sorted(set(delete_ids)):
                 writer.delete_by_term("id", note_id)
-            for doc in upserts:
-                self._add(writer, doc)
-                written += 1
-                if progress and written % 500 == 0:
-                    progress(written)
+            written = self._add_all(writer, upserts, progress)
             writer.commit(optimize=False)
         except BaseException:
             writer.cancel()
             raise
         self._index = None  # reopen to see the new generation
+        return written
+
+    def _add_all(self, writer, docs: Iterable[Doc], progress=None) -> int:
+        """Add docs to an open writer, reporting progress every 500; returns how many."""
+        written = 0
+        for doc in docs:
+            self._add(writer, doc)
+            written += 1
+            if progress and written % 500 == 0:
+                progress(written)
         return written
 
     def rebuild(self, docs: Iterable[Doc], progress=None) -> int:
@@ -190,13 +195,8 @@ class TextIndex:
             self.reset()
             ix = self.open()
         writer = ix.writer(timeout=LOCK_TIMEOUT_S, limitmb=256)
-        written = 0
         try:
-            for doc in docs:
-                self._add(writer, doc)
-                written += 1
-                if progress and written % 500 == 0:
-                    progress(written)
+            written = self._add_all(writer, docs, progress)
             writer.commit(mergetype=CLEAR)
         except BaseException:
             writer.cancel()

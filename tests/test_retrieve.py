@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -187,3 +189,33 @@ def test_json_memories_are_only_what_fit_the_budget(palace):
     assert all(f"({note_id})" in tight.context for note_id in listed)
     dropped = [h.id for h in tight.hits if h.id not in listed]
     assert dropped and not any(f"({note_id})" in tight.context for note_id in dropped)
+
+
+def test_bench_retrieval_on_a_small_beir_fixture(tmp_path):
+    """`bench retrieval --beir` imports the corpus into a cached palace and reports every mode's metrics."""
+    beir = Path(__file__).parent / "data" / "import" / "beir"
+    runner = CliRunner()
+    result = runner.invoke(cli, ["bench", "retrieval", "--beir", str(beir), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["dataset"] == "beir" and summary["queries"] > 0
+    assert set(summary["modes"]) == {"2hop", "lexical", "hybrid"}   # no embedder here: dense is skipped
+    for row in summary["modes"].values():
+        assert {"recall@1", "recall@3", "recall@5", "recall@10", "mrr", "ndcg@10", "context_bytes",
+                "p50_ms", "p95_ms", "ci"} <= set(row)
+        assert 0.0 <= row["recall@1"] <= row["recall@10"] <= 1.0
+        low, high = row["ci"]["ndcg@10"]
+        assert low <= row["ndcg@10"] <= high
+    again = json.loads(runner.invoke(cli, ["bench", "retrieval", "--beir", str(beir), "--json"]).stdout)
+    quality = ("recall@1", "recall@3", "mrr", "ndcg@10", "context_bytes")
+    assert {k: again["modes"]["lexical"][k] for k in quality} == {k: summary["modes"]["lexical"][k] for k in quality}
+
+
+def test_ndcg_and_query_metrics_table():
+    from palace_cli.bench.retrieval import ndcg_at, query_metrics
+
+    assert ndcg_at(["a", "b"], {"a"}) == pytest.approx(1.0)
+    assert ndcg_at(["x", "a"], {"a"}) == pytest.approx(1 / math.log2(3))
+    assert ndcg_at(["x", "y"], {"a"}) == 0.0
+    metrics = query_metrics(["x", "a", "b"], ["a", "b"])
+    assert metrics["recall@1"] == 0.0 and metrics["recall@3"] == 1.0 and metrics["mrr"] == pytest.approx(0.5)

@@ -16,7 +16,7 @@ from ..errors import PalaceError
 from ..palace import Palace
 from ..profiles import PROFILES
 from ..refresh import refresh, resolve_embedder
-from ..retrieve import build_context, recall, search, trim_hits
+from ..retrieve import build_context, hit_confidence, recall, search, trim_hits
 
 ALL_MODES = ("2hop", "lexical", "dense", "hybrid")
 CUTOFFS = (1, 3, 5, 10)
@@ -99,13 +99,10 @@ def _run_query(palace: Palace, mode: str, query: Query, profile: str):
         return ([h.id for h in result.hits], [h.id for h in handed], len(context.encode("utf-8")), result.fallback,
                 {r.domain for r in result.route}, result.confidence)
     result = search(palace, query.query, mode=mode, k=10, do_refresh=False)
-    top = result.hits[: spec.k]
-    from ..retrieve import _attach, _confidence
-
-    _attach(palace, top)
+    top = result.hits[: spec.k]  # search() already loaded the hits' memories
     context = build_context(top, spec, spec.budget)
     return ([h.id for h in result.hits], [h.id for h in top], len(context.encode("utf-8")), False, None,
-            _confidence(result.hits))
+            hit_confidence(result.hits))
 
 
 def run_retrieval_bench(palace: Palace, queries: list[Query], modes=ALL_MODES, profile: str = "reference",
