@@ -140,6 +140,29 @@ def propose_missing_tokens(palace: Palace, scan: Scan) -> list[str]:
     return fixed
 
 
+def stray_notes(palace: Palace) -> list[Problem]:
+    """Note-like files outside memories/, except session files (their frontmatter has an `id` too)."""
+    from .conversations import CONVERSATIONS
+
+    return [p for p in palace.stray_notes() if not p.path.startswith(CONVERSATIONS + "/")]
+
+
+def conversation_problems(palace: Palace) -> list[Problem]:
+    """What cannot be read in session files under conversations/, and session ids used twice."""
+    from .conversations import load_session, session_files
+
+    problems, ids = [], {}
+    for relpath, _, _ in session_files(palace.root):
+        session = load_session(palace.root, relpath)
+        for found in session.problems:
+            problems.append(Problem(found.path, found.line, "error", "session-unreadable", found.message))
+        if session.id in ids:
+            problems.append(Problem(relpath, 2, "error", "duplicate-session-id",
+                                    f"session id {session.id!r} is already used by {ids[session.id]}"))
+        ids.setdefault(session.id, relpath)
+    return problems
+
+
 def lint(palace: Palace, fix: bool = False) -> LintReport:
     """Every problem in the palace; with fix, propose missing tokens and regenerate index files (nothing else)."""
     fixed: list[str] = []
@@ -151,7 +174,8 @@ def lint(palace: Palace, fix: bool = False) -> LintReport:
         report = write_index_files(palace, scan)
         fixed += [f"{path}: regenerated" for path in report.written]
         fixed += [f"{path}: removed (no such domain)" for path in report.removed]
-    problems = list(scan.problems) + note_problems(scan) + config_problems(palace, scan) + palace.stray_notes()
+    problems = list(scan.problems) + note_problems(scan) + config_problems(palace, scan) + stray_notes(palace)
+    problems += conversation_problems(palace)
     problems += weak_image_problems(scan, palace.config.raw.get("study"))
     for relpath in check_index_files(palace, scan):
         problems.append(Problem(relpath, None, "error", "stale-index",

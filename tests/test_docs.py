@@ -17,7 +17,9 @@ def test_cli_reference_is_current():
 def test_core_imports_no_click_or_rich():
     """The core library is free of the faces' libraries."""
     code = ("import sys, palace_cli.retrieve, palace_cli.refresh, palace_cli.verify, palace_cli.lint, "
-            "palace_cli.authoring, palace_cli.wakeup, palace_cli.importers, palace_cli.smashin; "
+            "palace_cli.authoring, palace_cli.wakeup, palace_cli.importers, palace_cli.smashin, "
+            "palace_cli.conversations.importer, palace_cli.conversations.claude_code, palace_cli.conversations.chatgpt, "
+            "palace_cli.conversations.claude_ai, palace_cli.conversations.locomo, palace_cli.conversations.chat_text; "
             "bad = [m for m in ('click', 'rich') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 0, f"core imported {result.stdout.strip()} {result.stderr[-500:]}"

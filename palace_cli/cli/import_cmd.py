@@ -1,10 +1,11 @@
-"""The `import` command: memory-palace JSON, Markdown folders, BEIR datasets."""
+"""The `import` command: memory-palace JSON, Markdown folders, BEIR datasets, conversations."""
 
 from __future__ import annotations
 
 import click
 
 from .. import render
+from ..conversations.model import INCLUDABLE
 from ..importers import FORMATS, import_path
 from ..importers.markdown import SPLITS
 from . import pass_ctx
@@ -39,22 +40,50 @@ def _run_with_progress(palace, path, **options):
               help="BEIR: cluster documents into domains with the embedder (auto: when installed) or TF-IDF.")
 @click.option("--clusters", type=click.IntRange(1, 1000), default=None,
               help="BEIR: number of domains (default: about sqrt(n/2), at most 64).")
+@click.option("--include", "include", type=click.Choice(INCLUDABLE), multiple=True,
+              help="Conversations: also import what is left out by default (repeatable).")
 @click.option("--dry-run", is_flag=True, help="Validate and report what would change; write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @pass_ctx
-def import_(ctx, path, format_, domain, split, queries_path, cluster_with, clusters, dry_run, as_json):
-    """Import memories from a memory-palace JSON file, a Markdown folder or a BEIR dataset; safe to rerun.
+def import_(ctx, path, format_, domain, split, queries_path, cluster_with, clusters, include, dry_run, as_json):
+    """Import memories (memory-palace JSON, Markdown, BEIR) or conversations (Claude Code, ChatGPT,
+    Claude.ai, LoCoMo, chat text) into the palace; safe to rerun.
 
-    Example: palace import ~/Downloads/palaces/ --format memory-palace-json
+    Example: palace import ~/.claude/projects/-home-me-code-palace/
     """
     report = _run_with_progress(ctx.palace, path, format=format_, domain=domain, split=split, queries=queries_path,
-                                cluster_with=cluster_with, clusters=clusters, dry_run=dry_run)
+                                cluster_with=cluster_with, clusters=clusters, dry_run=dry_run, include=include)
+    if not hasattr(report, "warnings"):
+        _conversations(report, as_json)
+        return
     for warning in report.warnings:
         render.warn(warning)
     if as_json:
         render.emit_json(report.as_dict())
     else:
         _print(report)
+    if report.conflicts:
+        raise SystemExit(1)
+
+
+def _conversations(report, as_json: bool) -> None:
+    """Problems on stderr; counts (or JSON) on stdout; exit 1 when a conflict left a session alone."""
+    for problem in report.problems:
+        render.warn(str(problem))
+    if as_json:
+        render.emit_json(report.as_dict())
+    else:
+        c = report.counts()
+        verb = "Would import" if report.dry_run else "Imported"
+        sessions = f"{c['sessions']} session" + ("" if c["sessions"] == 1 else "s")
+        render.out.print(f"{verb} {report.source} ({report.format}): {sessions}: {c['added']} added, "
+                         f"{c['appended']} appended, {c['updated']} updated, {c['skipped']} skipped (unchanged), "
+                         f"{c['conflict']} with conflicts; {c['turns_written']} turns written")
+        if report.left_out:
+            shown = ", ".join(f"{kind} {count}" for kind, count in report.left_out.items())
+            render.out.print(f"left out (see --include): {shown}")
+        for conflict in report.conflicts:
+            render.out.print(f"[red]conflict: {conflict}[/red]", markup=True)
     if report.conflicts:
         raise SystemExit(1)
 

@@ -21,12 +21,14 @@ from datetime import date
 from pathlib import Path
 from typing import Callable
 
+from ..conversations.sources import FORMATS as CONVERSATION_FORMATS
 from ..errors import ImportFailed, UsageError
 from ..notes import ID_PATTERN, Memory, atomic_write, dump_frontmatter
 from ..palace import Palace
 from ..tokens import contains_phrase, propose_token
 
-FORMATS = ("memory-palace-json", "markdown", "beir")
+NOTE_FORMATS = ("memory-palace-json", "markdown", "beir")
+FORMATS = NOTE_FORMATS + CONVERSATION_FORMATS
 WRITERS, CHUNK = 8, 256
 Progress = Callable[[str, int, int], None]
 
@@ -174,8 +176,13 @@ def check_unique(records: list[Record]) -> None:
 
 
 def detect_format(path: Path) -> str:
-    """The format of a file or directory, from its names; UsageError when it cannot tell."""
+    """The format of a file or directory, from its names (and, for conversations, a look inside); UsageError when it cannot tell."""
     path = Path(path)
+    from ..conversations import detect
+
+    conversation = detect(path)
+    if conversation is not None:
+        return conversation
     if path.is_file():
         if path.name == "corpus.jsonl":
             return "beir"
@@ -216,8 +223,10 @@ def read(path: Path, format: str, options: dict) -> Batch:
 
 def import_path(palace: Palace, path, format: str | None = None, progress: Progress | None = None,
                 *, domain: str | None = None, split: str = "auto", queries: str | Path | None = None,
-                cluster_with: str = "auto", clusters: int | None = None, dry_run: bool = False) -> ImportReport:
-    """Import a file or directory into the palace; validates everything before writing anything."""
+                cluster_with: str = "auto", clusters: int | None = None, dry_run: bool = False,
+                include: frozenset[str] | tuple = ()):
+    """Import a file or directory into the palace: memories (an ImportReport; validates everything before
+    writing anything) or conversations (a ConversationImport; see palace_cli.conversations.importer)."""
     from ..refresh import current_scan, refresh
 
     path = Path(path).expanduser()
@@ -227,6 +236,11 @@ def import_path(palace: Palace, path, format: str | None = None, progress: Progr
     if resolved.is_relative_to(palace.memories_dir) or palace.memories_dir.is_relative_to(resolved):
         raise UsageError(f"{path} holds or is inside this palace's memories/; import from outside it")
     format = format or detect_format(path)
+    if format in CONVERSATION_FORMATS:
+        return _import_conversations(palace, path, format, include, dry_run, progress,
+                                     {"--domain": domain, "--queries": queries, "--clusters": clusters})
+    if include:
+        raise UsageError(f"--include is for conversation formats ({', '.join(CONVERSATION_FORMATS)}), not {format}")
     options = {"domain": domain, "split": split, "cluster_with": cluster_with, "clusters": clusters}
     batch = read(path, format, options)
     report = ImportReport(format, str(path), warnings=list(batch.warnings), dry_run=dry_run)
@@ -273,6 +287,22 @@ def import_path(palace: Palace, path, format: str | None = None, progress: Progr
     embedder = batch.refresh_embedder if batch.refresh_embedder is not None else AUTO
     report.refresh = refresh(palace, embedder=embedder, progress=progress)
     return report
+
+
+def _import_conversations(palace: Palace, path: Path, format: str, include, dry_run: bool,
+                          progress: Progress | None, note_options: dict):
+    """Conversations go to conversations/<source>/, through their own package."""
+    from ..conversations.importer import import_conversations
+    from ..conversations.sessionfile import CONVERSATIONS
+
+    given = [name for name, value in note_options.items() if value is not None]
+    if given:
+        raise UsageError(f"{', '.join(given)} is for memory imports, not {format}")
+    folder = palace.root / CONVERSATIONS
+    resolved = path.resolve()
+    if resolved.is_relative_to(folder) or folder.is_relative_to(resolved):
+        raise UsageError(f"{path} holds or is inside this palace's {CONVERSATIONS}/; import from outside it")
+    return import_conversations(palace, path, format, frozenset(include), dry_run=dry_run, progress=progress)
 
 
 def _write_notes(palace: Palace, to_write: list[tuple[Record, Path, Memory | None]], taken: set[str],

@@ -1,0 +1,220 @@
+"""Claude Code session logs: `~/.claude/projects/<project>/<session>.jsonl`, one JSON record per line.
+
+Records of type user and assistant carry `message{role, content}`; content is a string or blocks
+of text, thinking, tool_use, tool_result. Each assistant content block is its own record (same
+`message.id`): they make one turn. The thread is the chain of `parentUuid` (or
+`logicalParentUuid` across a compaction) up from the last record; records that branch off it
+were rewound away. `isSidechain` records are a subagent's conversation.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import ImportFailed
+from .model import (ReadProblem, ReadResult, Session, Turn, clean_text, iso_time, one_line, participants_of, session_id,
+                    slug, unique_turn_ids)
+from .sources import block_text, files_under, shown, thinking_block, threads, tool_line
+
+FORMAT = SOURCE = "claude-code"
+MESSAGES = ("user", "assistant", "system")
+
+
+def read(path: Path, include: frozenset[str]) -> ReadResult:
+    """Every session of a session file, or of every `*.jsonl` under a project directory."""
+    result = ReadResult(FORMAT)
+    files = [path] if path.is_file() else files_under(path, (".jsonl",))
+    if not files:
+        raise ImportFailed(f"{path}: no .jsonl session files")
+    for file in files:
+        _read_file(file, include, result)
+    return result
+
+
+def _records(file: Path, result: ReadResult) -> list[tuple[int, dict]]:
+    """(line, record) for each readable line; a torn or invalid line is reported and the rest read."""
+    where = shown(file)
+    try:
+        data = file.read_bytes()
+    except OSError as exc:
+        raise ImportFailed(f"{where}: cannot read: {exc.strerror}") from None
+    records = []
+    for number, raw in enumerate(data.split(b"\n"), 1):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+        except UnicodeDecodeError:
+            result.problems.append(ReadProblem(where, number, "not UTF-8; line left out"))
+            continue
+        except ValueError as exc:
+            message = f"{exc.msg}, column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+            result.problems.append(ReadProblem(where, number, f"not valid JSON ({message}); line left out"))
+            continue
+        if not isinstance(record, dict):
+            result.problems.append(ReadProblem(where, number, "not a JSON object; line left out"))
+            continue
+        records.append((number, record))
+    return records
+
+
+def _read_file(file: Path, include: frozenset[str], result: ReadResult) -> None:
+    where = shown(file)
+    records = _records(file, result)
+    messages = [(n, r) for n, r in records if r.get("type") in MESSAGES]
+    summaries = [r for _, r in records if r.get("type") == "summary" and isinstance(r.get("summary"), str)]
+    main_records = [(n, r) for n, r in messages if not r.get("isSidechain")]
+    side_records = [(n, r) for n, r in messages if r.get("isSidechain")]
+
+    parents = {}
+    for _, record in main_records:
+        if isinstance(record.get("uuid"), str):
+            parents[record["uuid"]] = record.get("parentUuid") or record.get("logicalParentUuid")
+    last = next((r.get("uuid") for _, r in reversed(main_records) if isinstance(r.get("uuid"), str)), None)
+    main, branches = threads(parents, list(parents), last)
+    on_thread = set(main)
+    for fork, chain in branches:
+        if fork is None:  # a chain that never meets the thread (history in another file): kept, not provably rewound
+            on_thread.update(chain)
+    branch_of = {node: i for i, (fork, chain) in enumerate(branches) if fork is not None for node in chain}
+    thread = [(n, r) for n, r in main_records if r.get("uuid") not in branch_of]
+
+    source_id = file.stem
+    base = Session(id=session_id(SOURCE, source_id), source=SOURCE, source_id=source_id)
+    uuids = {r.get("uuid") for _, r in records}
+    for summary in summaries:
+        if summary.get("leafUuid") in uuids:
+            base.title = one_line(summary["summary"], 120)
+    first = next((r for _, r in records if r.get("cwd")), {})
+    if first.get("cwd"):
+        base.meta["cwd"] = first["cwd"]
+    branch = next((r.get("gitBranch") for _, r in records if r.get("gitBranch")), None)
+    if branch:
+        base.meta["git_branch"] = branch
+
+    tools: dict[str, str] = {}
+    session = _session(base, _turns(thread, include, result, where, tools), "", where, result)
+    if session is not None:
+        result.sessions.append(session)
+    branch_records = {}
+    for n, r in main_records:
+        if r.get("uuid") in branch_of:
+            branch_records.setdefault(branch_of[r["uuid"]], []).append((n, r))
+    for index, chunk in sorted(branch_records.items()):
+        if "branches" not in include:
+            result.left_out["branches"] += len(chunk)
+            continue
+        fork = branches[index][0]
+        extra = _session(base, _turns(chunk, include, result, where, tools), f"branch-{chunk[0][1]['uuid'][:8]}",
+                         where, result, {"branch_of": base.id, "forks_at": fork})
+        if extra is not None:
+            result.sessions.append(extra)
+    if side_records:
+        if "sidechains" not in include:
+            result.left_out["sidechains"] += len(side_records)
+        else:
+            extra = _session(base, _turns(side_records, include, result, where, tools), "sidechain", where, result,
+                             {"sidechain_of": base.id} if session is not None else {})
+            if extra is not None:
+                result.sessions.append(extra)
+
+
+def _session(base: Session, turns: list[Turn], suffix: str, where: str, result: ReadResult,
+             extra_meta: dict | None = None) -> Session | None:
+    """A session of these turns, or None when none are left (a file of nothing but left-out records)."""
+    if not turns:
+        return None
+    source_id = f"{base.source_id}/{suffix}" if suffix else base.source_id
+    title = base.title or one_line(next((t.text for t in turns if t.role == "user"), turns[0].text), 80)
+    if suffix:
+        title = f"{title} ({'edited-away branch' if suffix.startswith('branch') else suffix})"
+    session = Session(id=session_id(SOURCE, source_id), source=SOURCE, source_id=source_id, title=title,
+                      started=turns[0].time, participants=participants_of(turns), turns=turns,
+                      meta={**base.meta, **(extra_meta or {})})
+    date = (session.started or "")[:10]
+    session.stem = "-".join(p for p in (date, slug(title, 40), slug(base.source_id)[:8], suffix) if p)
+    unique_turn_ids(turns, where, result.problems)
+    return session
+
+
+def _turns(records: list[tuple[int, dict]], include: frozenset[str], result: ReadResult, where: str,
+           tools: dict[str, str]) -> list[Turn]:
+    """Turns of records in order: one per user record, one per assistant message (its records merged)."""
+    turns: list[Turn] = []
+    merging = None  # the assistant message whose records the open turn collects
+    first: tuple[str, str | None] = ("", None)  # uuid and time of that message's first record: the turn's
+    open_turn: Turn | None = None
+    for number, record in records:
+        kind = record.get("type")
+        uuid = str(record.get("uuid") or f"line-{number}")
+        time = iso_time(record.get("timestamp"))
+        message = record.get("message")
+        if kind == "system" or record.get("isMeta"):
+            merging, open_turn = None, None
+            if "system" not in include:
+                result.left_out["system"] += 1
+            else:
+                text = clean_text(str(record.get("content") or block_text((message or {}).get("content")) or ""))
+                if text:
+                    turns.append(Turn(uuid, "system", text, time))
+            continue
+        if not isinstance(message, dict) or "content" not in message:
+            result.problems.append(ReadProblem(where, number, f"{kind} record without a message; left out"))
+            continue
+        pieces, outputs = _content(message["content"], include, result, tools)
+        text = clean_text("\n\n".join(p for p in pieces if p.strip()))
+        if kind == "assistant":
+            message_id = message.get("id")
+            if not (message_id and message_id == merging):
+                # A message's first record names its turn, whether or not it holds text (a thinking block
+                # left out): the turn id does not depend on --include.
+                merging, first, open_turn = message_id, (uuid, time), None
+            if text and open_turn is not None:
+                open_turn.text = open_turn.text + "\n\n" + text
+            elif text:
+                open_turn = Turn(first[0], "assistant", text, first[1])
+                turns.append(open_turn)
+        else:
+            merging, open_turn = None, None
+            if text:
+                turns.append(Turn(uuid, "user", text, time))
+        if not text and not outputs and not str(message["content"] or "").strip():
+            result.left_out["empty"] += 1
+        for n, output in enumerate(outputs):
+            turns.append(Turn(f"{uuid}/tool" + (f"-{n + 1}" if n else ""), "tool", output, time))
+    return turns
+
+
+def _content(content, include: frozenset[str], result: ReadResult, tools: dict[str, str]) -> tuple[list[str], list[str]]:
+    """(pieces of what was said, tool outputs kept by `--include tools`) of a message's content."""
+    if isinstance(content, str):
+        return [content], []
+    if not isinstance(content, list):
+        return [block_text(content)], []
+    pieces, outputs = [], []
+    for block in content:
+        if not isinstance(block, dict):
+            pieces.append(block_text([block]))
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            pieces.append(str(block.get("text") or ""))
+        elif kind in ("thinking", "redacted_thinking"):
+            if "thinking" in include and block.get("thinking"):
+                pieces.append(thinking_block(str(block["thinking"])))
+            else:
+                result.left_out["thinking"] += 1
+        elif kind == "tool_use":
+            name = str(block.get("name") or "?")
+            tools[str(block.get("id"))] = name
+            pieces.append(tool_line(name, block.get("input")))
+        elif kind == "tool_result":
+            if "tools" in include:
+                name = tools.get(str(block.get("tool_use_id")), "?")
+                outputs.append(clean_text(f"[tool result: {name}]\n{block_text(block.get('content'))}"))
+            else:
+                result.left_out["tools"] += 1
+        else:
+            pieces.append(f"[{kind}]")  # image, document: a line that says one was there
+    return pieces, outputs

@@ -1,0 +1,106 @@
+"""LoCoMo (Maharana et al., ACL 2024): very long conversations between two people, in sessions.
+
+A file is a list of samples `{sample_id, conversation, qa, ...}`; `conversation` holds
+`speaker_a`, `speaker_b`, and for each N a turn list `session_N` (`speaker`, `dia_id`, `text`,
+optional `blip_caption` of a shared image) with its date `session_N_date_time` ("1:56 pm on 8 May,
+2023"). Each LoCoMo session becomes one palace session; turn ids are LoCoMo's own (`D3:12`), which
+the benchmark's evidence lists refer to. `qa`, summaries and observations are annotations, not
+conversation, and are not imported.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from pathlib import Path
+
+from .model import ReadProblem, ReadResult, Session, Turn, clean_text, participants_of, slug, text_id, unique_turn_ids
+from .sources import json_records, read_text, shown
+
+FORMAT = SOURCE = "locomo"
+SESSION_KEY = re.compile(r"session_(\d+)")
+DATE_FORMATS = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%I:%M %p on %B %d, %Y")
+
+
+def locomo_time(text: str) -> str | None:
+    """ISO time (to the minute) of a LoCoMo session date like "1:56 pm on 8 May, 2023"; None if unreadable."""
+    for pattern in DATE_FORMATS:
+        try:
+            return datetime.strptime(" ".join(str(text).split()), pattern).strftime("%Y-%m-%dT%H:%M")
+        except ValueError:
+            continue
+    return None
+
+
+def read(path: Path, include: frozenset[str]) -> ReadResult:
+    """Every session of every sample in a LoCoMo file (or in every .json file of a directory)."""
+    result = ReadResult(FORMAT)
+    files = [path] if path.is_file() else sorted(p for p in path.glob("*.json") if p.is_file())
+    for file in files:
+        where = shown(file)
+        text = read_text(file, result)
+        for number, (line, sample) in enumerate(json_records(text, where, result.problems), 1):
+            _sample(sample, where, line, number, result)
+    return result
+
+
+def _sample(sample, where: str, line: int, number: int, result: ReadResult) -> None:
+    def problem(message: str) -> None:
+        result.problems.append(ReadProblem(where, line, message))
+
+    if not isinstance(sample, dict) or not isinstance(sample.get("conversation"), dict):
+        problem(f"sample {number}: no `conversation` object; left out")
+        return
+    sample_id = str(sample.get("sample_id") or f"sample-{number}")
+    conversation = sample["conversation"]
+    people = [str(conversation[k]) for k in ("speaker_a", "speaker_b") if conversation.get(k)]
+    numbers = sorted(int(m.group(1)) for key in conversation if (m := SESSION_KEY.fullmatch(key)))
+    for n in numbers:
+        key = f"session_{n}"
+        entries = conversation[key]
+        if not isinstance(entries, list):
+            problem(f"{sample_id} {key}: not a list of turns; left out")
+            continue
+        raw_date = conversation.get(f"{key}_date_time")
+        started = locomo_time(raw_date) if raw_date else None
+        if raw_date and started is None:
+            problem(f"{sample_id} {key}_date_time: cannot read the date {raw_date!r}; the session has none")
+        turns = []
+        for index, entry in enumerate(entries):
+            turn = _turn(entry, f"{sample_id} {key}[{index}]", problem)
+            if turn is not None:
+                turns.append(turn)
+            elif isinstance(entry, dict) and not problem_worthy(entry):
+                result.left_out["empty"] += 1
+        if not turns:
+            continue
+        unique_turn_ids(turns, where, result.problems)
+        session = Session(id=f"{SOURCE}-{slug(sample_id)}-s{n:02d}", source=SOURCE, source_id=f"{sample_id}/{key}",
+                          title=f"{sample_id}, session {n}", started=started,
+                          participants=people + [p for p in participants_of(turns) if p not in people],
+                          turns=turns, meta={"conversation": sample_id})
+        session.stem = f"{slug(sample_id)}-s{n:02d}"
+        result.sessions.append(session)
+
+
+def problem_worthy(entry: dict) -> bool:
+    """True when an entry lacks what every turn needs (a speaker and a dia_id): a malformed record."""
+    return not entry.get("speaker") or not entry.get("dia_id")
+
+
+def _turn(entry, where: str, problem) -> Turn | None:
+    """A turn from one LoCoMo entry; a shared image's caption is kept as `[shares a photo: ...]`."""
+    if not isinstance(entry, dict):
+        problem(f"{where}: not a JSON object; left out")
+        return None
+    if problem_worthy(entry):
+        missing = [k for k in ("speaker", "dia_id") if not entry.get(k)]
+        problem(f"{where}: no {' or '.join(missing)}; left out")
+        return None
+    parts = [clean_text(str(entry.get("text") or ""))]
+    if entry.get("blip_caption"):
+        parts.append(f"[shares a photo: {' '.join(str(entry['blip_caption']).split())}]")
+    text = clean_text("\n".join(p for p in parts if p.strip()))
+    if not text:
+        return None
+    return Turn(text_id(entry["dia_id"]), str(entry["speaker"]), text)

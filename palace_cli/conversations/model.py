@@ -1,0 +1,208 @@
+"""Sessions and turns: what every conversation reader returns and every session file holds."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import date, datetime, timezone
+
+ROLES = ("user", "assistant", "system", "tool")
+# What a reader leaves out unless asked (`--include`); the keys of ReadResult.left_out.
+INCLUDABLE = ("thinking", "tools", "system", "branches", "sidechains", "attachments")
+TIME_TEXT = r"\d{4}-\d\d-\d\d(?:T\d\d:\d\d(?::\d\d)?)?(?:Z|[+-]\d\d:\d\d)?"
+TIME = re.compile(TIME_TEXT)
+DATE_ONLY = re.compile(r"\d{4}-\d\d-\d\d")
+WITH_SECONDS = re.compile(r"\d\d:\d\d:\d\d")
+
+
+def role_of(speaker: str) -> str:
+    """The role a speaker name implies: user, assistant, system, tool, or "" for a named person."""
+    word = speaker.strip().lower()
+    return word if word in ROLES else ""
+
+
+@dataclass
+class Turn:
+    """One thing one speaker said. `id` is stable: the source's own where it has one."""
+
+    id: str
+    speaker: str
+    text: str
+    time: str | None = None  # ISO 8601 to the precision the source gave (at most seconds), or None
+    line: int = 0  # the file line of the turn's header, once written or parsed
+    role: str = field(init=False, default="")  # from the speaker: see role_of
+
+    def __post_init__(self):
+        # Normalised as a session file writes them, so parse(render(turn)) gives back an equal turn.
+        self.id = text_id(self.id)
+        self.speaker = one_line(self.speaker).replace(" · ", " - ") or "?"
+        if self.time is not None and not TIME.fullmatch(self.time):
+            self.time = iso_time(self.time)
+        if self.text:
+            self.text = clean_text(self.text)
+        self.role = role_of(self.speaker)
+
+    def key(self) -> list:
+        """What a session file records of the turn: compared and hashed to tell a change."""
+        return [self.id, self.speaker, self.time, self.text]
+
+
+@dataclass
+class Session:
+    """One conversation session: the unit of one file under conversations/<source>/."""
+
+    id: str
+    source: str
+    source_id: str
+    title: str = ""
+    started: str | None = None
+    participants: list[str] = field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)
+    meta: dict = field(default_factory=dict)  # other frontmatter fields (cwd, conversation ...), in order
+    preamble: str = ""  # text between the title and the first turn (a person's note about the session)
+    imported: dict | None = None  # the import stamp: from, turns, record, note
+    path: str = ""  # where it is (relative to the palace root) or came from
+    stem: str = ""  # the file name a reader suggests (without .md)
+    problems: list[ReadProblem] = field(default_factory=list)  # what parse_session could not read
+
+    def __post_init__(self):
+        self.title = one_line(self.title)
+
+    def time_of(self, turn: Turn) -> str | None:
+        """The turn's own time, else the session's start (LoCoMo turns carry only their session's date)."""
+        return turn.time or self.started
+
+    def header(self) -> dict:
+        """The frontmatter fields a source controls (everything but the import stamp)."""
+        return {"id": self.id, "source": self.source, "source_id": self.source_id, "title": self.title,
+                "started": self.started, "participants": list(self.participants), **self.meta}
+
+
+@dataclass
+class ReadProblem:
+    """Something a reader or parse_session could not read; `str()` is `path:line: message`."""
+
+    path: str
+    line: int | None
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.message}" if self.line else f"{self.path}: {self.message}"
+
+
+@dataclass
+class ReadResult:
+    """The sessions a reader found, what it could not read, and what it left out on purpose (counts)."""
+
+    format: str
+    sessions: list[Session] = field(default_factory=list)
+    problems: list[ReadProblem] = field(default_factory=list)
+    left_out: Counter = field(default_factory=Counter)
+
+
+# ---- helpers for readers ---------------------------------------------------------------------
+
+
+def digest(data) -> str:
+    """A short stable hash of JSON-able data."""
+    text = json.dumps(data, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def clean_text(text: str) -> str:
+    """Turn text as a session file keeps it: `\\n` line ends, no trailing spaces, no blank lines at either end."""
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    lines = [line.rstrip() for line in text.split("\n")]
+    start, end = 0, len(lines)
+    while start < end and not lines[start]:
+        start += 1
+    while end > start and not lines[end - 1]:
+        end -= 1
+    return "\n".join(lines[start:end])
+
+
+def one_line(text: str, limit: int = 0) -> str:
+    """Whitespace collapsed to single spaces, cut at limit characters with an ellipsis."""
+    flat = " ".join(str(text).split())
+    if limit and len(flat) > limit:
+        return flat[: limit - 1].rstrip() + "…"
+    return flat
+
+
+def slug(text: str, limit: int = 60) -> str:
+    """Lowercase words joined by hyphens, for file names and ids."""
+    out = re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")
+    return out[:limit].rstrip("-")
+
+
+def session_id(source: str, source_id: str) -> str:
+    """A palace session id from the source and its session id: stable, unique per source."""
+    base = slug(source_id, 200)
+    if not base or len(base) > 80 or base != str(source_id).lower():
+        short = hashlib.sha1(str(source_id).encode("utf-8")).hexdigest()[:8]
+        base = f"{base[:60].rstrip('-')}-{short}" if base else short
+    return f"{source}-{base}"
+
+
+def iso_time(value, seconds: bool = True) -> str | None:
+    """An ISO 8601 string for a time from a source (epoch seconds, ISO text, datetime); None if unreadable.
+
+    Text keeps its own precision (a date, minutes or seconds; fractions dropped); a UTC offset
+    of zero is written `Z`, naive times stay naive.
+    """
+    if value is None or value == "" or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        try:
+            moment = datetime.fromtimestamp(float(value), tz=timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            return None
+    elif isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, date):
+        return value.isoformat()
+    else:
+        text = str(value).strip()
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            return None
+        if DATE_ONLY.fullmatch(text):
+            return moment.date().isoformat()
+        seconds = bool(WITH_SECONDS.search(text))
+    out = moment.strftime("%Y-%m-%dT%H:%M:%S" if seconds else "%Y-%m-%dT%H:%M")
+    offset = moment.utcoffset()
+    if offset is not None:
+        minutes = int(offset.total_seconds() // 60)
+        out += "Z" if not minutes else f"{'+' if minutes > 0 else '-'}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
+    return out
+
+
+def text_id(value: str) -> str:
+    """A turn id usable in a header line: no whitespace (runs become `-`)."""
+    return "-".join(str(value).split())
+
+
+def unique_turn_ids(turns: list[Turn], where: str, problems: list[ReadProblem]) -> None:
+    """Give a repeated turn id a `~2`, `~3` suffix (reported): ids address turns, so they must differ."""
+    seen: set[str] = set()
+    for turn in turns:
+        if turn.id in seen:
+            base, n = turn.id, 2
+            while f"{base}~{n}" in seen:
+                n += 1
+            turn.id = f"{base}~{n}"
+            problems.append(ReadProblem(where, None, f"turn id {base!r} repeats; this one is {turn.id!r}"))
+        seen.add(turn.id)
+
+
+def participants_of(turns: list[Turn]) -> list[str]:
+    """Speakers in order of first appearance."""
+    seen: dict[str, None] = {}
+    for turn in turns:
+        seen.setdefault(turn.speaker, None)
+    return list(seen)

@@ -1,0 +1,313 @@
+"""The session file: one Markdown file per session, written by render_session, read back by parse_session.
+
+```
+---
+id: locomo-conv-26-s01
+source: locomo
+source_id: conv-26/session_1
+title: conv-26, session 1
+started: 2023-05-08T13:56
+participants: [Caroline, Melanie]
+imported: {from: 'locomo:locomo-dev5.json', turns: 18, record: 5c0d..., note: 91aa...}
+---
+# conv-26, session 1
+
+### Caroline · D1:1
+Hey Mel! Good to see you! How have you been?
+
+### Melanie · D1:2
+...
+```
+
+A turn is a header line `### <speaker> · <time> · <turn id>` (the time is left out when the
+source has none) and its text up to the next header. A text line that would read as a header is
+written with a leading backslash, which the parser takes off again. See docs/conversations.md.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+
+from ..errors import NoteError
+from ..notes import dump_frontmatter, load_frontmatter
+from .model import TIME, ReadProblem, Session, Turn, digest, iso_time, one_line
+
+CONVERSATIONS = "conversations"
+SEP = " · "
+HEAD = "### "
+FIELDS = ("id", "source", "source_id", "title", "started", "participants")
+STAMP_KEYS = ("from", "turns", "record", "note")
+
+
+# ---- digests: what the import stamp records -----------------------------------------------------
+
+
+def turns_digest(turns: list[Turn]) -> str:
+    """Hash of turns as a source gave them: the stamp's `record` (for the first `turns` of the source)."""
+    return digest([turn.key() for turn in turns])
+
+
+def session_digest(session: Session) -> str:
+    """Hash of a session as its file holds it (frontmatter but the stamp, preamble, turns): the stamp's `note`."""
+    return digest([session.header(), session.preamble, [turn.key() for turn in session.turns]])
+
+
+# ---- writing ---------------------------------------------------------------------------------
+
+
+def _looks_like_header(line: str) -> bool:
+    return line.lstrip("\\").startswith(HEAD) and SEP in line
+
+
+def header_line(turn: Turn) -> str:
+    """The first line of a turn's block: `### speaker · time · id` (no time part when there is none)."""
+    speaker = one_line(turn.speaker).replace(SEP, " - ") or "?"
+    parts = [speaker] + ([turn.time] if turn.time else []) + [turn.id]
+    return HEAD + SEP.join(parts)
+
+
+def turn_block(turn: Turn) -> list[str]:
+    """A turn's lines: the header, then its text with header-like lines escaped."""
+    lines = [header_line(turn)]
+    if turn.text:
+        lines += ["\\" + line if _looks_like_header(line) else line for line in turn.text.split("\n")]
+    return lines
+
+
+def frontmatter(session: Session) -> str:
+    """The YAML frontmatter block (with `---` lines) for a session."""
+    fields = session.header()
+    if session.imported is not None:
+        fields["imported"] = session.imported
+    return "---\n" + dump_frontmatter(fields) + "---\n"
+
+
+def render_session(session: Session) -> str:
+    """The text of a session file; sets each turn's `line` to the line of its header."""
+    head = frontmatter(session)
+    lines = []
+    if session.title:
+        lines += [f"# {one_line(session.title)}", ""]
+    if session.preamble:
+        lines += session.preamble.split("\n") + [""]
+    line_number = head.count("\n") + len(lines) + 1
+    for turn in session.turns:
+        block = turn_block(turn)
+        turn.line = line_number
+        lines += block + [""]
+        line_number += len(block) + 1
+    if lines and lines[-1] == "":
+        lines.pop()
+    return head + "\n".join(lines) + "\n"
+
+
+def append_turns(text: str, turns: list[Turn]) -> str:
+    """A session file's text with turns added at its end, leaving every existing byte as it is."""
+    text = text if text.endswith("\n") else text + "\n"
+    number = text.count("\n") + 1  # the line the next written line will have
+    lines: list[str] = []
+    for turn in turns:
+        block = turn_block(turn)
+        turn.line = number + 1  # after a blank separator line
+        lines += [""] + block
+        number += 1 + len(block)
+    return text + "\n".join(lines) + "\n" if lines else text
+
+
+# ---- reading ---------------------------------------------------------------------------------
+
+
+def split_text(text: str) -> tuple[str | None, str, int]:
+    """(frontmatter YAML or None, body, file line where the body starts)."""
+    if text.startswith("---\n"):
+        end = text.find("\n---\n", 3)
+        if end >= 0:
+            yaml_text = text[4 : end + 1]
+            return yaml_text, text[end + 5 :], yaml_text.count("\n") + 3
+        if text.endswith("\n---"):
+            yaml_text = text[4 : len(text) - 3]
+            return yaml_text, "", yaml_text.count("\n") + 3
+    return None, text, 1
+
+
+def _header(line: str) -> tuple[str, str | None, str] | None:
+    """(speaker, time, id) of a header line, or None when it is not a readable header."""
+    parts = line[len(HEAD):].split(SEP)
+    if len(parts) < 2:
+        return None
+    turn_id = parts[-1].strip()
+    time = None
+    if len(parts) >= 3 and TIME.fullmatch(parts[-2].strip()):
+        time = parts[-2].strip()
+        speaker = SEP.join(parts[:-2]).strip()
+    else:
+        speaker = SEP.join(parts[:-1]).strip()
+    if not speaker or not turn_id or any(c.isspace() for c in turn_id) or TIME.fullmatch(turn_id):
+        return None
+    return speaker, time, turn_id
+
+
+def _fields(session: Session, meta: dict, path: str, problems: list[ReadProblem]) -> None:
+    """Fill the session's fields from its frontmatter; odd values are reported and read as best they can be."""
+    for key in ("id", "source", "source_id", "title"):
+        value = meta.get(key)
+        if value is None or isinstance(value, (dict, list)):
+            if key != "title" or isinstance(value, (dict, list)):
+                problems.append(ReadProblem(path, 1, f"frontmatter has no `{key}`" if value is None
+                                            else f"frontmatter `{key}` must be text"))
+            continue
+        setattr(session, key, str(value))
+    started = meta.get("started")
+    session.started = None if started is None else iso_time(started) or str(started)
+    people = meta.get("participants")
+    if isinstance(people, list):
+        session.participants = [str(p) for p in people]
+    elif people is not None:
+        session.participants = [str(people)]
+        problems.append(ReadProblem(path, 1, "frontmatter `participants` should be a list"))
+    stamp = meta.get("imported")
+    if isinstance(stamp, dict) and all(k in stamp for k in STAMP_KEYS):
+        session.imported = dict(stamp)
+    elif stamp is not None:
+        problems.append(ReadProblem(path, 1, "frontmatter `imported` is not an import stamp "
+                                    f"({', '.join(STAMP_KEYS)}); the file is treated as not imported"))
+    session.meta = {k: v for k, v in meta.items() if k not in FIELDS and k != "imported"}
+
+
+def parse_session(text: str, path: str) -> Session:
+    """Read a session file's text: every turn with its header line; what cannot be read is in `.problems`.
+
+    Forgiving: broken frontmatter still yields the turns (with an id made from the path), a
+    header that cannot be read stays text of the turn before it, and each such thing is reported.
+    Pure (no I/O), and fast: it runs over every session file on each index refresh.
+    """
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = text.removeprefix("\ufeff")
+    stem = os.path.splitext(os.path.basename(path))[0]
+    folder = os.path.basename(os.path.dirname(path)) or "unknown"
+    session = Session(id=f"{folder}-{stem}", source=folder, source_id=stem, path=path)
+    problems = session.problems
+    yaml_text, body, first = split_text(text)
+    if yaml_text is None:
+        problems.append(ReadProblem(path, 1, "no frontmatter (`---` lines); id and source taken from the path"))
+    else:
+        try:
+            meta = load_frontmatter(yaml_text, path)
+        except NoteError as exc:
+            problems.append(ReadProblem(path, exc.line, exc.reason + "; id and source taken from the path"))
+        else:
+            _fields(session, meta, path, problems)
+
+    lines = body.split("\n")
+    preamble: list[str] = []
+    current: list[str] = preamble
+    turns = session.turns
+    seen: dict[str, int] = {}
+    for index, line in enumerate(lines):
+        if line.startswith(HEAD) and SEP in line:
+            parsed = _header(line)
+            if parsed is not None:
+                if current is not preamble:
+                    turns[-1].text = _tidy(current)
+                speaker, time, turn_id = parsed
+                number = first + index
+                if turn_id in seen:
+                    problems.append(ReadProblem(path, number, f"turn id {turn_id!r} is also on line {seen[turn_id]}"))
+                else:
+                    seen[turn_id] = number
+                turns.append(Turn(turn_id, speaker, "", time, line=number))
+                current = []
+                continue
+            problems.append(ReadProblem(path, first + index, "looks like a turn header (`### speaker · time · id`) "
+                                        "but has no readable turn id; read as text of the turn before"))
+        elif line.startswith("\\") and _looks_like_header(line):
+            line = line[1:]
+        current.append(line)
+    if current is not preamble:
+        turns[-1].text = _tidy(current)
+    head = _tidy(preamble)
+    title_line = f"# {one_line(session.title)}"
+    if session.title and (head == title_line or head.startswith(title_line + "\n")):
+        head = head[len(title_line):].lstrip("\n")
+    session.preamble = head
+    if not turns and not problems:
+        problems.append(ReadProblem(path, first, "no turns (`### speaker · time · id` lines)"))
+    return session
+
+
+def _tidy(lines: list[str]) -> str:
+    """Block lines as turn text: blank lines at either end and trailing spaces dropped."""
+    start, end = 0, len(lines)
+    while start < end and not lines[start].strip():
+        start += 1
+    while end > start and not lines[end - 1].strip():
+        end -= 1
+    return "\n".join(line.rstrip() for line in lines[start:end])
+
+
+# ---- files in a palace -----------------------------------------------------------------------
+
+
+def session_files(root: Path) -> list[tuple[str, int, int]]:
+    """(relative path, mtime_ns, size) of every `conversations/<source>/**/*.md`, sorted: for incremental refresh."""
+    base = Path(root) / CONVERSATIONS
+    found = []
+    if not base.is_dir():
+        return found
+    prefix = len(str(root)) + 1
+    stack = [str(base)]
+    while stack:
+        directory = stack.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+            elif entry.name.endswith(".md") and entry.is_file():
+                relpath = entry.path[prefix:].replace(os.sep, "/")
+                if relpath.count("/") >= 2:
+                    stat = entry.stat()
+                    found.append((relpath, stat.st_mtime_ns, stat.st_size))
+    found.sort()
+    return found
+
+
+def load_session(root: Path, relpath: str) -> Session:
+    """Read and parse one session file of a palace (unreadable bytes are reported, never raised)."""
+    try:
+        data = (Path(root) / relpath).read_bytes()
+    except OSError as exc:
+        session = parse_session("", relpath)
+        session.problems[:] = [ReadProblem(relpath, None, f"cannot read: {exc.strerror}")]
+        return session
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        text = data.decode("utf-8", "replace")
+        session = parse_session(text, relpath)
+        line = data[: exc.start].count(b"\n") + 1
+        session.problems.insert(0, ReadProblem(relpath, line, "not UTF-8; undecodable bytes read as U+FFFD"))
+        return session
+    return parse_session(text, relpath)
+
+
+def is_session_text(text: str) -> bool:
+    """True when a Markdown text is a palace session file (frontmatter with `source` and a turn header)."""
+    yaml_text, body, _ = split_text(text.removeprefix("\ufeff").replace("\r\n", "\n"))
+    if yaml_text is None or "source" not in yaml_text:
+        return False
+    try:
+        meta = yaml.safe_load(yaml_text)
+    except yaml.YAMLError:
+        return False
+    if not isinstance(meta, dict) or not meta.get("source") or not meta.get("id"):
+        return False
+    return any(line.startswith(HEAD) and SEP in line and _header(line) for line in body.split("\n"))
