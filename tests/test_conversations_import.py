@@ -268,3 +268,12 @@ def test_locomo_dev_set_every_turn_lands_with_its_dia_id(empty):
             found[(session.meta["conversation"], turn.id)] = turn
     assert set(found) == set(expected)
     assert import_path(empty, LOCOMO).counts()["skipped"] == report.counts()["sessions"]
+
+
+def test_a_session_file_from_elsewhere_cannot_write_outside_conversations(empty, tmp_path):
+    text = ("---\nid: x-1\nsource: ../../memories/evil\nsource_id: one\ntitle: T\nstarted: null\n"
+            "participants: [Ann]\n---\n### Ann · t1\nhello\n")
+    (tmp_path / "Odd Name.md").write_text(text)
+    report = import_path(empty, tmp_path / "Odd Name.md")
+    assert [o.path for o in report.sessions] == ["conversations/memories-evil/odd-name.md"]
+    assert not (empty.root / "memories" / "evil").exists()

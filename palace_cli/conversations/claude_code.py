@@ -72,11 +72,9 @@ def _read_file(file: Path, include: frozenset[str], result: ReadResult) -> None:
         if isinstance(record.get("uuid"), str):
             parents[record["uuid"]] = record.get("parentUuid") or record.get("logicalParentUuid")
     last = next((r.get("uuid") for _, r in reversed(main_records) if isinstance(r.get("uuid"), str)), None)
-    main, branches = threads(parents, list(parents), last)
-    on_thread = set(main)
-    for fork, chain in branches:
-        if fork is None:  # a chain that never meets the thread (history in another file): kept, not provably rewound
-            on_thread.update(chain)
+    _, branches = threads(parents, list(parents), last)
+    # Records on a branch off the thread were rewound away. A chain that never meets the thread (its
+    # history is in another file) has no fork: it stays, as it cannot be shown to be abandoned.
     branch_of = {node: i for i, (fork, chain) in enumerate(branches) if fork is not None for node in chain}
     thread = [(n, r) for n, r in main_records if r.get("uuid") not in branch_of]
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..notes import atomic_write, edit_frontmatter
-from .model import ReadProblem, Session, Turn
+from .model import ReadProblem, Session, Turn, slug
 from .sessionfile import (CONVERSATIONS, append_turns, load_session, render_session, session_digest, session_files,
                           turns_digest)
 from .sources import read_conversations
@@ -124,7 +124,7 @@ def import_conversations(palace, path, format: str, include: frozenset[str] = fr
         seen.add(key)
         old = by_key.get(key)
         if old is None:
-            relpath = _new_path(session, ids, paths)
+            relpath = _new_path(root, session, ids, paths)
             session.imported = None
             session.imported = _stamp(stamp_from, session.turns, session_digest(session))
             writes.append((root / relpath, render_session(session)))
@@ -147,17 +147,21 @@ def _stamp(stamp_from: str, turns: list[Turn], note: str) -> dict:
     return {"from": stamp_from, "turns": len(turns), "record": turns_digest(turns), "note": note}
 
 
-def _new_path(session: Session, ids: set[str], paths: set[str]) -> str:
-    """A free session id and file path for a new session (a short suffix when either is taken)."""
+def _new_path(root: Path, session: Session, ids: set[str], paths: set[str]) -> str:
+    """A free session id and file path for a new session (a short suffix when either is taken).
+
+    Folder and file names are slugs: a session file from elsewhere cannot name a path outside
+    conversations/<source>/ through its `source`.
+    """
     base_id, n = session.id, 2
     while session.id in ids:
         session.id = f"{base_id}-{n}"
         n += 1
     ids.add(session.id)
-    folder = f"{CONVERSATIONS}/{session.source}"
-    stem = session.stem or session.id
+    folder = f"{CONVERSATIONS}/{slug(session.source) or 'unknown'}"
+    stem = slug(session.stem, 120) or slug(session.id, 120) or "session"
     relpath, n = f"{folder}/{stem}.md", 2
-    while relpath in paths:
+    while relpath in paths or (root / relpath).exists():
         relpath = f"{folder}/{stem}-{n}.md"
         n += 1
     paths.add(relpath)
