@@ -29,7 +29,7 @@ def _run_with_progress(palace, path, **options):
 @click.command(name="import")
 @click.argument("path", type=click.Path(exists=True))
 @click.option("--format", "format_", type=click.Choice(FORMATS), default=None,
-              help="Source format (default: guessed from the file names).")
+              help="Source format (default: guessed from the names, and for conversations from a look inside).")
 @click.option("--domain", "-d", default=None,
               help="Domain for every memory (markdown; memory lists without loci). Default: from folders or loci.")
 @click.option("--split", type=click.Choice(SPLITS), default="auto", show_default=True,
