@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from .errors import ConfigError, ModelError
 from .generation import cached
 from .palace import Palace
-from .retrieve import Recall, recall
+from .retrieve import Recall, context_entry, recall
 from .tokens import STOPWORDS, words
 from .verify import Verdict, verify_response
 
@@ -108,13 +108,19 @@ def abstain_threshold(palace: Palace, signal: str) -> float:
         raise ConfigError(f"palace.toml [retrieval] abstain_below: {value!r} is not a number") from None
 
 
-def palace_tokens(palace: Palace) -> dict[str, str]:
-    """id -> verify token of every memory, from the note cache (call refresh first)."""
-    from .refresh import indexes
+def handed_memories(palace: Palace, refs: list[str]) -> list[dict]:
+    """What verify needs of the memories handed to a model ({id, subject, verify}), each named exactly."""
+    return [context_entry(palace.memory(ref)) for ref in dict.fromkeys(refs)]
 
-    rows = indexes(palace).store.db.execute(
-        "SELECT id, json_extract(data, '$.verify') FROM notes WHERE id IS NOT NULL AND data IS NOT NULL")
-    return {memory_id: token or "" for memory_id, token in rows}
+
+def verify_answer(response: str, handed: list[dict], palace: Palace | None = None, rule: str = "any") -> Verdict:
+    """Check an answer against the memories handed over; with a palace, also against every other token in it
+    (a token of a memory that was not handed over means the answer did not come from the context)."""
+    all_tokens = None
+    if palace is not None:
+        palace.refresh(embedder=None)
+        all_tokens = palace.index.store.tokens()
+    return verify_response(response, handed, all_tokens, rule=rule)
 
 
 def needs_for(question: str, result: Recall) -> list[str]:
@@ -140,7 +146,7 @@ def ask(palace: Palace, question: str, *, k: int | None = None, profile: str = "
     signal = signal_of(result)
     limit = abstain_threshold(palace, signal) if threshold is None else threshold
     # Only memories whose block made it into the context within the budget were really handed over.
-    handed = [m for m in result.as_dict()["memories"] if f"({m['id']})" in result.context]
+    handed = [context_entry(h.memory) for h in result.handed if h.memory]
     answer = Answer(question, "", "abstained", result.confidence, limit, signal,
                     route=[r.domain for r in result.route])
     if not result.hits or result.confidence < limit or not result.context:
@@ -165,7 +171,7 @@ def ask(palace: Palace, question: str, *, k: int | None = None, profile: str = "
                              "endpoint_model in palace.toml")
     model = cached(generator, use_cache)
     text = model.complete(build_prompt(result.context, question), max_tokens=max_tokens, temperature=0.0)
-    verdict = verify_response(text, handed, palace_tokens(palace), rule=rule)
+    verdict = verify_response(text, handed, palace.index.store.tokens(), rule=rule)
     cited = set(verdict.cited_ids)
     # The verdict is on the whole text; only what is shown drops the repeats.
     answer.text, answer.verdict = drop_repeats(text), verdict

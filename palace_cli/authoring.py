@@ -15,9 +15,9 @@ from pathlib import Path
 from .config import CONFIG_NAME
 from .errors import NoteError, PalaceError, UsageError
 from .notes import ID_PATTERN, Memory, atomic_write, edit_frontmatter, edit_section, inline_yaml, load_note, \
-    parse_note, slugify, split_frontmatter
-from .palace import INDEX_DIR, MEMORIES, REVIEWS, Palace
-from .tokens import propose_token
+    parse_note, slugify, split_frontmatter, update_frontmatter
+from .palace import INDEX_DIR, MEMORIES, REVIEWS, Palace, Scan
+from .tokens import propose_token, token_problems
 
 GITIGNORE = ".palace/\n"
 GITATTRIBUTES = "reviews/*.jsonl merge=union\n"
@@ -100,25 +100,10 @@ def init_palace(directory: Path, name: str | None = None) -> Path:
                                      capture_output=True, text=True).returncode == 0
         if not inside_repo:
             subprocess.run(["git", "init", "-q"], cwd=root, check=False, capture_output=True)
-    from .indexfiles import write_index_files
+    from .index.files import write_index_files
 
-    write_index_files(Palace(root))
+    write_index_files(Palace(root), Scan())  # a new palace holds no memories yet
     return root
-
-
-def resolve_domain(palace: Palace, domain: str) -> str:
-    """The folder for a --domain value: an existing domain or alias as given, else its slug."""
-    wanted = (domain or "").strip()
-    existing = palace.domains()
-    if wanted in existing:
-        return wanted
-    for name, spec in palace.config.domains.items():
-        if wanted.lower() in (a.lower() for a in spec.aliases):
-            return name
-    slug = slugify(wanted) if wanted else ""
-    if not slug or slug == "memory" and wanted.lower() != "memory":
-        raise UsageError("a memory needs a domain (--domain), e.g. --domain distributed-systems")
-    return slug
 
 
 def _create(path: Path, text: str) -> None:
@@ -144,16 +129,17 @@ def _create(path: Path, text: str) -> None:
 
 def add_memory(palace: Palace, subject: str, domain: str, *, anchor: str = "", image: str = "", content: str = "",
                keywords: list[str] | None = None, links: list[str] | None = None, verify: str | None = None,
-               note_id: str | None = None, extra: dict | None = None, overwrite: bool = False) -> Memory:
+               note_id: str | None = None, extra: dict | None = None, overwrite: bool = False,
+               new_domain: bool = False) -> Memory:
     """Write a new SMASHIN note under memories/<domain>/ from the template and return it; refuses to overwrite."""
     subject = " ".join(subject.split())
     if not subject:
         raise UsageError("a memory needs a subject")
-    domain = resolve_domain(palace, domain)
+    domain = palace.resolve_domain(domain, allow_new=True, insist=new_domain)
     note_id = note_id or slugify(subject)
     if not ID_PATTERN.match(note_id):
         raise UsageError(f"id {note_id!r} must be lowercase letters, digits, '.', '_' or '-'")
-    scan = palace.scan(force=True)
+    scan = palace.scan(light=True)
     existing = scan.memories.get(note_id)
     path = palace.memories_dir / domain / f"{note_id}.md"
     relpath = palace.rel(path)
@@ -179,5 +165,24 @@ def add_memory(palace: Palace, subject: str, domain: str, *, anchor: str = "", i
             _create(path, text)
         except FileExistsError:
             raise PalaceError(f"memory {note_id!r} already exists at {relpath}; choose another --id") from None
-    palace.invalidate()
     return load_note(palace.root, relpath, domain)
+
+
+def propose_missing_token(palace: Palace, memory: Memory, taken: set[str]) -> Memory:
+    """The memory with a verify token proposed from its Image and written to its frontmatter, when it has an
+    Image but no token; unchanged otherwise. `taken` (the palace's tokens) gains the new one."""
+    if memory.verify or not memory.image:
+        return memory
+    token = propose_token(memory.image, memory.subject, memory.keywords, memory.content, taken, anchor=memory.anchor)
+    if not token:
+        return memory
+    update_frontmatter(palace.root / memory.path, {"verify": token}, memory.path)
+    taken.add(token)
+    return load_note(palace.root, memory.path, memory.domain)
+
+
+def token_warnings(palace: Palace, memory: Memory) -> list[str]:
+    """What is wrong with a memory's verify token (missing, guessable, shared with another memory)."""
+    others = {m.id: m.verify for m in palace.scan(light=True).memories.values() if m.id != memory.id and m.verify}
+    return [message for _code, message in token_problems(memory.verify, memory.image, memory.subject,
+                                                         memory.keywords, memory.content, others)]

@@ -31,7 +31,11 @@ class NotFound(PalaceError):
 
 
 class Ambiguous(PalaceError):
-    """A name matched more than one memory."""
+    """A name matched more than one memory; `candidates` are their ids."""
+
+    def __init__(self, message: str, candidates: list[str] | None = None):
+        super().__init__(message)
+        self.candidates = list(candidates or [])
 
 
 class UsageError(PalaceError):

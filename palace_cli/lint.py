@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .indexfiles import check_index_files, write_index_files
-from .notes import Memory, body_link_lines, update_frontmatter
+from .index.files import check_index_files, write_index_files
+from .notes import Memory, body_link_lines
 from .palace import Palace, Problem, Scan
 from .smashin import weak_image_problems
-from .tokens import PhraseIndex, phrase_key, propose_token, run_keys, token_problems
+from .tokens import PhraseIndex, phrase_key, run_keys, token_problems
 
 # Parser findings that make a note wrong rather than odd; everything else the parser notes is a warning.
 ERROR_CODES = {"missing-field", "bad-type", "duplicate-key"}
@@ -126,16 +126,12 @@ def config_problems(palace: Palace, scan: Scan) -> list[Problem]:
 
 def propose_missing_tokens(palace: Palace, scan: Scan) -> list[str]:
     """Write a proposed verify token into every note that has an Image but no token; returns what changed."""
+    from .authoring import propose_missing_token
+
     fixed = []
     taken = {m.verify for m in scan.memories.values() if m.verify}
     for memory in sorted(scan.memories.values(), key=lambda m: m.path):
-        if memory.verify or not memory.image:
-            continue
-        token = propose_token(memory.image, memory.subject, memory.keywords, memory.content, taken,
-                              anchor=memory.anchor)
-        if token:
-            update_frontmatter(palace.root / memory.path, {"verify": token}, memory.path)
-            taken.add(token)
+        if propose_missing_token(palace, memory, taken) is not memory:
             fixed.append(f"{memory.path}: proposed a verify token")
     return fixed
 
@@ -163,14 +159,20 @@ def conversation_problems(palace: Palace) -> list[Problem]:
     return problems
 
 
+def _notes(palace: Palace) -> Scan:
+    """The refreshed note cache, without regenerating the index files: lint reports them, only --fix writes."""
+    palace.refresh(embedder=None, index_files=False)
+    return palace.index.scan()
+
+
 def lint(palace: Palace, fix: bool = False) -> LintReport:
     """Every problem in the palace; with fix, propose missing tokens and regenerate index files (nothing else)."""
     fixed: list[str] = []
-    scan = palace.scan(force=True)
+    scan = _notes(palace)
     if fix:
         fixed = propose_missing_tokens(palace, scan)
         if fixed:
-            scan = palace.scan(force=True)
+            scan = _notes(palace)
         report = write_index_files(palace, scan)
         fixed += [f"{path}: regenerated" for path in report.written]
         fixed += [f"{path}: removed (no such domain)" for path in report.removed]

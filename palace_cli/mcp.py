@@ -23,7 +23,6 @@ from .notes import Memory
 from .palace import CACHE_DIR, INDEX_DIR, MEMORIES, REVIEWS, ROOT_INDEX, Palace
 from .profiles import PROFILES
 from .quiz.strategies import STRATEGIES
-from .refresh import indexes, refresh
 from .retrieve import recall as core_recall, search as core_search
 from .wakeup import BYTES_PER_TOKEN
 
@@ -124,8 +123,7 @@ class PalaceTools:
     def _fresh(self):
         """Bring the caches up to date with the disk: another process may have written since the last call."""
         check_layout(self.palace)
-        self.palace.invalidate()
-        return refresh(self.palace)
+        return self.palace.refresh()
 
     def _handed(self, ids: list[str]) -> list[Memory]:
         return [self._memory(i) for i in dict.fromkeys(ids)]
@@ -135,18 +133,11 @@ class PalaceTools:
         ref = ref.strip()
         if not ref:
             raise UsageError("give a memory id")
-        store = indexes(self.palace).store
         if "/" in ref or "\\" in ref or ref.endswith(".md") or ref.startswith(("~", ".")):
             target = confined(self.palace, LINE_REF.sub("", ref), "memory path")
-            found = store.memories([self.palace.rel(target)])
-            if not found:
-                raise NotFound(f"no indexed memory at {ref!r} (run status to see unreadable notes)")
-            return found[0]
+            return self.palace.memory(self.palace.rel(target), refresh=False)
         _refuse_path_tricks(ref, "memory id")
-        path = next((p for i, p in store.id_paths() if i == ref), None)
-        if path is None:
-            raise NotFound(f"no memory with id {ref!r}; find ids with search or recall")
-        return store.memories([path])[0]
+        return self.palace.memory(ref, refresh=False)
 
     def recall(self, query: str, k: int | None = None, domain: str | None = None,
                profile: ProfileName = "reference", max_tokens: int = 1000) -> str:
@@ -157,10 +148,9 @@ class PalaceTools:
         if k is not None and not 1 <= k <= 50:
             raise UsageError(f"k must be between 1 and 50, not {k}")
         check_layout(self.palace)
-        self.palace.invalidate()
         result = core_recall(self.palace, query, k=k, domain=domain, budget=max(budget - 300, 200), profile=profile)
         route = ", ".join(f"{r.domain} {r.confidence:.2f}" for r in result.route) or "none"
-        shown = [h.id for h in result.hits + result.linked if f"## {h.subject} ({h.id}) " in result.context]
+        shown = [h.id for h in result.handed]
         cut = [h.id for h in result.hits + result.linked if h.id not in shown]
         lines = [f"handed: {', '.join(shown) or 'none'}"]
         if not result.hits:
@@ -181,7 +171,6 @@ class PalaceTools:
         if not 1 <= k <= 100:
             raise UsageError(f"k must be between 1 and 100, not {k}")
         check_layout(self.palace)
-        self.palace.invalidate()
         result = core_search(self.palace, query, mode=mode, k=k, domain=domain)
         lines = [f"{h.id} | {h.subject} | {h.domain} | {h.path}:{h.line} | {h.score:.3f}" for h in result.hits]
         head = f"{len(lines)} hit(s), {result.mode}" + (f" ({result.dense_reason})" if result.dense != "on" else "")
@@ -205,15 +194,15 @@ class PalaceTools:
             keywords: list[str] | None = None, links: list[str] | None = None, verify: str | None = None,
             id: str | None = None) -> str:
         """Write a new memory (never overwrites), refresh, and say where it is and its verify token."""
-        from .authoring import add_memory
+        from .authoring import add_memory, token_warnings
         from .notes import slugify
-        from .tokens import token_problems
 
         _plain_name(domain, "domain")
         if id is not None:
             _plain_name(id, "id")
         self._fresh()
-        folder = confined(self.palace, f"{MEMORIES}/{slugify(domain)}", "domain")
+        domain = self.palace.resolve_domain(domain, allow_new=True)
+        folder = confined(self.palace, f"{MEMORIES}/{domain}", "domain")
         note_id = id or slugify(subject)
         target = folder / f"{note_id}.md"
         if os.path.lexists(target):
@@ -222,21 +211,19 @@ class PalaceTools:
                             keywords=keywords, links=links, verify=verify, note_id=id)
         self._fresh()
         lines = [f"added {memory.id} at {memory.location}", f"verify: {memory.verify or '(none)'}"]
-        lines += [f"warning: {message}" for _, message in
-                  token_problems(memory.verify, memory.image, memory.subject, memory.keywords, memory.content)]
+        lines += [f"warning: {message}" for message in token_warnings(self.palace, memory)]
         return "\n".join(lines)
 
     def verify(self, response: str, ids: list[str], rule: Literal["any", "all"] = "any") -> str:
         """Check an answer against the memories it was handed (their ids): cited, uncited, foreign tokens."""
-        from .refresh import current_scan
-        from .verify import verify_response
+        from .ask import verify_answer
+        from .retrieve import context_entry
 
         if not ids:
             raise UsageError("give the ids of the memories handed to the model (recall lists them on its hits line)")
         self._fresh()
-        handed = [{"id": m.id, "subject": m.subject, "verify": m.verify} for m in self._handed(ids)]
-        all_tokens = {m.id: m.verify for m in current_scan(self.palace).memories.values() if m.verify}
-        verdict = verify_response(response, handed, all_tokens, rule=rule)
+        handed = [context_entry(m) for m in self._handed(ids)]
+        verdict = verify_answer(response, handed, self.palace, rule=rule)
         lines = [f"{'grounded' if verdict.grounded else 'NOT grounded'} ({verdict.status}): {verdict.reason}"]
         if verdict.cited:
             lines.append("cited: " + ", ".join(f"{c.id}{'' if c.exact else ' (variant)'}" for c in verdict.cited))
@@ -308,16 +295,13 @@ class PalaceTools:
 
         _budget(max_tokens)
         check_layout(self.palace)
-        self.palace.invalidate()
         return fit(wake_up(self.palace, budget_tokens=max_tokens).text, max_tokens)
 
     def status(self, max_tokens: int = 400) -> str:
         """Counts by domain, dense ranking on or off, and the first problems."""
-        from .refresh import current_scan
-
         _budget(max_tokens)
         report = self._fresh()
-        scan = current_scan(self.palace, report)
+        scan = self.palace.index.scan(light=True)
         grouped = scan.by_domain()
         domains = ", ".join(f"{d} {len(ms)}" for d, ms in sorted(grouped.items())) or "none"
         lines = [f"palace: {self.palace.config.name} ({self.palace.root})",

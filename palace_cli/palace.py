@@ -1,4 +1,9 @@
-"""Palace(root): the notes on disk and their domains. All note file I/O goes through here."""
+"""Palace(root): where the notes are, their domains, and the resolvers that turn a name into a memory or a domain.
+
+Reading notes for listing and search goes through `Palace.index` (the refreshed cache under .palace/);
+writing a note goes through `notes.py` (atomic, byte-preserving) from `authoring`, `lint --fix` and
+`evolve --accept`.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +13,16 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher, get_close_matches
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from .config import PalaceConfig, find_root, load_config
-from .errors import Ambiguous, NoteError, NotFound
-from .notes import Memory, load_note
+from .errors import Ambiguous, NoteError, NotFound, UsageError
+from .notes import Memory
 from .tokens import STOPWORDS, normalize, root, words
+
+if TYPE_CHECKING:
+    from .index import Index
+    from .index.refresh import RefreshReport
 
 MEMORIES = "memories"
 INDEX_DIR = "index"
@@ -73,7 +84,7 @@ class Palace:
     def __init__(self, root: Path):
         self.root = Path(root).resolve()
         self.config: PalaceConfig = load_config(self.root)
-        self._scan: Scan | None = None
+        self._index: Index | None = None
 
     @classmethod
     def find(cls, explicit: str | os.PathLike | None = None, start: Path | None = None) -> "Palace":
@@ -176,35 +187,37 @@ class Palace:
                                             "looks like a note but is outside memories/; not indexed"))
         return problems
 
-    def scan(self, cache: dict[str, tuple[int, int, Memory]] | None = None, force: bool = False) -> Scan:
-        """Read every note (reusing `cache` entries whose mtime and size match) and collect problems."""
-        if self._scan is not None and not force and cache is None:
-            return self._scan
-        result = Scan()
-        files = self.note_files(result.problems)
-        for note_file in files:
-            cached = cache.get(note_file.relpath) if cache else None
-            if cached and cached[0] == note_file.mtime_ns and cached[1] == note_file.size:
-                memory = cached[2]
-            else:
-                try:
-                    memory = load_note(self.root, note_file.relpath, note_file.domain)
-                except NoteError as exc:
-                    result.problems.append(Problem(note_file.relpath, exc.line, "error", "unreadable-note", exc.reason))
-                    continue
-            if memory.id in result.memories:
-                first = result.memories[memory.id]
-                result.problems.append(Problem(memory.path, 2, "error", "duplicate-id",
-                                               f"id {memory.id!r} is already used by {first.path}; this note is not indexed"))
-                continue
-            result.memories[memory.id] = memory
-        self._scan = result
-        return result
+    def reload_config(self) -> None:
+        """Read palace.toml again (the watcher does, when it changes) and drop what depended on it."""
+        self.config = load_config(self.root)
+        if self._index is not None:
+            self._index.forget()
 
-    def invalidate(self) -> None:
-        """Forget the cached scan and ranking catalog (after a write)."""
-        self._scan = None
-        self._catalog = None
+    # ---- the index ----------------------------------------------------------------------------
+
+    @property
+    def index(self) -> Index:
+        """The caches under .palace/ (opened on first use, once per process)."""
+        if self._index is None:
+            from .index import Index
+
+            self._index = Index(self)
+        return self._index
+
+    def refresh(self, **options) -> RefreshReport:
+        """Bring the caches up to date with the notes on disk (see `index.refresh.refresh` for options)."""
+        from .index.refresh import refresh
+
+        return refresh(self, **options)
+
+    def scan(self, light: bool = False) -> Scan:
+        """Every readable memory (by id) and every problem, from the freshly refreshed cache.
+
+        light=True gives memories with only what listings show (no image, content or body): several
+        times faster on a big palace. Embeddings are not computed here (search and recall do that).
+        """
+        self.refresh(embedder=None)
+        return self.index.scan(light=light)
 
     def domains(self) -> list[str]:
         """Domains: folders under memories/ plus those declared in palace.toml, sorted."""
@@ -213,26 +226,90 @@ class Palace:
             names.update(p.name for p in self.memories_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
         return sorted(names)
 
-    # ---- lookup -------------------------------------------------------------------------------
+    # ---- resolvers: one per concept, used by every face ----------------------------------------
 
-    def get(self, ref: str) -> Memory:
-        """A memory by id, by path (optionally `path:line`), or by a unique fuzzy match on subject, id, aliases."""
-        scan = self.scan()
+    def resolve_domain(self, name: str, *, allow_new: bool = False, insist: bool = False) -> str:
+        """The domain a name means: itself, an alias in palace.toml, or a unique prefix of a domain.
+
+        With allow_new, a name that means no existing domain is returned as a new folder name (its slug),
+        unless it is close to an existing domain (a typo would silently create a folder): then the
+        error names the close domains; `insist` creates it anyway. Without either, an unknown name is a
+        NotFound listing the domains.
+        """
+        from .notes import slugify
+
+        wanted = (name or "").strip()
+        if not wanted:
+            raise UsageError("give a domain, e.g. --domain distributed-systems")
+        existing = self.domains()
+        if wanted in existing:
+            return wanted
+        lowered = wanted.lower()
+        for domain in existing:
+            spec = self.config.domains.get(domain)
+            if lowered == domain.lower() or (spec and lowered in (a.lower() for a in spec.aliases)):
+                return domain
+        prefixed = [d for d in existing if d.lower().startswith(lowered)]
+        if len(prefixed) == 1:
+            return prefixed[0]
+        close = prefixed or get_close_matches(lowered, existing, n=3, cutoff=0.75)
+        if insist or (allow_new and not close):
+            slug = slugify(wanted)
+            if slug == "memory" and lowered != "memory":
+                raise UsageError(f"{wanted!r} cannot be a domain folder name; use letters, digits and '-'")
+            return slug
+        if close:
+            hint = " (or --new-domain to create it)" if allow_new else ""
+            raise NotFound(f"no domain {wanted!r}; did you mean {', '.join(close)}?{hint}")
+        raise NotFound(f"no domain {wanted!r}; domains: {', '.join(existing) or '(none yet)'}")
+
+    def memory(self, ref: str, *, refresh: bool = True) -> Memory:
+        """The memory a reference names exactly: an id, a path (`path:line` too), a file name, an alias,
+        a subject or an anchor (the last four when one memory has it). Never a near match: when nothing
+        is named exactly, NotFound suggests the nearest memories. A broken note named by its path or
+        file name raises its NoteError. refresh=False trusts a refresh the caller just made."""
+        ref = (ref or "").strip()
+        if not ref:
+            raise NotFound("give a memory id")
+        scan = self.scan(light=True) if refresh else self.index.scan(light=True)
+        found = self._exact(ref, scan)
+        if found is None:
+            raise NotFound(_not_found_message(ref, list(scan.memories.values())))
+        return self.index.store.memories([found.path])[0]  # the light entry, now in full
+
+    def _exact(self, ref: str, scan: Scan) -> Memory | None:
         memories = scan.memories
         if ref in memories:
             return memories[ref]
         path_ref = re.sub(r":\d+$", "", ref)
         candidate = Path(path_ref).expanduser()
         rel = self.rel(candidate.resolve()) if candidate.exists() else path_ref.removeprefix("./")
+        broken = {p.path: p for p in scan.problems if p.path.endswith(".md")}
         for memory in memories.values():
             if memory.path == rel:
                 return memory
-        for problem in scan.problems:
-            if problem.path == rel:
-                raise NoteError(problem.path, problem.message, problem.line)
+        if rel in broken:
+            raise NoteError(broken[rel].path, broken[rel].message, broken[rel].line)
         if path_ref.endswith(".md") or "/" in path_ref or os.sep in path_ref:
             raise NotFound(f"no memory at {rel}")
-        return _fuzzy(ref, list(memories.values()))
+        wanted = normalize(ref)
+        if not wanted:
+            return None
+        stems = [p for p in broken if normalize(Path(p).stem) == wanted]
+        for names in (lambda m: {normalize(Path(m.path).stem), normalize(m.id)},
+                      lambda m: {normalize(a) for a in m.aliases},
+                      lambda m: {normalize(m.subject)},
+                      lambda m: {normalize(m.anchor)}):
+            matches = [m for m in memories.values() if wanted in names(m)]
+            if len(matches) == 1 and not stems:
+                return matches[0]
+            if len(matches) > 1:
+                ids = ", ".join(sorted(m.id for m in matches)[:8])
+                raise Ambiguous(f"{ref!r} names several memories: {ids}; use an id")
+            if stems:
+                problem = broken[stems[0]]
+                raise NoteError(problem.path, problem.message, problem.line)
+        return None
 
 
 FIELD_WEIGHTS = (("subject", 1.0), ("id", 1.0), ("aliases", 1.0), ("keywords", 0.6), ("anchor", 0.6))
@@ -245,8 +322,21 @@ def _word_sets(memory: Memory) -> list[tuple[set[str], float]]:
     return [({root(w) for w in words(values[name])}, weight) for name, weight in FIELD_WEIGHTS]
 
 
+def _not_found_message(ref: str, memories: list[Memory]) -> str:
+    """`no memory <ref>`, with the nearest memories by a fuzzy match when there are any."""
+    try:
+        near = [_fuzzy(ref, memories).id]
+    except Ambiguous as exc:
+        near = exc.candidates
+    except NotFound:
+        near = []
+    if not near:
+        return f"no memory {ref!r} (try `palace list` or `palace search`)"
+    return f"no memory {ref!r}; did you mean: {', '.join(near)}?"
+
+
 def _fuzzy(ref: str, memories: list[Memory]) -> Memory:
-    """The one memory a free-text reference means; NotFound or Ambiguous (naming the candidates) otherwise."""
+    """The one memory a free-text reference most likely means; NotFound or Ambiguous (naming the candidates)."""
     wanted = normalize(ref)
     if not wanted:
         raise NotFound(f"no memory matches {ref!r}")
@@ -255,8 +345,8 @@ def _fuzzy(ref: str, memories: list[Memory]) -> Memory:
     if len(exact) == 1:
         return exact[0]
     if len(exact) > 1:
-        names = ", ".join(sorted(m.id for m in exact)[:8])
-        raise Ambiguous(f"{ref!r} names several memories: {names}; use an id")
+        names = sorted(m.id for m in exact)[:8]
+        raise Ambiguous(f"{ref!r} names several memories: {', '.join(names)}; use an id", names)
     query = [root(w) for w in wanted.split() if w not in STOPWORDS] or [root(w) for w in wanted.split()]
     fields = [_word_sets(m) for m in memories]
     vocabulary = set().union(*(words_ for sets in fields for words_, _ in sets))
@@ -281,5 +371,5 @@ def _fuzzy(ref: str, memories: list[Memory]) -> Memory:
         raise NotFound(f"no memory matches {ref!r} (try `palace list` or `palace search`)")
     if len(good) > 1 and good[0][0] - good[1][0] < MARGIN:
         close = [item[1] for item in good if good[0][0] - item[0] < MARGIN]
-        raise Ambiguous(f"{ref!r} matches several memories: {', '.join(close[:8])}; use an id")
+        raise Ambiguous(f"{ref!r} matches several memories: {', '.join(close[:8])}; use an id", close[:8])
     return good[0][2]

@@ -8,16 +8,15 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .catalog import MAX_PHRASE_WORDS, Catalog, forget_catalog, load_catalog
-from .errors import NotFound, UsageError
+from .errors import UsageError
+from .index.catalog import MAX_PHRASE_WORDS, Catalog
 from .notes import Memory
 from .palace import Palace
 from .profiles import PROFILES, Profile
-from .refresh import indexes, refresh, resolve_embedder
 from .tokens import normalize
 
 if TYPE_CHECKING:
-    import numpy as np
+    pass
 
 MODES = ("lexical", "dense", "hybrid")
 RRF_K = 60
@@ -117,25 +116,13 @@ def context_entry(memory: Memory) -> dict:
 
 def _lexical(palace: Palace, catalog: Catalog, query: str, limit: int, domains=None) -> list[tuple[str, float]]:
     weights = palace.config.retrieval.get("field_weights") or None
-    return indexes(palace).text.search(query, limit=limit, domains=domains, field_weights=weights)
-
-
-def _query_vector(palace: Palace, query: str) -> np.ndarray | None:
-    embedder, _, _ = resolve_embedder(palace)
-    if embedder is None:
-        return None
-    import numpy as np
-
-    cache = palace.__dict__.setdefault("_query_vectors", {})
-    if query not in cache:
-        cache[query] = np.asarray(embedder.embed_batch([query])[0], dtype=np.float32)
-    return cache[query]
+    return palace.index.text.search(query, limit=limit, domains=domains, field_weights=weights)
 
 
 def _dense(palace: Palace, catalog: Catalog, query: str, limit: int, domains=None) -> list[tuple[str, float]]:
     if catalog.matrix is None:
         return []
-    vector = _query_vector(palace, query)
+    vector = palace.index.query_vector(query)
     if vector is None:
         return []
     import numpy as np
@@ -195,7 +182,7 @@ def _attach(palace: Palace, hits: list[Hit]) -> None:
     """Load the memories of the hits (only these) from the note cache."""
     if not hits:
         return
-    memories = {m.path: m for m in indexes(palace).store.memories([h.path for h in hits])}
+    memories = {m.path: m for m in palace.index.store.memories([h.path for h in hits])}
     for hit in hits:
         memory = memories.get(hit.path)
         if memory:
@@ -204,10 +191,8 @@ def _attach(palace: Palace, hits: list[Hit]) -> None:
 
 def _prepare(palace: Palace, do_refresh: bool) -> Catalog:
     if do_refresh:
-        report = refresh(palace)
-        if report.changed or (report.vectors and (report.vectors.embedded or report.vectors.dropped)):
-            forget_catalog(palace)
-    return load_catalog(palace)
+        palace.refresh()
+    return palace.index.catalog()
 
 
 def search(palace: Palace, query: str, mode: str = "hybrid", k: int = 10, domain: str | None = None,
@@ -217,19 +202,11 @@ def search(palace: Palace, query: str, mode: str = "hybrid", k: int = 10, domain
         raise UsageError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
     started = time.perf_counter()
     catalog = _prepare(palace, do_refresh)
-    domains = _check_domain(catalog, domain)
+    domains = [palace.resolve_domain(domain)] if domain is not None else None
     hits, used = _rank(palace, catalog, query, mode, k, domains)
     _attach(palace, hits)
-    _, dense, reason = resolve_embedder(palace)
+    _, dense, reason = palace.index.dense()
     return SearchResult(query, used, hits, dense, reason, (time.perf_counter() - started) * 1000)
-
-
-def _check_domain(catalog: Catalog, domain: str | None):
-    if domain is None:
-        return None
-    if domain not in catalog.domain_names:
-        raise NotFound(f"no domain {domain!r}; domains: {', '.join(catalog.domain_names) or '(none)'}")
-    return [domain]
 
 
 # ---- hop 1: routing -------------------------------------------------------------------------
@@ -253,12 +230,11 @@ def _exact_hits(catalog: Catalog, query: str) -> dict[str, float]:
 
 def _descriptor_scores(palace: Palace, catalog: Catalog, query: str) -> dict[str, float]:
     """BM25 of the query against each domain's descriptor (name, aliases, description, subjects, anchors, keywords)."""
-    text = indexes(palace).text
+    text = palace.index.text
     terms = text.terms(query)
     if not terms:
         return {}
-    cache = palace.__dict__.get("_descriptor_terms")
-    if cache is None or cache[0] is not catalog:
+    if catalog.descriptor_stats is None:
         docs = {d: text.terms(desc) for d, desc in catalog.descriptors.items()}
         counts = {d: defaultdict(int) for d in docs}
         for d, toks in docs.items():
@@ -269,9 +245,8 @@ def _descriptor_scores(palace: Palace, catalog: Catalog, query: str) -> dict[str
             for t in counts[d]:
                 df[t] += 1
         lengths = {d: len(t) for d, t in docs.items()}
-        cache = (catalog, counts, df, lengths, (sum(lengths.values()) / max(len(lengths), 1)) or 1.0)
-        palace._descriptor_terms = cache
-    _, counts, df, lengths, avg = cache
+        catalog.descriptor_stats = (counts, df, lengths, (sum(lengths.values()) / max(len(lengths), 1)) or 1.0)
+    counts, df, lengths, avg = catalog.descriptor_stats
     n = len(counts)
     scores = {}
     for d, tf in counts.items():
@@ -289,7 +264,7 @@ def _descriptor_scores(palace: Palace, catalog: Catalog, query: str) -> dict[str
 def _centroid_scores(palace: Palace, catalog: Catalog, query: str) -> dict[str, float]:
     if catalog.centroids is None:
         return {}
-    vector = _query_vector(palace, query)
+    vector = palace.index.query_vector(query)
     if vector is None:
         return {}
     import numpy as np
@@ -342,10 +317,11 @@ def recall(palace: Palace, query: str, k: int | None = None, domain: str | None 
     budget = budget if budget is not None else spec.budget
     started = time.perf_counter()
     catalog = _prepare(palace, do_refresh)
-    _, dense, dense_reason = resolve_embedder(palace)
+    _, dense, dense_reason = palace.index.dense()
     result = Recall(query=query, mode=mode, hits=[], dense=dense, dense_reason=dense_reason, profile=profile)
     if domain is not None:
-        domains = _check_domain(catalog, domain)
+        domain = palace.resolve_domain(domain)
+        domains = [domain]
         result.route = [DomainRoute(domain, 1.0, {"given": 1.0})]
         result.hops, result.reason = 1, "domain given"
         hits, result.mode = _rank(palace, catalog, query, mode, k, domains)

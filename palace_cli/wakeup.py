@@ -6,7 +6,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .palace import Palace
-from .refresh import current_scan, refresh
 
 BYTES_PER_TOKEN = 4
 
@@ -29,7 +28,7 @@ class WakeUp:
 def importance(palace: Palace) -> dict[str, float]:
     """Importance of each memory: explicit `importance:` (0-10) counts most, then how many memories
     link to it (a hub is a concept others depend on), then how many keywords it carries."""
-    scan = current_scan(palace)
+    scan = palace.index.scan()
     inbound = Counter(link for m in scan.memories.values() for link in set(m.all_links) if link in scan.memories)
     scores = {}
     for memory in scan.memories.values():
@@ -43,8 +42,7 @@ def importance(palace: Palace) -> dict[str, float]:
 
 def wake_up(palace: Palace, budget_tokens: int = 2000) -> WakeUp:
     """Identity, then one line per memory by importance (ties by id), until the budget is used."""
-    refresh(palace)
-    scan = current_scan(palace)
+    scan = palace.scan()
     scores = importance(palace)
     identity = palace.config.identity or f"{palace.config.name}: a memory palace."
     domains = sorted(scan.by_domain())

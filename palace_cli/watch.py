@@ -19,10 +19,11 @@ from typing import Callable
 from watchdog.events import FileSystemEventHandler
 from watchdog.observers import Observer
 
-from .config import CONFIG_NAME, load_config
+from .config import CONFIG_NAME
 from .errors import PalaceError
 from .palace import MEMORIES, Palace
-from .refresh import AUTO, Progress, RefreshReport, refresh
+from .index.refresh import AUTO, RefreshReport, refresh
+from .progress import Progress
 
 DEBOUNCE_S = 0.2
 MAX_DELAY_S = 0.8
@@ -197,10 +198,9 @@ class Watcher:
 
     def _reload_config(self) -> None:
         try:
-            self.palace.config = load_config(self.palace.root)
+            self.palace.reload_config()  # the [models] setting may have changed: the embedder is looked up again
         except PalaceError as exc:
             self.on_event(WatchEvent("error", error=str(exc)))
-        self.palace.__dict__.pop("_embedder", None)  # the [models] setting may have changed
 
     def _run(self, triggers: list[str], progress: Progress | None = None, announce: bool = True) -> RefreshReport | None:
         started = time.perf_counter()

@@ -12,8 +12,8 @@ import numpy as np
 
 from palace_cli.bench.retrieval import load_queries, query_metrics
 from palace_cli.palace import Palace
-from palace_cli.refresh import indexes, refresh
-from palace_cli.textindex import Doc, TextIndex
+from palace_cli.index.refresh import refresh
+from palace_cli.index.text import Doc, TextIndex
 
 REPO = Path(__file__).resolve().parent.parent
 SCIFACT = REPO.parent / "shared" / "data" / "scifact"
@@ -54,7 +54,7 @@ def main():
     example = [(q.query, q.expected) for q in load_queries(palace.root / "queries.jsonl") if q.expected]
     sci_index, sci_queries = scifact_index()
     for weights in WEIGHTINGS:
-        print(weights, "example", evaluate(indexes(palace).text, example, weights),
+        print(weights, "example", evaluate(palace.index.text, example, weights),
               "scifact", evaluate(sci_index, sci_queries, weights))
 
 

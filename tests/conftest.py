@@ -51,6 +51,105 @@ def palace(example_palace):
     return Palace(example_palace)
 
 
+def _parse_notes(palace):
+    """Every note parsed straight from disk, bypassing the cache: what the cache and the generated files are
+    checked against (the first path keeps a duplicated id, as in the cache)."""
+    from palace_cli.notes import load_note
+    from palace_cli.palace import Scan
+
+    scan = Scan()
+    for note_file in palace.note_files(scan.problems):
+        memory = load_note(palace.root, note_file.relpath, note_file.domain)
+        scan.memories.setdefault(memory.id, memory)
+    return scan
+
+
+@pytest.fixture
+def parse_notes():
+    """A function parsing every note of a Palace from disk, bypassing the cache (returns a Scan)."""
+    return _parse_notes
+
+
+# ---- a palace with every kind of bad file ---------------------------------------------------
+
+GOOD = """---
+id: {id}
+subject: {subject}
+anchor: {anchor}
+keywords: [{keywords}]
+verify: {verify}
+---
+# {subject}
+
+## Image
+You see {verify} dancing on a table.
+
+## Content
+Facts about {subject}.
+"""
+
+
+def note(note_id: str, subject: str = "", anchor: str = "an odd hook", keywords: str = "", verify: str = "") -> str:
+    return GOOD.format(id=note_id, subject=subject or note_id.title(), anchor=anchor, keywords=keywords,
+                       verify=verify or f"purple {note_id} walrus")
+
+
+# Each case: relative path, bytes, the problem code lint reports, the line (None: whole file).
+BAD_FILES = [
+    ("memories/d/yaml.md", b"---\nid: yaml\nsubject: [oops\n---\n", "unreadable-note", 3),
+    ("memories/d/list.md", b"---\n- a\n- b\n---\nbody\n", "unreadable-note", 2),
+    ("memories/d/string.md", b"---\njust words\n---\nbody\n", "unreadable-note", 2),
+    ("memories/d/indented.md", b" ---\nid: indented\n---\n", "unreadable-note", 1),
+    ("memories/d/latin1.md", b"---\nid: latin1\nsubject: caf\xe9\n---\n", "unreadable-note", 3),
+    ("memories/d/empty.md", b"", "unreadable-note", 1),
+    ("memories/d/huge.md", b"---\nid: huge\n---\n" + b"y" * 1_000_001, "unreadable-note", None),
+    ("memories/d/copy.md", note("alpha").encode(), "duplicate-id", 2),
+    ("memories/loose.md", note("loose").encode(), "no-domain", None),
+    ("notes/stray.md", note("stray").encode(), "outside-memories", 1),
+]
+WARNED_FILES = [
+    ("memories/d/bom.md", b"\xef\xbb\xbf" + note("bom").encode(), "bom", 1),
+    ("memories/d/crlf.md", note("crlf").replace("\n", "\r\n").encode(), "crlf", 1),
+]
+
+
+@pytest.fixture
+def bad_files():
+    """(relative path, bytes, lint code, line) of files that cannot be memories."""
+    return BAD_FILES
+
+
+@pytest.fixture
+def warned_files():
+    """(relative path, bytes, lint code, line) of notes that are read with a warning."""
+    return WARNED_FILES
+
+
+@pytest.fixture
+def note_text():
+    """A function writing the text of a good note: note_text(id, subject=, anchor=, keywords=, verify=)."""
+    return note
+
+
+@pytest.fixture
+def messy(tmp_path) -> Path:
+    """A palace with two good notes and every kind of bad file next to them."""
+    root = tmp_path / "messy"
+    (root / "memories" / "d").mkdir(parents=True)
+    (root / "palace.toml").write_text('[palace]\nname = "Messy"\n')
+    (root / "memories" / "d" / "alpha.md").write_text(note("alpha"))
+    (root / "memories" / "d" / "beta.md").write_text(note("beta"))
+    for relpath, data, _code, _line in BAD_FILES + WARNED_FILES:
+        path = root / relpath
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    outside = tmp_path / "outside.md"
+    outside.write_text(note("outside"))
+    os.symlink(outside, root / "memories" / "d" / "link.md")
+    os.symlink(root / "memories", root / "memories" / "d" / "loop")
+    return root
+
+
 @pytest.fixture
 def small_palace(tmp_path) -> Path:
     """A tiny palace of three notes in two domains, built through the core API."""

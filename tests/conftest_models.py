@@ -21,7 +21,7 @@ def model_cache_home() -> Path:
 @pytest.fixture(scope="session")
 def installed_models() -> dict:
     """Install the default models into the shared cache; return {role: ModelInfo}."""
-    from palace_cli.models import install
+    from palace_cli.backends.install import install
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PALACE_HOME", str(model_cache_home()))

@@ -18,7 +18,7 @@ from palace_cli.backends.openai import OpenAIGenerator, chat_url
 from palace_cli.bench.verify import (adversarial_answer, calibrate, cross_validated, detection_metrics,
                                      run_verify_bench)
 from palace_cli.cli import cli
-from palace_cli.errors import ModelError
+from palace_cli.errors import ConfigError, ModelError
 from palace_cli.generation import CachedGenerator, cache_dir, cache_key
 from palace_cli.palace import Palace
 
@@ -159,7 +159,7 @@ def test_generator_from_config(endpoint, tmp_path):
     assert isinstance(picked, OpenAIGenerator) and picked.timeout == 7
     assert generator_from_config({"generator": "none", "endpoint": endpoint.url}) is None
     assert generator_from_config({}) is None  # no model installed in this test's PALACE_HOME
-    with pytest.raises(ModelError, match="endpoint"):
+    with pytest.raises(ConfigError, match="endpoint"):
         generator_from_config({"generator": "endpoint"})
     with pytest.raises(ModelError, match="endpoint_model"):
         generator_from_config({"endpoint": endpoint.url})
@@ -322,7 +322,7 @@ def test_calibration_separates_and_cross_validates():
 
 
 def test_adversarial_answer_has_subject_and_content_but_not_the_token(palace):
-    memory = palace.get("two-phase-commit")
+    memory = palace.memory("two-phase-commit")
     text = adversarial_answer(memory)
     assert memory.subject in text and "coordinator" in text and f"[verify: {memory.anchor}]" in text
     assert "mustard" not in text.lower()

@@ -13,14 +13,14 @@ from palace_cli.lint import note_problems
 from palace_cli.palace import Palace
 
 
-def test_synthetic_notes_are_deterministic_and_valid(tmp_path):
+def test_synthetic_notes_are_deterministic_and_valid(tmp_path, parse_notes):
     a = generate_palace(tmp_path / "a", 120, seed=3)
     b = generate_palace(tmp_path / "b", 120, seed=3)
     c = generate_palace(tmp_path / "c", 120, seed=4)
     files_a = {p.relative_to(a): p.read_bytes() for p in sorted(a.rglob("*.md"))}
     assert files_a == {p.relative_to(b): p.read_bytes() for p in sorted(b.rglob("*.md"))}
     assert files_a != {p.relative_to(c): p.read_bytes() for p in sorted(c.rglob("*.md"))}
-    scan = Palace(a).scan(force=True)
+    scan = parse_notes(Palace(a))
     assert len(scan.memories) == 120 and scan.problems == []
     codes = {p.code for p in note_problems(scan)}
     assert not codes & {"broken-link", "token-missing", "token-duplicate", "token-length", "token-not-in-image",
@@ -30,12 +30,12 @@ def test_synthetic_notes_are_deterministic_and_valid(tmp_path):
     assert len(scan.by_domain()) >= 3
 
 
-def test_edit_note_changes_only_the_content(tmp_path):
+def test_edit_note_changes_only_the_content(tmp_path, parse_notes):
     root = generate_palace(tmp_path / "p", 5)
     path = sorted(root.rglob("*.md"))[0]
-    before = Palace(root).scan(force=True).memories
+    before = parse_notes(Palace(root)).memories
     edit_note(path, 1)
-    after = Palace(root).scan(force=True).memories
+    after = parse_notes(Palace(root)).memories
     changed = [i for i in before if before[i].content != after[i].content]
     assert len(changed) == 1 and all(before[i].subject == after[i].subject for i in before)
 

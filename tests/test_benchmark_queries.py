@@ -64,7 +64,7 @@ def test_expected_ids_exist_after_a_real_import(tmp_path):
     assert result.exit_code == 0, result.output
     result = runner.invoke(cli, ["--palace", str(root), "import", str(SKILL), "--format", "memory-palace-json"])
     assert result.exit_code == 0, result.output
-    memories = Palace(root).scan(force=True).memories
+    memories = Palace(root).scan().memories
     assert len(memories) == 93
     missing = sorted({(row["qid"], e) for _, row in rows() for e in row["expected"] if e not in memories})
     assert missing == []

@@ -13,7 +13,6 @@ import pytest
 from click.testing import CliRunner
 
 from palace_cli.cli import cli
-from test_palace import BAD_FILES, messy  # noqa: F401  (the palace with every kind of bad file)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -195,7 +194,7 @@ def test_one_broken_note_does_not_stop_the_others(example_palace):
         in linted.stdout
 
 
-@pytest.mark.parametrize("ref", ["raft", "raft consensus", "memories/consensus-coordination/raft.md:10"])
+@pytest.mark.parametrize("ref", ["raft", "Raft", "drummer on the river", "memories/consensus-coordination/raft.md:10"])
 def test_show_prints_path_line(example_palace, ref):
     result = run("show", ref, cwd=example_palace)
     assert result.exit_code == 0
@@ -206,10 +205,12 @@ def test_show_prints_path_line(example_palace, ref):
 def test_show_json_and_errors(example_palace):
     data = json.loads(run("show", "paxos", "--json", cwd=example_palace).stdout)
     assert data["id"] == "paxos" and data["image"] and data["content"] and data["line"] == 10
+    near = run("show", "raft consensus", cwd=example_palace)
+    assert near.exit_code == 1 and near.stdout == "" and "did you mean: raft?" in near.stderr
     ambiguous = run("show", "consensus", cwd=example_palace)
     assert ambiguous.exit_code == 1 and "paxos, raft" in ambiguous.stderr
     missing = run("show", "xyzzy", cwd=example_palace)
-    assert missing.exit_code == 1 and missing.stderr.startswith("palace: no memory matches 'xyzzy'")
+    assert missing.exit_code == 1 and missing.stderr.startswith("palace: no memory 'xyzzy'")
     assert run("show", cwd=example_palace).exit_code == 2
 
 
@@ -284,7 +285,7 @@ def test_from_a_subdirectory(example_palace):
     assert result.exit_code == 0 and "raft.md:10" in result.stdout
 
 
-def test_every_bad_file_at_once_leaves_the_rest_working(messy):
+def test_every_bad_file_at_once_leaves_the_rest_working(messy, bad_files):
     listed = run("list", "--json", cwd=messy)
     assert listed.exit_code == 0
     assert sorted(m["id"] for m in json.loads(listed.stdout)["memories"]) == ["alpha", "beta", "bom", "crlf"]
@@ -295,7 +296,7 @@ def test_every_bad_file_at_once_leaves_the_rest_working(messy):
     assert "- Beta → an odd hook" in (messy / "INDEX.md").read_text()
     linted = run("lint", "--fix", cwd=messy)
     assert linted.exit_code == 1
-    for relpath, _data, code, line in BAD_FILES:
+    for relpath, _data, code, line in bad_files:
         where = f"{relpath}:{line}" if line else relpath
         assert f"{where}: " in linted.stdout and f"[{code}]" in linted.stdout, (relpath, code)
     after = {p: p.read_bytes() for p in before}

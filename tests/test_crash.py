@@ -12,17 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from conftest_models import model_cache_home
 from palace_cli.bench.synth import generate_palace
-from palace_cli.indexfiles import check_index_files
+from palace_cli.index.files import check_index_files
 from palace_cli.notes import atomic_write
 from palace_cli.palace import Palace
-from palace_cli.refresh import indexes, refresh, stale
+from palace_cli.index.refresh import refresh, stale
 
 SIZE = 700
 CHILD = """
 import os, signal, sys
-import palace_cli.refresh as r
+import palace_cli.index.refresh as r
 from palace_cli.palace import Palace
 root, stage, nth = sys.argv[1], sys.argv[2], int(sys.argv[3])
 r.COMMIT_EVERY = 250  # several note transactions even in a small palace
@@ -45,7 +44,7 @@ def run_child(root: Path, stage: str, nth: int, env=None) -> subprocess.Complete
 
 
 def lexical(palace: Palace) -> dict[str, str]:
-    with indexes(palace).text.open().searcher() as searcher:
+    with palace.index.text.open().searcher() as searcher:
         return {d["path"]: d["id"] for d in searcher.all_stored_fields()}
 
 
@@ -68,14 +67,19 @@ def reference(template, tmp_path_factory) -> dict:
     return {"lexical": lexical(palace), "files": generated_files(root)}
 
 
-def assert_repaired(root: Path, expected: dict) -> None:
-    palace = Palace(root)
-    report = refresh(palace, embedder=None)
-    assert report.problems == []
-    assert lexical(palace) == expected["lexical"]
-    assert generated_files(root) == expected["files"]
-    assert stale(palace) == [] and check_index_files(palace) == []
-    assert refresh(palace, embedder=None).changed is False
+@pytest.fixture
+def assert_repaired(parse_notes):
+    """A check that the next refresh repairs a killed build: what an uninterrupted build gives, then no-ops."""
+    def check(root: Path, expected: dict) -> None:
+        palace = Palace(root)
+        report = refresh(palace, embedder=None)
+        assert report.problems == []
+        assert lexical(palace) == expected["lexical"]
+        assert generated_files(root) == expected["files"]
+        assert stale(palace) == [] and check_index_files(palace, parse_notes(palace)) == []
+        assert refresh(palace, embedder=None).changed is False
+
+    return check
 
 
 @pytest.mark.parametrize("stage, nth", [
@@ -84,7 +88,7 @@ def assert_repaired(root: Path, expected: dict) -> None:
     ("lexical index", 2),   # half-way through adding documents to whoosh
     ("index files", 1),     # whoosh committed, index files not yet written
 ])
-def test_kill_during_a_full_build(template, reference, tmp_path, stage, nth):
+def test_kill_during_a_full_build(template, reference, tmp_path, stage, nth, assert_repaired):
     root = tmp_path / "p"
     shutil.copytree(template, root)
     child = run_child(root, stage, nth)
@@ -93,24 +97,44 @@ def test_kill_during_a_full_build(template, reference, tmp_path, stage, nth):
     assert_repaired(root, reference)
 
 
-@pytest.mark.parametrize("delay", [0.0, 0.3, 1.0, 2.5])
-def test_kill_from_outside_at_arbitrary_moments(template, reference, tmp_path, delay):
-    """The parent kills the build with SIGKILL some time after it starts writing the lexical index
-    (inside whoosh's document adds or its commit, wherever the delay lands)."""
-    root = tmp_path / "p"
+@pytest.fixture(scope="module")
+def big_build(tmp_path_factory) -> dict:
+    """A palace whose lexical build lasts long enough to be killed at several moments, and how long the
+    uninterrupted build takes from its 500th lexical document to the end (measured, not assumed)."""
+    template = generate_palace(tmp_path_factory.mktemp("crash-big") / "template", 3 * SIZE, seed=11, embedder="none")
+    root = tmp_path_factory.mktemp("crash-big-ref") / "p"
     shutil.copytree(template, root)
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(root), "none", "0"], stdout=subprocess.PIPE, text=True)
+    started = None
+    for line in child.stdout:
+        if line.startswith("lexical index 500") and started is None:
+            started = time.monotonic()
+    child.wait(timeout=600)
+    palace = Palace(root)
+    return {"template": template, "tail_s": time.monotonic() - started,
+            "expected": {"lexical": lexical(palace), "files": generated_files(root)}}
+
+
+@pytest.mark.parametrize("share", [0.0, 0.15, 0.35, 0.6])
+def test_kill_from_outside_at_arbitrary_moments(big_build, tmp_path, share, assert_repaired):
+    """The parent kills the build with SIGKILL some time after it starts writing the lexical index (inside
+    whoosh's document adds or its commit, wherever the delay lands): a share of the time the rest of an
+    uninterrupted build takes, so the kill always lands before the build ends (asserted)."""
+    root = tmp_path / "p"
+    shutil.copytree(big_build["template"], root)
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(root), "none", "0"], stdout=subprocess.PIPE, text=True)
     for line in child.stdout:
         if line.startswith("lexical index 500"):
             break
-    time.sleep(delay)
+    time.sleep(share * big_build["tail_s"])
     child.send_signal(signal.SIGKILL)
-    child.communicate(timeout=60)
-    assert_repaired(root, reference)
+    rest, _ = child.communicate(timeout=60)
+    assert child.returncode == -signal.SIGKILL and "finished" not in rest, "the build ended before the kill"
+    assert_repaired(root, big_build["expected"])
 
 
 @pytest.mark.parametrize("stage", ["lexical index", "index files"])
-def test_kill_during_an_incremental_refresh(template, tmp_path, stage):
+def test_kill_during_an_incremental_refresh(template, tmp_path, stage, assert_repaired):
     """Edits, deletes and renames committed to the note cache but not yet to whoosh or the index files."""
     root = tmp_path / "p"
     shutil.copytree(template, root)
@@ -132,27 +156,25 @@ def test_kill_during_an_incremental_refresh(template, tmp_path, stage):
     assert_repaired(root, expected)
     palace = Palace(root)
     for i in (0, 17, 39):
-        assert [h for h, _ in indexes(palace).text.search(f"zanzibar{i}", limit=3)] == \
+        assert [h for h, _ in palace.index.text.search(f"zanzibar{i}", limit=3)] == \
                [files[i].read_text().split("id: ", 1)[1].split("\n", 1)[0]]
 
 
-def test_kill_during_embedding_keeps_vectors_right(small_palace, installed_models, monkeypatch):  # noqa: F811
+def test_kill_during_embedding_keeps_vectors_right(small_palace, with_models, parse_notes):
     from palace_cli.backends import load_embedder
 
-    env = dict(os.environ, PALACE_HOME=str(model_cache_home()))
-    child = run_child(small_palace, "embedding", 1, env=env)
+    child = run_child(small_palace, "embedding", 1, env=dict(os.environ))  # PALACE_HOME: the models' home
     assert child.returncode == -signal.SIGKILL, child.stderr
-    monkeypatch.setenv("PALACE_HOME", env["PALACE_HOME"])
     palace = Palace(small_palace)
     report = refresh(palace)
     assert report.dense == "on"
-    model_id, keys, matrix = indexes(palace).vectors.load()
-    assert sorted(keys) == sorted(indexes(palace).store.text_hashes().values()) and matrix.shape[0] == 3
+    model_id, keys, matrix = palace.index.vectors.load()
+    assert sorted(keys) == sorted(palace.index.store.text_hashes().values()) and matrix.shape[0] == 3
     embedder = load_embedder()
-    texts = {m.id: m.search_text() for m in palace.scan(force=True).memories.values()}
+    texts = {m.id: m.search_text() for m in parse_notes(palace).memories.values()}
     fresh = embedder.embed_batch(list(texts.values()))
-    from palace_cli.store import text_hash
+    from palace_cli.index.store import text_hash
 
     by_key = dict(zip(keys, matrix))
-    for memory, vector in zip(palace.scan().memories.values(), fresh):
+    for memory, vector in zip(parse_notes(palace).memories.values(), fresh):
         assert float(by_key[text_hash(memory)] @ vector) > 0.999

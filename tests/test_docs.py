@@ -16,7 +16,7 @@ def test_cli_reference_is_current():
 
 def test_core_imports_no_click_or_rich():
     """The core library is free of the faces' libraries."""
-    code = ("import sys, palace_cli.retrieve, palace_cli.refresh, palace_cli.verify, palace_cli.lint, "
+    code = ("import sys, palace_cli.retrieve, palace_cli.index.refresh, palace_cli.verify, palace_cli.lint, "
             "palace_cli.authoring, palace_cli.wakeup, palace_cli.importers, palace_cli.smashin, "
             "palace_cli.conversations.importer, palace_cli.conversations.claude_code, palace_cli.conversations.chatgpt, "
             "palace_cli.conversations.claude_ai, palace_cli.conversations.locomo, palace_cli.conversations.chat_text; "

@@ -37,8 +37,7 @@ def notes_on_disk(palace: Palace) -> dict[str, bytes]:
 
 
 def memory(palace: Palace, note_id: str):
-    palace.invalidate()
-    return palace.scan(force=True).memories[note_id]
+    return palace.scan().memories[note_id]
 
 
 # ---- format detection --------------------------------------------------------------------------
@@ -338,7 +337,6 @@ def test_cluster_is_deterministic():
 
 
 def test_beir_clusters_with_the_embedder_and_reuses_its_vectors(empty, with_models):
-    from palace_cli.refresh import indexes
 
     report = import_path(empty, DATA / "beir", clusters=2, cluster_with="embedder")
     assert report.clustering["method"].startswith("all-MiniLM-L6-v2")
@@ -346,7 +344,7 @@ def test_beir_clusters_with_the_embedder_and_reuses_its_vectors(empty, with_mode
     stars = {memory(empty, i).domain for i in ("s1", "s2", "a-b-7", "s4", "s5", "s6")}
     assert len(bread) == 1 and len(stars) == 1 and bread != stars
     assert report.refresh.dense == "on"
-    model_id, keys, _ = indexes(empty).vectors.load()
+    model_id, keys, _ = empty.index.vectors.load()
     assert model_id == report.clustering["method"] and len(keys) == 12
 
 
@@ -381,7 +379,7 @@ def test_cli_conflict_exits_1(empty):
 def test_memory_palace_skill_palaces(empty):
     report = import_path(empty, SKILL)
     assert len(report.added) == 93 and len(report.domains) == 22 and report.queries == 5
-    memories = empty.scan(force=True).memories
+    memories = empty.scan().memories
     with_images = [m for m in memories.values() if m.image]
     assert len(with_images) == 93
     assert all(m.verify and contains_phrase(m.image, m.verify) for m in with_images)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from palace_cli.indexfiles import HIDDEN, check_index_files, render_all, write_index_files
+from palace_cli.index.files import HIDDEN, check_index_files, render_all, write_index_files
 from palace_cli.notes import update_frontmatter
 from palace_cli.palace import Palace, Scan
 from palace_cli.tokens import PhraseIndex, contains_phrase, find_phrases
@@ -20,23 +20,23 @@ def generated(root: Path) -> dict[str, str]:
     return files
 
 
-def test_committed_example_palace_index_files_are_current(palace):
-    assert check_index_files(palace) == []
+def test_committed_example_palace_index_files_are_current(palace, parse_notes):
+    assert check_index_files(palace, parse_notes(palace)) == []
 
 
-def test_generating_twice_gives_identical_bytes(palace):
-    first = render_all(palace, palace.scan())
-    assert write_index_files(palace).written == []  # the committed files are already these bytes
-    memories = list(palace.scan(force=True).memories.items())
+def test_generating_twice_gives_identical_bytes(palace, parse_notes):
+    first = render_all(palace, parse_notes(palace))
+    assert write_index_files(palace, parse_notes(palace)).written == []  # the committed files are already these bytes
+    memories = list(parse_notes(palace).memories.items())
     random.Random(7).shuffle(memories)
     assert render_all(palace, Scan(memories=dict(memories))) == first
 
 
-def test_editing_one_note_changes_only_its_lines(palace):
+def test_editing_one_note_changes_only_its_lines(palace, parse_notes):
     before = generated(palace.root)
     note = palace.root / "memories/consensus-coordination/raft.md"
     update_frontmatter(note, {"anchor": "drummer on the rapids", "keywords": ["consensus", "leader", "term"]})
-    report = write_index_files(palace, palace.scan(force=True))
+    report = write_index_files(palace, parse_notes(palace))
     assert report.written == ["INDEX.md", "index/consensus-coordination.md"]
     after = generated(palace.root)
     for name in before:
@@ -49,40 +49,41 @@ def test_editing_one_note_changes_only_its_lines(palace):
             assert changed == [], name
 
 
-def test_adding_a_note_adds_its_lines_and_the_counts(palace):
+def test_adding_a_note_adds_its_lines_and_the_counts(palace, parse_notes):
     before = generated(palace.root)
     source = (palace.root / "memories/consensus-coordination/raft.md").read_text()
     (palace.root / "memories/consensus-coordination/raft-2.md").write_text(
         source.replace("id: raft", "id: raft-2").replace("anchor: drummer on the river", "anchor: second drummer")
         .replace("verify: ", "verify: x"))
-    write_index_files(palace, palace.scan(force=True))
+    write_index_files(palace, parse_notes(palace))
     after = generated(palace.root)
     added = set(after["INDEX.md"].splitlines()) - set(before["INDEX.md"].splitlines())
     assert len(added) == 2 and any("second drummer" in line for line in added)
     assert any(line.startswith("67 memories") for line in added)
 
 
-def test_orphaned_generated_files_go_and_hand_written_ones_stay(small_palace):
+def test_orphaned_generated_files_go_and_hand_written_ones_stay(small_palace, parse_notes):
     palace = Palace(small_palace)
-    write_index_files(palace)
+    write_index_files(palace, parse_notes(palace))
     (small_palace / "index" / "notes.md").write_text("# my own notes about the index\n")
     for path in (small_palace / "memories" / "storage").iterdir():
         path.unlink()
     (small_palace / "memories" / "storage").rmdir()
-    assert "index/storage.md" in check_index_files(palace, palace.scan(force=True))
-    report = write_index_files(palace, palace.scan(force=True))
+    assert "index/storage.md" in check_index_files(palace, parse_notes(palace))
+    report = write_index_files(palace, parse_notes(palace))
     assert report.removed == ["index/storage.md"]
     assert (small_palace / "index" / "notes.md").exists()
-    assert check_index_files(palace, palace.scan(force=True)) == []
+    assert check_index_files(palace, parse_notes(palace)) == []
 
 
-def test_stale_after_an_edit_until_regenerated(small_palace):
+def test_stale_after_an_edit_until_regenerated(small_palace, parse_notes):
     palace = Palace(small_palace)
-    assert check_index_files(palace) == ["INDEX.md", "index/distributed.md", "index/storage.md"]  # add_memory alone
-    write_index_files(palace)
-    assert check_index_files(palace) == []
+    # add_memory refreshes before it writes, so only what the last note changed is stale
+    assert check_index_files(palace, parse_notes(palace)) == ["INDEX.md", "index/storage.md"]
+    write_index_files(palace, parse_notes(palace))
+    assert check_index_files(palace, parse_notes(palace)) == []
     update_frontmatter(small_palace / "memories/storage/bloom-filter.md", {"anchor": "lightbulb hotel"})
-    assert check_index_files(palace, palace.scan(force=True)) == ["INDEX.md", "index/storage.md"]
+    assert check_index_files(palace, parse_notes(palace)) == ["INDEX.md", "index/storage.md"]
 
 
 # ---- navigation without the CLI --------------------------------------------------------------
@@ -107,22 +108,22 @@ def navigate(root: Path, term: str) -> set[str]:
     return found
 
 
-def test_every_memory_is_reachable_from_its_subject_and_each_keyword(palace):
-    for memory in palace.scan().memories.values():
+def test_every_memory_is_reachable_from_its_subject_and_each_keyword(palace, parse_notes):
+    for memory in parse_notes(palace).memories.values():
         for term in [memory.subject, *memory.keywords]:
             reached = navigate(palace.root, term)
             assert memory.path in reached, (memory.id, term)
             assert all((palace.root / path).is_file() for path in reached)
 
 
-def test_domain_index_line_points_at_the_heading_line(palace):
-    for memory in palace.scan().memories.values():
+def test_domain_index_line_points_at_the_heading_line(palace, parse_notes):
+    for memory in parse_notes(palace).memories.values():
         lines = (palace.root / memory.path).read_text().splitlines()
         assert lines[memory.line - 1].startswith("# "), memory.id
 
 
-def test_anchors_are_unique_within_each_example_domain(palace):
-    for domain, memories in palace.scan().by_domain().items():
+def test_anchors_are_unique_within_each_example_domain(palace, parse_notes):
+    for domain, memories in parse_notes(palace).by_domain().items():
         anchors = [m.anchor.lower() for m in memories]
         assert len(anchors) == len(set(anchors)), domain
 
@@ -141,9 +142,9 @@ def assert_no_token(files: dict[str, str], memories) -> None:
             assert not contains_phrase(text, token), (name, token)
 
 
-def test_no_generated_file_of_the_example_palace_contains_a_verify_phrase(palace):
-    assert_no_token(generated(palace.root), palace.scan().memories.values())
-    assert_no_token(render_all(palace, palace.scan()), palace.scan().memories.values())
+def test_no_generated_file_of_the_example_palace_contains_a_verify_phrase(palace, parse_notes):
+    assert_no_token(generated(palace.root), parse_notes(palace).memories.values())
+    assert_no_token(render_all(palace, parse_notes(palace)), parse_notes(palace).memories.values())
 
 
 def test_fingerprints_are_listed_instead(palace):
@@ -151,7 +152,7 @@ def test_fingerprints_are_listed_instead(palace):
     assert re.search(r"`vt:[0-9a-f]{8}` id:raft$", text, re.MULTILINE)
 
 
-def test_tokens_printed_by_other_fields_are_hidden(small_palace):
+def test_tokens_printed_by_other_fields_are_hidden(small_palace, parse_notes):
     palace = Palace(small_palace)
     (small_palace / "palace.toml").write_text(
         '[palace]\nname = "S"\n[domains.distributed]\ndescription = "Home of the lemon-cakes."\n'
@@ -162,7 +163,7 @@ def test_tokens_printed_by_other_fields_are_hidden(small_palace):
                                           "keywords": ["saga", "forty-seven granite"]})
     update_frontmatter(base / "two-phase-commit.md", {"verify": "granite couples", "subject": "Granite Couple (2PC)"})
     palace = Palace(small_palace)
-    scan = palace.scan(force=True)
+    scan = parse_notes(palace)
     files = render_all(palace, scan)
     assert_no_token(files, scan.memories.values())
     text = files["INDEX.md"] + files["index/distributed.md"]
@@ -172,14 +173,14 @@ def test_tokens_printed_by_other_fields_are_hidden(small_palace):
     assert "- **hotel of lightbulbs** → [Bloom Filter]" in files["index/storage.md"]
 
 
-def test_link_targets_are_escaped(tmp_path):
+def test_link_targets_are_escaped(tmp_path, parse_notes):
     from palace_cli.authoring import add_memory, init_palace
 
     root = init_palace(tmp_path / "p")
     palace = Palace(root)
     (root / "memories" / "my notes").mkdir(parents=True)
     add_memory(palace, "Spaced Out", "my notes", anchor="hook", image="a walrus on skis", content="x")
-    files = render_all(palace, palace.scan(force=True))
+    files = render_all(palace, parse_notes(palace))
     assert "](../memories/my%20notes/spaced-out.md)" in files["index/my notes.md"]
     assert "[index/my notes.md](index/my%20notes.md)" in files["INDEX.md"]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from palace_cli.indexfiles import write_index_files
+from palace_cli.index.files import write_index_files
 from palace_cli.lint import lint
 from palace_cli.notes import update_frontmatter
 from palace_cli.palace import Palace
@@ -141,7 +141,7 @@ def test_fix_proposes_missing_tokens_and_changes_only_that_line(root):
     after = path.read_text()
     changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
     assert len(changed) == 1 and changed[0][1].startswith("verify: ") and changed[0][1].endswith("# fill me")
-    memory = Palace(root).get("alpha")
+    memory = Palace(root).memory("alpha")
     assert memory.verify and lint(Palace(root)).errors == 1  # beta: no image to draw a token from
     assert not any(p.code == "token-missing" and p.path.endswith("alpha.md") for p in lint(Palace(root)).problems)
 
@@ -149,11 +149,14 @@ def test_fix_proposes_missing_tokens_and_changes_only_that_line(root):
 def test_lint_without_fix_writes_nothing(palace):
     note = palace.root / "memories/consensus-coordination/raft.md"
     update_frontmatter(note, {"verify": None})
-    files = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in palace.root.rglob("*") if p.is_file()}
+    def palace_files():  # the palace itself, not its cache under .palace/ (which any command may refresh)
+        return {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in palace.root.rglob("*")
+                if p.is_file() and ".palace" not in p.relative_to(palace.root).parts}
+
+    files = palace_files()
     report = lint(palace)
     assert any(p.code == "token-missing" and p.fixable for p in report.problems)
-    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in files} == files
-    assert sorted(str(p) for p in palace.root.rglob("*") if p.is_file()) == sorted(str(p) for p in files)
+    assert palace_files() == files
 
 
 def test_fix_never_touches_unreadable_or_bom_crlf_notes(root):
@@ -166,12 +169,12 @@ def test_fix_never_touches_unreadable_or_bom_crlf_notes(root):
     assert bad.read_bytes() == b"---\nid: bad\nsubject: [\n---\n"
     data = crlf.read_bytes()
     assert data.startswith(b"\xef\xbb\xbf---\r\n") and b"\n" not in data.replace(b"\r\n", b"")
-    assert Palace(root).get("crlf").verify  # the token went in, the BOM and CRLF stayed
+    assert Palace(root).memory("crlf").verify  # the token went in, the BOM and CRLF stayed
 
 
-def test_exit_rule(root):
+def test_exit_rule(root, parse_notes):
     make(root, "alpha", verify="orange llamas", content="Llamas.")  # a guessable token: a warning
-    write_index_files(Palace(root))
+    write_index_files(Palace(root), parse_notes(Palace(root)))
     report = lint(Palace(root))
     assert report.errors == 0 and report.warnings >= 1
     assert report.failed() is False and report.failed(strict=True) is True

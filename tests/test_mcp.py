@@ -162,13 +162,9 @@ def test_session_lists_measures_recalls_adds_and_verifies(example_palace):
     assert not foreign[0] and foreign[1].startswith("NOT grounded (foreign)") and "two-phase-commit" in foreign[1]
 
 
-def test_tool_list_fits_under_a_real_tokenizer(example_palace):
-    """Bytes/4 is an estimate; count again with a real BPE tokenizer (SmolLM2's, 49k vocab) when it is installed."""
-    from conftest_models import model_cache_home
-
-    path = model_cache_home() / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    if not path.exists():
-        pytest.skip(f"no SmolLM2 GGUF at {path} (installed by the model tests' fixture)")
+def test_tool_list_fits_under_a_real_tokenizer(example_palace, installed_models):
+    """Bytes/4 is an estimate; count again with a real BPE tokenizer (SmolLM2's, 49k vocab)."""
+    path = installed_models["generator"].path
     llama_cpp = pytest.importorskip("llama_cpp")
 
     async def scenario():
@@ -228,7 +224,7 @@ ATTACKS = [
     ("get", {"id": "~/.ssh/id_rsa"}, "absolute path"),
     ("get", {"id": "memories/consensus-coordination/leak.md"}, "outside"),
     ("get", {"id": "memories/evil/x.md"}, "outside"),
-    ("get", {"id": "palace.toml"}, "no memory with id"),
+    ("get", {"id": "palace.toml"}, "no memory 'palace.toml'"),
     ("get", {"id": "memories/consensus-coordination/paxos.md\x00.txt"}, "NUL"),
     ("add", {"subject": "Pwned", "domain": "../../outside", "image": "x"}, "'..'"),
     ("add", {"subject": "Pwned", "domain": "OUTSIDE", "image": "x"}, "absolute path"),

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from palace_cli import models
+from palace_cli.backends import install as models
 from palace_cli.backends import Embedder, Generator, load_embedder, load_generator
 from palace_cli.errors import ModelError, PalaceError
 
@@ -287,7 +287,7 @@ def test_models_dir_follows_palace_home_then_user_data_dir(tmp_path, monkeypatch
 def test_install_is_idempotent(with_models, installed_models):
     before = {i.role: os.stat(i.path) for i in installed_models.values()}
     messages = []
-    again = models.install(progress=messages.append)
+    again = models.install(progress=lambda stage, done, total: messages.append(stage))
     assert {i.role: i for i in again} == installed_models
     assert len(messages) == 2 and all("already installed" in m for m in messages)
     for info in again:
@@ -316,7 +316,7 @@ def test_install_replaces_a_damaged_file(installed_models, tmp_path, monkeypatch
     damaged.write_bytes(damaged.read_bytes()[:1000])
     monkeypatch.setenv("PALACE_HOME", str(home))
     messages = []
-    infos = models.install(progress=messages.append)
+    infos = models.install(progress=lambda stage, done, total: messages.append(stage))
     assert any("converting" in m for m in messages)
     assert any("SmolLM2" in m and "already installed" in m for m in messages)
     assert damaged.read_bytes() == installed_models["embedder"].path.read_bytes()  # conversion is deterministic
@@ -335,7 +335,7 @@ def test_install_reports_a_failed_download_and_leaves_nothing(tmp_path, monkeypa
 
 
 def test_core_imports_no_faces_and_no_heavy_libraries():
-    code = ("import sys, palace_cli.models, palace_cli.backends, palace_cli.backends.llamacpp; "
+    code = ("import sys, palace_cli.backends.install, palace_cli.backends, palace_cli.backends.llamacpp; "
             "print(sorted(m for m in ('click', 'rich', 'llama_cpp', 'gguf', 'safetensors') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 
 import pytest
 
@@ -11,28 +9,6 @@ from palace_cli.config import find_root, load_config
 from palace_cli.errors import Ambiguous, ConfigError, NoteError, NotAPalace, NotFound
 from palace_cli.lint import lint
 from palace_cli.palace import Palace
-
-GOOD = """---
-id: {id}
-subject: {subject}
-anchor: {anchor}
-keywords: [{keywords}]
-verify: {verify}
----
-# {subject}
-
-## Image
-You see {verify} dancing on a table.
-
-## Content
-Facts about {subject}.
-"""
-
-
-def note(note_id: str, subject: str = "", anchor: str = "an odd hook", keywords: str = "", verify: str = "") -> str:
-    return GOOD.format(id=note_id, subject=subject or note_id.title(), anchor=anchor, keywords=keywords,
-                       verify=verify or f"purple {note_id} walrus")
-
 
 # ---- root discovery --------------------------------------------------------------------------
 
@@ -79,50 +55,12 @@ def test_broken_palace_toml_is_one_clear_error(tmp_path, toml, message):
 
 # ---- scanning a palace with bad notes --------------------------------------------------------
 
-# Each case: relative path, bytes, the problem code lint reports, the line (None: whole file).
-BAD_FILES = [
-    ("memories/d/yaml.md", b"---\nid: yaml\nsubject: [oops\n---\n", "unreadable-note", 3),
-    ("memories/d/list.md", b"---\n- a\n- b\n---\nbody\n", "unreadable-note", 2),
-    ("memories/d/string.md", b"---\njust words\n---\nbody\n", "unreadable-note", 2),
-    ("memories/d/indented.md", b" ---\nid: indented\n---\n", "unreadable-note", 1),
-    ("memories/d/latin1.md", b"---\nid: latin1\nsubject: caf\xe9\n---\n", "unreadable-note", 3),
-    ("memories/d/empty.md", b"", "unreadable-note", 1),
-    ("memories/d/huge.md", b"---\nid: huge\n---\n" + b"y" * 1_000_001, "unreadable-note", None),
-    ("memories/d/copy.md", note("alpha").encode(), "duplicate-id", 2),
-    ("memories/loose.md", note("loose").encode(), "no-domain", None),
-    ("notes/stray.md", note("stray").encode(), "outside-memories", 1),
-]
-WARNED_FILES = [
-    ("memories/d/bom.md", b"\xef\xbb\xbf" + note("bom").encode(), "bom", 1),
-    ("memories/d/crlf.md", note("crlf").replace("\n", "\r\n").encode(), "crlf", 1),
-]
-
-
-@pytest.fixture
-def messy(tmp_path) -> Path:
-    """A palace with two good notes and every kind of bad file next to them."""
-    root = tmp_path / "messy"
-    (root / "memories" / "d").mkdir(parents=True)
-    (root / "palace.toml").write_text('[palace]\nname = "Messy"\n')
-    (root / "memories" / "d" / "alpha.md").write_text(note("alpha"))
-    (root / "memories" / "d" / "beta.md").write_text(note("beta"))
-    for relpath, data, _code, _line in BAD_FILES + WARNED_FILES:
-        path = root / relpath
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    outside = tmp_path / "outside.md"
-    outside.write_text(note("outside"))
-    os.symlink(outside, root / "memories" / "d" / "link.md")
-    os.symlink(root / "memories", root / "memories" / "d" / "loop")
-    return root
-
-
-def test_bad_notes_are_reported_and_the_rest_still_read(messy):
+def test_bad_notes_are_reported_and_the_rest_still_read(messy, bad_files, warned_files):
     scan = Palace(messy).scan()
     assert sorted(scan.memories) == ["alpha", "beta", "bom", "crlf"]
     report = lint(Palace(messy))
     found = {(p.path, p.code, p.line) for p in report.problems}
-    for relpath, _data, code, line in BAD_FILES + WARNED_FILES:
+    for relpath, _data, code, line in bad_files + warned_files:
         assert (relpath, code, line) in found, (relpath, code)
     assert ("memories/d/link.md", "symlink-outside", None) in found
     assert ("memories/d/loop", "symlink-loop", None) in found
@@ -147,63 +85,72 @@ def test_nothing_is_rewritten_by_lint_fix(messy):
 
 def test_get_a_broken_note_by_path_says_why(messy):
     with pytest.raises(NoteError, match=r"memories/d/yaml.md:3: frontmatter is not valid YAML"):
-        Palace(messy).get("memories/d/yaml.md")
+        Palace(messy).memory("memories/d/yaml.md")
 
 
 # ---- lookup ----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("ref, expected", [
-    ("raft", "raft"),
-    ("Raft", "raft"),
-    ("raft consensus", "raft"),
-    ("paxos algorithm", "paxos"),
-    ("two phase commit", "two-phase-commit"),
-    ("Two-Phase Commit (2PC)", "two-phase-commit"),
-    ("drummer on the river", "raft"),
-    ("bloom filtr", "bloom-filter"),
-    ("circuit breakr", "circuit-breaker"),
+    ("raft", "raft"),                                   # id
+    ("Raft", "raft"),                                   # subject, any case
+    ("Two-Phase Commit (2PC)", "two-phase-commit"),     # exact subject
+    ("two phase commit", "two-phase-commit"),           # file name, spaces for hyphens
+    ("drummer on the river", "raft"),                   # anchor
     ("write ahead log", "write-ahead-log"),
     ("memories/consensus-coordination/raft.md", "raft"),
     ("memories/consensus-coordination/raft.md:10", "raft"),
     ("./memories/storage-engines/b-tree.md", "b-tree"),
 ])
-def test_get_finds_one_memory(palace, monkeypatch, ref, expected):
+def test_memory_resolves_exact_names(palace, monkeypatch, ref, expected):
     monkeypatch.chdir(palace.root)
-    assert palace.get(ref).id == expected
+    assert palace.memory(ref).id == expected
 
 
-def test_get_by_absolute_path_from_anywhere(palace, tmp_path, monkeypatch):
+def test_memory_by_absolute_path_from_anywhere(palace, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert palace.get(str(palace.root / "memories/storage-engines/b-tree.md")).id == "b-tree"
+    assert palace.memory(str(palace.root / "memories/storage-engines/b-tree.md")).id == "b-tree"
 
 
-@pytest.mark.parametrize("ref, names", [
+@pytest.mark.parametrize("ref, suggested", [
+    ("raft consensus", ["raft"]),
+    ("paxos algorithm", ["paxos"]),
+    ("bloom filtr", ["bloom-filter"]),
+    ("circuit breakr", ["circuit-breaker"]),
     ("consensus", ["paxos", "raft"]),
     ("cache", ["cache-aside", "cache-invalidation", "write-through-cache"]),
-    ("replication", ["leader-follower-replication", "leaderless-replication"]),
 ])
-def test_get_is_honest_about_ambiguity(palace, ref, names):
-    with pytest.raises(Ambiguous) as caught:
-        palace.get(ref)
-    for name in names:
+def test_a_near_miss_is_an_error_that_suggests(palace, ref, suggested):
+    with pytest.raises(NotFound) as caught:
+        palace.memory(ref)
+    for name in suggested:
         assert name in str(caught.value)
+    assert "did you mean" in str(caught.value)
 
 
 @pytest.mark.parametrize("ref", ["xyzzy", "", "   ", "memories/nope/none.md"])
-def test_get_not_found(palace, ref):
+def test_memory_not_found(palace, ref):
     with pytest.raises(NotFound):
-        palace.get(ref)
+        palace.memory(ref)
 
 
-def test_exact_subject_shared_by_two_memories_is_ambiguous(tmp_path):
+def test_exact_subject_shared_by_two_memories_is_ambiguous(tmp_path, note_text):
     root = tmp_path / "p"
     (root / "memories" / "a").mkdir(parents=True)
     (root / "palace.toml").write_text("")
-    (root / "memories" / "a" / "one.md").write_text(note("one", subject="Same Name"))
-    (root / "memories" / "a" / "two.md").write_text(note("two", subject="Same Name"))
+    (root / "memories" / "a" / "one.md").write_text(note_text("one", subject="Same Name"))
+    (root / "memories" / "a" / "two.md").write_text(note_text("two", subject="Same Name"))
     with pytest.raises(Ambiguous, match="one, two"):
-        Palace(root).get("same name")
+        Palace(root).memory("same name")
+
+
+def test_the_id_of_a_broken_note_is_its_error_not_another_note(messy):
+    """A merge conflict in a note's frontmatter: its id (the file name) names it, never a neighbour."""
+    note_path = messy / "memories" / "d" / "gamma.md"
+    note_path.write_text("---\nid: gamma\n<<<<<<< HEAD\nsubject: Gamma\n=======\nsubject: Alpha two\n"
+                         ">>>>>>> other\n---\n# Gamma\n")
+    with pytest.raises(NoteError, match="memories/d/gamma.md"):
+        Palace(messy).memory("gamma")
 
 
 def test_domains_combine_folders_and_config(small_palace):

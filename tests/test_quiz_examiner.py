@@ -17,7 +17,7 @@ from palace_cli.quiz.reviewlog import Review, ReviewLog
 from palace_cli.quiz.scheduler import replay
 from palace_cli.quiz.session import StudySession
 from palace_cli.quiz.strategies import keyword_neighbours, select, vector_neighbours
-from palace_cli.vectors import VectorStore
+from palace_cli.index.vectors import VectorStore
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
 STOP = set("a an and the of to in on for by with or at is are as its it be that this from".split())
@@ -198,7 +198,7 @@ def test_adversarial_pairs_confusable_memories_back_to_back(example):
 
 def test_adversarial_neighbours_come_from_bm25_when_the_search_index_is_built(example_palace):
     from palace_cli.quiz.session import stored_neighbours
-    from palace_cli.refresh import refresh
+    from palace_cli.index.refresh import refresh
 
     palace = Palace(example_palace)
     refresh(palace, embedder=None)  # lexical index only, no vectors
@@ -210,7 +210,7 @@ def test_adversarial_neighbours_come_from_bm25_when_the_search_index_is_built(ex
 
 
 def test_vector_neighbours_use_stored_vectors(tmp_path, example):
-    from palace_cli.store import text_hash
+    from palace_cli.index.store import text_hash
 
     _, memories = example
     ids = ["raft", "paxos", "b-tree", "lsm-tree"]

@@ -208,7 +208,7 @@ def test_editing_and_renaming_a_note_keeps_its_schedule(example_palace):
                     encoding="utf-8")
     git(root, "mv", "memories/storage-engines/bloom-filter.md", "memories/caching-performance/bit-hotel.md")
     moved = Palace(root)
-    memory = moved.get("bloom-filter")
+    memory = moved.memory("bloom-filter")
     assert memory.path == "memories/caching-performance/bit-hotel.md"
     assert "Edited today." in memory.content
 

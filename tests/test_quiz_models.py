@@ -107,7 +107,7 @@ def test_evolve_with_the_real_generator_keeps_the_note_safe(real_generator, pala
     from palace_cli.errors import PalaceError
     from palace_cli.quiz.evolver import evolve
 
-    memory = palace.get("secondary-index")
+    memory = palace.memory("secondary-index")
     path = palace.root / memory.path
     before = path.read_text(encoding="utf-8")
     preview = evolve(palace, "secondary-index", real_generator)
@@ -124,7 +124,7 @@ def test_evolve_with_the_real_generator_keeps_the_note_safe(real_generator, pala
     after = path.read_text(encoding="utf-8")
     assert after.split("## Image")[0] == before.split("## Image")[0]
     assert after.split("## Content")[1] == before.split("## Content")[1]
-    reread = Palace(palace.root).get("secondary-index")
+    reread = Palace(palace.root).memory("secondary-index")
     assert memory.verify.lower() in reread.image.lower()
 
 

@@ -11,20 +11,20 @@ import numpy as np
 import pytest
 
 from conftest import copy_palace
-from palace_cli.indexfiles import check_index_files
+from palace_cli.index.files import check_index_files
 from palace_cli.notes import atomic_write
 from palace_cli.palace import Palace
-from palace_cli.refresh import current_scan, indexes, refresh, stale
+from palace_cli.index.refresh import refresh, stale
 
 
 def lexical_docs(palace: Palace) -> dict[str, tuple[str, str]]:
     """path -> (id, domain) for every document the whoosh index holds."""
-    with indexes(palace).text.open().searcher() as searcher:
+    with palace.index.text.open().searcher() as searcher:
         return {d["path"]: (d["id"], d["domain_key"]) for d in searcher.all_stored_fields()}
 
 
 def hits(palace: Palace, query: str, **kw) -> list[str]:
-    return [note_id for note_id, _ in indexes(palace).text.search(query, limit=10, **kw)]
+    return [note_id for note_id, _ in palace.index.text.search(query, limit=10, **kw)]
 
 
 def note(note_id: str, subject: str, content: str, anchor: str = "a brass lantern", verify: str = "") -> str:
@@ -60,12 +60,12 @@ def state_of(palace: Palace, report) -> dict:
 # ---- the basic cycle -------------------------------------------------------------------------
 
 
-def test_first_refresh_indexes_everything_and_second_does_nothing(palace):
+def test_first_refresh_indexes_everything_and_second_does_nothing(palace, parse_notes):
     first = refresh(palace, embedder=None)
     assert len(first.added) == 66 and first.rebuilt_lexical
     assert len(lexical_docs(palace)) == 66
     assert hits(palace, "frozen wedding statues coordinator")[0] == "two-phase-commit"
-    assert check_index_files(palace) == []
+    assert check_index_files(palace, parse_notes(palace)) == []
     second = refresh(palace, embedder=None)
     assert (second.added, second.updated, second.removed, second.index_files) == ([], [], [], [])
     assert second.unchanged == 66 and not second.rebuilt_lexical
@@ -160,14 +160,14 @@ def test_touch_and_identical_rewrite_change_nothing(palace):
     os.utime(path, ns=(1, 1))
     atomic_write(palace.root / "memories/storage-engines/lsm-tree.md",
                  (palace.root / "memories/storage-engines/lsm-tree.md").read_text())
-    version = indexes(palace).store.version()
+    version = palace.index.store.version()
     report = refresh(palace, embedder=None)
     assert (report.added, report.updated, report.index_files) == ([], [], [])
-    assert indexes(palace).store.version() == version
+    assert palace.index.store.version() == version
     assert stale(palace) == []
 
 
-def test_config_change_and_hand_edits_regenerate_index_files(palace):
+def test_config_change_and_hand_edits_regenerate_index_files(palace, parse_notes):
     refresh(palace, embedder=None)
     toml = palace.root / "palace.toml"
     toml.write_text(toml.read_text().replace("How nodes agree", "How nodes come to agree"))
@@ -177,7 +177,7 @@ def test_config_change_and_hand_edits_regenerate_index_files(palace):
     (palace.root / "INDEX.md").write_text("scribbled over\n")
     assert stale(palace) == ["INDEX.md: generated index file out of date"]
     assert refresh(palace, embedder=None).index_files == ["INDEX.md"]
-    assert check_index_files(palace) == []
+    assert check_index_files(palace, parse_notes(palace)) == []
 
 
 def test_deleted_caches_are_rebuilt(palace):
@@ -221,21 +221,20 @@ def test_stale_without_a_cache_checks_only_the_generated_files(example_palace):
                                              "index/storage-engines.md: generated index file out of date"]
 
 
-def test_current_scan_matches_a_direct_parse(palace):
-    report = refresh(palace, embedder=None)
-    cached = current_scan(palace, report)
-    direct = palace.scan(force=True)
-    assert cached.memories.keys() == direct.memories.keys()
-    for note_id, memory in direct.memories.items():
+def test_cached_scan_matches_a_direct_parse(palace, parse_notes):
+    cached = palace.scan()
+    direct = parse_notes(palace).memories
+    assert cached.memories.keys() == direct.keys()
+    for note_id, memory in direct.items():
         # JSON has no dates: the cache holds frontmatter dates as ISO strings (Memory.created already is one)
         memory.meta = {k: v.isoformat() if hasattr(v, "isoformat") else v for k, v in memory.meta.items()}
         assert cached.memories[note_id] == memory
-    light = current_scan(palace, report, light=True)
+    light = palace.scan(light=True)
     assert {m.id: (m.subject, m.anchor, m.keywords, m.line) for m in light.memories.values()} == \
-           {m.id: (m.subject, m.anchor, m.keywords, m.line) for m in direct.memories.values()}
+           {m.id: (m.subject, m.anchor, m.keywords, m.line) for m in direct.values()}
 
 
-def test_a_new_domain_folder_and_a_vanished_domain(small_palace):
+def test_a_new_domain_folder_and_a_vanished_domain(small_palace, parse_notes):
     palace = Palace(small_palace)
     refresh(palace, embedder=None)
     write(palace, "memories/brand-new/thing.md", note("thing", "Thing", "Platypus content."))
@@ -244,7 +243,7 @@ def test_a_new_domain_folder_and_a_vanished_domain(small_palace):
     shutil.rmtree(palace.root / "memories/brand-new")
     report = refresh(palace, embedder=None)
     assert "index/brand-new.md" in report.index_files and not (palace.root / "index/brand-new.md").exists()
-    assert check_index_files(palace) == [] and hits(palace, "platypus") == []
+    assert check_index_files(palace, parse_notes(palace)) == [] and hits(palace, "platypus") == []
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -303,7 +302,7 @@ def test_vectors_embed_only_what_changed(small_palace, real_embedder):  # noqa: 
     counting = CountingEmbedder(real_embedder)
     report = refresh(palace, embedder=counting)
     assert report.dense == "on" and counting.texts == 3 and report.vectors.embedded == 3
-    model_id, keys, matrix = indexes(palace).vectors.load()
+    model_id, keys, matrix = palace.index.vectors.load()
     assert model_id == real_embedder.model_id and matrix.shape == (3, real_embedder.dim)
     assert np.allclose(np.linalg.norm(matrix, axis=1), 1.0, atol=1e-3)
     refresh(palace, embedder=counting)
@@ -321,11 +320,11 @@ def test_vectors_embed_only_what_changed(small_palace, real_embedder):  # noqa: 
     (palace.root / "memories/distributed/two-phase-commit.md").unlink()
     report = refresh(palace, embedder=counting)
     assert counting.texts == 4 and report.vectors.embedded == 1 and report.vectors.dropped == 2
-    assert indexes(palace).vectors.load()[2].shape[0] == 2
+    assert palace.index.vectors.load()[2].shape[0] == 2
     # deleting the vector files is repaired
     shutil.rmtree(palace.cache_dir / "vectors")
     refresh(palace, embedder=counting)
-    assert counting.texts == 6 and indexes(palace).vectors.load()[2].shape[0] == 2
+    assert counting.texts == 6 and palace.index.vectors.load()[2].shape[0] == 2
 
 
 def test_a_damaged_lexical_index_is_rebuilt(palace):
@@ -354,8 +353,8 @@ def test_configured_embedder_is_loaded_only_when_a_vector_is_missing(small_palac
     again = Palace(small_palace)
     report = refresh(again)
     assert report.dense == "on" and report.vectors is None
-    assert "_embedder" not in again.__dict__  # the model was not loaded for a no-op
+    assert again.index._dense is None  # the model was not loaded for a no-op
     path = small_palace / "memories/storage/bloom-filter.md"
     atomic_write(path, path.read_text().replace("tunable false positives", "tunable false alarms"))
     report = refresh(again)
-    assert report.vectors.embedded == 1 and "_embedder" in again.__dict__
+    assert report.vectors.embedded == 1 and again.index._dense is not None

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from palace_cli.cli import cli
 from palace_cli.errors import NotFound, UsageError
 from palace_cli.profiles import PROFILES
-from palace_cli.refresh import refresh
+from palace_cli.index.refresh import refresh
 from palace_cli.retrieve import Hit, build_context, fuse_rrf, recall, search, trim_hits
 
 

@@ -51,7 +51,7 @@ def test_factor_cues(text, factor, expected):
 
 
 def test_evidence_points_at_the_cue_in_the_note_file(palace):
-    memory = palace.get("two-phase-commit")
+    memory = palace.memory("two-phase-commit")
     lines = (palace.root / memory.path).read_text(encoding="utf-8").splitlines()
     result = score_memory(memory)
     checked = 0
@@ -148,7 +148,7 @@ def test_evolve_without_a_generator_names_missing_factors_and_refuses_to_accept(
 def test_accepting_an_image_changes_only_the_image_section(palace):
     from palace_cli.quiz.evolver import _note_hash, accept_image
 
-    memory = palace.get("secondary-index")
+    memory = palace.memory("secondary-index")
     path = palace.root / memory.path
     before = path.read_text(encoding="utf-8")
     image = ("You stand in a towering library at midnight, clutching a giant red phone book that hums. "
@@ -159,7 +159,7 @@ def test_accepting_an_image_changes_only_the_image_section(palace):
     head, _, rest = before.partition("## Image\n")
     old_image, _, tail = rest.partition("\n\n## Content")
     assert after == f"{head}## Image\n{image}\n\n## Content{tail}"
-    reread = Palace(palace.root).get("secondary-index")
+    reread = Palace(palace.root).memory("secondary-index")
     assert reread.verify == memory.verify and memory.verify.lower() in reread.image.lower()
     assert score_memory(reread).score > score_memory(memory).score
 
@@ -168,7 +168,7 @@ def test_accept_refuses_an_image_without_the_verify_token_or_a_changed_note(pala
     from palace_cli.errors import PalaceError
     from palace_cli.quiz.evolver import _note_hash, accept_image
 
-    memory = palace.get("rebalancing")
+    memory = palace.memory("rebalancing")
     path = palace.root / memory.path
     before = path.read_bytes()
     with pytest.raises(PalaceError, match="verify token"):

@@ -265,4 +265,4 @@ def test_cli_usage_errors_exit_2(run, args):
 
 def test_cli_unknown_memory_exits_1(run):
     result = run("verify", "--response", "-", "--memory", "no-such-memory-zzz", stdin="x")
-    assert result.exit_code == 1 and "no memory matches" in result.output
+    assert result.exit_code == 1 and "no memory 'no-such-memory-zzz'" in result.output

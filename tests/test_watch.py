@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from palace_cli.indexfiles import check_index_files
+from palace_cli.index.files import check_index_files
 from palace_cli.notes import atomic_write
 from palace_cli.palace import Palace
-from palace_cli.refresh import indexes, refresh
+from palace_cli.index.refresh import refresh
 from palace_cli.watch import Watcher, relevant
 
 WAIT_S = 30.0  # a guard against hanging, not a speed requirement: events normally land within a second
@@ -59,7 +59,7 @@ class Recorder:
 
 
 def hits(palace, word):
-    return [i for i, _ in indexes(palace).text.search(word, limit=5)]
+    return [i for i, _ in palace.index.text.search(word, limit=5)]
 
 
 @pytest.fixture
@@ -148,7 +148,7 @@ def test_new_folder_with_a_file_and_a_folder_moved_in(watched, tmp_path):
     assert hits(palace, "fern") == ["fern"]
 
 
-def test_rename_move_and_delete(watched):
+def test_rename_move_and_delete(watched, parse_notes):
     palace, recorder, _ = watched
     os.rename(palace.root / "memories/storage/bloom-filter.md", palace.root / "memories/distributed/bloom.md")
     event = recorder.refresh_where(lambda r: r.removed)
@@ -158,7 +158,7 @@ def test_rename_move_and_delete(watched):
     (palace.root / "memories/distributed/bloom.md").unlink()
     recorder.refresh_where(lambda r: r.removed == ["memories/distributed/bloom.md"])
     assert hits(palace, "lightbulbs") == []
-    assert check_index_files(palace) == []
+    assert check_index_files(palace, parse_notes(palace)) == []
 
 
 def test_memories_folder_replaced_whole(watched, tmp_path):
@@ -239,7 +239,7 @@ def test_cli_watch_is_idle_when_nothing_happens_and_ctrl_c_exits_130(small_palac
     assert refresh(Palace(small_palace), embedder=None).changed is False
 
 
-def test_watcher_and_several_commands_at_once(small_palace):
+def test_watcher_and_several_commands_at_once(small_palace, parse_notes):
     """A CLI watcher and three `palace index` processes run while notes are written: no errors, and
     the end state is exactly what a build from nothing gives."""
     process = _start_cli_watch(small_palace, dict(os.environ))
@@ -264,11 +264,11 @@ def test_watcher_and_several_commands_at_once(small_palace):
     assert not any(json.loads(line)["event"] == "error" for line in out.splitlines()), out
     palace = Palace(small_palace)
     report = refresh(palace, embedder=None)
-    with indexes(palace).text.open().searcher() as searcher:
+    with palace.index.text.open().searcher() as searcher:
         docs = sorted(d["id"] for d in searcher.all_stored_fields())
-    expected = sorted(Palace(small_palace).scan(force=True).memories)
+    expected = sorted(parse_notes(Palace(small_palace)).memories)
     assert docs == expected and len(docs) == 3 + 30 - 3
-    assert check_index_files(palace) == [] and report.problems == []
+    assert check_index_files(palace, parse_notes(palace)) == [] and report.problems == []
     assert hits(palace, "w5x4") == ["n5-4"] and hits(palace, "w4x0") == []
 
 

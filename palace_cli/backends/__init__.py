@@ -5,10 +5,11 @@ from __future__ import annotations
 import functools
 import hashlib
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from ..errors import ModelError
+from ..errors import ConfigError, ModelError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -79,58 +80,95 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def load_embedder(path: Path | None = None) -> Embedder | None:
-    """Return the llama.cpp embedder for `path`, or for the installed default; None if none is installed."""
-    path = _resolve(path, "embedder")
-    if path is None:
+OFF = ("off", "none", "false", "no", "disabled")
+
+
+@dataclass(frozen=True)
+class ModelSetting:
+    """What palace.toml's [models] asks for one role: off, the installed default, a GGUF path, or an endpoint."""
+
+    role: str        # "embedder" or "generator"
+    kind: str        # "off", "default", "path" or "endpoint"
+    path: Path | None = None  # the file for "default" (None when not installed) and "path"
+    endpoint: str = ""
+    endpoint_model: str = ""
+
+    def describe(self) -> str:
+        """The setting as a person would write it."""
+        return {"off": "off", "default": "default", "endpoint": f"endpoint {self.endpoint}"}.get(
+            self.kind, str(self.path))
+
+
+def model_setting(models: dict, role: str, root: Path | None = None) -> ModelSetting:
+    """Read [models] <role> the same way for both roles: "off"/"none" (or false), "default" (or absent),
+    "endpoint" (an OpenAI-compatible server, generator only), or a GGUF path (relative to the palace root).
+
+    For the generator, setting `endpoint` (a URL) without `generator` also picks the endpoint.
+    """
+    raw = models.get(role, "")
+    if raw is False:
+        return ModelSetting(role, "off")
+    if not isinstance(raw, str):
+        raise ConfigError(f"palace.toml [models] {role} must be text (off, default, endpoint or a path), not {raw!r}")
+    value = raw.strip()
+    endpoint = str(models.get("endpoint", "") or "").strip()
+    if value.lower() in OFF:
+        return ModelSetting(role, "off")
+    if value.lower() == "endpoint" or (role == "generator" and endpoint and not value):
+        if role != "generator":
+            raise ConfigError('palace.toml [models] embedder = "endpoint" is not supported: '
+                              "embeddings come from a GGUF file (a path) or the default model")
+        if not endpoint:
+            raise ConfigError('palace.toml [models] generator = "endpoint" needs [models] endpoint = "http://host:port"')
+        return ModelSetting(role, "endpoint", endpoint=endpoint,
+                            endpoint_model=str(models.get("endpoint_model", "") or ""))
+    if value.lower() in ("", "default"):
+        from .install import default_model_path
+
+        return ModelSetting(role, "default", default_model_path(role))
+    path = Path(value).expanduser()
+    if not path.is_absolute() and root is not None:
+        path = root / path
+    return ModelSetting(role, "path", path)
+
+
+def load_model(setting: ModelSetting, models: dict | None = None) -> Embedder | Generator | None:
+    """The model a setting names; None when it is off or the default is not installed.
+
+    A path that is not a file raises ModelError; `models` carries the endpoint's options.
+    """
+    if setting.kind == "off" or (setting.kind == "default" and setting.path is None):
         return None
-    return _load("embedder", path, path.stat().st_mtime_ns)
+    if setting.kind == "endpoint":
+        options = {"api_key_env": (models or {}).get("endpoint_api_key_env") or None}
+        if (models or {}).get("endpoint_timeout") is not None:
+            options["timeout"] = float(models["endpoint_timeout"])
+        return GENERATORS["openai"](setting.endpoint, setting.endpoint_model, **options)
+    path = setting.path
+    if not path.is_file():
+        raise ModelError(f"{path}: no such model file (palace.toml [models] {setting.role})")
+    return _load(setting.role, path, path.stat().st_mtime_ns)
+
+
+def load_embedder(path: Path | None = None) -> Embedder | None:
+    """The llama.cpp embedder for `path`, or for the installed default; None if none is installed."""
+    setting = ModelSetting("embedder", "path", Path(path)) if path else model_setting({}, "embedder")
+    return load_model(setting)
 
 
 def load_generator(path: Path | None = None) -> Generator | None:
-    """Return the llama.cpp generator for `path`, or for the installed default; None if none is installed."""
-    path = _resolve(path, "generator")
-    if path is None:
-        return None
-    return _load("generator", path, path.stat().st_mtime_ns)
+    """The llama.cpp generator for `path`, or for the installed default; None if none is installed."""
+    setting = ModelSetting("generator", "path", Path(path)) if path else model_setting({}, "generator")
+    return load_model(setting)
 
 
 def generator_from_config(models: dict, root: Path | None = None) -> Generator | None:
     """The generator palace.toml's [models] asks for; None when it is off or nothing is installed.
 
-    `generator` is "default" (the installed SmolLM2 GGUF), "none", a GGUF path (relative to the
-    palace root), or "endpoint"; setting `endpoint` (a URL) and `endpoint_model` alone also picks
-    the endpoint. `endpoint_api_key_env` names the variable holding a key, `endpoint_timeout` is
-    in seconds.
+    See `model_setting`; `endpoint_api_key_env` names the variable holding a key, `endpoint_timeout`
+    is in seconds.
     """
-    setting = str(models.get("generator", "") or "").strip()
-    endpoint = str(models.get("endpoint", "") or "").strip()
-    if setting.lower() == "none":
-        return None
-    if setting.lower() == "endpoint" or (endpoint and not setting):
-        if not endpoint:
-            raise ModelError('[models] generator = "endpoint" needs [models] endpoint = "http://host:port"')
-        options = {"api_key_env": models.get("endpoint_api_key_env") or None}
-        if models.get("endpoint_timeout") is not None:
-            options["timeout"] = float(models["endpoint_timeout"])
-        return GENERATORS["openai"](endpoint, str(models.get("endpoint_model", "") or ""), **options)
-    if setting and setting.lower() != "default":
-        path = Path(setting).expanduser()
-        if not path.is_absolute() and root is not None:
-            path = root / path
-        return load_generator(path)
-    return load_generator()
-
-
-def _resolve(path: Path | None, role: str) -> Path | None:
-    if path is None:
-        from ..models import default_model_path
-
-        return default_model_path(role)
-    path = Path(path).expanduser()
-    if not path.is_file():
-        raise ModelError(f"{path}: no such model file")
-    return path
+    return load_model(model_setting(models, "generator", root), models)
 
 
 # Loading a model costs far more than a call; keep the last few loaded

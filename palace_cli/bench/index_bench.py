@@ -18,11 +18,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
 
+from ..progress import Progress
 from .synth import edit_note, generate_palace
 
-Progress = Callable[[str], None]
 REPEATS = 5
 
 
@@ -44,7 +43,7 @@ def _size_on_disk(path: Path) -> int:
 def measure(root: Path, embed: bool, seed: int = 0) -> dict:
     """Measure one generated palace in this process (the worker side): builds, refreshes, sizes, memory."""
     from ..palace import Palace
-    from ..refresh import refresh, resolve_embedder
+    from ..index.refresh import refresh
 
     palace = Palace(root)
     n = len(palace.note_files())
@@ -78,7 +77,7 @@ def measure(root: Path, embed: bool, seed: int = 0) -> dict:
         assert edited.updated, "the edit was not seen"
     result["one_edit_refresh_s"] = round(statistics.median(edits), 4)
 
-    embedder, status, reason = resolve_embedder(palace) if embed else (None, "skipped", "not asked")
+    embedder, status, reason = palace.index.dense() if embed else (None, "skipped", "not asked")
     result["embeddings"] = status
     if embedder is not None:
         started = time.perf_counter()
@@ -131,7 +130,10 @@ def _cli_noop_s(root: Path) -> float:
 def run(sizes: list[int], seed: int = 0, embed_max: int = 10_000, workdir: Path | None = None,
         keep: bool = False, progress: Progress | None = None) -> dict:
     """Generate, build and measure a palace per size; returns the JSON-ready results."""
-    say = progress or (lambda message: None)
+    def say(message: str) -> None:
+        if progress:
+            progress(message, 0, 0)
+
     base = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="palace-bench-"))
     base.mkdir(parents=True, exist_ok=True)
     results = {"machine": {"python": platform.python_version(), "platform": platform.platform(),

@@ -15,7 +15,6 @@ import numpy as np
 from ..errors import PalaceError
 from ..palace import Palace
 from ..profiles import PROFILES
-from ..refresh import refresh, resolve_embedder
 from ..retrieve import build_context, hit_confidence, recall, search, trim_hits
 
 ALL_MODES = ("2hop", "lexical", "dense", "hybrid")
@@ -108,8 +107,8 @@ def _run_query(palace: Palace, mode: str, query: Query, profile: str):
 def run_retrieval_bench(palace: Palace, queries: list[Query], modes=ALL_MODES, profile: str = "reference",
                         progress: Callable[[str, int, int], None] | None = None, dataset: str = "") -> dict:
     """Run every mode over every query (one warm-up pass, then timed) and summarise with bootstrap CIs."""
-    refresh(palace)
-    embedder, dense, _ = resolve_embedder(palace)
+    palace.refresh()
+    embedder, dense, _ = palace.index.dense()
     modes = [m for m in modes if m in ALL_MODES and (embedder is not None or m not in ("dense",))]
     answerable = [q for q in queries if q.expected]
     absent = [q for q in queries if not q.expected]
@@ -126,7 +125,7 @@ def run_retrieval_bench(palace: Palace, queries: list[Query], modes=ALL_MODES, p
             mode = modes[(position + turn) % len(modes)]
             run = runs[mode]
             # Warm means indexes and models loaded, not answers remembered: each timed query embeds itself.
-            palace.__dict__.pop("_query_vectors", None)
+            palace.index.forget_query_vectors()
             started = time.perf_counter()
             ranked, handed, context_bytes, fallback, routed, confidence = _run_query(palace, mode, q, profile)
             elapsed = (time.perf_counter() - started) * 1000
@@ -150,9 +149,7 @@ def run_retrieval_bench(palace: Palace, queries: list[Query], modes=ALL_MODES, p
 
 
 def palace_domain(palace: Palace, note_id: str) -> str | None:
-    from ..catalog import load_catalog
-
-    catalog = load_catalog(palace)
+    catalog = palace.index.catalog()
     row = catalog.row_of.get(note_id)
     return catalog.domains[row] if row is not None else None
 
@@ -216,7 +213,7 @@ def beir_palace(beir_dir: Path, workdir: Path | None = None, progress=None) -> t
     """A palace holding a BEIR corpus (imported once, then reused), and its query file."""
     from ..authoring import init_palace
     from ..importers import import_path
-    from ..models import models_dir
+    from ..backends.install import models_dir
 
     beir_dir = Path(beir_dir).expanduser().resolve()
     if not (beir_dir / "corpus.jsonl").is_file():

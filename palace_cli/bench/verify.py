@@ -23,11 +23,10 @@ from typing import Callable
 
 import numpy as np
 
-from ..ask import ABSTAIN_BELOW, build_prompt, palace_tokens
+from ..ask import ABSTAIN_BELOW, build_prompt
 from ..generation import cached
 from ..palace import Palace
 from ..profiles import PROFILES
-from ..refresh import current_scan, refresh
 from ..retrieve import Hit, build_context, recall, search
 from ..tokens import contains_phrase
 from ..verify import Verdict, verify_response
@@ -121,9 +120,9 @@ def build_set(palace: Palace, generator, queries: list[Query], *, max_tokens: in
               use_cache: bool = True, limit: int | None = None, progress: Progress | None = None) -> LabelledSet:
     """Generate (or read from the cache) and verify the labelled answers for every memory with a question."""
     started = time.perf_counter()
-    refresh(palace)
-    memories = current_scan(palace).memories
-    tokens = palace_tokens(palace)
+    palace.refresh()
+    memories = palace.index.scan().memories
+    tokens = palace.index.store.tokens()
     asked = questions_by_memory(queries)
     ids = [m for m in sorted(asked) if m in memories and memories[m].verify][:limit]
     model = cached(generator, use_cache) if generator is not None else None
@@ -291,7 +290,7 @@ def _auc(positives: list[float], negatives: list[float]) -> float:
 def run_abstention(palace: Palace, queries: list[Query], progress: Progress | None = None) -> dict:
     """Each question's retrieval confidence, per signal, and abstention quality at the default
     thresholds, at the in-sample best, and cross-validated."""
-    refresh(palace)
+    palace.refresh()
     signals: dict[str, tuple[list[float], list[bool]]] = {}
     for position, q in enumerate(queries, start=1):
         for signal, mode in (("dense", None), ("lexical", "lexical")):

@@ -28,14 +28,14 @@ def bench_index(sizes, seed, embed_max, workdir, keep, as_json):
 
     Example: palace bench index --sizes 1000,10000 --json
     """
-    from .. import render
+    from . import render
     from ..bench.index_bench import run
 
     try:
         wanted = [int(part) for part in sizes.split(",") if part.strip()]
     except ValueError:
         raise click.BadParameter("sizes are whole numbers, e.g. 1000,10000", param_hint="--sizes") from None
-    results = run(wanted, seed=seed, embed_max=embed_max, workdir=workdir, keep=keep, progress=render.note)
+    results = run(wanted, seed=seed, embed_max=embed_max, workdir=workdir, keep=keep, progress=render.progress_lines())
     if as_json:
         render.emit_json(results)
         return
@@ -67,7 +67,7 @@ def bench_retrieval(obj, queries_file, beir_dir, modes, profile, limit, as_json)
     """
     from pathlib import Path
 
-    from .. import render
+    from . import render
     from ..bench.retrieval import beir_palace, load_queries, markdown_table, run_retrieval_bench
     from .index_cmd import refresh_with_progress
 

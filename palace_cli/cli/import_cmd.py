@@ -4,25 +4,15 @@ from __future__ import annotations
 
 import click
 
-from .. import render
 from ..conversations.model import INCLUDABLE
+from . import render
 from ..importers import FORMATS, import_path
 from ..importers.markdown import SPLITS
 from . import pass_ctx
 
 
 def _run_with_progress(palace, path, **options):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=render.err, transient=True) as bar:
-        tasks = {}
-
-        def progress(stage, done, total):
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total)
-            bar.update(tasks[stage], completed=done, total=total)
-
+    with render.progress_bar() as progress:
         return import_path(palace, path, progress=progress, **options)
 
 

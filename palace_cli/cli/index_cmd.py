@@ -4,26 +4,16 @@ from __future__ import annotations
 
 import click
 
-from .. import render
+from . import render
 from ..errors import UsageError
-from ..refresh import refresh, stale
+from ..index.refresh import stale
 from . import pass_ctx
 
 
 def refresh_with_progress(palace, rebuild: bool = False):
     """Run refresh with a rich progress bar on stderr when there is real work."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=render.err, transient=True) as bar:
-        tasks = {}
-
-        def progress(stage, done, total):
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total or None)  # no total: waiting, shown as a pulse
-            bar.update(tasks[stage], completed=done, total=total or None)
-
-        return refresh(palace, progress=progress, rebuild=rebuild)
+    with render.progress_bar() as progress:
+        return palace.refresh(progress=progress, rebuild=rebuild)
 
 
 def report_problems_once(report) -> None:

@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 
 import click
-from rich.console import Console
-from rich.table import Table
 
-from .. import models
+from ..backends import install as models
+from . import render
 
 
 @click.group("models")
@@ -26,11 +25,7 @@ def install_cmd(force: bool) -> None:
 
     Example: palace models install --force
     """
-    err = Console(stderr=True)
-    infos = models.install(
-        progress=lambda msg: err.print(msg, style="dim", highlight=False, markup=False, soft_wrap=True),
-        force=force,
-    )
+    infos = models.install(progress=render.progress_lines(), force=force)
     _table(infos, f"Models in {models.models_dir()}")
 
 
@@ -46,21 +41,12 @@ def list_cmd(as_json: bool) -> None:
         click.echo(json.dumps([i.to_dict() for i in infos], indent=2))
         return
     if not infos:
-        Console(stderr=True).print(
-            f"No models installed in {models.models_dir()}; run `palace models install`.",
-            soft_wrap=True, highlight=False, markup=False,
-        )
+        render.note(f"No models installed in {models.models_dir()}; run `palace models install`.")
         return
     _table(infos, f"Models in {models.models_dir()}")
 
 
 def _table(infos: list[models.ModelInfo], title: str) -> None:
-    table = Table(title=title, title_justify="left")
-    table.add_column("role")
-    table.add_column("name")
-    table.add_column("size", justify="right")
-    table.add_column("from wheel")
-    for i in infos:
-        table.add_row(i.role, i.name, f"{i.size / 1e6:.1f} MB", f"{i.wheel} {i.version}")
-    Console().print(table)
+    render.table(["role", "name", "size", "from wheel"],
+                 [[i.role, i.name, f"{i.size / 1e6:.1f} MB", f"{i.wheel} {i.version}"] for i in infos], title=title)
 COMMANDS = [models_group]

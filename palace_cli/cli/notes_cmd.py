@@ -7,14 +7,13 @@ import sys
 import click
 from rich.markup import escape
 
-from .. import render
-from ..authoring import add_memory, init_palace
-from ..errors import NoteError, NotFound
+from ..authoring import add_memory, init_palace, propose_missing_token, token_warnings
+from ..errors import NoteError
 from ..lint import lint as run_lint
-from ..notes import Memory, load_note, update_frontmatter
+from ..notes import Memory, load_note
 from ..palace import Palace
-from ..tokens import fingerprint, propose_token, token_problems
-from . import pass_ctx
+from ..tokens import fingerprint
+from . import pass_ctx, render
 
 
 def memory_summary(memory: Memory) -> dict:
@@ -22,16 +21,6 @@ def memory_summary(memory: Memory) -> dict:
     return {"id": memory.id, "subject": memory.subject, "domain": memory.domain, "anchor": memory.anchor,
             "keywords": memory.keywords, "links": memory.links, "path": memory.path, "line": memory.line,
             "token": fingerprint(memory.verify)}
-
-
-def cached_scan(palace):
-    """The palace as the refreshed note cache holds it (light memories): no note parsed twice, fast at 100k notes."""
-    from ..refresh import current_scan, refresh
-
-    report = refresh(palace, embedder=None)
-    scan = current_scan(palace, report, light=True)
-    palace._scan = scan  # Palace.get() looks memories up in this scan
-    return scan
 
 
 def _split_list(value: str | None) -> list[str]:
@@ -76,19 +65,14 @@ def _open_editor(palace, memory: Memory) -> Memory | None:
     except NoteError as exc:
         render.warn(f"the note was saved but cannot be read: {exc}; fix it, then run `palace lint`")
         return None
-    if not edited.verify and edited.image:
-        taken = {m.verify for m in palace.scan(force=True).memories.values() if m.verify and m.id != edited.id}
-        token = propose_token(edited.image, edited.subject, edited.keywords, edited.content, taken,
-                              anchor=edited.anchor)
-        if token:
-            update_frontmatter(palace.root / edited.path, {"verify": token}, edited.path)
-            edited = load_note(palace.root, edited.path, edited.domain)
-    return edited
+    taken = {m.verify for m in palace.scan(light=True).memories.values() if m.verify and m.id != edited.id}
+    return propose_missing_token(palace, edited, taken)
 
 
 @click.command()
 @click.argument("subject")
-@click.option("--domain", "-d", required=True, help="Domain folder under memories/ (or a domain alias).")
+@click.option("--domain", "-d", required=True, help="Domain folder under memories/ (or a domain alias or prefix).")
+@click.option("--new-domain", is_flag=True, help="Create the domain even when its name is close to an existing one.")
 @click.option("--anchor", default="", help="The memorable hook, 2-5 words.")
 @click.option("--image", default="", help="The SMASHIN scene.")
 @click.option("--content", default="", help="The facts.")
@@ -100,21 +84,19 @@ def _open_editor(palace, memory: Memory) -> Memory | None:
               help="Open $EDITOR on the new note (default: when run in a terminal).")
 @click.option("--json", "as_json", is_flag=True, help="Print the new memory as JSON.")
 @pass_ctx
-def add(ctx, subject, domain, anchor, image, content, keywords, links, verify, note_id, edit, as_json):
+def add(ctx, subject, domain, new_domain, anchor, image, content, keywords, links, verify, note_id, edit, as_json):
     """Add a memory from templates/memory.md; opens $EDITOR in a terminal.
 
     Example: palace add "Saga" -d distributed-systems --anchor "relay race of apologies" --no-edit
     """
     palace = ctx.palace
     memory = add_memory(palace, subject, domain, anchor=anchor, image=image, content=content,
-                        keywords=_split_list(keywords), links=_split_list(links), verify=verify, note_id=note_id)
+                        keywords=_split_list(keywords), links=_split_list(links), verify=verify, note_id=note_id,
+                        new_domain=new_domain)
     path = memory.path
     if edit if edit is not None else _interactive():
         memory = _open_editor(palace, memory)
-    palace.invalidate()
-    from ..refresh import refresh
-
-    refresh(palace)
+    palace.refresh()
     if memory is None:
         raise SystemExit(1)
     if as_json:
@@ -123,9 +105,7 @@ def add(ctx, subject, domain, anchor, image, content, keywords, links, verify, n
     render.out.print(f"Added {memory.id} at {memory.location}", markup=False)
     if memory.verify:
         render.out.print(f"verify token: {memory.verify}", markup=False)
-    others = {m.id: m.verify for m in palace.scan(force=True).memories.values() if m.id != memory.id and m.verify}
-    for _code, message in token_problems(memory.verify, memory.image, memory.subject, memory.keywords,
-                                         memory.content, others):
+    for message in token_warnings(palace, memory):
         render.warn(f"{path}: {message}")
 
 
@@ -139,11 +119,10 @@ def list_(ctx, domain, as_json):
     Example: palace list --domain storage-engines
     """
     palace = ctx.palace
-    scan = cached_scan(palace)
+    scan = palace.scan(light=True)
     memories = sorted(scan.memories.values(), key=lambda m: (m.domain, m.id))
     if domain:
-        if domain not in palace.domains():
-            raise NotFound(f"no domain {domain!r}; domains: {', '.join(palace.domains()) or '(none yet)'}")
+        domain = palace.resolve_domain(domain)
         memories = [m for m in memories if m.domain == domain]
     if as_json:
         render.emit_json({"memories": [memory_summary(m) for m in memories], "problems": len(scan.problems)})
@@ -158,15 +137,11 @@ def list_(ctx, domain, as_json):
 @click.option("--json", "as_json", is_flag=True, help="JSON output, including image and content.")
 @pass_ctx
 def show(ctx, ref, as_json):
-    """Show a memory by id, path, or a unique fuzzy subject.
+    """Show a memory by id, path, file name, alias or exact subject (a near miss suggests names).
 
     Example: palace show two-phase-commit
     """
-    cached_scan(ctx.palace)
-    memory = ctx.palace.get(ref)
-    from ..refresh import indexes
-
-    memory = indexes(ctx.palace).store.memories([memory.path])[0]  # the light entry, now in full
+    memory = ctx.palace.memory(ref)
     if as_json:
         render.emit_json(memory_summary(memory) | {"image": memory.image, "content": memory.content,
                                                    "verify": memory.verify, "created": memory.created})
@@ -194,7 +169,7 @@ def domains(ctx, as_json):
     Example: palace domains --json
     """
     palace = ctx.palace
-    grouped = cached_scan(palace).by_domain()
+    grouped = palace.scan(light=True).by_domain()
     rows = []
     for name in palace.domains():
         spec = palace.config.domains.get(name)

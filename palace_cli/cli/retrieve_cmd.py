@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .. import render
+from . import render
 from ..profiles import PROFILES
 from ..retrieve import MODES, recall as run_recall, search as run_search
 from . import pass_ctx

@@ -13,7 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .. import render
+from . import render
 from ..errors import UsageError
 from ..quiz.strategies import STRATEGIES
 from ..smashin import FACTORS, agreement, factor, level, score_memory, threshold
@@ -291,7 +291,7 @@ def score(ctx, ref, all_, against, as_json):
         render.table(["id", "score", "level", "SMASHINSCOPE", "missing"],
                      [[s.memory_id, f"{s.score}/12", level(s.score), letters(s), ", ".join(s.missing)] for s in scores])
         return
-    result = score_memory(palace.get(ref))
+    result = score_memory(palace.memory(ref))
     if as_json:
         return render.emit_json(result.as_dict())
     rows = []

@@ -7,10 +7,10 @@ import sys
 import click
 from rich.markup import escape
 
-from .. import render
+from . import render
 from ..errors import NotAPalace, UsageError
 from ..profiles import PROFILES
-from ..verify import RULES, Verdict, parse_context, verify_response
+from ..verify import RULES, Verdict, parse_context
 from . import pass_ctx
 
 
@@ -64,11 +64,12 @@ def verify(ctx, response_file, memory_refs, context_file, rule, as_json):
     """
     if bool(memory_refs) == bool(context_file):
         raise UsageError("give the handed-over memories with --memory ID ... or --context FILE (one of them)")
+    from ..ask import handed_memories, verify_answer
+
     response = _read(response_file, "response")
-    all_tokens = None
     if memory_refs:
         palace = ctx.palace
-        handed = [{"id": m.id, "subject": m.subject, "verify": m.verify} for m in map(palace.get, memory_refs)]
+        handed = handed_memories(palace, list(memory_refs))
     else:
         handed = parse_context(_read(context_file, "context"), source=context_file)
         try:
@@ -76,13 +77,7 @@ def verify(ctx, response_file, memory_refs, context_file, rule, as_json):
         except NotAPalace:
             palace = None
             render.warn("not inside a palace: tokens of memories outside the context are not checked")
-    if palace is not None:
-        from ..ask import palace_tokens
-        from ..refresh import refresh
-
-        refresh(palace)
-        all_tokens = palace_tokens(palace)
-    verdict = verify_response(response, handed, all_tokens, rule=rule)
+    verdict = verify_answer(response, handed, palace, rule=rule)
     if as_json:
         render.emit_json(verdict.as_dict())
     else:

@@ -9,7 +9,7 @@ import time
 
 import click
 
-from .. import render
+from . import render
 from . import pass_ctx
 
 
@@ -57,20 +57,10 @@ def watch(ctx, debounce, as_json):
             render.out.print(_line(event), markup=False, highlight=False)
         sys.stdout.flush()
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     watcher = None
     signal.signal(signal.SIGTERM, _on_term)
     try:
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=render.err, transient=True) as bar:
-            tasks = {}
-
-            def progress(stage, done, total):
-                if stage not in tasks:
-                    tasks[stage] = bar.add_task(stage, total=total or None)
-                bar.update(tasks[stage], completed=done, total=total or None)
-
+        with render.progress_bar() as progress:
             watcher = Watcher(ctx.palace, on_event, progress=progress, debounce=debounce,
                               max_delay=max(debounce * 4, 0.8))
             report = watcher.start()

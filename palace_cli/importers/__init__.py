@@ -25,12 +25,12 @@ from ..conversations.sources import FORMATS as CONVERSATION_FORMATS
 from ..errors import ImportFailed, UsageError
 from ..notes import ID_PATTERN, Memory, atomic_write, dump_frontmatter
 from ..palace import Palace
+from ..progress import Progress
 from ..tokens import contains_phrase, propose_token
 
 NOTE_FORMATS = ("memory-palace-json", "markdown", "beir")
 FORMATS = NOTE_FORMATS + CONVERSATION_FORMATS
 WRITERS, CHUNK = 8, 256
-Progress = Callable[[str, int, int], None]
 
 
 @dataclass
@@ -227,7 +227,7 @@ def import_path(palace: Palace, path, format: str | None = None, progress: Progr
                 include: frozenset[str] | tuple = ()):
     """Import a file or directory into the palace: memories (an ImportReport; validates everything before
     writing anything) or conversations (a ConversationImport; see palace_cli.conversations.importer)."""
-    from ..refresh import current_scan, refresh
+    from ..index.refresh import AUTO
 
     path = Path(path).expanduser()
     if not path.exists():
@@ -246,8 +246,8 @@ def import_path(palace: Palace, path, format: str | None = None, progress: Progr
     report = ImportReport(format, str(path), warnings=list(batch.warnings), dry_run=dry_run)
 
     # One scan of the palace for the whole import, through the note cache.
-    refresh(palace, embedder=None, index_files=False)
-    scan = current_scan(palace)
+    palace.refresh(embedder=None, index_files=False)
+    scan = palace.index.scan()
     plans = [_plan(scan.memories, record) for record in batch.records]
     needing = [record for record, (action, _, _) in zip(batch.records, plans) if action == "add" and not record.domain]
     if needing and batch.assign_domains is not None:
@@ -282,10 +282,8 @@ def import_path(palace: Palace, path, format: str | None = None, progress: Progr
         target = Path(queries).expanduser() if queries else palace.root / "queries.jsonl"
         report.queries_path = str(target)
         report.queries = write_queries(target, kept)
-    from ..refresh import AUTO
-
     embedder = batch.refresh_embedder if batch.refresh_embedder is not None else AUTO
-    report.refresh = refresh(palace, embedder=embedder, progress=progress)
+    report.refresh = palace.refresh(embedder=embedder, progress=progress)
     return report
 
 
@@ -321,7 +319,6 @@ def _write_notes(palace: Palace, to_write: list[tuple[Record, Path, Memory | Non
                     (palace.root / existing.path).unlink(missing_ok=True)  # the source moved it to another domain
             if progress:
                 progress("writing notes", start + len(chunk), len(to_write))
-    palace.invalidate()
 
 
 def _plan(memories: dict[str, Memory], record: Record) -> tuple[str, Memory | None, str]:

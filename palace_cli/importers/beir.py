@@ -16,7 +16,8 @@ import numpy as np
 from ..backends import Embedder
 from ..errors import ImportFailed, UsageError
 from ..notes import slugify
-from . import Batch, Progress, Record, json_line_error, map_ids
+from ..progress import Progress
+from . import Batch, Record, json_line_error, map_ids
 from .clustering import cluster
 
 FORMAT = "beir"
@@ -161,12 +162,10 @@ def search_text(record: Record) -> str:
 def _assign(batch: Batch, palace, records: list[Record], needing: list[Record], progress: Progress | None,
             options: dict, dataset: str) -> dict:
     """Cluster every document (so the result does not depend on what is already imported); name domains."""
-    from ..refresh import resolve_embedder
-
     how = options.get("cluster_with") or "auto"
     embedder = None
     if how != "tfidf":
-        embedder, _status, reason = resolve_embedder(palace)
+        embedder, _status, reason = palace.index.dense()
         if embedder is None and how == "embedder":
             raise UsageError(reason or "no embedding model")
     vectors = None

@@ -60,7 +60,7 @@ def image_diff(path: str, old: str, new: str) -> str:
 
 def evolve(palace: Palace, ref: str, generator=None, accept: bool = False) -> Evolution:
     """Score a memory, propose a stronger Image with the generator, and with accept write it to the note."""
-    memory = palace.get(ref)
+    memory = palace.memory(ref)
     current = score_memory(memory)
     tips = {key: factor(key).technique for key in current.missing}
     result = Evolution(memory.id, memory.path, current, tips)
@@ -99,7 +99,7 @@ def evolve(palace: Palace, ref: str, generator=None, accept: bool = False) -> Ev
 
 def accept_image(palace: Palace, memory_id: str, image: str, base_hash: str) -> None:
     """Replace the Image section atomically; refuse when the note changed since the proposal or the token would go."""
-    memory = palace.get(memory_id)
+    memory = palace.memory(memory_id)
     if _note_hash(palace, memory.path) != base_hash:
         raise PalaceError(f"{memory.path} changed since the proposal was made; run `palace evolve {memory_id}` again")
     if memory.verify and not contains_phrase(image, memory.verify):
@@ -108,7 +108,6 @@ def accept_image(palace: Palace, memory_id: str, image: str, base_hash: str) -> 
     check = load_note(palace.root, memory.path, memory.domain)
     if check.id != memory.id or (memory.verify and not contains_phrase(check.image, memory.verify)):
         raise PalaceError(f"{memory.path}: the rewritten note did not read back as expected")  # pragma: no cover
-    palace.invalidate()
     _proposal_path(palace, memory_id).unlink(missing_ok=True)
 
 

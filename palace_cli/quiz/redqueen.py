@@ -21,7 +21,7 @@ from .examiner import Examiner
 from .llm import model_name, recall_anchor, recall_route, route_choice
 from .reviewlog import Review, ReviewLog
 from .scheduler import replay
-from .session import llm_prior, resolve_domain, study_settings
+from .session import llm_prior, study_settings
 from .strategies import STRATEGIES, Pick, keyword_neighbours, select
 
 WEAK_BELOW = 0.5
@@ -120,7 +120,7 @@ def run_red_queen(palace: Palace, generator, rounds: int = 3, strategy: str = "w
     log = log or ReviewLog(palace)
     learner = model_name(generator)
     memories = palace.scan().memories
-    domain = resolve_domain(palace, domain)
+    domain = palace.resolve_domain(domain) if domain else None
     topic = palace.config.name
     examiner = Examiner(memories, seed=seed)
     rng = random.Random(seed)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Iterator
 
-from ..errors import NotFound, UsageError
+from ..errors import UsageError
 from ..notes import Memory
 from ..palace import Palace
 from .evaluator import AGAIN, Grade, grade
@@ -64,19 +64,6 @@ def load_profile(palace: Palace, name: str | None) -> Profile:
     return PROFILES[name]
 
 
-def resolve_domain(palace: Palace, domain: str | None) -> str | None:
-    """A domain name from its name or an alias in palace.toml; NotFound lists the domains."""
-    if not domain:
-        return None
-    names = palace.domains()
-    if domain in names:
-        return domain
-    for name, spec in palace.config.domains.items():
-        if domain.lower() in (a.lower() for a in spec.aliases):
-            return name
-    raise NotFound(f"no domain {domain!r}; domains: {', '.join(names)}")
-
-
 def resolve_generator(palace: Palace):
     """The generator palace.toml `[models]` asks for (GGUF or endpoint); None when off or not installed."""
     from ..backends import generator_from_config
@@ -95,10 +82,9 @@ def llm_prior(read: LogRead) -> dict[str, float]:
 
 def stored_neighbours(palace: Palace):
     """Nearest neighbours by stored vectors, else BM25 over the search index, else keyword overlap."""
-    from ..refresh import indexes
-    from ..store import text_hash
+    from ..index.store import text_hash
 
-    idx = indexes(palace)
+    idx = palace.index
     model_id, keys, matrix = idx.vectors.load()
 
     def lexical(memories: dict[str, Memory], seeds: list[str]):
@@ -178,7 +164,7 @@ class StudySession:
         self.learner = learner or learner_name()
         self.clock = clock or (lambda: datetime.now(timezone.utc))
         self.rng = random.Random(seed)
-        self.domain = resolve_domain(palace, domain)
+        self.domain = palace.resolve_domain(domain) if domain else None
         self.memories = palace.scan().memories
         self.log = log or ReviewLog(palace)
         read = self.log.read()

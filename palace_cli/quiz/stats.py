@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 from ..palace import Palace, Problem
 from .reviewlog import ReviewLog, learner_name
 from .scheduler import Schedule, replay
-from .session import resolve_domain, study_settings
+from .session import study_settings
 
 CHART_DAYS = 14
 
@@ -94,7 +94,7 @@ def due_items(palace: Palace, learner: str | None = None, now: datetime | None =
               within: timedelta | None = None) -> tuple[list[DueItem], int, Schedule]:
     """Reviewed memories due by now (+within), most urgent first; also the count of never-reviewed memories."""
     schedule, _ = load_schedule(palace, learner, now)
-    domain = resolve_domain(palace, domain)
+    domain = palace.resolve_domain(domain) if domain else None
     memories = {i: m for i, m in palace.scan().memories.items() if domain in (None, m.domain)}
     horizon = schedule.now + (within or timedelta(0))
     items = [_item(schedule, memories[i]) for i in schedule.due_ids(set(memories), horizon)]

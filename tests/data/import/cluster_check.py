@@ -116,12 +116,11 @@ def dense_routing(palace_root, ids, dom, index, labels, texts, gold):
         return None
     from palace_cli.backends import load_embedder
     from palace_cli.palace import Palace
-    from palace_cli.refresh import indexes
 
     embedder = load_embedder()
     if embedder is None:
         return None
-    idx = indexes(Palace(palace_root))
+    idx = Palace(palace_root).index
     model_id, keys, matrix = idx.vectors.load()
     if model_id != embedder.model_id:
         return None

@@ -16,17 +16,17 @@ import tempfile
 import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Mapping
 
-from .backends import sha256_file
-from .errors import ModelError
+from ..errors import ModelError
+from ..progress import Progress
+from . import sha256_file
 
 __all__ = [
     "ModelError", "ModelInfo", "models_dir", "install", "list_models",
     "default_model_path", "convert_bert_to_gguf",
 ]
 
-Progress = Callable[[str], None]
 MANIFEST = "models.json"
 BERT_FILES = ("config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json")
 
@@ -106,7 +106,10 @@ def default_model_path(role: str) -> Path | None:
 
 def install(progress: Progress | None = None, force: bool = False) -> list[ModelInfo]:
     """Fetch and install the default embedder and generator; skip ones already valid."""
-    say = progress or (lambda _msg: None)
+    def say(message: str) -> None:
+        if progress:
+            progress(message, 0, 0)
+
     root = models_dir()
     root.mkdir(parents=True, exist_ok=True)
     manifest = _read_manifest(root)

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .notes import Memory, Warning_
+from ..notes import Memory, Warning_
 
 SCHEMA_VERSION = "5"
 MEMORY_FIELDS = frozenset(f.name for f in dataclasses.fields(Memory))
@@ -192,10 +192,6 @@ class NoteStore:
         return sorted(self.db.execute("SELECT path, error, error_line FROM notes INDEXED BY notes_error "
                                       "WHERE error IS NOT NULL"))
 
-    def id_paths(self) -> list[tuple[str, str]]:
-        """(id, path) of every readable note, sorted by path."""
-        return list(self.db.execute("SELECT id, path FROM notes WHERE id IS NOT NULL ORDER BY path"))
-
     def duplicate_ids(self) -> list[tuple[str, str]]:
         """(id, path) of readable notes sharing an id with another note, sorted by path (the first keeps it)."""
         return list(self.db.execute(
@@ -211,13 +207,8 @@ class NoteStore:
         if paths is None:
             rows = self.db.execute("SELECT data FROM notes WHERE data IS NOT NULL ORDER BY path")
             return [memory_from_json(r[0]) for r in rows]
-        found = []
-        for start in range(0, len(paths), 500):
-            chunk = paths[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            rows = self.db.execute(f"SELECT data FROM notes WHERE path IN ({marks}) AND data IS NOT NULL", chunk)
-            found += [memory_from_json(r[0]) for r in rows]
-        return found
+        return [memory_from_json(r[0]) for r in
+                self._chunked("SELECT data FROM notes WHERE path IN ({marks}) AND data IS NOT NULL", paths)]
 
     def iter_memories(self, batch: int = 500):
         """Every decoded memory, sorted by path, without holding them all in memory."""
@@ -240,6 +231,49 @@ class NoteStore:
             rows = self.db.execute(f"SELECT light FROM notes WHERE light IS NOT NULL AND domain IN ({marks}) "
                                    "ORDER BY path", list(domains))
         return [light_memory(r[0]) for r in rows]
+
+    def distinct_ids(self) -> int:
+        """Number of distinct ids among readable notes (what the lexical index should hold)."""
+        return self.db.execute("SELECT count(DISTINCT id) FROM notes WHERE id IS NOT NULL").fetchone()[0]
+
+    def _chunked(self, sql: str, values: list, batch: int = 500):
+        """Rows of `sql` (with one `{marks}` placeholder list) over values, 500 at a time (SQLite's variable limit)."""
+        values = list(values)
+        for start in range(0, len(values), batch):
+            chunk = values[start : start + batch]
+            yield from self.db.execute(sql.format(marks=",".join("?" * len(chunk))), chunk)
+
+    def domains_of_ids(self, ids) -> set[str]:
+        """Domains of the notes holding any of these ids."""
+        return {r[0] for r in self._chunked("SELECT DISTINCT domain FROM notes WHERE id IN ({marks})", sorted(ids))
+                if r[0]}
+
+    def ids_of_paths(self, paths) -> set[str]:
+        """Ids of the readable notes at these paths."""
+        return {r[0] for r in self._chunked("SELECT id FROM notes WHERE id IS NOT NULL AND path IN ({marks})",
+                                            sorted(paths))}
+
+    def owner_paths(self, ids) -> set[str]:
+        """For each id, the path that owns it (the first path, sorted, when an id is duplicated)."""
+        return {r[0] for r in self._chunked("SELECT min(path) FROM notes WHERE id IN ({marks}) GROUP BY id",
+                                            sorted(ids))}
+
+    def delete_root_sections(self, domains) -> None:
+        """Forget the INDEX.md sections of domains that no longer exist (inside a transaction)."""
+        self.db.executemany("DELETE FROM root_sections WHERE domain=?", [(d,) for d in domains])
+
+    def tokens(self) -> dict[str, str]:
+        """id -> verify token ("" when none) of every readable note."""
+        rows = self.db.execute("SELECT id, json_extract(data, '$.verify') FROM notes "
+                               "WHERE id IS NOT NULL AND data IS NOT NULL")
+        return {memory_id: token or "" for memory_id, token in rows}
+
+    def catalog_rows(self) -> list[tuple]:
+        """(id, path, domain, text_hash, subject, anchor, keywords JSON, aliases JSON) of readable notes, by path."""
+        return self.db.execute(
+            "SELECT id, path, domain, text_hash, json_extract(data, '$.subject'), json_extract(data, '$.anchor'), "
+            "json_extract(data, '$.keywords'), json_extract(data, '$.aliases') FROM notes WHERE data IS NOT NULL "
+            "ORDER BY path").fetchall()
 
     def text_hashes(self) -> dict[str, str]:
         """path -> text hash of readable notes."""

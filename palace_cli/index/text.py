@@ -21,8 +21,9 @@ from whoosh.lang.porter import stem
 from whoosh.query import And, Or, Term
 from whoosh.writing import CLEAR
 
-from .errors import PalaceError
-from .notes import atomic_write
+from ..errors import PalaceError
+from ..notes import atomic_write
+from ..progress import Progress
 
 # Query-time field weights. Chosen by measurement on example-palace/queries.jsonl
 # (see docs/search.md, "Field weights"); override in palace.toml [retrieval] field_weights.
@@ -157,7 +158,8 @@ class TextIndex:
                             keywords=doc.keywords, anchor=doc.anchor, image=doc.image, content=doc.content,
                             domain=doc.domain.replace("-", " "))
 
-    def apply(self, upserts: Iterable[Doc], deletes: Iterable[str], progress=None, delete_ids: Iterable[str] = ()) -> int:
+    def apply(self, upserts: Iterable[Doc], deletes: Iterable[str], progress: Progress | None = None,
+              delete_ids: Iterable[str] = ()) -> int:
         """Delete docs by path (and by memory id), then add `upserts`, in one commit under the write lock."""
         ix = self.open()
         writer = ix.writer(timeout=LOCK_TIMEOUT_S, limitmb=256)
@@ -167,7 +169,7 @@ class TextIndex:
                 writer.delete_by_term("path", path)
             for note_id in sorted(set(delete_ids)):
                 writer.delete_by_term("id", note_id)
-            written = self._add_all(writer, upserts, progress)
+            written = self._add_all(writer, upserts, progress, len(upserts))
             writer.commit(optimize=False)
         except BaseException:
             writer.cancel()
@@ -175,17 +177,17 @@ class TextIndex:
         self._index = None  # reopen to see the new generation
         return written
 
-    def _add_all(self, writer, docs: Iterable[Doc], progress=None) -> int:
+    def _add_all(self, writer, docs: Iterable[Doc], progress: Progress | None = None, total: int = 0) -> int:
         """Add docs to an open writer, reporting progress every 500; returns how many."""
         written = 0
         for doc in docs:
             self._add(writer, doc)
             written += 1
             if progress and written % 500 == 0:
-                progress(written)
+                progress("lexical index", written, total)
         return written
 
-    def rebuild(self, docs: Iterable[Doc], progress=None) -> int:
+    def rebuild(self, docs: Iterable[Doc], progress: Progress | None = None, total: int = 0) -> int:
         """Replace every document in one commit; readers see the old index until it lands."""
         self._index = None  # look at the disk again: the directory may have been deleted under a cached handle
         try:
@@ -196,7 +198,7 @@ class TextIndex:
             ix = self.open()
         writer = ix.writer(timeout=LOCK_TIMEOUT_S, limitmb=256)
         try:
-            written = self._add_all(writer, docs, progress)
+            written = self._add_all(writer, docs, progress, total)
             writer.commit(mergetype=CLEAR)
         except BaseException:
             writer.cancel()

@@ -1,9 +1,10 @@
-"""Rich rendering shared by the CLI faces; core returns data, this shows it."""
+"""Rich rendering shared by the CLI faces (the only module that imports rich); core returns data, this shows it."""
 
 from __future__ import annotations
 
 import json
 import sys
+from contextlib import contextmanager
 
 from rich.console import Console
 from rich.markup import escape
@@ -44,3 +45,33 @@ def problems(items, limit: int | None = None) -> None:
     for problem in items[:limit] if limit else items:
         colour = "red" if problem.severity == "error" else "yellow"
         out.print(f"[{colour}]{escape(str(problem))}[/{colour}]", markup=True, highlight=False)
+
+
+@contextmanager
+def progress_bar():
+    """A transient rich progress bar on stderr, yielded as a core Progress callback: one bar per stage,
+    a pulse while the total is unknown (0)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=True) as bar:
+        tasks = {}
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total or None)
+            bar.update(tasks[stage], completed=done, total=total or None)
+
+        yield progress
+
+
+def progress_lines():
+    """A core Progress callback that prints each new stage once, dim, on stderr (for steps worth keeping)."""
+    last = [None]
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if stage != last[0]:
+            last[0] = stage
+            err.print(stage, style="dim", highlight=False, markup=False, soft_wrap=True)
+
+    return progress

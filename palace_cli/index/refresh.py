@@ -16,22 +16,22 @@ import time
 from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable
 
-from .errors import NoteError
-from .indexfiles import assemble_root_index, render_domain_index, render_root_section, write_index_files
-from .notes import Memory, atomic_write, parse_note, read_note_text
-from .palace import INDEX_DIR, ROOT_INDEX, Palace, Problem, Scan
+from ..errors import NoteError
+from ..notes import Memory, atomic_write, parse_note, read_note_text
+from ..palace import INDEX_DIR, ROOT_INDEX, Palace, Problem, Scan
+from ..progress import Progress
+from . import Index
+from .files import assemble_root_index, render_domain_index, render_root_section, write_index_files
 from .store import NoteStore
-from .textindex import Doc, TextIndex
-from .vectors import SyncReport, VectorStore
+from .text import Doc, TextIndex
+from .vectors import SyncReport
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: no cross-process lock, whoosh's own lock still applies
     fcntl = None
 
-Progress = Callable[[str, int, int], None]
 AUTO = object()
 COMMIT_EVERY = 2000  # notes per SQLite transaction on a big build: a killed build keeps what it committed
 REBUILD_SHARE = 0.3  # rebuild the lexical index instead of updating it when this share of notes changed
@@ -66,50 +66,6 @@ class RefreshReport:
             "embedded": self.vectors.embedded if self.vectors else 0,
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
         }
-
-
-class Indexes:
-    """The caches under .palace/ for one palace, opened once per process."""
-
-    def __init__(self, palace: Palace):
-        cache = palace.cache_dir
-        cache.mkdir(parents=True, exist_ok=True)
-        self.store = NoteStore(cache / "notes.sqlite")
-        self.text = TextIndex(cache / "whoosh")
-        self.vectors = VectorStore(cache / "vectors")
-
-
-def indexes(palace: Palace) -> Indexes:
-    """The Indexes of a palace, cached on the Palace object."""
-    existing = getattr(palace, "_indexes", None)
-    if existing is None:
-        existing = Indexes(palace)
-        palace._indexes = existing
-    return existing
-
-
-def resolve_embedder(palace: Palace):
-    """(embedder or None, status, reason) from palace.toml [models] embedder: default, none, or a GGUF path."""
-    setting = str(palace.config.models.get("embedder", "default")).strip()
-    if setting.lower() in ("none", "off", "false"):
-        return None, "disabled", "dense ranking is turned off in palace.toml ([models] embedder = \"none\")"
-    cached = getattr(palace, "_embedder", AUTO)
-    if cached is not AUTO:
-        return cached
-    from pathlib import Path
-
-    from .backends import load_embedder
-
-    path = None if setting in ("", "default") else Path(setting).expanduser()
-    if path is not None and not path.is_absolute():
-        path = palace.root / path
-    embedder = load_embedder(path)
-    if embedder is None:
-        result = (None, "off", "dense ranking is off: no embedding model installed; run `palace models install`")
-    else:
-        result = (embedder, "on", "")
-    palace._embedder = result
-    return result
 
 
 @contextmanager
@@ -161,7 +117,7 @@ class _Stages:
 def refresh(palace: Palace, embedder=AUTO, progress: Progress | None = None, rebuild: bool = False,
             index_files: bool = True) -> RefreshReport:
     """Bring every cache up to date with the notes on disk, doing work only for what changed."""
-    idx = indexes(palace)
+    idx = palace.index
     report = RefreshReport()
     stages = _Stages(report)
     with refresh_lock(palace, progress):
@@ -191,25 +147,19 @@ def refresh(palace: Palace, embedder=AUTO, progress: Progress | None = None, reb
             if embedder is not None:
                 _refresh_vectors(idx, embedder, embedder.model_id, losers, report, progress)
         stages.done("vectors")
+    idx.problems = report.problems
     return report
 
 
 def _embedder_file(palace: Palace):
     """The model file palace.toml asks for, without loading it: a Path, None (not installed) or "disabled"."""
-    from pathlib import Path
+    from ..backends import model_setting
 
-    setting = str(palace.config.models.get("embedder", "default")).strip()
-    if setting.lower() in ("none", "off", "false"):
-        return "disabled"
-    if setting in ("", "default"):
-        from .models import default_model_path
-
-        return default_model_path("embedder")
-    path = Path(setting).expanduser()
-    return path if path.is_absolute() else palace.root / path
+    setting = model_setting(palace.config.models, "embedder", palace.root)
+    return "disabled" if setting.kind == "off" else setting.path
 
 
-def _refresh_vectors_auto(palace: Palace, idx: Indexes, losers: set[str], report: RefreshReport,
+def _refresh_vectors_auto(palace: Palace, idx: Index, losers: set[str], report: RefreshReport,
                           progress: Progress | None) -> None:
     """Vectors with the configured embedder, loading the model only when some vector is missing or stale."""
     path = _embedder_file(palace)
@@ -219,16 +169,16 @@ def _refresh_vectors_auto(palace: Palace, idx: Indexes, losers: set[str], report
             stat = path.stat()
             key = f"{path}:{stat.st_mtime_ns}:{stat.st_size}"
         except OSError:
-            key = None  # resolve_embedder explains what is wrong with the path
+            key = None  # Index.dense() explains what is wrong with the path
     if key is not None and idx.store.get_meta("vectors_state") == _vectors_state(idx, key):
         report.dense = "on"  # up to date: no need to load the model
         return
-    model, report.dense, report.dense_reason = resolve_embedder(palace)
+    model, report.dense, report.dense_reason = idx.dense()
     if model is not None:
         _refresh_vectors(idx, model, key or model.model_id, losers, report, progress)
 
 
-def _vectors_state(idx: Indexes, model_key: str) -> str:
+def _vectors_state(idx: Index, model_key: str) -> str:
     return f"{idx.store.version()}:{model_key}:{idx.vectors.generation()}"
 
 
@@ -316,14 +266,8 @@ def _collect_problems(store: NoteStore, report: RefreshReport) -> set[str]:
 def _domains_sharing_ids(store: NoteStore) -> set[str]:
     """Domains of notes that share an id (old or new) with a changed note: a duplicate may have changed owner."""
     pending = store.pending_lexical()
-    ids = sorted({i for i in pending.values() if i} | {i for i, _ in store.duplicate_ids()})
-    domains = {_domain_of(path) for path in pending}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        domains.update(r[0] for r in store.db.execute(f"SELECT DISTINCT domain FROM notes WHERE id IN ({marks})", chunk)
-                       if r[0])
-    return domains
+    ids = {i for i in pending.values() if i} | {i for i, _ in store.duplicate_ids()}
+    return {_domain_of(path) for path in pending} | store.domains_of_ids(ids)
 
 
 def _owner_docs(store: NoteStore):
@@ -339,7 +283,7 @@ def _lexical_state(text: TextIndex) -> str:
     return f"{text.generation()}:{text.doc_count()}"
 
 
-def _refresh_lexical(idx: Indexes, report: RefreshReport, progress: Progress | None, rebuild: bool) -> None:
+def _refresh_lexical(idx: Index, report: RefreshReport, progress: Progress | None, rebuild: bool) -> None:
     store, text = idx.store, idx.text
     pending = store.pending_lexical()
     try:
@@ -350,8 +294,7 @@ def _refresh_lexical(idx: Indexes, report: RefreshReport, progress: Progress | N
         return
     if healthy and len(pending) <= max(500, REBUILD_SHARE * store.count()):
         _apply_pending(store, text, pending, progress)
-        expected = store.db.execute("SELECT count(DISTINCT id) FROM notes WHERE id IS NOT NULL").fetchone()[0]
-        if text.doc_count() == expected:
+        if text.doc_count() == store.distinct_ids():
             _record_lexical(store, text, sorted(pending))
             return
     # First run, a deleted or foreign index, a big change, or counts that disagree: rebuild from the cache.
@@ -359,7 +302,7 @@ def _refresh_lexical(idx: Indexes, report: RefreshReport, progress: Progress | N
     total = store.count()
     if progress:
         progress("lexical index", 0, total)
-    text.rebuild(_owner_docs(store), (lambda n: progress("lexical index", n, total)) if progress else None)
+    text.rebuild(_owner_docs(store), progress, total)
     if progress:
         progress("lexical index", total, total)
     _record_lexical(store, text, None)
@@ -368,23 +311,11 @@ def _refresh_lexical(idx: Indexes, report: RefreshReport, progress: Progress | N
 def _apply_pending(store: NoteStore, text: TextIndex, pending: dict[str, str | None], progress: Progress | None) -> None:
     """Update the lexical documents of pending paths, and of every note sharing an id with them (old or new)."""
     paths = sorted(pending)
-    ids = {i for i in pending.values() if i}
-    for start in range(0, len(paths), 500):
-        chunk = paths[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        ids.update(r[0] for r in store.db.execute(f"SELECT id FROM notes WHERE id IS NOT NULL AND path IN ({marks})", chunk))
-    owners = set()
-    ordered = sorted(ids)
-    for start in range(0, len(ordered), 500):
-        chunk = ordered[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        owners.update(r[0] for r in store.db.execute(
-            f"SELECT min(path) FROM notes WHERE id IN ({marks}) GROUP BY id", chunk))
-    upserts = [_doc(m) for m in store.memories(sorted(owners))]
+    ids = {i for i in pending.values() if i} | store.ids_of_paths(paths)
+    upserts = [_doc(m) for m in store.memories(sorted(store.owner_paths(ids)))]
     if progress:
         progress("lexical index", 0, len(upserts))
-    text.apply(upserts, paths, (lambda n: progress("lexical index", n, len(upserts))) if progress else None,
-               delete_ids=ids)
+    text.apply(upserts, paths, progress, delete_ids=ids)
 
 
 def _record_lexical(store: NoteStore, text: TextIndex, applied: list[str] | None) -> None:
@@ -465,7 +396,7 @@ def _refresh_index_files(palace: Palace, store: NoteStore, report: RefreshReport
         gone = [d for d in touched if d not in counts]
         with store.transaction():
             store.put_root_sections(new_sections, replace_all=False)
-            store.db.executemany("DELETE FROM root_sections WHERE domain=?", [(d,) for d in gone])
+            store.delete_root_sections(gone)
             store.set_meta("index_files", f"{version}:{_generated_signature(palace)}")
         return
     grouped = light_scan(store, None, losers).by_domain()
@@ -495,7 +426,7 @@ class _LazyTexts(Mapping):
         return len(self.paths)
 
 
-def _refresh_vectors(idx: Indexes, model, model_key: str, losers: set[str], report: RefreshReport,
+def _refresh_vectors(idx: Index, model, model_key: str, losers: set[str], report: RefreshReport,
                      progress: Progress | None) -> None:
     store, vectors = idx.store, idx.vectors
     if store.get_meta("vectors_state") == _vectors_state(idx, model_key):
@@ -504,27 +435,23 @@ def _refresh_vectors(idx: Indexes, model, model_key: str, losers: set[str], repo
     for path, digest in sorted(store.text_hashes().items()):
         if path not in losers:
             paths.setdefault(digest, path)
-    report.vectors = vectors.sync(_LazyTexts(store, paths), model,
-                                  (lambda d, t: progress("embedding", d, t)) if progress else None)
+    report.vectors = vectors.sync(_LazyTexts(store, paths), model, progress)
     with store.transaction():
         store.set_meta("vectors_state", _vectors_state(idx, model_key))
 
 
-def current_scan(palace: Palace, report: RefreshReport | None = None, *, light: bool = False) -> Scan:
-    """The palace as the cache holds it (call refresh first): memories by id and problems.
+def cached_memories(store: NoteStore, light: bool = False) -> dict[str, Memory]:
+    """Memories by id as the cache holds them (the first path keeps a duplicated id).
 
     With light=True the memories carry only what listings show (no image, content or body), which is
     several times faster on a big palace.
     """
-    store = indexes(palace).store
     if light:
-        scan = light_scan(store)
-    else:
-        scan = Scan()
-        for memory in store.iter_memories():
-            scan.memories.setdefault(memory.id, memory)
-    scan.problems = list(report.problems) if report else []
-    return scan
+        return light_scan(store).memories
+    memories: dict[str, Memory] = {}
+    for memory in store.iter_memories():
+        memories.setdefault(memory.id, memory)
+    return memories
 
 
 def stale(palace: Palace) -> list[str]:
@@ -532,9 +459,9 @@ def stale(palace: Palace) -> list[str]:
 
     With no cache at all (a fresh clone), only the generated index files are checked.
     """
-    from .indexfiles import check_index_files
+    from .files import check_index_files
 
-    store = indexes(palace).store
+    store = palace.index.store
     problems: list[Problem] = []
     files = palace.note_files(problems)
     known = store.stat_rows()

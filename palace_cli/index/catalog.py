@@ -9,12 +9,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .palace import Palace
-from .refresh import indexes
-from .tokens import normalize
+from ..tokens import normalize
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from . import Index
 
 MAX_PHRASE_WORDS = 5
 
@@ -35,6 +35,7 @@ class Catalog:
     model_id: str | None = None
     matrix: np.ndarray | None = None                                      # rows aligned with ids
     centroids: np.ndarray | None = None                                   # aligned with domain_names
+    descriptor_stats: tuple | None = None  # BM25 statistics of the descriptors, computed on first use by routing
 
     def domain_mask(self, domains) -> np.ndarray:
         """Boolean mask over rows for the given domains."""
@@ -48,18 +49,11 @@ class Catalog:
         return mask
 
 
-def load_catalog(palace: Palace) -> Catalog:
-    """The catalog for the palace as the cache holds it now; cached per process until `forget_catalog`."""
-    cached = getattr(palace, "_catalog", None)
-    if cached is not None:
-        return cached
-    vectors = indexes(palace).vectors
+def build_catalog(index: Index) -> Catalog:
+    """The catalog for the cache as it is now (Index.catalog() keeps one per process)."""
+    vectors = index.vectors
     model_id, keys, matrix = vectors.load() if vectors.model_id() else (None, [], None)
-    store = indexes(palace).store
-    rows = store.db.execute(
-        "SELECT id, path, domain, text_hash, json_extract(data, '$.subject'), json_extract(data, '$.anchor'), "
-        "json_extract(data, '$.keywords'), json_extract(data, '$.aliases') FROM notes WHERE data IS NOT NULL ORDER BY path"
-    ).fetchall()
+    rows = index.store.catalog_rows()
     ids, paths, domains, hashes = [], [], [], []
     seen = set()
     texts_by_domain: dict[str, list[str]] = defaultdict(list)
@@ -79,7 +73,7 @@ def load_catalog(palace: Palace) -> Catalog:
             key = normalize(phrase)
             if key and len(key.split()) <= MAX_PHRASE_WORDS:
                 phrase_domains[key][domain] += 1
-    config = palace.config
+    config = index.palace.config
     domain_names = sorted(set(domains) | set(config.domains))
     for name in domain_names:
         spec = config.domains.get(name)
@@ -117,10 +111,4 @@ def load_catalog(palace: Palace) -> Catalog:
                     mean = catalog.matrix[rows_].mean(axis=0)
                     centroids[i] = mean / (np.linalg.norm(mean) or 1.0)
             catalog.centroids = centroids
-    palace._catalog = catalog
     return catalog
-
-
-def forget_catalog(palace: Palace) -> None:
-    """Drop the cached catalog (after a refresh that changed notes or vectors)."""
-    palace._catalog = None

@@ -7,14 +7,13 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 if TYPE_CHECKING:
     import numpy as np
 
-from .notes import atomic_write
+from ..notes import atomic_write
+from ..progress import Progress
 
 BATCH = 32
 CHECKPOINT_S = 60.0
@@ -39,7 +38,6 @@ class VectorStore:
 
     def __init__(self, directory: Path):
         self.directory = Path(directory)
-        self._loaded: tuple[str, list[str], np.ndarray] | None = None
 
     def _manifest(self) -> dict | None:
         try:
@@ -77,7 +75,7 @@ class VectorStore:
             break
         return None, [], np.zeros((0, 0), dtype=np.float32)
 
-    def sync(self, texts: Mapping[str, str], embedder, progress: Callable[[int, int], None] | None = None) -> SyncReport:
+    def sync(self, texts: Mapping[str, str], embedder, progress: Progress | None = None) -> SyncReport:
         """Make the store hold exactly one vector per text hash in `texts`, embedding only what is missing.
 
         `texts` may be a lazy mapping: only the texts of missing hashes are read. Long runs save what they
@@ -101,7 +99,7 @@ class VectorStore:
             new_rows.append(np.asarray(embedder.embed_batch([texts[k] for k in chunk]), dtype=np.float32))
             new_keys += chunk
             if progress:
-                progress(min(start + BATCH, len(missing)), len(missing))
+                progress("embedding", min(start + BATCH, len(missing)), len(missing))
             if time.monotonic() - last_save > CHECKPOINT_S and start + BATCH < len(missing):
                 done = set(new_keys)
                 self._merge_write(embedder, [k for k in wanted if k in have or k in done], have, matrix,

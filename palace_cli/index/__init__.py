@@ -1,0 +1,119 @@
+"""The index room: everything under .palace/ and the generated index files, owned by one object per palace.
+
+The Markdown notes are the truth; what this package keeps is derived and rebuildable: the note store
+(SQLite, `store`), the lexical index (Whoosh, `text`), the vectors (`vectors`), the ranking catalog
+(`catalog`), the generated INDEX.md and index/*.md (`files`) and the incremental refresh that keeps them
+all in step (`refresh`). `Palace.index` is the one `Index` of a palace in a process.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+from .store import NoteStore
+from .text import TextIndex
+from .vectors import VectorStore
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..backends import Embedder
+    from ..palace import Palace, Problem, Scan
+    from .catalog import Catalog
+
+
+class Dense(NamedTuple):
+    """Whether dense ranking is available: the embedder (or None), status "on"/"off"/"disabled", and why not."""
+
+    embedder: Embedder | None
+    status: str
+    reason: str
+
+
+class Index:
+    """The caches of one palace, opened once per process. Per-process derived state is declared here and
+    keyed by what it derives from (the note store's version, the vectors' generation), so a refresh that
+    changed something is seen without anyone having to invalidate it."""
+
+    def __init__(self, palace: Palace):
+        self.palace = palace
+        cache = palace.cache_dir
+        cache.mkdir(parents=True, exist_ok=True)
+        self.store = NoteStore(cache / "notes.sqlite")
+        self.text = TextIndex(cache / "whoosh")
+        self.vectors = VectorStore(cache / "vectors")
+        self._dense: Dense | None = None
+        self._catalog: tuple[tuple, Catalog] | None = None
+        self._scans: dict[bool, tuple[int, dict]] = {}
+        self._query_vectors: dict[str, np.ndarray] = {}
+        self.problems: list[Problem] = []  # what the last refresh in this process could not index
+
+    # ---- models -----------------------------------------------------------------------------
+
+    def dense(self) -> Dense:
+        """The configured embedder, loaded once per process (palace.toml [models] embedder)."""
+        if self._dense is None:
+            from ..backends import load_model, model_setting
+
+            setting = model_setting(self.palace.config.models, "embedder", self.palace.root)
+            if setting.kind == "off":
+                self._dense = Dense(None, "disabled",
+                                    'dense ranking is turned off in palace.toml ([models] embedder = "off")')
+            else:
+                embedder = load_model(setting)
+                self._dense = (Dense(embedder, "on", "") if embedder is not None else
+                               Dense(None, "off", "dense ranking is off: no embedding model installed; "
+                                                  "run `palace models install`"))
+        return self._dense
+
+    def query_vector(self, query: str) -> np.ndarray | None:
+        """The embedding of a query (cached for the process), or None without an embedder."""
+        embedder = self.dense().embedder
+        if embedder is None:
+            return None
+        if query not in self._query_vectors:
+            import numpy as np
+
+            self._query_vectors[query] = np.asarray(embedder.embed_batch([query])[0], dtype=np.float32)
+        return self._query_vectors[query]
+
+    # ---- views of the refreshed cache -------------------------------------------------------
+
+    def catalog(self) -> Catalog:
+        """The ranking catalog for the cache as it is now (rebuilt when notes or vectors changed)."""
+        from .catalog import build_catalog
+
+        key = (self.store.version(), self.vectors.generation())
+        if self._catalog is None or self._catalog[0] != key:
+            self._catalog = (key, build_catalog(self))
+        return self._catalog[1]
+
+    def scan(self, light: bool = False) -> Scan:
+        """Every indexed memory by id (light: only the fields listings show) with the last refresh's problems."""
+        from ..palace import Scan
+        from .refresh import cached_memories
+
+        version = self.store.version()
+        cached = self._scans.get(light)
+        if cached is None or cached[0] != version:
+            cached = (version, cached_memories(self.store, light=light))
+            self._scans[light] = cached
+        return Scan(memories=dict(cached[1]), problems=list(self.problems))
+
+    def forget_query_vectors(self) -> None:
+        """Drop the cached query embeddings (a benchmark times each query embedding itself)."""
+        self._query_vectors.clear()
+
+    def forget(self) -> None:
+        """Drop per-process state that palace.toml decides (after the watcher reloads it)."""
+        self._dense = None
+        self._catalog = None
+        self._scans.clear()
+        self._query_vectors.clear()
+
+    def close(self) -> None:
+        """Close the note store's connection."""
+        self.store.close()
+
+
+__all__ = ["Dense", "Index"]
