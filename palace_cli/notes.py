@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import io
 import math
 import os
@@ -18,7 +17,6 @@ from frontmatter.default_handlers import YAMLHandler
 from .errors import NoteError
 
 MAX_NOTE_BYTES = 1_000_000
-REQUIRED_FIELDS = ("id", "subject", "anchor", "verify")
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 LINK_PATTERN = re.compile(r"\[\[([^\]|#]+)(?:[|#][^\]]*)?\]\]")
 SECTION_PATTERN = re.compile(r"^##[ \t]+(.+?)[ \t]*$", re.MULTILINE)
@@ -63,7 +61,6 @@ class Memory:
     content_line: int = 0
     body_links: list[str] = field(default_factory=list)
     meta: dict = field(default_factory=dict)
-    content_hash: str = ""
     warnings: list[Warning_] = field(default_factory=list)
     body_line: int = 0
     field_lines: dict[str, int] = field(default_factory=dict)
@@ -374,7 +371,6 @@ def parse_note(text: str, path: str, domain: str, warnings: list[Warning_] | Non
         content_line=found["content"][1],
         body_links=[link for link, _ in body_link_lines(body, body_first_line)],
         meta=meta,
-        content_hash=hashlib.sha256(text.encode("utf-8")).hexdigest()[:16],
         warnings=memory_warnings,
         body_line=body_first_line,
         field_lines=field_lines,
@@ -663,32 +659,3 @@ def replace_section(path: Path, section: str, new_text: str, display: str | None
 def dump_frontmatter(fields: dict) -> str:
     """YAML for a new note's frontmatter, one `key: value` line per field in the given order."""
     return "".join(f"{inline_yaml(key)}: {inline_yaml(value)}\n" for key, value in fields.items())
-
-
-def render_note(fields: dict, image: str, content: str, link_reasons: dict[str, str] | None = None,
-                template: str | None = None) -> str:
-    """The text of a new SMASHIN note from its fields and sections."""
-    links = fields.get("links") or []
-    reasons = link_reasons or {}
-    link_lines = "\n".join(f"- [[{link}]]" + (f": {reasons[link]}" if reasons.get(link) else "") for link in links)
-    body_template = template or DEFAULT_BODY
-    body = body_template.format(
-        subject=fields.get("subject", ""),
-        image=image.strip() or "(a vivid scene: substitute, move, exaggerate, engage the senses)",
-        content=content.strip() or "(the facts, in your own words)",
-        links=link_lines or "- (none yet)",
-    )
-    return "---\n" + dump_frontmatter(fields) + "---\n" + body
-
-
-DEFAULT_BODY = """# {subject}
-
-## Image
-{image}
-
-## Content
-{content}
-
-## Links
-{links}
-"""

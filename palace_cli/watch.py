@@ -90,7 +90,6 @@ class Watcher:
         self.progress = progress
         self.debounce = debounce
         self.max_delay = max_delay
-        self.refreshes = 0
         self._cond = threading.Condition()
         self._triggers: list[str] = []
         self._first = self._last = 0.0
@@ -211,7 +210,6 @@ class Watcher:
                                      error=f"{type(exc).__name__}: {exc}"))
             self._retry_later(triggers)
             return None
-        self.refreshes += 1
         if announce:
             self.on_event(WatchEvent("refreshed", report, triggers, time.perf_counter() - started))
         return report

@@ -377,3 +377,20 @@ def test_cli_list_without_models_says_how_to_install(tmp_path, monkeypatch):
     assert result.exit_code == 0
     assert "palace models install" in result.stderr
     assert CliRunner().invoke(models_group, ["list", "--json"]).stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("value", ["off", "none", "OFF", False])
+def test_off_means_off_for_both_roles(value, tmp_path):
+    from palace_cli.backends import generator_from_config, model_setting
+
+    assert model_setting({"embedder": value}, "embedder").kind == "off"
+    assert model_setting({"generator": value}, "generator").kind == "off"
+    assert generator_from_config({"generator": value}, tmp_path) is None
+
+
+def test_a_palace_with_the_embedder_off_says_so(small_palace):
+    from palace_cli.palace import Palace
+
+    (small_palace / "palace.toml").write_text('[palace]\nname = "S"\n[models]\nembedder = "off"\ngenerator = "off"\n')
+    dense = Palace(small_palace).index.dense()
+    assert dense.embedder is None and dense.status == "disabled" and "turned off" in dense.reason

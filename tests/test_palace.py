@@ -1,7 +1,8 @@
-"""The palace on disk: root discovery, scanning with broken notes, lookup by id, path or fuzzy subject."""
+"""The palace on disk: root discovery, scanning with broken notes, the memory and domain resolvers."""
 
 from __future__ import annotations
 
+import re
 
 import pytest
 
@@ -156,3 +157,34 @@ def test_the_id_of_a_broken_note_is_its_error_not_another_note(messy):
 def test_domains_combine_folders_and_config(small_palace):
     (small_palace / "palace.toml").write_text('[palace]\nname = "S"\n[domains.empty]\ndescription = "none yet"\n')
     assert Palace(small_palace).domains() == ["distributed", "empty", "storage"]
+
+
+# ---- the domain resolver: one for every face ---------------------------------------------------
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("storage-engines", "storage-engines"),      # the folder
+    ("Storage-Engines", "storage-engines"),      # any case
+    ("consensus", "consensus-coordination"),     # an alias in palace.toml
+    ("Kafka", "messaging-events"),               # an alias, any case
+    ("reliab", "reliability-operations"),        # a unique prefix
+])
+def test_resolve_domain(palace, name, expected):
+    assert palace.resolve_domain(name) == expected
+
+
+@pytest.mark.parametrize("name, message", [
+    ("storag-engines", "did you mean storage-engines?"),
+    ("c", "did you mean caching-performance, consensus-coordination?"),
+    ("biology", "domains: caching-performance, consensus-coordination"),
+])
+def test_resolve_domain_refuses_with_close_names(palace, name, message):
+    with pytest.raises(NotFound, match=re.escape(message)):
+        palace.resolve_domain(name)
+
+
+def test_a_new_domain_is_created_only_when_it_is_not_a_typo(palace):
+    assert palace.resolve_domain("Biology Notes", allow_new=True) == "biology-notes"
+    with pytest.raises(NotFound, match="did you mean storage-engines.*--new-domain"):
+        palace.resolve_domain("storag-engines", allow_new=True)
+    assert palace.resolve_domain("storag-engines", allow_new=True, insist=True) == "storag-engines"

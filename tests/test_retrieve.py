@@ -219,3 +219,15 @@ def test_ndcg_and_query_metrics_table():
     assert ndcg_at(["x", "y"], {"a"}) == 0.0
     metrics = query_metrics(["x", "a", "b"], ["a", "b"])
     assert metrics["recall@1"] == 0.0 and metrics["recall@3"] == 1.0 and metrics["mrr"] == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("command", [["recall", "why does a leader need a term?"], ["search", "leader term"],
+                                     ["due"], ["list"]])
+def test_every_command_takes_a_domain_alias(example_palace, command):
+    """One domain resolver for every face: `-d consensus` (an alias) works everywhere."""
+    from click.testing import CliRunner
+
+    from palace_cli.cli import cli
+
+    result = CliRunner().invoke(cli, ["--palace", str(example_palace), *command, "-d", "consensus"])
+    assert result.exit_code == 0, result.output

@@ -179,10 +179,6 @@ class Examiner:
             return None
         return question
 
-    def all_questions(self, memory: Memory) -> list[Question]:
-        """One question of every kind this memory allows."""
-        return [q for q in (self.ask(memory, kind) for kind in self.available(memory)) if q is not None]
-
     def _cloze_options(self, memory: Memory) -> list[tuple[float, str, int, int]]:
         """(score, sentence, start, end) of blankable terms in the content, best first."""
         subject = roots(memory.subject)

@@ -79,11 +79,6 @@ class Schedule:
             return None
         return self.scheduler.get_card_retrievability(state.card, at or self.now)
 
-    def is_due(self, memory_id: str, at: datetime | None = None) -> bool:
-        """True when a reviewed memory's due time has come; never-reviewed memories are `new`, not due."""
-        state = self.states.get(memory_id)
-        return state is not None and state.card.due <= (at or self.now)
-
     def due_ids(self, known: set[str] | None = None, at: datetime | None = None) -> list[str]:
         """Reviewed memories that are due, most overdue first (lowest retrievability)."""
         moment = at or self.now
