@@ -34,7 +34,11 @@ _EXPORTS = {
     "NoteError": "errors", "UsageError": "errors", "ConfigError": "errors", "ModelError": "errors",
 }
 
-__all__ = sorted(_EXPORTS) + ["__version__"]
+__all__ = ["Ambiguous", "Answer", "ConfigError", "Hit", "LintReport", "Memory", "ModelError", "NotAPalace",
+    "NotFound", "NoteError", "Palace", "PalaceError", "Problem", "Recall", "RefreshReport", "Scan",
+    "SearchResult", "UsageError", "Verdict", "add_memory", "ask", "context_entry", "handed_memories",
+    "import_path", "init_palace", "lint", "recall", "search", "verify_answer", "verify_response", "wake_up",
+    "__version__"]
 
 
 def __getattr__(name: str):

@@ -44,3 +44,7 @@ def test_importing_the_package_loads_nothing_heavy():
             "if m in sys.modules]; print(heavy); sys.exit(1 if heavy else 0)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_all_lists_exactly_the_exports():
+    assert sorted(palace_cli.__all__) == sorted([*palace_cli._EXPORTS, "__version__"])
