@@ -39,10 +39,11 @@ def with_models(installed_models, monkeypatch) -> Path:
 
 @pytest.fixture(scope="session")
 def real_embedder(installed_models):
-    """The real llama.cpp all-MiniLM-L6-v2 embedder, loaded once."""
+    """The real llama.cpp all-MiniLM-L6-v2 embedder, loaded once, cutting texts where palace's default does."""
     from palace_cli.backends.llamacpp import LlamaCppEmbedder
+    from palace_cli.backends.install import EMBEDDER
 
-    return LlamaCppEmbedder(installed_models["embedder"].path)
+    return LlamaCppEmbedder(installed_models["embedder"].path, max_tokens=EMBEDDER.max_tokens)
 
 
 @pytest.fixture(scope="session")

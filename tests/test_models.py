@@ -167,29 +167,81 @@ def test_paraphrases_score_above_unrelated(real_embedder, anchor, paraphrase, un
 
 
 def test_embed_batch_shape_dtype_norm_and_batch_equals_single(real_embedder):
-    texts = [item["text"] for item in REFERENCE["items"]] + ["", "   "]
+    texts = [item["text"] for item in REFERENCE["items"]] + ["", "   "] + [p for triple in PARAPHRASES for p in triple]
     batch = real_embedder.embed_batch(texts)
     assert isinstance(real_embedder, Embedder)
     assert real_embedder.dim == 384
     assert batch.dtype == np.float32 and batch.shape == (len(texts), 384)
     np.testing.assert_allclose(np.linalg.norm(batch, axis=1), 1.0, atol=1e-5)
+    assert len(real_embedder._packs([len(real_embedder.tokenize(t)) for t in texts])) < len(texts) / 4  # packed
     singles = np.vstack([real_embedder.embed_batch([t]) for t in texts])
-    np.testing.assert_allclose(batch, singles, atol=1e-6)
+    # a packed decode sums in another order than a text alone: equal to float rounding, not bit for bit
+    assert np.sum(batch * singles, axis=1).min() >= 0.999
     assert real_embedder.embed_batch([]).shape == (0, 384)
 
 
-def test_long_text_is_truncated_by_tokens_not_crashed(real_embedder):
+def test_embed_batch_is_deterministic_whatever_the_workers(installed_models, real_embedder):
+    from palace_cli.backends.llamacpp import LlamaCppEmbedder
+
+    texts = [item["text"] for item in REFERENCE["items"]] * 3 + [f"turn {i}: the meeting moved to Thursday" for i in
+                                                                  range(60)]
+    first = real_embedder.embed_batch(texts)
+    assert real_embedder.workers >= 1 and len(real_embedder._packs([len(real_embedder.tokenize(t)) for t in texts])) > 2
+    np.testing.assert_array_equal(real_embedder.embed_batch(texts), first)
+    for workers in (1, 3):
+        other = LlamaCppEmbedder(installed_models["embedder"].path, max_tokens=256, workers=workers)
+        np.testing.assert_array_equal(other.embed_batch(texts), first)
+
+
+def test_embedding_from_several_threads_at_once_matches(real_embedder):
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = [item["text"] for item in REFERENCE["items"]]
+    alone = [real_embedder.embed_batch(texts[i:] + texts[:i]) for i in range(4)]
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(lambda i: real_embedder.embed_batch(texts[i:] + texts[:i]), range(4)))
+    for a, b in zip(alone, together):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_long_text_is_cut_where_sentence_transformers_cuts(real_embedder):
     long = "memory palace " * 600
     tokens = real_embedder.tokenize(long)
-    assert len(tokens) == real_embedder.n_ctx == 512
+    assert len(tokens) == real_embedder.max_tokens == 256
+    assert len(real_embedder.tokenize(long, cut=False)) == 1202
     assert tokens[0] == 101 and tokens[-1] == 102  # [CLS] ... [SEP]
     a, b = real_embedder.embed_batch([long, long + " an entirely different ending"])
     np.testing.assert_array_equal(a, b)
+    # a text of exactly 256 tokens is whole; one more word and the word before [SEP] changes
+    exact = " ".join(["palace"] * 254)
+    assert real_embedder.tokenize(exact) == real_embedder.tokenize(exact, cut=False)
+    assert real_embedder.tokenize(exact + " garden") == real_embedder.tokenize(exact)
 
 
-def test_model_id_names_the_file_and_its_hash(real_embedder, installed_models):
+def test_reference_text_over_the_limit_is_cut_like_the_reference(real_embedder):
+    item = REFERENCE["items"][-1]
+    assert len(real_embedder.tokenize(item["text"], cut=False)) > 256 == len(item["token_ids"])
+    assert real_embedder.tokenize(item["text"]) == item["token_ids"]
+    assert float(real_embedder.embed_batch([item["text"]])[0] @ np.asarray(item["vector"])) >= 0.99
+
+
+def test_model_id_names_the_file_its_hash_and_the_cut(real_embedder, installed_models, tmp_path):
+    from palace_cli.backends.llamacpp import LlamaCppEmbedder
+
     info = installed_models["embedder"]
-    assert real_embedder.model_id == f"all-MiniLM-L6-v2.q8_0@{info.sha256[:8]}"
+    assert real_embedder.model_id == f"all-MiniLM-L6-v2.q8_0@{info.sha256[:8]}:256"
+    # another cut embeds other vectors: the id says so, and the vector store re-embeds
+    assert LlamaCppEmbedder(info.path, max_tokens=128).model_id == f"all-MiniLM-L6-v2.q8_0@{info.sha256[:8]}:128"
+
+
+def test_default_model_loads_with_its_cut_any_other_file_with_its_own(with_models, installed_models, tmp_path):
+    default = load_embedder()
+    assert default.max_tokens == 256 and default.model_id.endswith(":256")
+    assert load_embedder(installed_models["embedder"].path) is default
+    copy = tmp_path / "elsewhere.gguf"
+    copy.write_bytes(installed_models["embedder"].path.read_bytes())
+    other = load_embedder(copy)
+    assert other.max_tokens == 512 and other.model_id.startswith("elsewhere@") and other.model_id.endswith(":512")
 
 
 # --- the real generator ------------------------------------------------------------
@@ -249,7 +301,7 @@ def test_load_returns_none_when_nothing_is_installed(tmp_path, monkeypatch):
 
 def test_load_uses_the_installed_defaults(with_models):
     emb, gen = load_embedder(), load_generator()
-    assert emb.model_id.startswith("all-MiniLM-L6-v2.q8_0@") and emb.dim == 384
+    assert emb.model_id.startswith("all-MiniLM-L6-v2.q8_0@") and emb.model_id.endswith(":256") and emb.dim == 384
     assert gen.model_id.startswith("SmolLM2-135M-Instruct.Q4_1@")
     assert load_embedder() is emb  # loaded once, then reused
 

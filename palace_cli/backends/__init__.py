@@ -147,7 +147,10 @@ def load_model(setting: ModelSetting, models: dict | None = None) -> Embedder | 
     path = setting.path
     if not path.is_file():
         raise ModelError(f"{path}: no such model file (palace.toml [models] {setting.role})")
-    return _load(setting.role, path, path.stat().st_mtime_ns)
+    from .install import default_model_options
+
+    options = tuple(sorted(default_model_options(setting.role, path).items()))
+    return _load(setting.role, path, path.stat().st_mtime_ns, options)
 
 
 def load_embedder(path: Path | None = None) -> Embedder | None:
@@ -174,6 +177,6 @@ def generator_from_config(models: dict, root: Path | None = None) -> Generator |
 # Loading a model costs far more than a call; keep the last few loaded
 # (keyed by mtime so a reinstalled file is loaded afresh).
 @functools.lru_cache(maxsize=4)
-def _load(role: str, path: Path, mtime_ns: int) -> Embedder | Generator:
+def _load(role: str, path: Path, mtime_ns: int, options: tuple = ()) -> Embedder | Generator:
     registry = EMBEDDERS if role == "embedder" else GENERATORS
-    return registry["llama-cpp"](path)
+    return registry["llama-cpp"](path, **dict(options))

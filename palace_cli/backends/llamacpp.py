@@ -5,7 +5,9 @@ from __future__ import annotations
 import atexit
 import collections
 import os
+import queue
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -91,54 +93,116 @@ def _open(path: Path, n_threads: int | None = None, **params):
     return llm
 
 
-class LlamaCppEmbedder(Embedder):
-    """Sentence embeddings from a GGUF encoder (mean pooling, unit-length float32 rows)."""
+DEFAULT_MAX_TOKENS = 512  # the cut for a model that declares no limit of its own (BERT's position table)
+PACK_TOKENS = 512  # tokens per decode when several texts share one: the best measured budget (docs/models.md)
 
-    def __init__(self, path: Path, *, n_ctx: int = 512, n_threads: int | None = None):
+
+class LlamaCppEmbedder(Embedder):
+    """Sentence embeddings from a GGUF encoder (mean pooling, unit-length float32 rows).
+
+    Texts are cut at `max_tokens` (the model's own sequence limit), packed several to a decode, and a
+    batch of several decodes is spread over `workers` llama contexts, one thread each, sharing the weights.
+    """
+
+    def __init__(self, path: Path, *, max_tokens: int | None = None, workers: int | None = None,
+                 n_threads: int = 1, flash_attn: bool = True, pack: bool = True):
         llama_cpp = _llama_cpp()
         self.path = Path(path)
-        self.model_id = file_model_id(self.path)
+        n_tokens = max(PACK_TOKENS, max_tokens or DEFAULT_MAX_TOKENS)
+        # Flash attention skips the masked pairs between packed texts (without it, attention over a packed
+        # decode grows with the square of the whole pack) and halves the cost of a long text on its own.
         self._llm = _open(
-            self.path, n_threads, embedding=True, n_ctx=n_ctx, n_batch=n_ctx, n_ubatch=n_ctx,
-            pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN,
+            self.path, n_threads, embedding=True, n_ctx=n_tokens, n_batch=n_tokens, n_ubatch=n_tokens,
+            pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN, flash_attn=flash_attn,
         )
         self.dim = self._llm.n_embd()
-        # llama.cpp rounds n_ctx up, but a decode holds n_batch tokens and the
-        # position table holds n_ctx_train: the smallest is the real limit.
-        self.n_ctx = min(self._llm.n_ctx(), self._llm.n_batch, self._llm._model.n_ctx_train())
-        self._lock = threading.Lock()  # one llama context: calls must not interleave
+        # A text must fit one decode (n_ubatch tokens) and the position table (n_ctx_train).
+        self._pack_tokens = self._llm.context_params.n_ubatch if pack else 0
+        self.max_tokens = min(self._llm.context_params.n_ubatch, self._llm._model.n_ctx_train(),
+                              max_tokens or DEFAULT_MAX_TOKENS)
+        # What a vector means depends on where texts are cut: the id pins the cut with the file.
+        self.model_id = f"{file_model_id(self.path)}:{self.max_tokens}"
+        self.workers = max(1, workers or min(os.cpu_count() or 1, 8))
+        self._max_seqs = self._llm.context_params.n_seq_max
+        self._contexts: queue.SimpleQueue = queue.SimpleQueue()  # idle (context, batch) pairs
+        self._contexts.put((self._llm._ctx, self._llm._batch))
+        self._made = 1
+        self._grow_lock = threading.Lock()
 
-    def tokenize(self, text: str) -> list[int]:
-        """Return the token ids for `text`, with [CLS]/[SEP], cut to the context size."""
+    def tokenize(self, text: str, cut: bool = True) -> list[int]:
+        """Return the token ids for `text`, with [CLS]/[SEP], cut to `max_tokens` unless cut=False."""
         tokens = self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=False)
-        if len(tokens) > self.n_ctx:
+        if cut and len(tokens) > self.max_tokens:
             # keep the closing [SEP]: the model was trained with it
-            tokens = tokens[: self.n_ctx - 1] + tokens[-1:]
+            tokens = tokens[: self.max_tokens - 1] + tokens[-1:]
         return tokens
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
-        """Return a float32 (len(texts), dim) array of L2-normalised embeddings."""
+        """Return a float32 (len(texts), dim) array of L2-normalised embeddings.
+
+        The result depends only on `texts` (not on the number of workers): the packs are fixed first.
+        """
+        import numpy as np
+
+        tokens = [self.tokenize(text) for text in texts]
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        packs = self._packs([len(t) for t in tokens])
+        workers = min(self.workers, len(packs))
+        if workers <= 1:
+            for pack in packs:
+                self._decode(pack, tokens, out)
+        else:
+            self._ensure_contexts(workers)
+            with ThreadPoolExecutor(workers) as pool:  # llama_decode releases the GIL
+                for _ in pool.map(lambda pack: self._decode(pack, tokens, out), packs):
+                    pass
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.maximum(norms, 1e-12)
+
+    def _packs(self, lengths: list[int]) -> list[list[int]]:
+        """Row numbers grouped into decodes of at most _pack_tokens tokens (one each if 0), longest first."""
+        packs: list[list[int]] = []
+        used = 0
+        for row in sorted(range(len(lengths)), key=lambda r: -lengths[r]):
+            if not packs or used + lengths[row] > self._pack_tokens or len(packs[-1]) >= self._max_seqs:
+                packs.append([])
+                used = 0
+            packs[-1].append(row)
+            used += lengths[row]
+        return packs
+
+    def _decode(self, pack: list[int], tokens: list[list[int]], out: np.ndarray) -> None:
         import numpy as np
 
         llama_cpp = _llama_cpp()
-        llm, ctx = self._llm, self._llm._ctx
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        # One sequence per decode: on CPU, packing several sequences into one
-        # non-causal batch measured 1.6x slower per token (masked attention
-        # over the whole batch). These are the steps of Llama.embed, which
-        # takes only strings and would cut off the closing [SEP] when truncating.
-        with self._lock:
-            for row, text in enumerate(texts):
-                llm._batch.add_sequence(self.tokenize(text), 0, True)
-                ctx.kv_cache_clear()
-                try:
-                    ctx.decode(llm._batch)
-                finally:
-                    llm._batch.reset()
-                ptr = llama_cpp.llama_get_embeddings_seq(ctx.ctx, 0)
+        ctx, batch = self._contexts.get()  # one decode per context at a time
+        try:
+            for seq, row in enumerate(pack):
+                batch.add_sequence(tokens[row], seq, True)
+            ctx.kv_cache_clear()  # an encoder keeps none; a causal embedding model would reuse seq ids
+            try:
+                ctx.decode(batch)
+            finally:
+                batch.reset()
+            for seq, row in enumerate(pack):
+                ptr = llama_cpp.llama_get_embeddings_seq(ctx.ctx, seq)
                 out[row] = np.ctypeslib.as_array(ptr, shape=(self.dim,))
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.maximum(norms, 1e-12)
+        finally:
+            self._contexts.put((ctx, batch))
+
+    def _ensure_contexts(self, count: int) -> None:
+        """Create idle llama contexts until there are `count`: they share the model's weights."""
+        from llama_cpp import _internals
+
+        with self._grow_lock:
+            while self._made < count:
+                llm = self._llm
+                ctx = _internals.LlamaContext(model=llm._model, params=llm.context_params, verbose=False)
+                batch = _internals.LlamaBatch(n_tokens=llm.n_batch, embd=0,
+                                              n_seq_max=llm.context_params.n_ctx, verbose=False)
+                llm._stack.callback(batch.close)  # freed with the model, before it
+                self._contexts.put((ctx, batch))
+                self._made += 1
 
 
 class LlamaCppGenerator(Generator):

@@ -119,6 +119,10 @@ class NoteFactory:
         body = f"# {subject}\n\n## Image\n{image}\n\n## Content\n{content}\n\n## Links\n{link_lines}\n"
         return domain, note_id, "\n".join(frontmatter) + "\n" + body
 
+    def short_text(self) -> str:
+        """One or two sentences: about the length of a chat turn (150 characters, 35 tokens)."""
+        return " ".join(self._sentence(scene=self.rng.random() < 0.5) for _ in range(self.rng.randint(1, 2)))
+
     def edit(self, text: str, generation: int) -> str:
         """The same note with one sentence of its Content rewritten (what a person's edit looks like)."""
         marker = "\n## Content\n"

@@ -50,6 +50,58 @@ def bench_index(sizes, seed, embed_max, workdir, keep, as_json):
     render.note(f"{machine['cpus']} CPUs, load {machine['load_avg_1m']}, calibration loop {machine['calibration_s']} s")
 
 
+@click.command(name="embed")
+@click.option("--model", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="A GGUF embedding model (default: the installed default embedder).")
+@click.option("--short", "n_short", type=int, default=400, show_default=True,
+              help="Short texts (chat turns); 0 with --locomo takes every turn.")
+@click.option("--notes", "n_notes", type=int, default=64, show_default=True, help="Synthetic 1.7 KB notes.")
+@click.option("--locomo", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Take the short texts from a LoCoMo JSON file instead of generating them.")
+@click.option("--max-tokens", type=int, default=None,
+              help="Where the new configurations cut a text (default: the model's own limit, 256 for the default).")
+@click.option("--rounds", type=int, default=3, show_default=True, help="Rounds; the median round is reported.")
+@click.option("--configs", default=None, help="Comma-separated configurations (default: all, old first).")
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+def bench_embed(model, n_short, n_notes, locomo, max_tokens, rounds, configs, as_json):
+    """Texts/s of the embedder on short texts and 1.7 KB notes: the old path against each change up to today's.
+
+    Example: palace bench embed --locomo ../shared/data/locomo/locomo-dev5.json --short 0 --json
+    """
+    from pathlib import Path
+
+    from .. import render
+    from ..bench.embed_bench import CONFIGS, note_texts, run, short_texts
+    from ..errors import ModelError
+    from ..backends.install import default_model_path
+
+    path = Path(model) if model else default_model_path("embedder")
+    if path is None:
+        raise ModelError("no embedding model installed; run `palace models install` or pass --model")
+    names = [c.strip() for c in configs.split(",") if c.strip()] if configs else None
+    unknown = sorted(set(names or []) - set(CONFIGS))
+    if unknown:
+        raise click.BadParameter(f"unknown {', '.join(unknown)}; choose from {', '.join(CONFIGS)}",
+                                 param_hint="--configs")
+    shorts = short_texts(n_short, locomo=Path(locomo) if locomo else None) if n_short or locomo else []
+    results = run(path, shorts, note_texts(n_notes), rounds=rounds, configs=names, max_tokens=max_tokens,
+                  progress=render.note)
+    if as_json:
+        render.emit_json(results)
+        return
+    for set_name, rows in results["results"].items():
+        info = results["sets"][set_name]
+        render.table(["configuration", "texts/s", "best texts/s", "CPU ms/text", "x old", "cut", "min cos to old"],
+                     [[name, r["texts_per_s"], r["best_texts_per_s"], r["cpu_ms_per_text"], r["speedup"],
+                       r["texts_cut"], r["min_cosine_to_old"] if r["min_cosine_to_old"] is not None else "-"]
+                      for name, r in rows.items()],
+                     title=f"{set_name}: {info['texts']} texts, {info['mean_chars']} chars and "
+                           f"{info['mean_tokens']} tokens on average")
+    machine = results["machine"]
+    render.note(f"{machine['cpus']} CPUs, load {machine['load_avg_1m']} before and {machine['load_avg_1m_after']} "
+                f"after, calibration loop {machine['calibration_s']} s")
+
+
 @click.command(name="retrieval")
 @click.option("--queries", "queries_file", type=click.Path(dir_okay=False, exists=True), default=None,
               help="JSON-lines queries (default: queries.jsonl at the palace root).")
@@ -95,5 +147,6 @@ def bench_retrieval(obj, queries_file, beir_dir, modes, profile, limit, as_json)
 bench.add_command(bench_retrieval)
 bench.add_command(bench_verify)
 bench.add_command(bench_index)
+bench.add_command(bench_embed)
 
 COMMANDS = [bench]

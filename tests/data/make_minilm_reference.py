@@ -37,6 +37,25 @@ SENTENCES = [
     "I love it",
     "Café crème: naïve résumés from Zürich.",
     "東京は日本の首都です (Tokyo is the capital of Japan).",
+    # longer than MAX_TOKENS word pieces: the reference (like sentence-transformers) cuts it there
+    " ".join([
+        "A memory palace is a route through a building you know well, with one vivid scene at each stop.",
+        "To remember a list, you walk the route in your mind and leave each item in a room, as a picture",
+        "that is strange, loud, funny or even a little disgusting, because ordinary pictures fade by morning.",
+        "The front door might hold a granite statue sneezing clouds of pepper; the hallway a librarian",
+        "juggling burning teapots; the kitchen forty penguins counting coins into a copper kettle.",
+        "Later you walk the same route again and the scenes give back the items in order, one by one.",
+        "Orators in Greece and Rome used the method to deliver long speeches without notes, and medieval",
+        "scholars built whole cathedrals of memory for sermons, laws and the names of the stars.",
+        "Competitors today memorise shuffled decks of cards in under twenty seconds with the same trick,",
+        "turning each card into a person doing something absurd at a fixed place along a familiar street.",
+        "The method works because people remember places and pictures far better than abstract lists:",
+        "space gives order, and surprise gives the picture a hook that a plain fact lacks.",
+        "It fails when the scenes are dull, when two rooms look alike, or when the route is used for too",
+        "many lists at once, so that yesterday's penguins still crowd the kitchen when today's list arrives.",
+        "Spaced review keeps the palace in repair: walk it after an hour, after a day, after a week,",
+        "and repaint the scenes that come back faint, until every stop returns its item without effort.",
+    ]),
 ]
 
 

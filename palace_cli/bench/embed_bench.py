@@ -1,0 +1,130 @@
+"""`palace bench embed`: texts/s of the embedder on short texts and on 1.7 KB notes, old path against new.
+
+Every configuration is a `LlamaCppEmbedder` over the same GGUF file, loaded once; each round runs all of
+them on the same texts in a rotated order, so a machine that gets busier or quieter during the run does not
+favour one of them. `old` is the embedder as it was before batching (one text per decode, no flash
+attention, texts cut at 512 tokens, one thread); the others add one change at a time up to `new`, today's
+default. Wall-clock rates depend on what else runs; CPU seconds per text much less, so both are reported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+from typing import Callable
+
+from .index_bench import calibration_s
+from .synth import NoteFactory
+
+Progress = Callable[[str], None]
+
+# name -> LlamaCppEmbedder options; each adds one change to the one before
+CONFIGS: dict[str, dict] = {
+    "old": {"max_tokens": 512, "flash_attn": False, "pack": False, "workers": 1},
+    "cut": {"flash_attn": False, "pack": False, "workers": 1},
+    "cut+flash": {"pack": False, "workers": 1},
+    "cut+flash+pack": {"workers": 1},
+    "new": {},
+}
+
+
+def short_texts(count: int, seed: int = 0, locomo: Path | None = None) -> list[str]:
+    """`count` chat turns: LoCoMo's own (speaker: text) when a file is given, else synthetic ones."""
+    if locomo is not None:
+        turns = []
+        for sample in json.loads(Path(locomo).read_text(encoding="utf-8")):
+            conversation = sample["conversation"]
+            sessions = sorted((k for k in conversation if k.startswith("session_") and k[8:].isdecimal()),
+                              key=lambda k: int(k[8:]))
+            for key in sessions:
+                for turn in conversation[key]:
+                    caption = f" [image: {turn['blip_caption']}]" if turn.get("blip_caption") else ""
+                    turns.append(f"{turn['speaker']}: {turn['text']}{caption}")
+        return turns[:count] if count else turns
+    factory = NoteFactory(seed, 1000)
+    return [f"{('Ana', 'Ben')[i % 2]}: {factory.short_text()}" for i in range(count)]
+
+
+def note_texts(count: int, seed: int = 0) -> list[str]:
+    """The embedded text (subject, anchor, keywords, image, content) of `count` synthetic 1.7 KB notes."""
+    from ..notes import parse_note
+
+    factory = NoteFactory(seed, max(count, 1000))
+    texts = []
+    for index in range(count):
+        domain, note_id, text = factory.note(index)
+        texts.append(parse_note(text, f"memories/{domain}/{note_id}.md", domain).search_text())
+    return texts
+
+
+def run(model: Path, shorts: list[str], notes: list[str], rounds: int = 3, configs: list[str] | None = None,
+        max_tokens: int | None = None, progress: Progress | None = None) -> dict:
+    """Measure each configuration on both text sets for `rounds` rounds; returns the JSON-ready results."""
+    import numpy as np
+
+    from ..backends.llamacpp import LlamaCppEmbedder
+    from ..backends.install import default_model_options
+
+    say = progress or (lambda message: None)
+    names = configs or list(CONFIGS)
+    # the new configurations cut where palace would: the default model's own limit, unless told otherwise
+    defaults = {"max_tokens": max_tokens} if max_tokens else default_model_options("embedder", Path(model))
+    embedders = {name: LlamaCppEmbedder(model, **{**defaults, **CONFIGS[name]}) for name in names}
+    sets = {name: texts for name, texts in (("short", shorts), ("notes", notes)) if texts}
+    # token counts before any cut: a vector can only match the old path's if neither path cut its text
+    lengths = {name: np.array([len(embedders[names[0]].tokenize(t, cut=False)) for t in texts])
+               for name, texts in sets.items()}
+    results: dict = {
+        "machine": {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
+                    "load_avg_1m": _load(), "calibration_s": round(calibration_s(), 3)},
+        "model": str(model), "rounds": rounds, "configs": {n: {**defaults, **CONFIGS[n]} for n in names},
+        "sets": {name: {"texts": len(texts), "mean_chars": round(statistics.mean(map(len, texts)), 1),
+                        "mean_tokens": round(float(lengths[name].mean()), 1)}
+                 for name, texts in sets.items()},
+    }
+    walls: dict = {}
+    cpus: dict = {}
+    vectors: dict = {}
+    for round_ in range(rounds):
+        order = names[round_ % len(names):] + names[: round_ % len(names)]
+        for name in order:
+            for set_name, texts in sets.items():
+                started, cpu = time.perf_counter(), time.process_time()
+                vectors[(name, set_name)] = embedders[name].embed_batch(texts)
+                walls.setdefault((name, set_name), []).append(time.perf_counter() - started)
+                cpus.setdefault((name, set_name), []).append(time.process_time() - cpu)
+        say(f"round {round_ + 1} of {rounds} done, load {_load()}")
+    table = {}
+    for set_name, texts in sets.items():
+        base = statistics.median(walls[(names[0], set_name)])
+        rows = {}
+        for name in names:
+            wall = statistics.median(walls[(name, set_name)])
+            old, now = vectors[(names[0], set_name)], vectors[(name, set_name)]
+            kept = lengths[set_name] <= min(embedders[name].max_tokens, embedders[names[0]].max_tokens)
+            cosines = np.sum(old * now, axis=1)[kept]
+            rows[name] = {
+                "texts_per_s": round(len(texts) / wall, 1),
+                "best_texts_per_s": round(len(texts) / min(walls[(name, set_name)]), 1),
+                "cpu_ms_per_text": round(statistics.median(cpus[(name, set_name)]) / len(texts) * 1000, 2),
+                "speedup": round(base / wall, 2),
+                "texts_cut": int((lengths[set_name] > embedders[name].max_tokens).sum()),
+                # over the texts neither path cut (None when every text was cut)
+                "min_cosine_to_old": round(float(cosines.min()), 5) if kept.any() else None,
+                "mean_cosine_to_old": round(float(cosines.mean()), 5) if kept.any() else None,
+            }
+        table[set_name] = rows
+    results["results"] = table
+    results["machine"]["load_avg_1m_after"] = _load()
+    return results
+
+
+def _load() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:  # pragma: no cover
+        return None
