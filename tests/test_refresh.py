@@ -358,3 +358,23 @@ def test_configured_embedder_is_loaded_only_when_a_vector_is_missing(small_palac
     atomic_write(path, path.read_text().replace("tunable false positives", "tunable false alarms"))
     report = refresh(again)
     assert report.vectors.embedded == 1 and again.index._dense is not None
+
+
+def test_vectors_made_with_another_cut_are_embedded_again(small_palace, with_models):  # noqa: F811
+    """Vectors of a palace last refreshed when the default model cut texts at 512 tokens are remade, once."""
+    palace = Palace(small_palace)
+    report = refresh(palace)
+    store, vectors = palace.index.store, palace.index.vectors
+    model_id, keys, matrix = vectors.load()
+    assert report.vectors.embedded == 3 and model_id.endswith(":256")
+    # what the previous release recorded: a key of the file alone, and an id without the cut
+    state = store.get_meta("vectors_state")
+    legacy_key = state.split(":max_tokens=256")[0].split(":", 1)[1]
+    assert state != f"{store.version()}:{legacy_key}:{vectors.generation()}"
+    vectors._write(model_id.rsplit(":", 1)[0], list(keys), np.asarray(matrix))
+    with store.transaction():
+        store.set_meta("vectors_state", f"{store.version()}:{legacy_key}:{vectors.generation()}")
+    report = refresh(Palace(small_palace))
+    assert report.vectors.embedded == 3 and report.vectors.model_changed_from == model_id.rsplit(":", 1)[0]
+    assert vectors.model_id() == model_id
+    assert refresh(Palace(small_palace)).vectors is None  # and then it is up to date

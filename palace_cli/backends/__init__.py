@@ -147,10 +147,20 @@ def load_model(setting: ModelSetting, models: dict | None = None) -> Embedder | 
     path = setting.path
     if not path.is_file():
         raise ModelError(f"{path}: no such model file (palace.toml [models] {setting.role})")
+    return _load(setting.role, path, path.stat().st_mtime_ns, _options(setting.role, path))
+
+
+def embedder_key(path: Path) -> str:
+    """Names what the embedder in `path` computes without loading it: the file (path, mtime, size) and its cut."""
+    stat = path.stat()
+    options = ",".join(f"{name}={value}" for name, value in _options("embedder", path))
+    return f"{path}:{stat.st_mtime_ns}:{stat.st_size}:{options}"
+
+
+def _options(role: str, path: Path) -> tuple:
     from .install import default_model_options
 
-    options = tuple(sorted(default_model_options(setting.role, path).items()))
-    return _load(setting.role, path, path.stat().st_mtime_ns, options)
+    return tuple(sorted(default_model_options(role, path).items()))
 
 
 def load_embedder(path: Path | None = None) -> Embedder | None:

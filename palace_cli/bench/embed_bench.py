@@ -15,12 +15,9 @@ import platform
 import statistics
 import time
 from pathlib import Path
-from typing import Callable
-
+from ..progress import Progress
 from .index_bench import calibration_s
 from .synth import NoteFactory
-
-Progress = Callable[[str], None]
 
 # name -> LlamaCppEmbedder options; each adds one change to the one before
 CONFIGS: dict[str, dict] = {
@@ -69,7 +66,6 @@ def run(model: Path, shorts: list[str], notes: list[str], rounds: int = 3, confi
     from ..backends.llamacpp import LlamaCppEmbedder
     from ..backends.install import default_model_options
 
-    say = progress or (lambda message: None)
     names = configs or list(CONFIGS)
     # the new configurations cut where palace would: the default model's own limit, unless told otherwise
     defaults = {"max_tokens": max_tokens} if max_tokens else default_model_options("embedder", Path(model))
@@ -97,7 +93,8 @@ def run(model: Path, shorts: list[str], notes: list[str], rounds: int = 3, confi
                 vectors[(name, set_name)] = embedders[name].embed_batch(texts)
                 walls.setdefault((name, set_name), []).append(time.perf_counter() - started)
                 cpus.setdefault((name, set_name), []).append(time.process_time() - cpu)
-        say(f"round {round_ + 1} of {rounds} done, load {_load()}")
+        if progress:
+            progress(f"round {round_ + 1} of {rounds} done, load {_load()}", round_ + 1, rounds)
     table = {}
     for set_name, texts in sets.items():
         base = statistics.median(walls[(names[0], set_name)])

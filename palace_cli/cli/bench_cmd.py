@@ -70,7 +70,7 @@ def bench_embed(model, n_short, n_notes, locomo, max_tokens, rounds, configs, as
     """
     from pathlib import Path
 
-    from .. import render
+    from . import render
     from ..bench.embed_bench import CONFIGS, note_texts, run, short_texts
     from ..errors import ModelError
     from ..backends.install import default_model_path
@@ -85,7 +85,7 @@ def bench_embed(model, n_short, n_notes, locomo, max_tokens, rounds, configs, as
                                  param_hint="--configs")
     shorts = short_texts(n_short, locomo=Path(locomo) if locomo else None) if n_short or locomo else []
     results = run(path, shorts, note_texts(n_notes), rounds=rounds, configs=names, max_tokens=max_tokens,
-                  progress=render.note)
+                  progress=render.progress_lines())
     if as_json:
         render.emit_json(results)
         return

@@ -162,12 +162,13 @@ def _embedder_file(palace: Palace):
 def _refresh_vectors_auto(palace: Palace, idx: Index, losers: set[str], report: RefreshReport,
                           progress: Progress | None) -> None:
     """Vectors with the configured embedder, loading the model only when some vector is missing or stale."""
+    from ..backends import embedder_key
+
     path = _embedder_file(palace)
     key = None
     if path not in ("disabled", None):
         try:
-            stat = path.stat()
-            key = f"{path}:{stat.st_mtime_ns}:{stat.st_size}"
+            key = embedder_key(path)  # a new file, or a new cut of the same file, re-embeds
         except OSError:
             key = None  # Index.dense() explains what is wrong with the path
     if key is not None and idx.store.get_meta("vectors_state") == _vectors_state(idx, key):

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 from ..notes import atomic_write
 from ..progress import Progress
 
-BATCH = 32
+BATCH = 128  # texts per embed_batch: enough packed decodes to keep every embedder worker busy
 CHECKPOINT_S = 60.0
 
 
