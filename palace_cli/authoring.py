@@ -14,8 +14,8 @@ from pathlib import Path
 
 from .config import CONFIG_NAME
 from .errors import NoteError, PalaceError, UsageError
-from .notes import ID_PATTERN, Memory, atomic_write, edit_frontmatter, edit_section, inline_yaml, load_note, \
-    parse_note, slugify, split_frontmatter, update_frontmatter
+from .notes import ID_PATTERN, Memory, atomic_write, check_note_size, edit_frontmatter, edit_section, inline_yaml, \
+    load_note, parse_note, slugify, split_frontmatter, update_frontmatter
 from .palace import INDEX_DIR, MEMORIES, REVIEWS, Palace, Scan
 from .tokens import propose_token, token_problems
 
@@ -122,7 +122,13 @@ def _create(path: Path, text: str) -> None:
             raise
         except OSError:  # a file system without hard links: exclusive create, then write
             with open(path, "x", encoding="utf-8") as handle:
-                handle.write(text)
+                try:
+                    handle.write(text)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                except BaseException:
+                    os.unlink(path)  # ours, created a moment ago: never leave half a note
+                    raise
     finally:
         os.unlink(tmp)
 
@@ -139,10 +145,13 @@ def add_memory(palace: Palace, subject: str, domain: str, *, anchor: str = "", i
     note_id = note_id or slugify(subject)
     if not ID_PATTERN.match(note_id):
         raise UsageError(f"id {note_id!r} must be lowercase letters, digits, '.', '_' or '-'")
-    scan = palace.scan(light=True)
-    existing = scan.memories.get(note_id)
     path = palace.memories_dir / domain / f"{note_id}.md"
     relpath = palace.rel(path)
+    # A 10 MB Image is refused before any work on it (token proposal reads every phrase); the note is checked again.
+    check_note_size("".join([subject, anchor, image, content, verify or "", *(keywords or []), *(links or [])]),
+                    relpath)
+    scan = palace.scan(light=True)
+    existing = scan.memories.get(note_id)
     if (existing and existing.path != relpath or path.exists()) and not overwrite:
         where = existing.path if existing else relpath
         raise PalaceError(f"memory {note_id!r} already exists at {where}; choose another --id")
@@ -157,15 +166,38 @@ def add_memory(palace: Palace, subject: str, domain: str, *, anchor: str = "", i
     template, where = memory_template(palace)
     sections = {"Image": image, "Content": content, "Links": "\n".join(f"- [[{link}]]" for link in links)}
     text = render_memory(template, fields, domain, sections, where)
-    parse_note(text, relpath, domain)  # a template that yields an unreadable note fails here, before writing
-    if overwrite:
-        atomic_write(path, text)
-    else:
-        try:
-            _create(path, text)
-        except FileExistsError:
-            raise PalaceError(f"memory {note_id!r} already exists at {relpath}; choose another --id") from None
-    return load_note(palace.root, relpath, domain)
+    # Validate before writing: a note over the size limit or a template that yields an unreadable note fails here.
+    check_note_size(text, relpath)
+    parse_note(text, relpath, domain)
+    new_folder, created = not path.parent.exists(), False
+    try:
+        if overwrite:
+            atomic_write(path, text)
+        else:
+            try:
+                _create(path, text)
+            except FileExistsError:
+                raise PalaceError(f"memory {note_id!r} already exists at {relpath}; choose another --id") from None
+            created = True
+        return load_note(palace.root, relpath, domain)
+    except BaseException:
+        # A failed add leaves nothing behind: not the note it wrote, not the domain folder it made.
+        if created and _holds(path, text):
+            path.unlink()
+        if new_folder:
+            try:
+                path.parent.rmdir()
+            except OSError:
+                pass  # not empty (someone else wrote there meanwhile) or already gone
+        raise
+
+
+def _holds(path: Path, text: str) -> bool:
+    """True when path still holds exactly text (nobody replaced the file since it was written)."""
+    try:
+        return path.read_bytes() == text.encode("utf-8")
+    except OSError:
+        return False
 
 
 def propose_missing_token(palace: Palace, memory: Memory, taken: set[str]) -> Memory:

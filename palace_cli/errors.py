@@ -26,6 +26,15 @@ class NoteError(PalaceError):
         super().__init__(f"{where}: {message}")
 
 
+class NotAMemory(PalaceError):
+    """A path under memories/ that is not a memory (a link out, a loop, not a regular file); `code` for lint."""
+
+    def __init__(self, code, message):
+        self.code = code
+        self.reason = message
+        super().__init__(message)
+
+
 class NotFound(PalaceError):
     """A memory, domain or file asked for does not exist."""
 

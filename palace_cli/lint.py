@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .errors import PalaceError
 from .index.files import check_index_files, write_index_files
 from .notes import Memory, body_link_lines
 from .palace import Palace, Problem, Scan
+from .quiz.reviewlog import ReviewLog
 from .smashin import weak_image_problems
 from .tokens import PhraseIndex, phrase_key, run_keys, token_problems
 
 # Parser findings that make a note wrong rather than odd; everything else the parser notes is a warning.
-ERROR_CODES = {"missing-field", "bad-type", "duplicate-key"}
+ERROR_CODES = {"missing-field", "bad-type", "duplicate-key", "conflict-marker"}
 TOKEN_WARNINGS = {"token-guessable"}
 PUBLIC_FIELDS = ("subject", "anchor", "keywords", "aliases", "id")
 
@@ -124,16 +126,22 @@ def config_problems(palace: Palace, scan: Scan) -> list[Problem]:
     return problems
 
 
-def propose_missing_tokens(palace: Palace, scan: Scan) -> list[str]:
-    """Write a proposed verify token into every note that has an Image but no token; returns what changed."""
+def propose_missing_tokens(palace: Palace, scan: Scan) -> tuple[list[str], list[Problem]]:
+    """Write a proposed verify token into every note that has an Image but no token; returns what changed,
+    and a problem for each note that could not be updated (one such note never stops the others)."""
     from .authoring import propose_missing_token
 
-    fixed = []
+    fixed, failed = [], []
     taken = {m.verify for m in scan.memories.values() if m.verify}
     for memory in sorted(scan.memories.values(), key=lambda m: m.path):
-        if propose_missing_token(palace, memory, taken) is not memory:
-            fixed.append(f"{memory.path}: proposed a verify token")
-    return fixed
+        try:
+            if propose_missing_token(palace, memory, taken) is not memory:
+                fixed.append(f"{memory.path}: proposed a verify token")
+        except (PalaceError, OSError) as exc:  # a bare-CR note, a frontmatter it cannot edit exactly, a read-only file
+            reason = getattr(exc, "reason", None) or getattr(exc, "strerror", None) or str(exc)
+            failed.append(Problem(memory.path, memory.field_line("verify"), "warning", "not-fixed",
+                                  f"could not write the proposed verify token: {reason}"))
+    return fixed, failed
 
 
 def stray_notes(palace: Palace) -> list[Problem]:
@@ -168,16 +176,17 @@ def _notes(palace: Palace) -> Scan:
 def lint(palace: Palace, fix: bool = False) -> LintReport:
     """Every problem in the palace; with fix, propose missing tokens and regenerate index files (nothing else)."""
     fixed: list[str] = []
+    not_fixed: list[Problem] = []
     scan = _notes(palace)
     if fix:
-        fixed = propose_missing_tokens(palace, scan)
+        fixed, not_fixed = propose_missing_tokens(palace, scan)
         if fixed:
             scan = _notes(palace)
         report = write_index_files(palace, scan)
         fixed += [f"{path}: regenerated" for path in report.written]
         fixed += [f"{path}: removed (no such domain)" for path in report.removed]
     problems = list(scan.problems) + note_problems(scan) + config_problems(palace, scan) + stray_notes(palace)
-    problems += conversation_problems(palace)
+    problems += conversation_problems(palace) + not_fixed + ReviewLog(palace).read().problems
     problems += weak_image_problems(scan, palace.config.raw.get("study"))
     for relpath in check_index_files(palace, scan):
         problems.append(Problem(relpath, None, "error", "stale-index",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import posixpath
 import re
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from . import __version__
-from .errors import NotFound, PalaceError, UsageError
+from .errors import NotAMemory, NotFound, PalaceError, UsageError
 from .notes import Memory
 from .palace import CACHE_DIR, INDEX_DIR, MEMORIES, REVIEWS, ROOT_INDEX, Palace
 from .profiles import PROFILES
@@ -134,8 +135,14 @@ class PalaceTools:
         if not ref:
             raise UsageError("give a memory id")
         if "/" in ref or "\\" in ref or ref.endswith(".md") or ref.startswith(("~", ".")):
-            target = confined(self.palace, LINE_REF.sub("", ref), "memory path")
-            return self.palace.memory(self.palace.rel(target), refresh=False)
+            relpath = LINE_REF.sub("", ref)
+            _refuse_path_tricks(relpath, "memory path")
+            relpath = posixpath.normpath(relpath.replace("\\", "/"))
+            try:
+                self.palace.memory_target(self.palace.root / relpath)  # the same rule as the note walk
+            except NotAMemory as exc:
+                raise OutsidePalace(f"memory path {ref!r}: {exc.reason}") from None
+            return self.palace.memory(relpath, refresh=False)
         _refuse_path_tricks(ref, "memory id")
         return self.palace.memory(ref, refresh=False)
 

@@ -6,14 +6,15 @@ import io
 import math
 import os
 import re
+import stat
 import tempfile
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
 import yaml
-from frontmatter.default_handlers import YAMLHandler
 
+from . import safeyaml
 from .errors import NoteError
 
 MAX_NOTE_BYTES = 1_000_000
@@ -27,7 +28,8 @@ TOP_KEY = re.compile(r"""^(?:"([^"\n]+)"|'([^'\n]+)'|([^\s#'"{}\[\],&*!|>%@`?:-]
                      re.MULTILINE)
 LINE_BREAKS = ("\n", "\r", "\x85", "\u2028", "\u2029")  # what YAML counts as a line break
 FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)")
-_yaml = YAMLHandler()  # python-frontmatter's handler: yaml.CSafeLoader when libyaml is present
+# git's conflict markers; `=======` alone is also a setext heading underline, so it counts only inside a conflict
+CONFLICT_EDGE = re.compile(r"^(<{7}|>{7}|\|{7})(?:[ \t].*)?$", re.MULTILINE)
 
 
 @dataclass
@@ -101,16 +103,26 @@ def slugify(text: str) -> str:
 
 
 def _read_bytes(path: Path, shown: str) -> bytes:
+    """The bytes of a regular file of at most MAX_NOTE_BYTES; NoteError for anything else."""
     try:
-        size = path.stat().st_size
+        # O_NONBLOCK: opening a FIFO named like a note must not wait for a writer forever.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
         raise NoteError(shown, f"cannot read: {exc.strerror}") from None
-    if size > MAX_NOTE_BYTES:
-        raise NoteError(shown, f"file is {size:,} bytes, over the {MAX_NOTE_BYTES:,} byte limit for a note")
     try:
-        return path.read_bytes()
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise NoteError(shown, "not a regular file; not read")
+            if info.st_size > MAX_NOTE_BYTES:
+                raise NoteError(shown, f"file is {info.st_size:,} bytes, over the {MAX_NOTE_BYTES:,} byte limit "
+                                       "for a note")
+            data = handle.read(MAX_NOTE_BYTES + 1)
     except OSError as exc:
         raise NoteError(shown, f"cannot read: {exc.strerror}") from None
+    if len(data) > MAX_NOTE_BYTES:  # it grew after the size check
+        raise NoteError(shown, f"file is over the {MAX_NOTE_BYTES:,} byte limit for a note")
+    return data
 
 
 def _decode(data: bytes, shown: str) -> str:
@@ -175,11 +187,11 @@ def split_frontmatter(text: str, shown: str) -> tuple[str, str, int]:
 
 
 def load_frontmatter(yaml_text: str, shown: str) -> dict:
-    """Parse the YAML block (python-frontmatter's handler); errors carry the file line (frontmatter starts on line 2)."""
+    """Parse the YAML block within the limits of safeyaml; errors carry the file line (frontmatter starts on line 2)."""
     if not yaml_text.strip():
         return {}
     try:
-        meta = _yaml.load(yaml_text)
+        meta = safeyaml.load(yaml_text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         if mark is not None:  # where the parser gave up, but never past the frontmatter's last line
@@ -189,7 +201,11 @@ def load_frontmatter(yaml_text: str, shown: str) -> dict:
         else:
             line = 2
         problem = getattr(exc, "problem", None) or getattr(exc, "reason", None) or str(exc).splitlines()[0]
-        raise NoteError(shown, f"frontmatter is not valid YAML: {problem}", line=line) from None
+        what = "is refused" if isinstance(exc, safeyaml.LimitExceeded) else "is not valid YAML"
+        raise NoteError(shown, f"frontmatter {what}: {problem}", line=line) from None
+    except RecursionError:  # the pure-Python loader (no libyaml) recurses per nesting level
+        raise NoteError(shown, f"frontmatter is refused: nested more than {safeyaml.MAX_DEPTH} levels deep",
+                        line=2) from None
     if meta is None:
         return {}
     if not isinstance(meta, dict):
@@ -314,9 +330,48 @@ def _as_list(value, name: str = "", problems: list[tuple[str, str]] | None = Non
     return [str(value)]
 
 
+def conflict_blocks(text: str) -> list[tuple[int, int]]:
+    """(first, last) line of every git merge conflict left in a text (`<<<<<<<` ... `>>>>>>>`), outside code fences."""
+    if "<<<<<<<" not in text and ">>>>>>>" not in text and "|||||||" not in text:
+        return []
+    fences = _fences(text)
+    blocks: list[tuple[int, int]] = []
+    start = None
+    for match in CONFLICT_EDGE.finditer(text):
+        if not _outside(match.start(), fences):
+            continue
+        line = text.count("\n", 0, match.start()) + 1
+        if match.group(1).startswith("<"):
+            if start is not None:
+                blocks.append((start, start))
+            start = line
+        elif match.group(1).startswith(">"):
+            blocks.append((start if start is not None else line, line))
+            start = None
+        elif start is None:  # a lone `|||||||` (diff3 base marker)
+            blocks.append((line, line))
+    if start is not None:
+        blocks.append((start, start))
+    return blocks
+
+
+def _conflict_message(first: int, last: int, part: str = "") -> str:
+    lines = f"lines {first}-{last}" if last > first else f"line {first}"
+    return f"unresolved git merge conflict{part} ({lines}): resolve it and remove the <<<<<<< ======= >>>>>>> lines"
+
+
 def parse_note(text: str, path: str, domain: str, warnings: list[Warning_] | None = None) -> Memory:
     """Parse note text into a Memory; raises NoteError with file and line for what cannot be read."""
-    yaml_text, body, body_first_line = split_frontmatter(text, path)
+    conflicts = conflict_blocks(text)
+    try:
+        yaml_text, body, body_first_line = split_frontmatter(text, path)
+    except NoteError:
+        if conflicts:  # the conflict is why the `---` lines are not where they should be
+            raise NoteError(path, _conflict_message(*conflicts[0]), line=conflicts[0][0]) from None
+        raise
+    for first, last in conflicts:
+        if first < body_first_line:
+            raise NoteError(path, _conflict_message(first, last, " in the frontmatter"), line=first)
     meta = load_frontmatter(yaml_text, path)
     field_lines, key_warnings = frontmatter_key_lines(yaml_text)
     raw_id = meta.get("id")
@@ -337,6 +392,7 @@ def parse_note(text: str, path: str, domain: str, warnings: list[Warning_] | Non
         type_problems.append(("importance", f"`importance` must be a number, not {_kind(importance)}"))
 
     memory_warnings = list(warnings or []) + key_warnings
+    memory_warnings += [Warning_(first, "conflict-marker", _conflict_message(first, last)) for first, last in conflicts]
     sections = parse_sections(body, body_first_line)
     heading = re.search(r"^#[ \t]+\S", body, re.MULTILINE)
     line = body_first_line + body[: heading.start()].count("\n") if heading else body_first_line
@@ -390,6 +446,14 @@ def load_note(root: Path, relpath: str, domain: str) -> Memory:
 
 
 # ---- writing ---------------------------------------------------------------------------------
+
+
+def check_note_size(data: str | bytes, shown: str) -> None:
+    """Raise NoteError when a note's text is over the size limit, so it is never written to become unreadable."""
+    size = len(data.encode("utf-8")) if isinstance(data, str) else len(data)
+    if size > MAX_NOTE_BYTES:
+        raise NoteError(shown, f"the note would be {size:,} bytes, over the {MAX_NOTE_BYTES:,} byte limit for a "
+                               "note; nothing was written")
 
 
 def atomic_write(path: Path, data: str | bytes) -> None:
@@ -580,6 +644,9 @@ def edit_frontmatter(text: str, changes: dict, display: str = "note") -> str:
     match = re.match(r"---[ \t]*\r?\n", text)
     closing = re.compile(r"^---[ \t]*\r?$", re.MULTILINE).search(text, match.end()) if match else None
     if match is None or closing is None:
+        if "\r" in text.replace("\r\n", ""):
+            raise NoteError(display, "bare CR line ends: palace cannot update this frontmatter exactly; convert the "
+                                     "line ends to LF (or CRLF)", line=1)
         raise NoteError(display, "no `---` frontmatter block to update", line=1)
     yaml_text = text[match.end() : closing.start()]
     meta = load_frontmatter(yaml_text.replace("\r\n", "\n"), display)
@@ -594,7 +661,7 @@ def edit_frontmatter(text: str, changes: dict, display: str = "note") -> str:
     for editor in (_edit_mapping, _round_trip_mapping):
         try:
             new_yaml = editor(yaml_text, changes)
-            result = _yaml.load(new_yaml.replace("\r\n", "\n")) or {}
+            result = safeyaml.load(new_yaml.replace("\r\n", "\n")) or {}
         except Exception:  # _Unsafe, or YAML the fallback cannot round-trip: try the next editor
             continue
         if _same(result, expected):
@@ -614,7 +681,9 @@ def update_frontmatter(path: Path, changes: dict, display: str | None = None) ->
     bom, text = _read_for_write(Path(path), shown)
     new = edit_frontmatter(text, changes, shown)
     if new != text:
-        atomic_write(Path(path), bom + new.encode("utf-8"))
+        data = bom + new.encode("utf-8")
+        check_note_size(data, shown)
+        atomic_write(Path(path), data)
 
 
 def edit_section(text: str, section: str, new_text: str, display: str = "note", create: bool = False) -> str:
@@ -653,7 +722,9 @@ def replace_section(path: Path, section: str, new_text: str, display: str | None
     bom, text = _read_for_write(Path(path), shown)
     new = edit_section(text, section, new_text, shown)
     if new != text:
-        atomic_write(Path(path), bom + new.encode("utf-8"))
+        data = bom + new.encode("utf-8")
+        check_note_size(data, shown)
+        atomic_write(Path(path), data)
 
 
 def dump_frontmatter(fields: dict) -> str:

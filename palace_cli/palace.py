@@ -7,8 +7,10 @@ writing a note goes through `notes.py` (atomic, byte-preserving) from `authoring
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher, get_close_matches
 from pathlib import Path
@@ -16,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .config import PalaceConfig, find_root, load_config
-from .errors import Ambiguous, NoteError, NotFound, UsageError
+from .errors import Ambiguous, NoteError, NotAMemory, NotFound, UsageError
 from .notes import Memory
 from .tokens import STOPWORDS, normalize, root, words
 
@@ -30,6 +32,9 @@ ROOT_INDEX = "INDEX.md"
 REVIEWS = "reviews"
 CACHE_DIR = ".palace"
 SKIPPED_DIRS = {".git", CACHE_DIR, "node_modules", ".venv", "__pycache__"}
+# In a file or folder name: control characters and line breaks (they would split the one-line-per-note index
+# files) and lone surrogates (how Python spells bytes that are not UTF-8).
+BAD_NAME = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 
 @dataclass
@@ -51,6 +56,12 @@ class Problem:
         """JSON-ready form."""
         return {"path": self.path, "line": self.line, "severity": self.severity, "code": self.code,
                 "message": self.message, "fixable": self.fixable}
+
+
+def shown_path(relpath: str) -> str:
+    """A path printable on one line: bytes that are not UTF-8 and control characters escaped."""
+    text = relpath.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 @dataclass
@@ -113,10 +124,30 @@ class Palace:
         except ValueError:
             return False
 
+    def in_memories(self, real: str) -> bool:
+        """True when a resolved path is the palace's own memories/ folder or inside it."""
+        base = os.path.realpath(self.memories_dir)
+        return real == base or real.startswith(base + os.sep)
+
+    def memory_target(self, path: str | os.PathLike) -> tuple[str, os.stat_result]:
+        """The confinement rule every face applies to a path under memories/: (real path, stat) when, after
+        resolving links, it is a regular file or a folder inside the palace's own memories/; else NotAMemory."""
+        real = os.path.realpath(path)
+        if not self.in_memories(real):
+            raise NotAMemory("symlink-outside", "symlink points outside the palace's memories/; not read")
+        try:
+            info = os.stat(path)
+        except OSError as exc:
+            what = "a symlink loop" if exc.errno == errno.ELOOP else exc.strerror
+            raise NotAMemory("unreadable", f"cannot read: {what}") from None
+        if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+            raise NotAMemory("unreadable", "not a regular file or folder; not read")
+        return real, info
+
     # ---- discovery ----------------------------------------------------------------------------
 
     def note_files(self, problems: list[Problem] | None = None) -> list[NoteFile]:
-        """Every `memories/<domain>/**/*.md` file, sorted; odd files are reported into problems."""
+        """Every `memories/<domain>/**/*.md` file that memory_target accepts, sorted; the rest reported into problems."""
         found: list[NoteFile] = []
         report = problems if problems is not None else []
         if not self.memories_dir.is_dir():
@@ -129,40 +160,58 @@ class Palace:
             try:
                 entries = list(os.scandir(directory))
             except OSError as exc:
-                report.append(Problem(self.rel(Path(directory)), None, "error", "unreadable", f"cannot list: {exc.strerror}"))
+                report.append(Problem(shown_path(directory[prefix:]), None, "error", "unreadable",
+                                      f"cannot list: {exc.strerror}"))
                 continue
             for entry in entries:
                 name = entry.name
                 if name.startswith(".") or name in SKIPPED_DIRS:
                     continue  # editor swap files, temp files of atomic writes
                 path = entry.path
-                if entry.is_symlink() and not self.inside(path):
-                    report.append(Problem(self.rel(path), None, "error", "symlink-outside",
-                                          "symlink points outside the palace; not read"))
-                    continue
-                if entry.is_dir():
-                    real = os.path.realpath(path)
-                    if real in visited:
-                        report.append(Problem(self.rel(path), None, "warning", "symlink-loop",
-                                              "folder already read through another path (a symlink loop?); skipped"))
-                        continue
-                    visited.add(real)
-                    stack.append(path)
-                    continue
-                if not name.endswith(".md"):
-                    continue
                 relpath = path[prefix:].replace(os.sep, "/")
-                parts = relpath.split("/")
-                if len(parts) < 3:
-                    report.append(Problem(relpath, None, "error", "no-domain",
-                                          "note is not in a domain folder (memories/<domain>/<id>.md); not indexed"))
-                    continue
                 try:
-                    stat = entry.stat()
+                    if entry.is_symlink():
+                        try:
+                            real, info = self.memory_target(path)
+                        except NotAMemory as exc:
+                            # a broken link that is not named like a note may be an image or a stale folder link
+                            serious = name.endswith(".md") or exc.code == "symlink-outside"
+                            report.append(Problem(shown_path(relpath), None, "error" if serious else "warning",
+                                                  exc.code, exc.reason))
+                            continue
+                        is_dir = stat.S_ISDIR(info.st_mode)
+                    else:
+                        is_dir = entry.is_dir(follow_symlinks=False)
+                        real, info = None, None
+                    if BAD_NAME.search(name) and (is_dir or name.endswith(".md")):
+                        report.append(Problem(shown_path(relpath), None, "error", "bad-name",
+                                              "the name has a control character, a line break or bytes that are not "
+                                              "UTF-8 (it would break the one-line-per-note index files); rename it"))
+                        continue
+                    if is_dir:
+                        real = real or os.path.realpath(path)
+                        if real in visited:
+                            report.append(Problem(relpath, None, "warning", "symlink-loop",
+                                                  "folder already read through another path (a symlink loop?); skipped"))
+                            continue
+                        visited.add(real)
+                        stack.append(path)
+                        continue
+                    if not name.endswith(".md"):
+                        continue
+                    parts = relpath.split("/")
+                    if len(parts) < 3:
+                        report.append(Problem(relpath, None, "error", "no-domain",
+                                              "note is not in a domain folder (memories/<domain>/<id>.md); not indexed"))
+                        continue
+                    info = info or entry.stat(follow_symlinks=False)
+                    if not stat.S_ISREG(info.st_mode):
+                        report.append(Problem(relpath, None, "error", "unreadable", "not a regular file; not read"))
+                        continue
                 except OSError as exc:
-                    report.append(Problem(relpath, None, "error", "unreadable", f"cannot read: {exc.strerror}"))
+                    report.append(Problem(shown_path(relpath), None, "error", "unreadable", f"cannot read: {exc.strerror}"))
                     continue
-                found.append(NoteFile(relpath, parts[1], stat.st_mtime_ns, stat.st_size))
+                found.append(NoteFile(relpath, parts[1], info.st_mtime_ns, info.st_size))
         found.sort(key=lambda f: f.relpath)
         return found
 
@@ -178,12 +227,15 @@ class Palace:
                     continue
                 path = Path(dirpath) / name
                 try:
-                    with open(path, "rb") as handle:
+                    # O_NONBLOCK and the regular-file check: a FIFO named *.md must not hang lint
+                    with os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as handle:
+                        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                            continue
                         head = handle.read(2048).decode("utf-8", "replace").lstrip("\ufeff")
                 except OSError:
                     continue
                 if head.startswith("---") and re.search(r"^id\s*:", head, re.MULTILINE):
-                    problems.append(Problem(self.rel(path), 1, "warning", "outside-memories",
+                    problems.append(Problem(shown_path(self.rel(path)), 1, "warning", "outside-memories",
                                             "looks like a note but is outside memories/; not indexed"))
         return problems
 

@@ -94,6 +94,21 @@ def note(note_id: str, subject: str = "", anchor: str = "an odd hook", keywords:
                        verify=verify or f"purple {note_id} walrus")
 
 
+def alias_bomb(levels: int = 9) -> bytes:
+    """A "billion laughs" note: each level a list of nine aliases of the level before (9**9 strings expanded)."""
+    names = "abcdefghijklmnop"
+    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for i in range(1, levels):
+        lines.append(f"{names[i]}: &{names[i]} [" + ",".join(f"*{names[i - 1]}" for _ in range(9)) + "]")
+    return ("---\nid: bomb\nsubject: Bomb\n" + "\n".join(lines) + "\n---\n# Bomb\n").encode()
+
+
+@pytest.fixture(name="alias_bomb")
+def alias_bomb_fixture():
+    """The bytes of a 380-byte YAML alias bomb (line 8 crosses the expansion limit)."""
+    return alias_bomb()
+
+
 # Each case: relative path, bytes, the problem code lint reports, the line (None: whole file).
 BAD_FILES = [
     ("memories/d/yaml.md", b"---\nid: yaml\nsubject: [oops\n---\n", "unreadable-note", 3),
@@ -106,11 +121,54 @@ BAD_FILES = [
     ("memories/d/copy.md", note("alpha").encode(), "duplicate-id", 2),
     ("memories/loose.md", note("loose").encode(), "no-domain", None),
     ("notes/stray.md", note("stray").encode(), "outside-memories", 1),
+    ("memories/d/bomb.md", alias_bomb(), "unreadable-note", 8),
+    ("memories/d/conflict.md", note("conflict").replace("subject: Conflict\n", "<<<<<<< HEAD\nsubject: A\n=======\n"
+                                                        "subject: B\n>>>>>>> theirs\n").encode(), "unreadable-note", 3),
 ]
 WARNED_FILES = [
     ("memories/d/bom.md", b"\xef\xbb\xbf" + note("bom").encode(), "bom", 1),
     ("memories/d/crlf.md", note("crlf").replace("\n", "\r\n").encode(), "crlf", 1),
+    ("memories/d/merged.md", (note("merged") + "<<<<<<< HEAD\nmine\n=======\ntheirs\n>>>>>>> b\n").encode(),
+     "conflict-marker", 15),
 ]
+# Made by `messy` with links, a FIFO and odd names: (the path as reported, the code). None of them is read.
+ODD_FILES = [
+    ("memories/d/link.md", "symlink-outside"),  # to a note outside the palace
+    ("memories/d/inner.md", "symlink-outside"),  # to a note in the palace but outside memories/
+    ("memories/d/root", "symlink-outside"),  # a folder link to the palace root
+    ("memories/d/loop", "symlink-loop"),  # a folder link to memories/
+    ("memories/d/up", "symlink-loop"),  # `ln -s .. up`
+    ("memories/d/self.md", "unreadable"),  # `ln -s self.md self.md`
+    ("memories/d/fifo.md", "unreadable"),  # reading it would wait for a writer forever
+    ("memories/d/new\\nline.md", "bad-name"),  # would split a line of the generated index files
+    ("memories/d/caf\\xe9.md", "bad-name"),  # a name that is not UTF-8
+]
+READABLE = ["alpha", "beta", "bom", "crlf", "merged"]
+
+
+@pytest.fixture
+def odd_files():
+    """(path as reported, lint code) of the links, FIFO and odd names `messy` makes."""
+    return ODD_FILES
+
+
+@pytest.fixture
+def readable_ids():
+    """The ids `messy` still reads, sorted."""
+    return READABLE
+
+
+def _note_bytes(root: Path) -> dict[Path, bytes]:
+    generated = {root / "INDEX.md", root / "index"}
+    return {p: p.read_bytes() for p in root.rglob("*.md")
+            if p.is_file() and not p.is_symlink() and not generated & {p, p.parent}}
+
+
+@pytest.fixture
+def note_bytes():
+    """A function giving the bytes of every regular .md file of a palace but the generated ones (no FIFO,
+    no link): compare before and after a command that must not rewrite notes."""
+    return _note_bytes
 
 
 @pytest.fixture
@@ -145,8 +203,18 @@ def messy(tmp_path) -> Path:
         path.write_bytes(data)
     outside = tmp_path / "outside.md"
     outside.write_text(note("outside"))
-    os.symlink(outside, root / "memories" / "d" / "link.md")
-    os.symlink(root / "memories", root / "memories" / "d" / "loop")
+    d = root / "memories" / "d"
+    os.symlink(outside, d / "link.md")
+    os.symlink(root / "memories", d / "loop")
+    (root / "notes" / "inner.md").write_text(note("inner"))
+    os.symlink("../../notes/inner.md", d / "inner.md")
+    os.symlink("../..", d / "root")
+    os.symlink("..", d / "up")
+    os.symlink("self.md", d / "self.md")
+    os.mkfifo(d / "fifo.md")
+    (d / "new\nline.md").write_text(note("newline"))
+    with open(os.path.join(os.fsencode(d), b"caf\xe9.md"), "wb") as handle:
+        handle.write(note("cafe").encode())
     return root
 
 

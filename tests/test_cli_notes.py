@@ -149,6 +149,27 @@ def test_add_errors(kb, args, code, message):
         assert len(result.stderr.splitlines()) == 1
 
 
+def test_add_over_the_size_limit_writes_nothing(kb):
+    before = sorted(kb.rglob("*"))
+    result = run("add", "Big", "--domain", "d", "--content", "x" * 1_000_001, "--no-edit", cwd=kb)
+    assert result.exit_code == 1 and result.stderr.startswith("palace: memories/d/big.md: the note would be")
+    assert len(result.stderr.splitlines()) == 1
+    assert sorted(kb.rglob("*")) == before
+
+
+def test_add_removes_its_note_when_a_later_step_fails(kb, monkeypatch):
+    import palace_cli.authoring as authoring
+
+    def fail(*args):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(authoring, "load_note", fail)  # the read-back after the write: a disk error
+    before = sorted(kb.rglob("*"))
+    with pytest.raises(OSError):
+        authoring.add_memory(authoring.Palace(kb), "Saga", "distributed-systems", image="A relay of apologies.")
+    assert sorted(kb.rglob("*")) == before
+
+
 def test_add_uses_the_palace_template(kb):
     (kb / "templates").mkdir()
     (kb / "templates" / "memory.md").write_text(
@@ -285,12 +306,12 @@ def test_from_a_subdirectory(example_palace):
     assert result.exit_code == 0 and "raft.md:10" in result.stdout
 
 
-def test_every_bad_file_at_once_leaves_the_rest_working(messy, bad_files):
+def test_every_bad_file_at_once_leaves_the_rest_working(messy, bad_files, odd_files, readable_ids, note_bytes):
     listed = run("list", "--json", cwd=messy)
     assert listed.exit_code == 0
-    assert sorted(m["id"] for m in json.loads(listed.stdout)["memories"]) == ["alpha", "beta", "bom", "crlf"]
+    assert sorted(m["id"] for m in json.loads(listed.stdout)["memories"]) == readable_ids
     assert run("show", "beta", cwd=messy).exit_code == 0
-    before = {p: p.read_bytes() for p in messy.rglob("*.md") if not p.is_symlink() and p.name != "INDEX.md"}
+    before = note_bytes(messy)
     indexed = run("index", cwd=messy)
     assert indexed.exit_code == 0, indexed.output
     assert "- Beta → an odd hook" in (messy / "INDEX.md").read_text()
@@ -299,5 +320,7 @@ def test_every_bad_file_at_once_leaves_the_rest_working(messy, bad_files):
     for relpath, _data, code, line in bad_files:
         where = f"{relpath}:{line}" if line else relpath
         assert f"{where}: " in linted.stdout and f"[{code}]" in linted.stdout, (relpath, code)
-    after = {p: p.read_bytes() for p in before}
-    assert after == before
+    for relpath, code in odd_files:
+        assert any(line.startswith(f"{relpath}: ") and line.endswith(f"[{code}]") for line in linted.stdout.splitlines())
+    assert note_bytes(messy) == before
+    assert "new\nline" not in (messy / "index" / "d.md").read_text()

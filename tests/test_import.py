@@ -248,6 +248,25 @@ def test_markdown_with_broken_frontmatter_writes_nothing(empty):
     assert notes_on_disk(empty) == {}
 
 
+def test_markdown_alias_bomb_is_refused_by_the_importer_too(empty, tmp_path, alias_bomb):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "bomb.md").write_bytes(alias_bomb)
+    with pytest.raises(ImportFailed, match=r"bomb\.md:8: frontmatter is refused: .*alias bomb"):
+        import_path(empty, tmp_path / "src")
+    assert notes_on_disk(empty) == {}
+
+
+def test_a_record_over_the_note_size_limit_is_a_conflict_and_is_not_written(empty, tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "small.md").write_text("# Small\n\nA small note.\n")
+    (tmp_path / "src" / "huge.md").write_text("# Huge\n\n" + "word " * 250_000 + "\n")
+    report = import_path(empty, tmp_path / "src")
+    assert report.added == ["small"] and report.domains == {"src": 1}
+    assert [(c.id, c.path) for c in report.conflicts] == [("huge", "memories/src/huge.md")]
+    assert "over the 1,000,000 byte limit" in report.conflicts[0].reason
+    assert list(notes_on_disk(empty)) == ["memories/src/small.md"]
+
+
 # ---- BEIR ----------------------------------------------------------------------------------------
 
 

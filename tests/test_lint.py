@@ -189,3 +189,31 @@ def test_json_shape(root):
     problem = next(p for p in data["problems"] if p["code"] == "token-missing")
     assert problem == {"path": "memories/d/alpha.md", "line": 6, "severity": "error", "code": "token-missing",
                        "message": problem["message"], "fixable": True}
+
+
+def test_one_note_fix_cannot_write_never_stops_the_fix_of_the_others(root):
+    bare_cr = make(root, "aaa", verify="")
+    bare_cr.write_bytes(bare_cr.read_bytes().replace(b"\n", b"\r"))  # sorts first; palace will not rewrite it
+    later = make(root, "zzz", verify="", image="A zzz of copper hums to eleven violet geese.")
+    report = lint(Palace(root), fix=True)
+    assert report.fixed[0] == "memories/d/zzz.md: proposed a verify token"
+    assert Palace(root).memory("zzz").verify and b"\n" not in bare_cr.read_bytes()
+    assert ("memories/d/aaa.md", 6, "warning", "not-fixed") in {(p.path, p.line, p.severity, p.code)
+                                                               for p in report.problems}
+    assert later.read_text().startswith("---\nid: zzz\n")
+
+
+def test_review_log_lines_that_cannot_be_read_are_reported(root):
+    make(root, "alpha", verify="orange llamas")
+    (root / "reviews").mkdir()
+    good = '{"id": "alpha", "at": "2026-01-01T00:00:00Z", "rating": "good"}'
+    (root / "reviews" / "me.jsonl").write_text(f'{good}\n{good[:-1]}, "duration_ms": Infinity}}\n[]\n')
+    found = problems(root)
+    assert ("reviews/me.jsonl", 2, "warning", "review-bad-line") in found
+    assert ("reviews/me.jsonl", 3, "warning", "review-bad-line") in found
+    assert not any(path == "reviews/me.jsonl" and line == 1 for path, line, _, _ in found)
+
+
+def test_conflict_markers_are_errors(root):
+    make(root, "alpha", verify="orange llamas", extra="<<<<<<< HEAD\nmine\n=======\ntheirs\n>>>>>>> b\n")
+    assert ("memories/d/alpha.md", 16, "error", "conflict-marker") in problems(root)

@@ -21,6 +21,7 @@ from mcp import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
 from palace_cli import __version__  # noqa: E402
+from palace_cli.errors import PalaceError  # noqa: E402
 from palace_cli.mcp import OutsidePalace, PalaceTools, confined, fit  # noqa: E402
 from palace_cli.palace import Palace  # noqa: E402
 
@@ -211,6 +212,10 @@ def attacked(example_palace, tmp_path):
                       "top secret words\n## Content\nthe password is hunter2\n")
     (example_palace / "memories/consensus-coordination/leak.md").symlink_to(secret)
     (example_palace / "memories/evil").symlink_to(outside, target_is_directory=True)
+    # a note inside the palace but outside memories/ (a draft, say): a link to it is not a memory either
+    (example_palace / "drafts").mkdir()
+    (example_palace / "drafts/inner.md").write_text(secret.read_text().replace("id: secret", "id: inner"))
+    (example_palace / "memories/consensus-coordination/inner.md").symlink_to("../../drafts/inner.md")
     from palace_cli.quiz.reviewlog import log_name
 
     (example_palace / "reviews" / log_name()).symlink_to(outside / "stolen.jsonl")  # dangling: O_CREAT would follow
@@ -225,6 +230,9 @@ ATTACKS = [
     ("get", {"id": "memories/consensus-coordination/leak.md"}, "outside"),
     ("get", {"id": "memories/evil/x.md"}, "outside"),
     ("get", {"id": "palace.toml"}, "no memory 'palace.toml'"),
+    ("get", {"id": "memories/consensus-coordination/inner.md"}, "outside"),
+    ("get", {"id": "inner"}, "no memory 'inner'"),
+    ("get", {"id": "memories/consensus-coordination/../../drafts/inner.md"}, "'..'"),
     ("get", {"id": "memories/consensus-coordination/paxos.md\x00.txt"}, "NUL"),
     ("add", {"subject": "Pwned", "domain": "../../outside", "image": "x"}, "'..'"),
     ("add", {"subject": "Pwned", "domain": "OUTSIDE", "image": "x"}, "absolute path"),
@@ -263,7 +271,7 @@ def test_confinement_attacks_are_refused_and_nothing_leaks(attacked, tmp_path):
         assert error, (name, args, text)
         assert expected in text, (name, args, text)
         assert "hunter2" not in text
-    assert not leak[0] and "hunter2" not in leak[1] and "secret" not in handed(leak[1])
+    assert not leak[0] and "hunter2" not in leak[1] and not {"secret", "inner"} & set(handed(leak[1]))
     assert not status[0] and "symlink points outside the palace" in status[1]
     assert list((tmp_path / "outside").iterdir()) == []
     assert snapshot(tmp_path, attacked) == before
@@ -465,6 +473,14 @@ def test_fit_keeps_within_budget_and_says_so(text, budget):
     assert (out == text) == (len(text.encode("utf-8")) <= budget * 4)
     if out != text:
         assert out.endswith(f"cut at max_tokens={budget}") and len(out.encode("utf-8")) > budget * 4 * 0.6
+
+
+def test_add_over_the_size_limit_leaves_nothing_on_disk(example_palace):
+    tools = PalaceTools(Palace(example_palace))
+    before = sorted(p for p in example_palace.rglob("*") if ".palace" not in p.parts)
+    with pytest.raises(PalaceError, match="over the 1,000,000 byte limit for a note; nothing was written"):
+        tools.add(**dict(new_memory(1, "huge"), content="x" * 10_000_000))
+    assert sorted(p for p in example_palace.rglob("*") if ".palace" not in p.parts) == before
 
 
 def test_tools_without_a_transport_see_a_write_made_behind_their_back(example_palace):

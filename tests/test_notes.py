@@ -140,6 +140,69 @@ BAD_INPUTS = [
 ]
 
 
+
+# YAML that parses but must be refused before anything walks it: the cache's JSON, comparisons and str()
+# would expand the bomb to gigabytes, recurse forever on a cycle, or overflow the stack on deep nesting.
+BAD_INPUTS += [
+    ("alias-recursive", b"---\nid: x\nsubject: &s [a, *s]\n---\n", 3, "refers to the collection that contains it"),
+    ("alias-recursive-map", b"---\nid: x\nmeta: &m {a: {b: *m}}\n---\n", 3, "refers to the collection"),
+    ("nested-too-deep", b"---\nid: x\nk: " + b"[" * 150 + b"]" * 150 + b"\n---\n", 3, "nested more than 100"),
+    ("python-tag", b"---\nid: x\nk: !!python/object/apply:os.system [ls]\n---\n", 3, "could not determine a constructor"),
+    ("conflict-in-frontmatter", b"---\nid: x\n<<<<<<< HEAD\nsubject: a\n=======\nsubject: b\n>>>>>>> other\n---\n",
+     3, "merge conflict in the frontmatter (lines 3-7)"),
+    ("conflict-around-dashes", b"<<<<<<< HEAD\n---\nid: x\n---\n=======\n---\nid: y\n---\n>>>>>>> other\n", 1,
+     "merge conflict (lines 1-9)"),
+]
+
+
+def test_alias_bomb_is_refused_fast_and_small(tmp_path, alias_bomb):
+    import tracemalloc
+
+    path = write(tmp_path, alias_bomb, "bomb.md")
+    assert len(path.read_bytes()) < 500
+    tracemalloc.start()
+    with pytest.raises(NoteError) as caught:
+        load_note(tmp_path, path.name, "d")
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert str(caught.value) == ("bomb.md:8: frontmatter is refused: aliases expand it past 10,000 extra values or "
+                                 "1,000,000 characters (a YAML alias bomb?)")
+    assert peak < 5_000_000  # expanded, it is 387 million strings
+
+
+@pytest.mark.parametrize("frontmatter, expected", [
+    ("links: &l [saga, paxos]\nsee_also: *l", {"links": ["saga", "paxos"], "see_also": ["saga", "paxos"]}),
+    ("base: &b {a: 1}\nderived:\n  <<: *b\n  c: 2", {"derived": {"a": 1, "c": 2}}),
+    ("2024-01-01: new year\n1: one", {"2024-01-01": "new year", 1: "one"}),  # keys JSON can hold
+    ("k: " + "[" * 90 + "]" * 90, {}),
+])
+def test_small_aliases_merges_and_odd_keys_still_read(frontmatter, expected):
+    memory = parse_note(f"---\nid: x\nsubject: S\nanchor: a b\n{frontmatter}\n---\n# S\n", "n.md", "d")
+    for key, value in expected.items():
+        assert memory.meta[key] == value
+
+
+@pytest.mark.parametrize("body, lines", [
+    ("<<<<<<< HEAD\nmine\n=======\ntheirs\n>>>>>>> branch\n", [(9, 13)]),
+    ("<<<<<<< HEAD\nmine\n||||||| base\nold\n=======\ntheirs\n>>>>>>> branch\n", [(9, 15)]),
+    ("text\n>>>>>>> leftover\n", [(10, 10)]),
+    ("Title\n=======\n", []),  # a setext heading underline, not a conflict
+    ("```\n<<<<<<< HEAD\n=======\n>>>>>>> b\n```\n", []),  # a note about git may show markers in a fence
+])
+def test_conflict_markers_in_the_body_are_errors_with_their_line(body, lines):
+    memory = parse_note(f"---\nid: x\nsubject: S\nanchor: a b\n---\n# S\n\n## Content\n{body}", "n.md", "d")
+    found = [w for w in memory.warnings if w.code == "conflict-marker"]
+    assert [w.line for w in found] == [first for first, _ in lines]
+    for warning, (first, last) in zip(found, lines):
+        assert (f"lines {first}-{last}" if last > first else f"line {first}") in warning.message
+
+
+def test_a_fifo_named_like_a_note_is_refused_without_blocking(tmp_path):
+    os.mkfifo(tmp_path / "fifo.md")
+    with pytest.raises(NoteError, match="not a regular file"):
+        load_note(tmp_path, "fifo.md", "d")
+
+
 @pytest.mark.parametrize("name, data, line, message", BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
 def test_bad_input_is_one_clear_line(tmp_path, name, data, line, message):
     path = write(tmp_path, data, f"{name}.md")
@@ -294,6 +357,26 @@ def test_write_is_atomic_no_temp_files_left(tmp_path):
     update_frontmatter(path, {"verify": "granite couples waltz"})
     replace_section(path, "Image", "x")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["note.md"]
+
+
+@pytest.mark.parametrize("write_it", [
+    lambda path: replace_section(path, "Content", "x" * 1_000_000),
+    lambda path: update_frontmatter(path, {"notes": "y" * 1_000_000}),
+])
+def test_a_write_over_the_size_limit_is_refused_and_leaves_the_note_as_it_was(tmp_path, write_it):
+    path = write(tmp_path, NOTE)
+    with pytest.raises(NoteError, match="over the 1,000,000 byte limit for a note; nothing was written"):
+        write_it(path)
+    assert path.read_text() == NOTE
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["note.md"]
+
+
+def test_a_bare_cr_note_is_read_but_not_rewritten(tmp_path):
+    path = write(tmp_path, NOTE.replace("\n", "\r"))
+    assert load_note(tmp_path, path.name, "d").id == "two-phase-commit"
+    with pytest.raises(NoteError, match="bare CR line ends"):
+        update_frontmatter(path, {"verify": "granite couples waltz"})
+    assert path.read_bytes() == NOTE.replace("\n", "\r").encode()
 
 
 # ---- writing: the round-trip property --------------------------------------------------------

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from palace_cli.config import find_root, load_config
-from palace_cli.errors import Ambiguous, ConfigError, NoteError, NotAPalace, NotFound
+from palace_cli.errors import Ambiguous, ConfigError, NotAMemory, NoteError, NotAPalace, NotFound
 from palace_cli.lint import lint
 from palace_cli.palace import Palace
 
@@ -56,17 +56,30 @@ def test_broken_palace_toml_is_one_clear_error(tmp_path, toml, message):
 
 # ---- scanning a palace with bad notes --------------------------------------------------------
 
-def test_bad_notes_are_reported_and_the_rest_still_read(messy, bad_files, warned_files):
+def test_bad_notes_are_reported_and_the_rest_still_read(messy, bad_files, warned_files, odd_files, readable_ids):
     scan = Palace(messy).scan()
-    assert sorted(scan.memories) == ["alpha", "beta", "bom", "crlf"]
+    assert sorted(scan.memories) == readable_ids
     report = lint(Palace(messy))
     found = {(p.path, p.code, p.line) for p in report.problems}
     for relpath, _data, code, line in bad_files + warned_files:
         assert (relpath, code, line) in found, (relpath, code)
-    assert ("memories/d/link.md", "symlink-outside", None) in found
-    assert ("memories/d/loop", "symlink-loop", None) in found
+    for relpath, code in odd_files:
+        assert (relpath, code, None) in found, (relpath, code)
     for problem in report.problems:
         assert "\n" not in str(problem) and str(problem).startswith(problem.path)
+        str(problem).encode("utf-8")  # printable: no lone surrogate from a name that is not UTF-8
+
+
+def test_one_rule_decides_what_is_a_memory(messy):
+    palace = Palace(messy)
+    assert palace.memory_target(messy / "memories/d/alpha.md")[0] == str(messy / "memories/d/alpha.md")
+    assert palace.memory_target(messy / "memories/d/up")[0] == str(messy / "memories")
+    for relpath, code in [("memories/d/link.md", "symlink-outside"), ("memories/d/inner.md", "symlink-outside"),
+                          ("memories/d/root", "symlink-outside"), ("memories/d/self.md", "unreadable"),
+                          ("memories/d/fifo.md", "unreadable"), ("notes/stray.md", "symlink-outside")]:
+        with pytest.raises(NotAMemory) as caught:
+            palace.memory_target(messy / relpath)
+        assert caught.value.code == code, relpath
 
 
 def test_duplicate_id_keeps_the_first_path(messy):
@@ -76,11 +89,10 @@ def test_duplicate_id_keeps_the_first_path(messy):
     assert "memories/d/alpha.md" in problem.message
 
 
-def test_nothing_is_rewritten_by_lint_fix(messy):
-    before = {p: p.read_bytes() for p in messy.rglob("*.md") if not p.is_symlink()}
+def test_nothing_is_rewritten_by_lint_fix(messy, note_bytes):
+    before = note_bytes(messy)
     lint(Palace(messy), fix=True)
-    after = {p: p.read_bytes() for p in before}
-    assert after == before  # the notes all have tokens; only INDEX.md and index/ are new
+    assert note_bytes(messy) == before  # the notes all have tokens; only INDEX.md and index/ are new
     assert (messy / "INDEX.md").exists() and (messy / "index" / "d.md").exists()
 
 

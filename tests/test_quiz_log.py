@@ -85,6 +85,19 @@ def test_torn_last_line_is_reported_and_the_next_append_starts_a_fresh_line(pala
     ('{"id": "raft", "rating": "good"}', "missing time"),
     ('{"id": "raft", "at": "9999-01-01T00:00:00Z", "rating": "good"}', "outside"),
     ('["raft"]', "JSON object"),
+    ('{"id": "raft", "at": "2026-12-01T09:00:00Z", "rating": "good", "duration_ms": Infinity}', "bad duration_ms inf"),
+    ('{"id": "raft", "at": "2026-12-01T09:00:00Z", "rating": "good", "duration_ms": NaN}', "bad duration_ms nan"),
+    ('{"id": "raft", "at": "2026-12-01T09:00:00Z", "rating": "good", "duration_ms": 1e400}', "bad duration_ms inf"),
+    ('{"id": "raft", "at": "2026-12-01T09:00:00Z", "rating": "good", "duration_ms": ' + "9" * 400 + "}",
+     "bad duration_ms 999"),
+    ('{"id": "raft", "at": "2026-12-01T09:00:00Z", "rating": "good", "duration_ms": "4000"}', "bad duration_ms"),
+    ('{"id": "raft", "at": "2026-12-01T09:00:00Z", "rating": "good", "score": -Infinity}', "bad score"),
+    ('{"id": "raft", "at": "2026-12-01T09:00:00Z", "rating": "good", "score": 7}', "bad score"),
+    ('{"id": "raft", "at": "2026-12-01T09:00:00Z", "rating": "good", "learner": {"a": 1}}', "bad learner"),
+    ('{"id": "raft", "at": "0001-01-01T00:00:00+14:00", "rating": "good"}', "outside"),
+    ('{"id": "raft", "at": "2026-12-01T09:00:00Z", "rating": ' + "9" * 400 + "}", "bad rating"),
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ("\ufeff" + json.dumps({"id": "raft", "at": "2026-12-01T11:00:00Z", "rating": "good"}), "not JSON"),
 ])
 def test_bad_lines_are_reported_with_file_and_line_and_skipped(palace, line, reason):
     path = palace.root / "reviews" / "desk.jsonl"
@@ -214,7 +227,7 @@ def test_editing_and_renaming_a_note_keeps_its_schedule(example_palace):
 
     after = replay(ReviewLog(moved).read().reviews, "person", now)
     assert card_fields(after, "bloom-filter") == card_fields(before, "bloom-filter")
-    items, new, _ = due_items(moved, now=now)
+    items, new, _, _ = due_items(moved, now=now)
     assert [i.id for i in items] == ["bloom-filter"]
     assert items[0].path == "memories/caching-performance/bit-hotel.md"
     assert new == 65
@@ -241,3 +254,22 @@ def test_reviews_directory_may_be_missing(tmp_path, palace):
     assert ReviewLog(palace).read().reviews == []
     ReviewLog(palace).append(Review("raft", T0, 3))
     assert len(ReviewLog(palace).read().reviews) == 1
+
+
+def test_study_commands_skip_a_bad_review_line_with_one_warning_each(example_palace):
+    from click.testing import CliRunner
+
+    from palace_cli.cli import cli
+
+    (example_palace / "reviews").mkdir(exist_ok=True)
+    good = json.dumps(Review("raft", T0, 3).as_dict())
+    (example_palace / "reviews" / "desk.jsonl").write_text(
+        f'{good}\n{good[:-1]}, "duration_ms": Infinity}}\n', encoding="utf-8")
+    for args in (["stats"], ["due"], ["quiz", "-n", "1", "--no-llm"]):
+        result = CliRunner().invoke(cli, ["--palace", str(example_palace), *args], input="q\n")
+        assert result.exit_code == 0 and result.exception is None, (args, result.output)
+        warnings = [line for line in result.stderr.splitlines() if "reviews/desk.jsonl:2" in line]
+        assert warnings == ["warning: reviews/desk.jsonl:2: unreadable review line, ignored: bad duration_ms inf "
+                            "(a number of milliseconds, 0 to 2147483647)"], args
+    stats = json.loads(CliRunner().invoke(cli, ["--palace", str(example_palace), "stats", "--json"]).stdout)
+    assert stats["reviews"] == 1 and stats["log_problems"][0]["line"] == 2

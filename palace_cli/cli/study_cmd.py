@@ -144,8 +144,7 @@ def quiz(ctx, domain, strategy, count, profile, use_llm, seed):
     generator = resolve_generator(palace) if use_llm else None
     session = StudySession(palace, strategy=strategy, n=count, domain=domain, profile=profile,
                            generator=generator, seed=seed)
-    for problem in session.log_problems:
-        render.warn(str(problem))
+    _warn_log(session.log_problems)
     if not session.picks:
         out.print("Nothing to study" + (f" in {session.domain}" if session.domain else "") + ".")
         return
@@ -194,7 +193,8 @@ def due(ctx, domain, learner, limit, as_json):
     """
     from ..quiz.stats import due_items
 
-    items, new, schedule = due_items(ctx.palace, learner, domain=domain)
+    items, new, schedule, log_problems = due_items(ctx.palace, learner, domain=domain)
+    _warn_log(log_problems)
     if as_json:
         render.emit_json({"learner": schedule.learner, "now": schedule.now.isoformat(), "due": len(items),
                           "new": new, "items": [i.as_dict() for i in items[:limit]]})
@@ -205,6 +205,13 @@ def due(ctx, domain, learner, limit, as_json):
     render.table(["id", "due", "R", "state", "lapses", "where"],
                  [[i.id, _ago(i.due, schedule.now), f"{i.retrievability:.2f}", i.state, i.lapses, i.path]
                   for i in items[:limit]], title=f"{len(items)} due · {new} new")
+
+
+def _warn_log(problems) -> None:
+    """One warning line per review log line that was skipped (`palace lint` lists them too)."""
+    for problem in problems:
+        render.warn(f"{problem.path}:{problem.line}: {problem.message}" if problem.line else
+                    f"{problem.path}: {problem.message}")
 
 
 def _ago(moment: datetime, now: datetime) -> str:
@@ -258,8 +265,7 @@ def stats(ctx, learner, as_json):
     if data.weakest:
         render.table(["weakest", "subject", "R", "lapses", "reviews"],
                      [[w.id, w.subject, f"{w.retrievability:.2f}", w.lapses, w.reviews] for w in data.weakest])
-    for problem in data.problems:
-        render.warn(str(problem))
+    _warn_log(data.problems)
 
 
 @click.command()

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Callable
 
 from ..conversations.sources import FORMATS as CONVERSATION_FORMATS
-from ..errors import ImportFailed, UsageError
-from ..notes import ID_PATTERN, Memory, atomic_write, dump_frontmatter
+from ..errors import ImportFailed, NoteError, UsageError
+from ..notes import ID_PATTERN, Memory, atomic_write, check_note_size, dump_frontmatter
 from ..palace import Palace
 from ..progress import Progress
 from ..tokens import contains_phrase, propose_token
@@ -274,7 +274,13 @@ def import_path(palace: Palace, path, format: str | None = None, progress: Progr
     if dry_run:
         return report
 
-    _write_notes(palace, to_write, taken, progress)
+    for record, target, message in _write_notes(palace, to_write, taken, progress):
+        for listed in (report.added, report.updated):
+            if record.id in listed:
+                listed.remove(record.id)
+        report.domains[record.domain] -= 1
+        report.conflicts.append(Conflict(record.id, palace.rel(target), message))
+    report.domains = {d: n for d, n in report.domains.items() if n}
 
     report.new_domains = declare_domains(palace, {d: s for d, s in batch.domain_specs.items() if d in report.domains})
     kept = _usable_queries(batch.queries, set(scan.memories) | {r.id for r in batch.records}, report.warnings)
@@ -304,21 +310,32 @@ def _import_conversations(palace: Palace, path: Path, format: str, include, dry_
 
 
 def _write_notes(palace: Palace, to_write: list[tuple[Record, Path, Memory | None]], taken: set[str],
-                 progress: Progress | None) -> None:
-    """Render in order (token proposals depend on the ones before), write each chunk on a few threads.
+                 progress: Progress | None) -> list[tuple[Record, Path, str]]:
+    """Render in order (token proposals depend on the ones before), write each chunk on a few threads;
+    returns the records left unwritten (a note over the size limit), with the reason.
 
     Each write is atomic and fsynced; the fsyncs dominate a bulk import, and threads overlap them.
     """
+    refused = []
     with ThreadPoolExecutor(max_workers=WRITERS) as pool:
         for start in range(0, len(to_write), CHUNK):
-            chunk = to_write[start : start + CHUNK]
-            texts = [render_record(record, taken, existing) for record, _, existing in chunk]
+            chunk, texts = [], []
+            for record, target, existing in to_write[start : start + CHUNK]:
+                text = render_record(record, taken, existing)
+                try:
+                    check_note_size(text, palace.rel(target))
+                except NoteError as exc:
+                    refused.append((record, target, exc.reason))
+                    continue
+                chunk.append((record, target, existing))
+                texts.append(text)
             list(pool.map(atomic_write, [target for _, target, _ in chunk], texts))
             for record, target, existing in chunk:
                 if existing is not None and palace.root / existing.path != target:
                     (palace.root / existing.path).unlink(missing_ok=True)  # the source moved it to another domain
             if progress:
-                progress("writing notes", start + len(chunk), len(to_write))
+                progress("writing notes", min(start + CHUNK, len(to_write)), len(to_write))
+    return refused
 
 
 def _plan(memories: dict[str, Memory], record: Record) -> tuple[str, Memory | None, str]:

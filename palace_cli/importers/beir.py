@@ -103,6 +103,8 @@ def _jsonl(path: Path):
             except json.JSONDecodeError as exc:
                 exc.lineno = lineno
                 raise json_line_error(path.name, exc) from None
+            except RecursionError:
+                raise ImportFailed(f"{path.name}:{lineno}: JSON nested too deeply to read") from None
             if not isinstance(value, dict):
                 raise ImportFailed(f"{path.name}:{lineno}: each line must be a JSON object")
             yield lineno, value

@@ -72,6 +72,8 @@ def _load(file: Path):
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise json_line_error(file.name, exc) from None
+    except RecursionError:
+        raise ImportFailed(f"{file.name}: JSON nested too deeply to read") from None
 
 
 def _read_palace(file: Path, data: dict, batch: Batch) -> None:

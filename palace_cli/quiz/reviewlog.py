@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import math
 import os
 import re
 import socket
@@ -19,6 +20,7 @@ RATING_NAMES = {value: name for name, value in RATINGS.items()}
 PERSON = "person"
 FORMAT_VERSION = 1
 EARLIEST = datetime(2000, 1, 1, tzinfo=timezone.utc)
+MAX_DURATION_MS = 2**31 - 1  # 24.8 days: a longer answer is a clock error
 LATEST = datetime(2200, 1, 1, tzinfo=timezone.utc)
 
 
@@ -84,7 +86,10 @@ def parse_time(text: str) -> datetime:
     moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    moment = moment.astimezone(timezone.utc)
+    try:
+        moment = moment.astimezone(timezone.utc)
+    except OverflowError:  # year 1 or 9999 shifted by its offset
+        raise ValueError(f"time {text!r} is outside 2000-2199") from None
     if not EARLIEST <= moment < LATEST:
         raise ValueError(f"time {text!r} is outside 2000-2199")
     return moment
@@ -93,14 +98,14 @@ def parse_time(text: str) -> datetime:
 def parse_rating(value) -> int:
     """A rating from a name (again/hard/good/easy) or a number 1-4. Raises ValueError."""
     if isinstance(value, bool):
-        raise ValueError(f"bad rating {value!r}")
+        raise ValueError(f"bad rating {_brief(value)}")
     if isinstance(value, int) and 1 <= value <= 4:
         return value
     if isinstance(value, str) and value.strip().lower() in RATINGS:
         return RATINGS[value.strip().lower()]
     if isinstance(value, str) and value.strip() in ("1", "2", "3", "4"):
         return int(value.strip())
-    raise ValueError(f"bad rating {value!r} (use again, hard, good or easy)")
+    raise ValueError(f"bad rating {_brief(value)} (use again, hard, good or easy)")
 
 
 def review_from_dict(data: dict) -> Review:
@@ -113,11 +118,14 @@ def review_from_dict(data: dict) -> Review:
     if "at" not in data or not isinstance(data["at"], str):
         raise ValueError("missing time `at`")
     duration = data.get("duration_ms")
-    if duration is not None and (isinstance(duration, bool) or not isinstance(duration, (int, float)) or duration < 0):
-        raise ValueError(f"bad duration_ms {duration!r}")
+    if duration is not None and not (_number(duration) and 0 <= duration <= MAX_DURATION_MS):
+        raise ValueError(f"bad duration_ms {_brief(duration)} (a number of milliseconds, 0 to {MAX_DURATION_MS})")
     score = data.get("score")
-    if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
-        raise ValueError(f"bad score {score!r}")
+    if score is not None and not (_number(score) and 0 <= score <= 1):
+        raise ValueError(f"bad score {_brief(score)} (a number from 0 to 1)")
+    for name in ("kind", "strategy", "learner"):
+        if data.get(name) is not None and not isinstance(data[name], str):
+            raise ValueError(f"bad {name} {_brief(data[name])} (text)")
     return Review(
         id=memory_id.strip(),
         at=parse_time(data["at"]),
@@ -128,6 +136,18 @@ def review_from_dict(data: dict) -> Review:
         duration_ms=int(duration) if duration is not None else None,
         score=float(score) if score is not None else None,
     )
+
+
+def _number(value) -> bool:
+    """A real, finite number: JSON's NaN and Infinity (which Python's json reads) and true/false are not."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or isinstance(value, float) and math.isfinite(value)
+
+
+def _brief(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def log_name() -> str:
@@ -179,7 +199,7 @@ class ReviewLog:
                     continue
                 try:
                     review = review_from_dict(json.loads(raw.decode("utf-8")))
-                except (ValueError, UnicodeDecodeError) as exc:
+                except (ValueError, UnicodeDecodeError, RecursionError) as exc:
                     last = torn and number == len(lines)
                     code = "review-torn" if last else "review-bad-line"
                     message = ("last line is incomplete (an interrupted write); it is ignored"
@@ -224,4 +244,6 @@ def _reason(exc: Exception) -> str:
         return f"not JSON ({exc.msg} at column {exc.colno})"
     if isinstance(exc, UnicodeDecodeError):
         return "not UTF-8"
+    if isinstance(exc, RecursionError):
+        return "JSON nested too deeply"
     return str(exc)

@@ -91,14 +91,15 @@ def _item(schedule: Schedule, memory) -> DueItem:
 
 
 def due_items(palace: Palace, learner: str | None = None, now: datetime | None = None, domain: str | None = None,
-              within: timedelta | None = None) -> tuple[list[DueItem], int, Schedule]:
-    """Reviewed memories due by now (+within), most urgent first; also the count of never-reviewed memories."""
-    schedule, _ = load_schedule(palace, learner, now)
+              within: timedelta | None = None) -> tuple[list[DueItem], int, Schedule, list[Problem]]:
+    """Reviewed memories due by now (+within), most urgent first; also the count of never-reviewed memories
+    and the review log lines that could not be read."""
+    schedule, read = load_schedule(palace, learner, now)
     domain = palace.resolve_domain(domain) if domain else None
     memories = {i: m for i, m in palace.scan().memories.items() if domain in (None, m.domain)}
     horizon = schedule.now + (within or timedelta(0))
     items = [_item(schedule, memories[i]) for i in schedule.due_ids(set(memories), horizon)]
-    return items, len(schedule.new_ids(set(memories))), schedule
+    return items, len(schedule.new_ids(set(memories))), schedule, read.problems
 
 
 def study_stats(palace: Palace, learner: str | None = None, now: datetime | None = None,
