@@ -66,6 +66,8 @@ def load_config(root: Path) -> PalaceConfig:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not UTF-8") from None
+    except RecursionError:  # tomllib recurses once per nested array or inline table
+        raise ConfigError(f"{path}: nested too deeply to read") from None
     palace = _table(raw, "palace", path)
     domains = {}
     for name, spec in _table(raw, "domains", path).items():

@@ -117,7 +117,9 @@ def _read_bytes(path: Path, shown: str) -> bytes:
             if info.st_size > MAX_NOTE_BYTES:
                 raise NoteError(shown, f"file is {info.st_size:,} bytes, over the {MAX_NOTE_BYTES:,} byte limit "
                                        "for a note")
-            data = handle.read(MAX_NOTE_BYTES + 1)
+            data = handle.read(info.st_size + 1)  # not read(MAX + 1): that allocates a megabyte per note
+            if len(data) > info.st_size:  # it grew since the fstat: read on, up to just past the limit
+                data += handle.read(MAX_NOTE_BYTES + 1 - len(data))
     except OSError as exc:
         raise NoteError(shown, f"cannot read: {exc.strerror}") from None
     if len(data) > MAX_NOTE_BYTES:  # it grew after the size check

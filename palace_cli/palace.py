@@ -35,6 +35,8 @@ SKIPPED_DIRS = {".git", CACHE_DIR, "node_modules", ".venv", "__pycache__"}
 # In a file or folder name: control characters and line breaks (they would split the one-line-per-note index
 # files) and lone surrogates (how Python spells bytes that are not UTF-8).
 BAD_NAME = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+BAD_NAME_MESSAGE = ("the name has a control character, a line break or bytes that are not UTF-8 (it would break "
+                    "the one-line-per-note index files); rename it")
 
 
 @dataclass
@@ -130,8 +132,11 @@ class Palace:
         return real == base or real.startswith(base + os.sep)
 
     def memory_target(self, path: str | os.PathLike) -> tuple[str, os.stat_result]:
-        """The confinement rule every face applies to a path under memories/: (real path, stat) when, after
-        resolving links, it is a regular file or a folder inside the palace's own memories/; else NotAMemory."""
+        """The confinement rule every face applies to a path under memories/: (real path, stat) when its name
+        is printable and, after resolving links, it is a regular file or a folder inside the palace's own
+        memories/; else NotAMemory. (note_files applies the same rule, cheaper, to what is not a link.)"""
+        if BAD_NAME.search(os.path.relpath(path, self.root)):
+            raise NotAMemory("bad-name", BAD_NAME_MESSAGE)
         real = os.path.realpath(path)
         if not self.in_memories(real):
             raise NotAMemory("symlink-outside", "symlink points outside the palace's memories/; not read")
@@ -184,9 +189,7 @@ class Palace:
                         is_dir = entry.is_dir(follow_symlinks=False)
                         real, info = None, None
                     if BAD_NAME.search(name) and (is_dir or name.endswith(".md")):
-                        report.append(Problem(shown_path(relpath), None, "error", "bad-name",
-                                              "the name has a control character, a line break or bytes that are not "
-                                              "UTF-8 (it would break the one-line-per-note index files); rename it"))
+                        report.append(Problem(shown_path(relpath), None, "error", "bad-name", BAD_NAME_MESSAGE))
                         continue
                     if is_dir:
                         real = real or os.path.realpath(path)

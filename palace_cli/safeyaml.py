@@ -9,6 +9,7 @@ time, and a document over budget is refused with the line of the collection that
 
 from __future__ import annotations
 
+import math
 from datetime import date
 
 import yaml
@@ -99,6 +100,23 @@ class LimitedLoader(_Base):
         # `2024-01-01: x` makes a date key; JSON (the note cache) and most YAML readers want text keys.
         return {k if isinstance(k, JSON_KEYS) else (k.isoformat() if isinstance(k, date) else str(k)): v
                 for k, v in mapping.items()}
+
+
+def _forgiving(construct):
+    """A scalar constructor that keeps the written text where PyYAML raises a plain Python error
+    (`created: 2024-02-30`, `!!bool maybe`, a 5000-digit number) or makes a float JSON cannot hold (.nan, .inf)."""
+    def forgiving(loader, node):
+        try:
+            value = construct(loader, node)
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError):
+            return node.value
+        return node.value if isinstance(value, float) and not math.isfinite(value) else value
+    return forgiving
+
+
+for _tag in ("int", "float", "bool", "null", "timestamp"):
+    _name = f"tag:yaml.org,2002:{_tag}"
+    LimitedLoader.add_constructor(_name, _forgiving(LimitedLoader.yaml_constructors[_name]))
 
 
 def _needs_measuring(text: str) -> bool:

@@ -188,7 +188,7 @@ def parse_context(text: str, source: str = "context") -> list[dict]:
     """The handed memories ({id, subject, verify}) from `recall --format json` output, or a JSON list."""
     try:
         data = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested thousands of levels deep
         raise PalaceError(f"{source}: not JSON ({exc}); write it with `palace recall QUERY --format json`") from None
     entries = data.get("memories") if isinstance(data, dict) else data
     if not isinstance(entries, list):

@@ -371,6 +371,13 @@ def test_a_write_over_the_size_limit_is_refused_and_leaves_the_note_as_it_was(tm
     assert sorted(p.name for p in tmp_path.iterdir()) == ["note.md"]
 
 
+def test_an_alias_bomb_never_reaches_the_round_trip_writer(tmp_path, alias_bomb):
+    path = write(tmp_path, alias_bomb, "bomb.md")
+    with pytest.raises(NoteError, match="alias bomb"):
+        update_frontmatter(path, {"verify": "granite couples waltz"})  # ruamel would happily re-emit it
+    assert path.read_bytes() == alias_bomb
+
+
 def test_a_bare_cr_note_is_read_but_not_rewritten(tmp_path):
     path = write(tmp_path, NOTE.replace("\n", "\r"))
     assert load_note(tmp_path, path.name, "d").id == "two-phase-commit"
@@ -404,7 +411,7 @@ scalars = st.one_of(
     st.sampled_from(["yes", "no", "null", "~", "2026-11-29", "a: b", "# not a comment", "- dash", "[x]", "'q'",
                      "multi\nline", "  padded  ", "---", "tab\there", "emoji 😀", "ünïcödé"]),
     st.integers(-10**12, 10**12),
-    st.floats(allow_nan=True, allow_infinity=True),
+    st.floats(allow_nan=False, allow_infinity=False),  # .nan and .inf read as text (safeyaml: JSON has no such numbers)
     st.booleans(),
     st.none(),
     st.dates(min_value=dt.date(1900, 1, 1), max_value=dt.date(2200, 1, 1)),

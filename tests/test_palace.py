@@ -46,6 +46,7 @@ def test_env_pointing_at_a_non_palace_is_an_error(tmp_path, monkeypatch):
     ('[domains]\n"../etc" = {description = "x"}', "a domain name is a folder name"),
     ('[domains.a]\naliases = 3', "aliases must be a list"),
     ('models = 1', "`models` must be a table"),
+    ("x = " + "[" * 5000 + "]" * 5000, "nested too deeply"),
 ])
 def test_broken_palace_toml_is_one_clear_error(tmp_path, toml, message):
     (tmp_path / "palace.toml").write_text(toml)

@@ -115,7 +115,9 @@ def _load_proposal(palace: Palace, memory_id: str, base_hash: str) -> str | None
     """The proposal shown last time, if it was made for the note as it is now."""
     try:
         data = json.loads(_proposal_path(palace, memory_id).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict):
         return None
     return data.get("image") if data.get("base") == base_hash else None
 
