@@ -155,8 +155,10 @@ def conversation_problems(palace: Palace) -> list[Problem]:
     """What cannot be read in session files under conversations/, and session ids used twice."""
     from .conversations import load_session, session_files
 
-    problems, ids = [], {}
-    for relpath, _, _ in session_files(palace.root):
+    problems, ids, skipped = [], {}, []
+    files = session_files(palace.root, skipped)
+    problems += [Problem(path, None, "error", code, message) for path, code, message in skipped]
+    for relpath, _, _ in files:
         session = load_session(palace.root, relpath)
         for found in session.problems:
             problems.append(Problem(found.path, found.line, "error", "session-unreadable", found.message))

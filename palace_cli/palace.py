@@ -60,6 +60,28 @@ class Problem:
                 "message": self.message, "fixable": self.fixable}
 
 
+def _within(real: str, base: str) -> bool:
+    return real == base or real.startswith(base + os.sep)
+
+
+def confined_target(root: Path, folder: str, path: str | os.PathLike) -> tuple[str, os.stat_result]:
+    """(real path, stat) of `path` when its name (relative to root) is printable and, after resolving links,
+    it is a regular file or a folder inside root/folder; else NotAMemory with the lint code and reason."""
+    if BAD_NAME.search(os.path.relpath(path, root)):
+        raise NotAMemory("bad-name", BAD_NAME_MESSAGE)
+    real = os.path.realpath(path)
+    if not _within(real, os.path.realpath(os.path.join(root, folder))):
+        raise NotAMemory("symlink-outside", f"symlink points outside the palace's {folder}/; not read")
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        what = "a symlink loop" if exc.errno == errno.ELOOP else exc.strerror
+        raise NotAMemory("unreadable", f"cannot read: {what}") from None
+    if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+        raise NotAMemory("unreadable", "not a regular file or folder; not read")
+    return real, info
+
+
 def shown_path(relpath: str) -> str:
     """A path printable on one line: bytes that are not UTF-8 and control characters escaped."""
     text = relpath.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
@@ -118,36 +140,11 @@ class Palace:
         """Path relative to the root, forward slashes."""
         return Path(os.path.relpath(path, self.root)).as_posix()
 
-    def inside(self, path: Path) -> bool:
-        """True when path (after resolving symlinks) is inside the palace root."""
-        try:
-            Path(os.path.realpath(path)).relative_to(self.root)
-            return True
-        except ValueError:
-            return False
-
-    def in_memories(self, real: str) -> bool:
-        """True when a resolved path is the palace's own memories/ folder or inside it."""
-        base = os.path.realpath(self.memories_dir)
-        return real == base or real.startswith(base + os.sep)
-
     def memory_target(self, path: str | os.PathLike) -> tuple[str, os.stat_result]:
         """The confinement rule every face applies to a path under memories/: (real path, stat) when its name
         is printable and, after resolving links, it is a regular file or a folder inside the palace's own
         memories/; else NotAMemory. (note_files applies the same rule, cheaper, to what is not a link.)"""
-        if BAD_NAME.search(os.path.relpath(path, self.root)):
-            raise NotAMemory("bad-name", BAD_NAME_MESSAGE)
-        real = os.path.realpath(path)
-        if not self.in_memories(real):
-            raise NotAMemory("symlink-outside", "symlink points outside the palace's memories/; not read")
-        try:
-            info = os.stat(path)
-        except OSError as exc:
-            what = "a symlink loop" if exc.errno == errno.ELOOP else exc.strerror
-            raise NotAMemory("unreadable", f"cannot read: {what}") from None
-        if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
-            raise NotAMemory("unreadable", "not a regular file or folder; not read")
-        return real, info
+        return confined_target(self.root, MEMORIES, path)
 
     # ---- discovery ----------------------------------------------------------------------------
 

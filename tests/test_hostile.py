@@ -260,10 +260,8 @@ def test_a_hostile_palace_never_crashes_and_hides_nothing(spec):
         for memory in list(scan.memories.values())[:2]:
             assert tools.get(memory.id).startswith(f"# {memory.subject} ({memory.id})")
             assert tools.get(memory.path).startswith(f"# {memory.subject} ({memory.id})")
-        losers = {p.path for p in scan.problems if p.code == "duplicate-id"}
         for entry in [e for e in candidates if e.relpath not in by_path][:2]:
             refused = invoke(root, "show", entry.relpath)
             assert refused.exit_code == 1 and refused.stderr.startswith("palace: ")
-            if entry.relpath not in losers:  # MCP get by path still serves a note whose id another note holds
-                with pytest.raises(PalaceError):
-                    tools.get(entry.relpath)
+            with pytest.raises(PalaceError):
+                tools.get(entry.relpath)

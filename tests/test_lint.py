@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -217,3 +218,17 @@ def test_review_log_lines_that_cannot_be_read_are_reported(root):
 def test_conflict_markers_are_errors(root):
     make(root, "alpha", verify="orange llamas", extra="<<<<<<< HEAD\nmine\n=======\ntheirs\n>>>>>>> b\n")
     assert ("memories/d/alpha.md", 16, "error", "conflict-marker") in problems(root)
+
+
+def test_links_in_conversations_follow_the_rule_of_memories(root, tmp_path):
+    make(root, "alpha", verify="orange llamas")
+    sessions = root / "conversations" / "claude"
+    sessions.mkdir(parents=True)
+    (tmp_path / "secret.md").write_text("---\nid: s\nsource: claude\n---\n### user · 2026-01-01 · t1\nhunter2\n")
+    (sessions / "leak.md").symlink_to(tmp_path / "secret.md")
+    (sessions / "self.md").symlink_to("self.md")
+    os.mkfifo(sessions / "fifo.md")
+    found = problems(root)
+    assert ("conversations/claude/leak.md", None, "error", "symlink-outside") in found
+    assert ("conversations/claude/self.md", None, "error", "unreadable") in found
+    assert ("conversations/claude/fifo.md", None, "error", "unreadable") in found

@@ -27,10 +27,12 @@ written with a leading backslash, which the parser takes off again. See docs/con
 from __future__ import annotations
 
 import os
+import stat as _stat
 from pathlib import Path
 
 import yaml
 
+from .. import safeyaml
 from ..errors import NoteError
 from ..notes import dump_frontmatter, load_frontmatter
 from .model import TIME, ReadProblem, Session, Turn, digest, iso_time, one_line
@@ -252,30 +254,62 @@ def _tidy(lines: list[str]) -> str:
 # ---- files in a palace -----------------------------------------------------------------------
 
 
-def session_files(root: Path) -> list[tuple[str, int, int]]:
-    """(relative path, mtime_ns, size) of every `conversations/<source>/**/*.md`, sorted: for incremental refresh."""
+def session_files(root: Path, problems: list | None = None) -> list[tuple[str, int, int]]:
+    """(relative path, mtime_ns, size) of every `conversations/<source>/**/*.md`, sorted: for incremental refresh.
+
+    A session file follows the rule of a memory (`palace.confined_target`): a link out of conversations/, a
+    link loop, a FIFO or a name that cannot be printed is skipped, and reported into `problems` as
+    (path, code, message) when a list is given."""
+    from ..errors import NotAMemory
+    from ..palace import BAD_NAME, BAD_NAME_MESSAGE, confined_target, shown_path
+
     base = Path(root) / CONVERSATIONS
     found = []
     if not base.is_dir():
         return found
+    report = problems if problems is not None else []
     prefix = len(str(root)) + 1
     stack = [str(base)]
+    visited = {os.path.realpath(base)}
     while stack:
         directory = stack.pop()
         try:
             entries = list(os.scandir(directory))
-        except OSError:
+        except OSError as exc:
+            report.append((shown_path(directory[prefix:]), "unreadable", f"cannot list: {exc.strerror}"))
             continue
         for entry in entries:
-            if entry.name.startswith("."):
+            name = entry.name
+            if name.startswith("."):
                 continue
-            if entry.is_dir(follow_symlinks=False):
-                stack.append(entry.path)
-            elif entry.name.endswith(".md") and entry.is_file():
-                relpath = entry.path[prefix:].replace(os.sep, "/")
-                if relpath.count("/") >= 2:
-                    stat = entry.stat()
-                    found.append((relpath, stat.st_mtime_ns, stat.st_size))
+            relpath = entry.path[prefix:].replace(os.sep, "/")
+            try:
+                if entry.is_symlink():
+                    real, info = confined_target(root, CONVERSATIONS, entry.path)
+                    is_dir = _stat.S_ISDIR(info.st_mode)
+                else:
+                    real, info, is_dir = None, None, entry.is_dir(follow_symlinks=False)
+                    if BAD_NAME.search(name) and (is_dir or name.endswith(".md")):
+                        raise NotAMemory("bad-name", BAD_NAME_MESSAGE)
+                if is_dir:
+                    real = real or os.path.realpath(entry.path)
+                    if real not in visited:  # a folder reached twice (a link loop) is read once
+                        visited.add(real)
+                        stack.append(entry.path)
+                    continue
+                if not name.endswith(".md") or relpath.count("/") < 2:
+                    continue
+                info = info or entry.stat(follow_symlinks=False)
+                if not _stat.S_ISREG(info.st_mode):
+                    raise NotAMemory("unreadable", "not a regular file; not read")
+            except NotAMemory as exc:
+                if name.endswith(".md") or exc.code != "unreadable":
+                    report.append((shown_path(relpath), exc.code, exc.reason))
+                continue
+            except OSError as exc:
+                report.append((shown_path(relpath), "unreadable", f"cannot read: {exc.strerror}"))
+                continue
+            found.append((relpath, info.st_mtime_ns, info.st_size))
     found.sort()
     return found
 
@@ -305,7 +339,7 @@ def is_session_text(text: str) -> bool:
     if yaml_text is None or "source" not in yaml_text:
         return False
     try:
-        meta = yaml.safe_load(yaml_text)
+        meta = safeyaml.load(yaml_text)  # with limits: detection reads files before anyone chose to import them
     except yaml.YAMLError:
         return False
     if not isinstance(meta, dict) or not meta.get("source") or not meta.get("id"):
