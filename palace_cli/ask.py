@@ -11,12 +11,14 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 
-from .errors import ConfigError, ModelError
+from .errors import ConfigError, ModelError, UsageError
 from .generation import cached
 from .palace import Palace
 from .retrieve import Recall, context_entry, recall
 from .tokens import STOPWORDS, words
+from .validity import format_moment, parse_moment
 from .verify import Verdict, verify_response
 
 # Calibrated by `palace bench verify` on the example palace's 24 absent-knowledge questions
@@ -113,14 +115,36 @@ def handed_memories(palace: Palace, refs: list[str]) -> list[dict]:
     return [context_entry(palace.memory(ref)) for ref in dict.fromkeys(refs)]
 
 
-def verify_answer(response: str, handed: list[dict], palace: Palace | None = None, rule: str = "any") -> Verdict:
+def superseded_among(palace: Palace, ids, when: datetime | None = None) -> dict[str, dict]:
+    """The memories among `ids` not valid at `when` (None: now): id -> {status, superseded_by, valid_from,
+    valid_until}; status is superseded, expired or future (not yet valid)."""
+    versions = palace.index.versions()
+    out = {}
+    for memory_id in ids:
+        if versions.known(memory_id) and not versions.valid_at(memory_id, when):
+            out[memory_id] = {"status": versions.status(memory_id, when),
+                              "superseded_by": list(versions.successors.get(memory_id, [])),
+                              "valid_from": format_moment(versions.start(memory_id)),
+                              "valid_until": format_moment(versions.end(memory_id))}
+    return out
+
+
+def verify_answer(response: str, handed: list[dict], palace: Palace | None = None, rule: str = "any",
+                  as_of=None) -> Verdict:
     """Check an answer against the memories handed over; with a palace, also against every other token in it
-    (a token of a memory that was not handed over means the answer did not come from the context)."""
-    all_tokens = None
+    (a token of a memory that was not handed over means the answer did not come from the context), and
+    whether a cited memory was superseded by the moment asked about (now, or `as_of`): a stale answer."""
+    all_tokens, superseded, when = None, None, None
     if palace is not None:
+        try:
+            when = parse_moment(as_of)
+        except ValueError as exc:
+            raise UsageError(f"--as-of: {exc}") from None
         palace.refresh(embedder=None)
         all_tokens = palace.index.store.tokens()
-    return verify_response(response, handed, all_tokens, rule=rule)
+        superseded = superseded_among(palace, [str(entry["id"]) for entry in handed], when)
+    return verify_response(response, handed, all_tokens, rule=rule, superseded=superseded,
+                           as_of=format_moment(when))
 
 
 def needs_for(question: str, result: Recall) -> list[str]:
@@ -171,7 +195,8 @@ def ask(palace: Palace, question: str, *, k: int | None = None, profile: str = "
                              "endpoint_model in palace.toml")
     model = cached(generator, use_cache)
     text = model.complete(build_prompt(result.context, question), max_tokens=max_tokens, temperature=0.0)
-    verdict = verify_response(text, handed, palace.index.store.tokens(), rule=rule)
+    verdict = verify_response(text, handed, palace.index.store.tokens(), rule=rule,
+                              superseded=superseded_among(palace, [m["id"] for m in handed]))
     cited = set(verdict.cited_ids)
     # The verdict is on the whole text; only what is shown drops the repeats.
     answer.text, answer.verdict = drop_repeats(text), verdict

@@ -18,6 +18,8 @@ from .notes import ID_PATTERN, Memory, atomic_write, check_note_size, edit_front
     load_note, parse_note, slugify, split_frontmatter, update_frontmatter
 from .palace import INDEX_DIR, MEMORIES, REVIEWS, Palace, Scan
 from .tokens import propose_token, token_problems
+from .validity import TYPES, Versions, today, yaml_moment
+from .versions import check_link, moment_option, old_note_changes, planned_edit
 
 GITIGNORE = ".palace/\n"
 GITATTRIBUTES = "reviews/*.jsonl merge=union\n"
@@ -136,8 +138,12 @@ def _create(path: Path, text: str) -> None:
 def add_memory(palace: Palace, subject: str, domain: str, *, anchor: str = "", image: str = "", content: str = "",
                keywords: list[str] | None = None, links: list[str] | None = None, verify: str | None = None,
                note_id: str | None = None, extra: dict | None = None, overwrite: bool = False,
-               new_domain: bool = False) -> Memory:
-    """Write a new SMASHIN note under memories/<domain>/ from the template and return it; refuses to overwrite."""
+               new_domain: bool = False, supersedes: list[str] | None = None, valid_from=None, type: str = "",
+               core: bool = False) -> Memory:
+    """Write a new SMASHIN note under memories/<domain>/ from the template and return it; refuses to overwrite.
+
+    With `supersedes`, the new memory replaces those (from `valid_from`, default today in UTC): their
+    frontmatter gains `superseded_by` and `valid_until`, their bodies stay as they are."""
     subject = " ".join(subject.split())
     if not subject:
         raise UsageError("a memory needs a subject")
@@ -157,11 +163,28 @@ def add_memory(palace: Palace, subject: str, domain: str, *, anchor: str = "", i
         raise PalaceError(f"memory {note_id!r} already exists at {where}; choose another --id")
     keywords = [k.strip() for k in (keywords or []) if k.strip()]
     links = [link.strip() for link in (links or []) if link.strip()]
+    if type and type not in TYPES:
+        raise UsageError(f"type {type!r} is not one of {', '.join(TYPES)}")
+    when = moment_option(valid_from, "--valid-from")
+    olds = [palace.memory(ref, refresh=False) for ref in dict.fromkeys(r.strip() for r in supersedes or [] if r.strip())]
+    if olds and when is None:
+        when = today()
+    versions = Versions.of(scan.memories.values())
+    for old in olds:
+        check_link(versions, old, note_id, when)
     if verify is None and image.strip():
         taken = {m.verify for m in scan.memories.values() if m.verify and m.id != note_id}
         verify = propose_token(image, subject, keywords, content, taken, anchor=anchor) or ""
     fields = {"id": note_id, "subject": subject, "anchor": anchor.strip(), "keywords": keywords,
               "verify": (verify or "").strip(), "links": links, "created": date.today()}
+    if type:
+        fields["type"] = type
+    if when is not None:
+        fields["valid_from"] = yaml_moment(when)
+    if olds:
+        fields["supersedes"] = [old.id for old in olds]
+    if core:
+        fields["core"] = True
     fields.update(extra or {})
     template, where = memory_template(palace)
     sections = {"Image": image, "Content": content, "Links": "\n".join(f"- [[{link}]]" for link in links)}
@@ -169,6 +192,8 @@ def add_memory(palace: Palace, subject: str, domain: str, *, anchor: str = "", i
     # Validate before writing: a note over the size limit or a template that yields an unreadable note fails here.
     check_note_size(text, relpath)
     parse_note(text, relpath, domain)
+    # The old notes' edits are computed first too: one that cannot be edited exactly stops the add.
+    edits = [planned_edit(palace, old, old_note_changes(old, note_id, when)) for old in olds]
     new_folder, created = not path.parent.exists(), False
     try:
         if overwrite:
@@ -179,6 +204,9 @@ def add_memory(palace: Palace, subject: str, domain: str, *, anchor: str = "", i
             except FileExistsError:
                 raise PalaceError(f"memory {note_id!r} already exists at {relpath}; choose another --id") from None
             created = True
+        for edit in edits:
+            if edit is not None:
+                atomic_write(*edit)
         return load_note(palace.root, relpath, domain)
     except BaseException:
         # A failed add leaves nothing behind: not the note it wrote, not the domain folder it made.

@@ -11,9 +11,10 @@ from .palace import Palace, Problem, Scan
 from .quiz.reviewlog import ReviewLog
 from .smashin import weak_image_problems
 from .tokens import PhraseIndex, phrase_key, run_keys, token_problems
+from .validity import LINK_FIELDS, NEVER, Versions, parse_moment
 
 # Parser findings that make a note wrong rather than odd; everything else the parser notes is a warning.
-ERROR_CODES = {"missing-field", "bad-type", "duplicate-key", "conflict-marker"}
+ERROR_CODES = {"missing-field", "bad-type", "duplicate-key", "conflict-marker", "bad-date"}
 TOKEN_WARNINGS = {"token-guessable"}
 PUBLIC_FIELDS = ("subject", "anchor", "keywords", "aliases", "id")
 
@@ -111,6 +112,65 @@ def note_problems(scan: Scan) -> list[Problem]:
     return problems
 
 
+def _moment(text: str):
+    try:
+        return parse_moment(text)
+    except ValueError:
+        return None  # reported as bad-date when the note was read
+
+
+def version_problems(scan: Scan) -> list[Problem]:
+    """Version links and validity: unknown ids, cycles, one-sided links, forks, ranges that end before they start."""
+    memories = scan.memories
+    versions = Versions.of(memories.values())
+    problems = []
+    for memory in sorted(memories.values(), key=lambda m: m.path):
+        for name in LINK_FIELDS:
+            for other in getattr(memory, name):
+                if other not in memories:
+                    problems.append(Problem(memory.path, memory.field_line(name), "error", "broken-link",
+                                            f"`{name}` names unknown memory {other!r}"))
+        start, end = _moment(memory.valid_from), _moment(memory.valid_until)
+        if start is not None and end is not None and end < start:
+            problems.append(Problem(memory.path, memory.field_line("valid_until"), "error", "valid-range",
+                                    f"valid_until {memory.valid_until} is before valid_from {memory.valid_from}"))
+        if memory.id in versions.successors and versions.end(memory.id) == NEVER:
+            problems.append(Problem(memory.path, memory.field_line("superseded_by"), "warning", "undated-supersede",
+                                    "superseded, but neither this note's valid_until nor a successor's valid_from or "
+                                    "created says when; it counts as superseded at every date (set valid_until)"))
+    for cycle in versions.cycles():
+        where = next((memories[i] for i in cycle if i in memories), None)
+        if where is not None:
+            problems.append(Problem(where.path, where.field_line("supersedes"), "error", "supersede-cycle",
+                                    f"supersede links go round in a circle: {', '.join(cycle)}; "
+                                    "a version cannot come after itself"))
+    for old, new, lacking in versions.one_sided():
+        memory = memories[lacking]
+        name = "superseded_by" if lacking == old else "supersedes"
+        problems.append(Problem(memory.path, memory.field_line(name), "warning", "one-sided-supersede",
+                                f"{new} supersedes {old}, but {lacking}'s `{name}` does not say so; "
+                                f"`palace supersede {old} {new}` writes the missing side"))
+    for old, current in versions.forks():
+        if old in memories:
+            problems.append(Problem(memories[old].path, memories[old].field_line("superseded_by"), "warning",
+                                    "forked-versions",
+                                    f"{old} is superseded by {len(current)} memories that are all current "
+                                    f"({', '.join(current)}); if one replaced the other, `palace supersede "
+                                    f"{current[0]} {current[1]}`"))
+    return problems
+
+
+def core_problems(palace: Palace, scan: Scan) -> list[Problem]:
+    """Core memories that wake-up's default budget has no room for, even on their own."""
+    from .wakeup import DEFAULT_BUDGET, core_overflow
+
+    left, needed = core_overflow(palace, scan)
+    return [Problem(memory.path, memory.field_line("core"), "warning", "core-overflow",
+                    f"core memories alone need about {needed} tokens, over wake-up's default budget of "
+                    f"{DEFAULT_BUDGET}; this one is left out (unmark some, or shorten subjects and anchors)")
+            for memory in left]
+
+
 def config_problems(palace: Palace, scan: Scan) -> list[Problem]:
     """palace.toml text that the root index prints and that contains a verify token."""
     secrets = PhraseIndex({m.id: m.verify for m in scan.memories.values() if m.verify})
@@ -188,6 +248,7 @@ def lint(palace: Palace, fix: bool = False) -> LintReport:
         fixed += [f"{path}: regenerated" for path in report.written]
         fixed += [f"{path}: removed (no such domain)" for path in report.removed]
     problems = list(scan.problems) + note_problems(scan) + config_problems(palace, scan) + stray_notes(palace)
+    problems += version_problems(scan) + core_problems(palace, scan)
     problems += conversation_problems(palace) + not_fixed + ReviewLog(palace).read().problems
     problems += weak_image_problems(scan, palace.config.raw.get("study"))
     for relpath in check_index_files(palace, scan):

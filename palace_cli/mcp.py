@@ -25,11 +25,13 @@ from .palace import CACHE_DIR, INDEX_DIR, MEMORIES, REVIEWS, ROOT_INDEX, Palace
 from .profiles import PROFILES
 from .quiz.strategies import STRATEGIES
 from .retrieve import recall as core_recall, search as core_search
+from .validity import TYPES
 from .wakeup import BYTES_PER_TOKEN
 
 LEARNER = "agent:mcp"
 ProfileName = Literal[tuple(PROFILES)]  # type: ignore[valid-type]  # enums in the tool schemas
 Strategy = Literal[STRATEGIES]  # type: ignore[valid-type]
+MemoryType = Literal[TYPES]  # type: ignore[valid-type]
 MIN_TOKENS, MAX_TOKENS = 50, 20000
 LINE_REF = re.compile(r":\d+$")
 INSTRUCTIONS = ("A memory palace: Markdown memories, each with a verify token. Call recall before answering from "
@@ -194,19 +196,31 @@ class PalaceTools:
             lines.append("keywords: " + ", ".join(memory.keywords))
         if memory.all_links:
             lines.append("links: " + ", ".join(memory.all_links))
+        versions = self.palace.index.versions()
+        if versions.successors.get(memory.id) or versions.predecessors.get(memory.id):
+            lines.append(f"versions: {versions.status(memory.id)}"
+                         + "".join(f"; {label} {', '.join(ids)}" for label, ids in
+                                   (("superseded by", versions.successors.get(memory.id)),
+                                    ("replaces", versions.predecessors.get(memory.id))) if ids))
         lines += ["## Image", memory.image, "## Content", memory.content]
         return fit("\n".join(lines), max_tokens)
 
     def add(self, subject: str, domain: str, anchor: str = "", image: str = "", content: str = "",
             keywords: list[str] | None = None, links: list[str] | None = None, verify: str | None = None,
-            id: str | None = None) -> str:
-        """Write a new memory (never overwrites), refresh, and say where it is and its verify token."""
+            id: str | None = None, supersedes: list[str] | None = None, valid_from: str | None = None,
+            type: MemoryType | None = None) -> str:
+        """Write a new memory (never overwrites), refresh, and say where it is and its verify token.
+
+        `supersedes` corrects memories: they stay, marked superseded by this one from `valid_from` (default today)."""
         from .authoring import add_memory, token_warnings
         from .notes import slugify
+        from .similar import similar, warning_lines
 
         _plain_name(domain, "domain")
         if id is not None:
             _plain_name(id, "id")
+        for old in supersedes or []:
+            _plain_name(old, "superseded id")
         self._fresh()
         domain = self.palace.resolve_domain(domain, allow_new=True)
         folder = confined(self.palace, f"{MEMORIES}/{domain}", "domain")
@@ -215,9 +229,17 @@ class PalaceTools:
         if os.path.lexists(target):
             raise PalaceError(f"{self.palace.rel(target)} already exists; choose another id")
         memory = add_memory(self.palace, subject, domain, anchor=anchor, image=image, content=content,
-                            keywords=keywords, links=links, verify=verify, note_id=id)
+                            keywords=keywords, links=links, verify=verify, note_id=id, supersedes=supersedes,
+                            valid_from=valid_from, type=type or "")
         self._fresh()
         lines = [f"added {memory.id} at {memory.location}", f"verify: {memory.verify or '(none)'}"]
+        if memory.supersedes:
+            lines.append(f"supersedes {', '.join(memory.supersedes)} from {memory.valid_from}")
+        try:
+            near = similar(self.palace, ref=memory.id, k=3, exclude=[*memory.supersedes, *memory.all_links])
+            lines += warning_lines(near, memory.id)
+        except PalaceError as exc:  # the memory is written; say why it was not compared, do not fail the call
+            lines.append(f"warning: could not compare with other memories: {exc}")
         lines += [f"warning: {message}" for message in token_warnings(self.palace, memory)]
         return "\n".join(lines)
 
@@ -238,6 +260,9 @@ class PalaceTools:
             lines.append("uncited: " + ", ".join(verdict.uncited))
         if verdict.foreign:
             lines.append("foreign: " + ", ".join(f"{c.id} ({c.token})" for c in verdict.foreign))
+        if verdict.stale:
+            lines.append("stale: " + ", ".join(f"{s['id']} (superseded by {', '.join(s['superseded_by']) or '-'})"
+                                               for s in verdict.stale))
         if verdict.partial:
             lines.append("partial: " + ", ".join(f"{p['id']} {p['words_matched']}/{p['of']} words" for p in verdict.partial))
         if verdict.unknown_citations:
@@ -281,6 +306,10 @@ class PalaceTools:
         session = self._study(strategy)
         memory = session.memories.get(memory_id)
         if memory is None:
+            successors = self.palace.index.versions().successors.get(memory_id)
+            if successors:
+                raise PalaceError(f"{memory_id} was superseded by {', '.join(successors)} and is no longer studied; "
+                                  "call quiz_next")
             raise NotFound(f"no memory with id {memory_id!r}")
         asked = session.examiner.ask(memory, kind, variant)
         if asked is None:
@@ -328,8 +357,8 @@ TOOLS = {
                True, False, True),
     "search": ("Flat ranked search; one line per hit: id | subject | domain | path:line | score.", True, False, True),
     "get": ("A memory in full by id (or its path under memories/).", True, False, True),
-    "add": ("Write a new memory note (SMASHIN image + content); refuses to overwrite. Returns its verify token.",
-            False, False, False),
+    "add": ("Write a new memory note (SMASHIN image + content); refuses to overwrite. Returns its verify token. "
+            "To correct a memory, add the new version with supersedes=[old id].", False, False, False),
     "verify": ("Check an answer's [verify: token] citations against the memory ids it was given.", True, False, True),
     "wake_up": ("Session opener: the palace's identity and its most important memories.", True, False, True),
     "status": ("Memory counts by domain, dense ranking on/off, note problems.", True, False, True),
@@ -340,14 +369,15 @@ TOOLS = {
 
 
 def _tidy_schema(schema):
-    """Drop what costs an agent's context and says nothing: pydantic titles, `anyOf [X, null]` wrappers."""
+    """Drop what costs an agent's context and says nothing: pydantic titles, `anyOf [X, null]` wrappers, and
+    `default: null` (a property missing from `required` is already optional)."""
     if isinstance(schema, list):
         return [_tidy_schema(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
     tidy = {}
     for key, value in schema.items():
-        if key == "title" and isinstance(value, str):
+        if key == "title" and isinstance(value, str) or key == "default" and value is None:
             continue
         if key == "properties":
             tidy[key] = {name: _tidy_schema(prop) for name, prop in value.items()}

@@ -16,6 +16,7 @@ import yaml
 
 from . import safeyaml
 from .errors import NoteError
+from .validity import DATE_FIELDS, LINK_FIELDS, TYPES, normalize_moment
 
 MAX_NOTE_BYTES = 1_000_000
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
@@ -55,6 +56,12 @@ class Memory:
     links: list[str] = field(default_factory=list)
     aliases: list[str] = field(default_factory=list)
     created: str = ""
+    valid_from: str = ""
+    valid_until: str = ""
+    supersedes: list[str] = field(default_factory=list)
+    superseded_by: list[str] = field(default_factory=list)
+    type: str = ""
+    core: bool = False
     image: str = ""
     content: str = ""
     body: str = ""
@@ -362,6 +369,33 @@ def _conflict_message(first: int, last: int, part: str = "") -> str:
     return f"unresolved git merge conflict{part} ({lines}): resolve it and remove the <<<<<<< ======= >>>>>>> lines"
 
 
+def _validity(meta: dict, field_lines: dict[str, int], problems: list[tuple[str, str]]) -> tuple[dict, list[Warning_]]:
+    """The validity fields of a note (docs/note-format.md, "Facts that change") and what is wrong with them."""
+    fields: dict = {}
+    warnings = []
+    for name in DATE_FIELDS:
+        raw = meta.get(name)
+        if isinstance(raw, (dict, list, tuple, bool)):
+            problems.append((name, f"`{name}` must be a date, not {_kind(raw)}"))
+            raw = None
+        try:
+            fields[name] = normalize_moment(raw)
+        except ValueError as exc:
+            fields[name] = str(raw).strip()
+            warnings.append(Warning_(field_lines.get(name, 2), "bad-date", f"`{name}`: {exc}"))
+    for name in LINK_FIELDS:
+        fields[name] = list(dict.fromkeys(_as_list(meta.get(name), name, problems)))
+    fields["type"] = _scalar(meta, "type", problems)
+    if fields["type"] and fields["type"] not in TYPES:
+        warnings.append(Warning_(field_lines.get("type", 2), "unknown-type",
+                                 f"type {fields['type']!r} is not one of {', '.join(TYPES)}"))
+    core = meta.get("core")
+    if core is not None and not isinstance(core, bool):
+        problems.append(("core", f"`core` must be true or false, not {_kind(core)}"))
+    fields["core"] = core is True
+    return fields, warnings
+
+
 def parse_note(text: str, path: str, domain: str, warnings: list[Warning_] | None = None) -> Memory:
     """Parse note text into a Memory; raises NoteError with file and line for what cannot be read."""
     conflicts = conflict_blocks(text)
@@ -392,8 +426,9 @@ def parse_note(text: str, path: str, domain: str, warnings: list[Warning_] | Non
     importance = meta.get("importance")
     if importance is not None and (isinstance(importance, bool) or not isinstance(importance, (int, float))):
         type_problems.append(("importance", f"`importance` must be a number, not {_kind(importance)}"))
+    validity, validity_warnings = _validity(meta, field_lines, type_problems)
 
-    memory_warnings = list(warnings or []) + key_warnings
+    memory_warnings = list(warnings or []) + key_warnings + validity_warnings
     memory_warnings += [Warning_(first, "conflict-marker", _conflict_message(first, last)) for first, last in conflicts]
     sections = parse_sections(body, body_first_line)
     heading = re.search(r"^#[ \t]+\S", body, re.MULTILINE)
@@ -421,6 +456,7 @@ def parse_note(text: str, path: str, domain: str, warnings: list[Warning_] | Non
         links=links,
         aliases=aliases,
         created=created,
+        **validity,
         image=found["image"][0],
         content=found["content"][0],
         body=body,
@@ -677,14 +713,22 @@ def _read_for_write(path: Path, shown: str) -> tuple[bytes, str]:
     return bom, _decode(raw[len(bom) :], shown)
 
 
-def update_frontmatter(path: Path, changes: dict, display: str | None = None) -> None:
-    """Set frontmatter fields in place, keeping other keys, comments, key order and the body byte-for-byte."""
+def planned_frontmatter(path: Path, changes: dict, display: str | None = None) -> bytes | None:
+    """The bytes `update_frontmatter` would write (None when nothing changes), computed without writing."""
     shown = display or str(path)
     bom, text = _read_for_write(Path(path), shown)
     new = edit_frontmatter(text, changes, shown)
-    if new != text:
-        data = bom + new.encode("utf-8")
-        check_note_size(data, shown)
+    if new == text:
+        return None
+    data = bom + new.encode("utf-8")
+    check_note_size(data, shown)
+    return data
+
+
+def update_frontmatter(path: Path, changes: dict, display: str | None = None) -> None:
+    """Set frontmatter fields in place, keeping other keys, comments, key order and the body byte-for-byte."""
+    data = planned_frontmatter(path, changes, display)
+    if data is not None:
         atomic_write(Path(path), data)
 
 

@@ -6,6 +6,7 @@ import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from .errors import UsageError
@@ -14,6 +15,7 @@ from .notes import Memory
 from .palace import Palace
 from .profiles import PROFILES, Profile
 from .tokens import normalize
+from .validity import format_moment, parse_moment
 
 if TYPE_CHECKING:
     pass
@@ -41,11 +43,21 @@ class Hit:
     score: float
     parts: dict[str, float] = field(default_factory=dict)
     memory: Memory | None = None
+    replaces: list[str] = field(default_factory=list)       # versions this memory superseded
+    superseded_by: list[str] = field(default_factory=list)  # versions that superseded it
+    valid: bool = True                                       # valid at the question's moment (now, or as of)
 
     def as_dict(self) -> dict:
-        """The JSON contract: id, subject, domain, path, line, score, parts."""
-        return {"id": self.id, "subject": self.subject, "domain": self.domain, "path": self.path,
+        """The JSON contract: id, subject, domain, path, line, score, parts (and version links when there are any)."""
+        data = {"id": self.id, "subject": self.subject, "domain": self.domain, "path": self.path,
                 "line": self.line, "score": round(self.score, 6), "parts": {k: round(v, 6) for k, v in self.parts.items()}}
+        if self.replaces:
+            data["replaces"] = self.replaces
+        if self.superseded_by:
+            data["superseded_by"] = self.superseded_by
+        if not self.valid:
+            data["valid"] = False
+        return data
 
 
 @dataclass
@@ -71,10 +83,14 @@ class SearchResult:
     dense: str = "on"
     dense_reason: str = ""
     elapsed_ms: float = 0.0
+    as_of: str = ""               # the moment asked about ("" = now)
+    include_superseded: bool = False
+    left_out: int = 0             # memories not valid at that moment, left out of the ranking
 
     def as_dict(self) -> dict:
         return {"query": self.query, "mode": self.mode, "hits": [h.as_dict() for h in self.hits],
-                "dense": self.dense, "elapsed_ms": round(self.elapsed_ms, 2)}
+                "dense": self.dense, "elapsed_ms": round(self.elapsed_ms, 2), "as_of": self.as_of or None,
+                "include_superseded": self.include_superseded, "left_out": self.left_out}
 
 
 @dataclass
@@ -114,12 +130,17 @@ def context_entry(memory: Memory) -> dict:
 # ---- flat rankings --------------------------------------------------------------------------
 
 
-def _lexical(palace: Palace, catalog: Catalog, query: str, limit: int, domains=None) -> list[tuple[str, float]]:
+def _lexical(palace: Palace, catalog: Catalog, query: str, limit: int, domains=None,
+             hidden: frozenset[str] = frozenset()) -> list[tuple[str, float]]:
     weights = palace.config.retrieval.get("field_weights") or None
-    return palace.index.text.search(query, limit=limit, domains=domains, field_weights=weights)
+    if len(hidden) * 2 > len(catalog.ids):  # most are left out (an early --as-of): name the few kept instead
+        return palace.index.text.search(query, limit=limit, domains=domains, field_weights=weights,
+                                        only=[i for i in catalog.ids if i not in hidden])
+    return palace.index.text.search(query, limit=limit, domains=domains, field_weights=weights, exclude=hidden)
 
 
-def _dense(palace: Palace, catalog: Catalog, query: str, limit: int, domains=None) -> list[tuple[str, float]]:
+def _dense(palace: Palace, catalog: Catalog, query: str, limit: int, domains=None,
+           hidden: frozenset[str] = frozenset()) -> list[tuple[str, float]]:
     if catalog.matrix is None:
         return []
     vector = palace.index.query_vector(query)
@@ -130,6 +151,9 @@ def _dense(palace: Palace, catalog: Catalog, query: str, limit: int, domains=Non
     scores = catalog.matrix @ vector
     if domains is not None:
         scores = np.where(catalog.domain_mask(domains), scores, -np.inf)
+    if hidden:
+        rows = [catalog.row_of[i] for i in hidden if i in catalog.row_of]
+        scores[rows] = -np.inf
     limit = min(limit, len(scores))
     if limit <= 0:
         return []
@@ -153,21 +177,22 @@ def fuse_rrf(rankings: dict[str, list[tuple[str, float]]], k: int = RRF_K,
     return [(item, score, parts[item]) for item, score in ordered]
 
 
-def _rank(palace: Palace, catalog: Catalog, query: str, mode: str, k: int, domains=None) -> tuple[list[Hit], str]:
-    """Ranked hits in one mode; returns (hits, mode actually used)."""
+def _rank(palace: Palace, catalog: Catalog, query: str, mode: str, k: int, domains=None,
+          hidden: frozenset[str] = frozenset()) -> tuple[list[Hit], str]:
+    """Ranked hits in one mode, leaving out the `hidden` ids; returns (hits, mode actually used)."""
     dense_ok = catalog.matrix is not None and mode != "lexical"
     if mode == "dense" and not dense_ok:
         raise UsageError("dense search needs an embedding model: run `palace models install`")
     if mode == "lexical" or (mode == "hybrid" and not dense_ok):
-        ranked = [(i, s, {"lexical": s}) for i, s in _lexical(palace, catalog, query, k, domains)]
+        ranked = [(i, s, {"lexical": s}) for i, s in _lexical(palace, catalog, query, k, domains, hidden)]
         used = "lexical"
     elif mode == "dense":
-        ranked = [(i, s, {"dense": s}) for i, s in _dense(palace, catalog, query, k, domains)]
+        ranked = [(i, s, {"dense": s}) for i, s in _dense(palace, catalog, query, k, domains, hidden)]
         used = "dense"
     else:
         depth = max(CANDIDATES, k)
-        ranked = fuse_rrf({"lexical": _lexical(palace, catalog, query, depth, domains),
-                           "dense": _dense(palace, catalog, query, depth, domains)})[:k]
+        ranked = fuse_rrf({"lexical": _lexical(palace, catalog, query, depth, domains, hidden),
+                           "dense": _dense(palace, catalog, query, depth, domains, hidden)})[:k]
         used = "hybrid"
     hits = []
     for note_id, score, parts in ranked[:k]:
@@ -178,8 +203,8 @@ def _rank(palace: Palace, catalog: Catalog, query: str, mode: str, k: int, domai
     return hits, used
 
 
-def _attach(palace: Palace, hits: list[Hit]) -> None:
-    """Load the memories of the hits (only these) from the note cache."""
+def _attach(palace: Palace, hits: list[Hit], catalog: Catalog | None = None, when: datetime | None = None) -> None:
+    """Load the memories of the hits (only these) from the note cache; with a catalog, their version links."""
     if not hits:
         return
     memories = {m.path: m for m in palace.index.store.memories([h.path for h in hits])}
@@ -187,6 +212,11 @@ def _attach(palace: Palace, hits: list[Hit]) -> None:
         memory = memories.get(hit.path)
         if memory:
             hit.memory, hit.subject, hit.line = memory, memory.subject, memory.line
+        if catalog is not None:
+            versions = catalog.versions
+            hit.replaces = list(versions.predecessors.get(hit.id, []))
+            hit.superseded_by = list(versions.successors.get(hit.id, []))
+            hit.valid = versions.valid_at(hit.id, when)
 
 
 def _prepare(palace: Palace, do_refresh: bool) -> Catalog:
@@ -195,18 +225,29 @@ def _prepare(palace: Palace, do_refresh: bool) -> Catalog:
     return palace.index.catalog()
 
 
+def _moment(as_of) -> datetime | None:
+    """The moment of an as-of question (a date, datetime or ISO text; None: now)."""
+    try:
+        return parse_moment(as_of)
+    except ValueError as exc:
+        raise UsageError(f"--as-of: {exc}") from None
+
+
 def search(palace: Palace, query: str, mode: str = "hybrid", k: int = 10, domain: str | None = None,
-           do_refresh: bool = True) -> SearchResult:
-    """Flat search over every memory (or one domain) in the given mode."""
+           do_refresh: bool = True, as_of=None, include_superseded: bool = False) -> SearchResult:
+    """Flat search over every memory valid now (or `as_of` a date; or all of them) in one domain or every one."""
     if mode not in MODES:
         raise UsageError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
     started = time.perf_counter()
+    when = _moment(as_of)
     catalog = _prepare(palace, do_refresh)
     domains = [palace.resolve_domain(domain)] if domain is not None else None
-    hits, used = _rank(palace, catalog, query, mode, k, domains)
-    _attach(palace, hits)
+    hidden = frozenset() if include_superseded else catalog.hidden(when)
+    hits, used = _rank(palace, catalog, query, mode, k, domains, hidden)
+    _attach(palace, hits, catalog, when)
     _, dense, reason = palace.index.dense()
-    return SearchResult(query, used, hits, dense, reason, (time.perf_counter() - started) * 1000)
+    return SearchResult(query, used, hits, dense, reason, (time.perf_counter() - started) * 1000,
+                        format_moment(when), include_superseded, len(hidden))
 
 
 # ---- hop 1: routing -------------------------------------------------------------------------
@@ -307,8 +348,11 @@ def route(palace: Palace, catalog: Catalog, query: str) -> tuple[list[DomainRout
 
 def recall(palace: Palace, query: str, k: int | None = None, domain: str | None = None, budget: int | None = None,
            profile: str = "reference", do_refresh: bool = True, mode: str | None = None,
-           trim: bool | None = None) -> Recall:
-    """Route to a domain (hop 1), rank memories in it (hop 2), and build the context within the budget."""
+           trim: bool | None = None, as_of=None, include_superseded: bool = False) -> Recall:
+    """Route to a domain (hop 1), rank memories in it (hop 2), and build the context within the budget.
+
+    Only memories valid now are ranked and handed over, or valid `as_of` a date (created standing in for
+    a missing valid_from); include_superseded ranks every memory, marking those not valid."""
     if profile not in PROFILES:
         raise UsageError(f"unknown profile {profile!r}; choose from {', '.join(PROFILES)}")
     spec: Profile = PROFILES[profile]
@@ -316,41 +360,44 @@ def recall(palace: Palace, query: str, k: int | None = None, domain: str | None 
     mode = mode or spec.mode
     budget = budget if budget is not None else spec.budget
     started = time.perf_counter()
+    when = _moment(as_of)
     catalog = _prepare(palace, do_refresh)
+    hidden = frozenset() if include_superseded else catalog.hidden(when)
     _, dense, dense_reason = palace.index.dense()
-    result = Recall(query=query, mode=mode, hits=[], dense=dense, dense_reason=dense_reason, profile=profile)
+    result = Recall(query=query, mode=mode, hits=[], dense=dense, dense_reason=dense_reason, profile=profile,
+                    as_of=format_moment(when), include_superseded=include_superseded, left_out=len(hidden))
     if domain is not None:
         domain = palace.resolve_domain(domain)
         domains = [domain]
         result.route = [DomainRoute(domain, 1.0, {"given": 1.0})]
         result.hops, result.reason = 1, "domain given"
-        hits, result.mode = _rank(palace, catalog, query, mode, k, domains)
+        hits, result.mode = _rank(palace, catalog, query, mode, k, domains, hidden)
     else:
         chosen, result.considered = route(palace, catalog, query)
         result.route = chosen
         if len(catalog.domain_names) < MIN_DOMAINS_FOR_ROUTING:
             result.hops, result.reason = 1, "one domain: nothing to route"
-            hits, result.mode = _rank(palace, catalog, query, mode, k)
+            hits, result.mode = _rank(palace, catalog, query, mode, k, hidden=hidden)
         elif not chosen or len(chosen) > ROUTE_MAX_DOMAINS:
             result.fallback, result.hops = True, 1
             result.reason = "routing unsure: searched every domain"
-            hits, result.mode = _rank(palace, catalog, query, mode, k)
+            hits, result.mode = _rank(palace, catalog, query, mode, k, hidden=hidden)
         else:
             domains = [r.domain for r in chosen]
-            hits, result.mode = _rank(palace, catalog, query, mode, k, domains)
+            hits, result.mode = _rank(palace, catalog, query, mode, k, domains, hidden)
             result.reason = "routed to one domain" if len(domains) == 1 else f"routing unsure: widened to {len(domains)} domains"
-            hits, widened = _guard(palace, catalog, query, mode, k, hits, domains)
+            hits, widened = _guard(palace, catalog, query, mode, k, hits, domains, hidden)
             if widened:
                 result.fallback = True
                 result.reason = f"a better match lay outside the routed domains: widened to {', '.join(widened)}"
                 result.route += [DomainRoute(d, next((c.confidence for c in result.considered if c.domain == d), 0.0),
                                              {"guard": 1.0}) for d in widened]
     result.hits = trim_hits(hits) if (spec.trim if trim is None else trim) else hits
-    _attach(palace, result.hits)
+    _attach(palace, result.hits, catalog, when)
     result.confidence = hit_confidence(result.hits)
     if spec.include_links:
-        result.linked = _linked(palace, catalog, result.hits)
-    result.context, result.handed = assemble_context(result.hits + result.linked, spec, budget)
+        result.linked = _linked(palace, catalog, result.hits, hidden, when)
+    result.context, result.handed = assemble_context(result.hits + result.linked, spec, budget, result.as_of)
     result.context_bytes = len(result.context.encode("utf-8"))
     result.elapsed_ms = (time.perf_counter() - started) * 1000
     return result
@@ -380,21 +427,21 @@ def trim_hits(hits: list[Hit]) -> list[Hit]:
     return kept
 
 
-def _guard(palace, catalog, query, mode, k, hits, domains):
+def _guard(palace, catalog, query, mode, k, hits, domains, hidden=frozenset()):
     """Routing must never cost recall: when the flat lexical best lies outside the route and beats
     the routed best, widen to its domain and rank again."""
-    probe = _lexical(palace, catalog, query, 3)
+    probe = _lexical(palace, catalog, query, 3, hidden=hidden)
     if not probe:
         return hits, []
     best_id, best_score = probe[0]
     best_domain = catalog.domains[catalog.row_of[best_id]]
     if best_domain in domains:
         return hits, []
-    inside = _lexical(palace, catalog, query, 1, domains)
+    inside = _lexical(palace, catalog, query, 1, domains, hidden)
     if inside and inside[0][1] >= best_score * 0.9:
         return hits, []
     widened = [best_domain]
-    new_hits, _ = _rank(palace, catalog, query, mode, k, domains + widened)
+    new_hits, _ = _rank(palace, catalog, query, mode, k, domains + widened, hidden)
     return new_hits, widened
 
 
@@ -410,29 +457,43 @@ def hit_confidence(hits: list[Hit]) -> float:
     return 0.0
 
 
-def _linked(palace: Palace, catalog: Catalog, hits: list[Hit]) -> list[Hit]:
+def _linked(palace: Palace, catalog: Catalog, hits: list[Hit], hidden: frozenset[str] = frozenset(),
+            when: datetime | None = None) -> list[Hit]:
     have = {h.id for h in hits}
     linked = []
     for hit in hits:
         for link in hit.memory.all_links if hit.memory else []:
             row = catalog.row_of.get(link)
-            if row is None or link in have:
+            if row is None or link in have or link in hidden:
                 continue
             have.add(link)
             linked.append(Hit(link, "", catalog.domains[row], catalog.paths[row], 0, 0.0, {"linked_from": 1.0}))
-    _attach(palace, linked)
+    _attach(palace, linked, catalog, when)
     return linked
 
 
-def build_context(hits: list[Hit], spec: Profile, budget: int | None) -> str:
+def build_context(hits: list[Hit], spec: Profile, budget: int | None, as_of: str = "") -> str:
     """The context block for an LLM: each memory's sections and verify token, within a byte budget."""
-    return assemble_context(hits, spec, budget)[0]
+    return assemble_context(hits, spec, budget, as_of)[0]
 
 
-def assemble_context(hits: list[Hit], spec: Profile, budget: int | None) -> tuple[str, list[Hit]]:
+def _version_line(hit: Hit) -> str:
+    """`replaces: a` / `superseded by: b` for a memory with versions; "" for one without."""
+    parts = []
+    if hit.superseded_by:
+        parts.append(f"superseded by: {', '.join(hit.superseded_by)}"
+                     + ("" if hit.valid else " (not valid at the time asked about)"))
+    if hit.replaces:
+        parts.append(f"replaces: {', '.join(hit.replaces)}")
+    return "; ".join(parts)
+
+
+def assemble_context(hits: list[Hit], spec: Profile, budget: int | None, as_of: str = "") -> tuple[str, list[Hit]]:
     """The context block and the hits that made it in; a memory dropped for the budget is not handed over."""
     header = ("Answer from these memories only. Each memory has a verify token: when you use a memory, "
               "quote its token exactly, like [verify: the token]. If they do not answer the question, say so.\n")
+    if as_of:
+        header += f"The question asks about {as_of}; answer as things stood then.\n"
     blocks, handed = [], []
     used = len(header.encode("utf-8"))
     for hit in hits:
@@ -441,6 +502,9 @@ def assemble_context(hits: list[Hit], spec: Profile, budget: int | None) -> tupl
             continue
         separator = 1 if blocks else 0  # the newline joining blocks
         lines = [f"## {memory.subject} ({memory.id}) {memory.location}", f"verify: {memory.verify}"]
+        versions = _version_line(hit)
+        if versions:
+            lines.append(versions)
         if "anchor" in spec.sections and memory.anchor:
             lines.append(f"anchor: {memory.anchor}")
         if "image" in spec.sections and memory.image:

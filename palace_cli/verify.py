@@ -32,7 +32,7 @@ class Verdict:
     """The outcome of checking one answer against the memories handed to the model."""
 
     grounded: bool
-    status: str  # grounded | uncited | incomplete | foreign | empty | unverifiable
+    status: str  # grounded | uncited | incomplete | foreign | stale | empty | unverifiable
     reason: str
     rule: str = "any"
     handed: list[str] = field(default_factory=list)
@@ -43,6 +43,8 @@ class Verdict:
     unknown_citations: list[str] = field(default_factory=list)
     untokened: list[str] = field(default_factory=list)
     foreign_checked: bool = True
+    stale: list[dict] = field(default_factory=list)  # cited memories not valid at the moment asked about
+    as_of: str = ""
 
     @property
     def exit_code(self) -> int:
@@ -61,17 +63,18 @@ class Verdict:
             "handed": self.handed, "cited": [c.as_dict() for c in self.cited], "uncited": self.uncited,
             "foreign": [c.as_dict() for c in self.foreign], "partial": self.partial,
             "unknown_citations": self.unknown_citations, "untokened": self.untokened,
-            "foreign_checked": self.foreign_checked,
+            "foreign_checked": self.foreign_checked, "stale": self.stale, "as_of": self.as_of or None,
         }
 
 
 def verify_response(response: str, handed: list[dict], all_tokens: dict[str, str] | None = None,
-                    rule: str = "any") -> Verdict:
+                    rule: str = "any", superseded: dict[str, dict] | None = None, as_of: str = "") -> Verdict:
     """Check `response` against the handed memories ({id, verify} each) and every token of the palace.
 
-    Grounded means: no token of a memory outside the context appears, and at least one (rule "any")
-    or every (rule "all") handed memory that has a token is cited. Matching ignores case, accents,
-    punctuation, hyphens, whitespace, how a compound is spaced and plural endings.
+    Grounded means: no token of a memory outside the context appears, no cited memory is in
+    `superseded` (id -> {superseded_by, valid_until}: not valid at the moment asked about), and at least
+    one (rule "any") or every (rule "all") handed memory that has a token is cited. Matching ignores case,
+    accents, punctuation, hyphens, whitespace, how a compound is spaced and plural endings.
     """
     if rule not in RULES:
         raise UsageError(f"unknown rule {rule!r}; choose from {', '.join(RULES)}")
@@ -89,7 +92,7 @@ def verify_response(response: str, handed: list[dict], all_tokens: dict[str, str
             untokened.append(memory_id)
     others = {i: t for i, t in (all_tokens or {}).items() if i not in handed_tokens and i not in untokened and words(t)}
     verdict = Verdict(False, "", "", rule=rule, handed=order, untokened=untokened,
-                      foreign_checked=all_tokens is not None)
+                      foreign_checked=all_tokens is not None, as_of=as_of)
 
     matches = _maximal(find_phrases(response, {**others, **handed_tokens}), set(handed_tokens))
     seen: set[str] = set()
@@ -101,6 +104,7 @@ def verify_response(response: str, handed: list[dict], all_tokens: dict[str, str
         citation = Citation(memory_id, token, exact, (start, end))
         (verdict.cited if memory_id in handed_tokens else verdict.foreign).append(citation)
     verdict.uncited = [i for i in order if i in handed_tokens and i not in seen]
+    verdict.stale = [{"id": c.id, **(superseded or {})[c.id]} for c in verdict.cited if c.id in (superseded or {})]
     citations = [c for c in CITATION.findall(response)]
     verdict.partial = _partials(response, citations, {i: handed_tokens[i] for i in verdict.uncited})
     known = list(handed_tokens.values()) + [c.token for c in verdict.foreign]
@@ -119,6 +123,10 @@ def _decide(verdict: Verdict, response: str, handed_tokens: dict[str, str]) -> N
         names = ", ".join(c.id for c in verdict.foreign)
         verdict.status = "foreign"
         verdict.reason = f"the answer cites the token of {names}, which was not in its context"
+    elif verdict.stale:
+        verdict.status = "stale"
+        when = f"on {verdict.as_of}" if verdict.as_of else "now"
+        verdict.reason = "the answer cites " + "; ".join(_stale_reason(s, when) for s in verdict.stale)
     elif not handed_tokens:
         verdict.status = "unverifiable"
         verdict.reason = "no memory in the context has a verify token, so nothing can be checked"
@@ -133,6 +141,14 @@ def _decide(verdict: Verdict, response: str, handed_tokens: dict[str, str]) -> N
     else:
         verdict.grounded, verdict.status = True, "grounded"
         verdict.reason = f"cites {', '.join(verdict.cited_ids)}"
+
+
+def _stale_reason(stale: dict, when: str) -> str:
+    if stale.get("status") == "future":
+        return f"{stale['id']}, which was not yet valid {when} (valid from {stale.get('valid_from')})"
+    if stale.get("superseded_by"):
+        return f"{stale['id']}, which is not valid {when} (superseded by {', '.join(stale['superseded_by'])})"
+    return f"{stale['id']}, which is not valid {when} (valid until {stale.get('valid_until')})"
 
 
 def _maximal(matches: list[tuple[str, int, int, bool]], handed: set[str]) -> list[tuple[str, int, int, bool]]:

@@ -1,34 +1,38 @@
-"""Wake-up: the palace's identity plus its most important memories, within a token budget."""
+"""Wake-up: the palace's identity plus its core and most important memories, within a token budget."""
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .palace import Palace
+from .notes import Memory
+from .palace import Palace, Scan
+from .validity import Versions
 
 BYTES_PER_TOKEN = 4
+DEFAULT_BUDGET = 2000  # tokens
 
 
 @dataclass
 class WakeUp:
-    """The wake-up text and the memories it names, most important first."""
+    """The wake-up text and the memories it names, core first, then most important first."""
 
     identity: str
     memories: list[dict] = field(default_factory=list)
     text: str = ""
     tokens: int = 0
     budget_tokens: int = 0
+    left_out_core: list[str] = field(default_factory=list)  # core memories the budget had no room for
 
     def as_dict(self) -> dict:
         return {"identity": self.identity, "memories": self.memories, "text": self.text,
-                "tokens": self.tokens, "budget_tokens": self.budget_tokens}
+                "tokens": self.tokens, "budget_tokens": self.budget_tokens, "left_out_core": self.left_out_core}
 
 
-def importance(palace: Palace) -> dict[str, float]:
+def importance(palace: Palace, scan: Scan | None = None) -> dict[str, float]:
     """Importance of each memory: explicit `importance:` (0-10) counts most, then how many memories
     link to it (a hub is a concept others depend on), then how many keywords it carries."""
-    scan = palace.index.scan()
+    scan = scan or palace.index.scan()
     inbound = Counter(link for m in scan.memories.values() for link in set(m.all_links) if link in scan.memories)
     scores = {}
     for memory in scan.memories.values():
@@ -40,25 +44,56 @@ def importance(palace: Palace) -> dict[str, float]:
     return scores
 
 
-def wake_up(palace: Palace, budget_tokens: int = 2000) -> WakeUp:
-    """Identity, then one line per memory by importance (ties by id), until the budget is used."""
-    scan = palace.scan()
-    scores = importance(palace)
+def _head(palace: Palace, scan: Scan) -> str:
     identity = palace.config.identity or f"{palace.config.name}: a memory palace."
     domains = sorted(scan.by_domain())
-    head = f"# {palace.config.name}\n{identity}\nDomains: {', '.join(domains)}.\nMost important memories:\n"
+    return f"# {palace.config.name}\n{identity}\nDomains: {', '.join(domains)}.\nMost important memories:\n"
+
+
+def _line(memory: Memory) -> str:
+    return f"- {memory.subject} [{memory.domain}] ({memory.anchor}) id:{memory.id}\n"
+
+
+def _ordered(palace: Palace, scan: Scan) -> tuple[list[str], dict[str, float]]:
+    """Ids valid now, core first, then by importance (ties by id): superseded memories never wake up."""
+    scores = importance(palace, scan)
+    hidden = Versions.of(scan.memories.values()).hidden()
+    ids = [i for i in scores if i not in hidden]
+    return sorted(ids, key=lambda i: (not scan.memories[i].core, -scores[i], i)), scores
+
+
+def wake_up(palace: Palace, budget_tokens: int = DEFAULT_BUDGET) -> WakeUp:
+    """Identity, then one line per memory (core ones first, then by importance) until the budget is used."""
+    scan = palace.scan()
+    order, scores = _ordered(palace, scan)
+    identity = palace.config.identity or f"{palace.config.name}: a memory palace."
+    head = _head(palace, scan)
     budget_bytes = budget_tokens * BYTES_PER_TOKEN
-    lines, chosen = [], []
+    lines, chosen, left_out = [], [], []
     used = len(head.encode("utf-8"))
-    for note_id in sorted(scores, key=lambda i: (-scores[i], i)):
+    for note_id in order:
         memory = scan.memories[note_id]
-        line = f"- {memory.subject} [{memory.domain}] ({memory.anchor}) id:{memory.id}\n"
+        line = _line(memory)
         size = len(line.encode("utf-8"))
         if used + size > budget_bytes:
+            left_out = [i for i in order[len(chosen):] if scan.memories[i].core]
             break
         lines.append(line)
         used += size
-        chosen.append({"id": memory.id, "subject": memory.subject, "domain": memory.domain,
+        chosen.append({"id": memory.id, "subject": memory.subject, "domain": memory.domain, "core": memory.core,
                        "importance": round(scores[note_id], 3), "path": memory.path, "line": memory.line})
     text = head + "".join(lines)
-    return WakeUp(identity, chosen, text, -(-len(text.encode("utf-8")) // BYTES_PER_TOKEN), budget_tokens)
+    return WakeUp(identity, chosen, text, -(-len(text.encode("utf-8")) // BYTES_PER_TOKEN), budget_tokens, left_out)
+
+
+def core_overflow(palace: Palace, scan: Scan, budget_tokens: int = DEFAULT_BUDGET) -> tuple[list[Memory], int]:
+    """The core memories that do not fit in wake-up's budget on their own, and the tokens all core lines need."""
+    core = [i for i in _ordered(palace, scan)[0] if scan.memories[i].core]
+    used = len(_head(palace, scan).encode("utf-8"))
+    budget_bytes = budget_tokens * BYTES_PER_TOKEN
+    left = []
+    for note_id in core:
+        used += len(_line(scan.memories[note_id]).encode("utf-8"))
+        if used > budget_bytes:
+            left.append(scan.memories[note_id])
+    return left, -(-used // BYTES_PER_TOKEN)

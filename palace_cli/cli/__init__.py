@@ -84,4 +84,5 @@ COMMAND_MODULES = {
     "wake-up": "retrieve_cmd", "models": "models_cmd", "mcp": "mcp_cmd", "import": "import_cmd",
     "quiz": "study_cmd", "due": "study_cmd", "stats": "study_cmd", "score": "study_cmd", "evolve": "study_cmd",
     "redqueen": "study_cmd", "verify": "verify_cmd", "ask": "verify_cmd", "bench": "bench_cmd", "watch": "watch_cmd",
+    "supersede": "versions_cmd", "history": "versions_cmd", "similar": "retrieve_cmd",
 }

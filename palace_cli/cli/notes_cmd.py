@@ -8,11 +8,13 @@ import click
 from rich.markup import escape
 
 from ..authoring import add_memory, init_palace, propose_missing_token, token_warnings
-from ..errors import NoteError
+from ..errors import NoteError, PalaceError
 from ..lint import lint as run_lint
 from ..notes import Memory, load_note
 from ..palace import Palace
+from ..similar import similar, warning_lines
 from ..tokens import fingerprint
+from ..validity import TYPES
 from . import pass_ctx, render
 
 
@@ -20,7 +22,23 @@ def memory_summary(memory: Memory) -> dict:
     """The JSON shape of a memory in listings."""
     return {"id": memory.id, "subject": memory.subject, "domain": memory.domain, "anchor": memory.anchor,
             "keywords": memory.keywords, "links": memory.links, "path": memory.path, "line": memory.line,
-            "token": fingerprint(memory.verify)}
+            "token": fingerprint(memory.verify), "type": memory.type, "core": memory.core,
+            "valid_from": memory.valid_from, "valid_until": memory.valid_until, "supersedes": memory.supersedes,
+            "superseded_by": memory.superseded_by}
+
+
+def validity_lines(memory: Memory) -> list[str]:
+    """What `show` says about a memory's place in time, one line each (none for a plain memory)."""
+    lines = []
+    if memory.type or memory.core:
+        lines.append("type: " + (memory.type or "-") + (" (core)" if memory.core else ""))
+    if memory.valid_from or memory.valid_until:
+        lines.append(f"valid: {memory.valid_from or '…'} → {memory.valid_until or 'now'}")
+    if memory.supersedes:
+        lines.append("supersedes: " + ", ".join(memory.supersedes))
+    if memory.superseded_by:
+        lines.append("superseded by: " + ", ".join(memory.superseded_by))
+    return lines
 
 
 def _split_list(value: str | None) -> list[str]:
@@ -80,11 +98,18 @@ def _open_editor(palace, memory: Memory) -> Memory | None:
 @click.option("--links", default="", help="Comma-separated ids of related memories.")
 @click.option("--verify", default=None, help="Verify token (default: proposed from the image).")
 @click.option("--id", "note_id", default=None, help="Note id (default: from the subject).")
+@click.option("--supersedes", multiple=True, metavar="ID",
+              help="A memory this one replaces (repeat, or comma-separate); it stays, marked superseded.")
+@click.option("--valid-from", default=None, metavar="DATE",
+              help="When this became true (YYYY-MM-DD, UTC; default with --supersedes: today).")
+@click.option("--type", "type_", type=click.Choice(TYPES), default=None, help="What kind of memory it is.")
+@click.option("--core", is_flag=True, help="Always in wake-up, first.")
 @click.option("--edit/--no-edit", default=None,
               help="Open $EDITOR on the new note (default: when run in a terminal).")
 @click.option("--json", "as_json", is_flag=True, help="Print the new memory as JSON.")
 @pass_ctx
-def add(ctx, subject, domain, new_domain, anchor, image, content, keywords, links, verify, note_id, edit, as_json):
+def add(ctx, subject, domain, new_domain, anchor, image, content, keywords, links, verify, note_id, supersedes,
+        valid_from, type_, core, edit, as_json):
     """Add a memory from templates/memory.md; opens $EDITOR in a terminal.
 
     Example: palace add "Saga" -d distributed-systems --anchor "relay race of apologies" --no-edit
@@ -92,21 +117,37 @@ def add(ctx, subject, domain, new_domain, anchor, image, content, keywords, link
     palace = ctx.palace
     memory = add_memory(palace, subject, domain, anchor=anchor, image=image, content=content,
                         keywords=_split_list(keywords), links=_split_list(links), verify=verify, note_id=note_id,
-                        new_domain=new_domain)
+                        new_domain=new_domain, supersedes=[i for s in supersedes for i in _split_list(s)],
+                        valid_from=valid_from, type=type_ or "", core=core)
     path = memory.path
     if edit if edit is not None else _interactive():
         memory = _open_editor(palace, memory)
     palace.refresh()
     if memory is None:
         raise SystemExit(1)
+    close = _close_neighbours(palace, memory)
     if as_json:
-        render.emit_json(memory_summary(memory) | {"verify": memory.verify})
+        render.emit_json(memory_summary(memory) | {"verify": memory.verify,
+                                                   "similar": [n.as_dict() for n in close.close] if close else []})
         return
     render.out.print(f"Added {memory.id} at {memory.location}", markup=False)
+    if memory.supersedes:
+        render.out.print(f"supersedes {', '.join(memory.supersedes)} from {memory.valid_from}", markup=False)
     if memory.verify:
         render.out.print(f"verify token: {memory.verify}", markup=False)
     for message in token_warnings(palace, memory):
         render.warn(f"{path}: {message}")
+    for line in warning_lines(close, memory.id) if close else []:
+        render.warn(line)
+
+
+def _close_neighbours(palace, memory: Memory):
+    """The similar memories `add` warns about (not those the new one supersedes or links); None if that failed."""
+    try:
+        return similar(palace, ref=memory.id, k=3, exclude=[*memory.supersedes, *memory.all_links])
+    except PalaceError as exc:  # the note is written; a broken index must not turn that into a failure
+        render.warn(f"could not compare {memory.id} with the other memories: {exc}")
+        return None
 
 
 @click.command(name="list")
@@ -150,6 +191,8 @@ def show(ctx, ref, as_json):
     print_(f"[bold]{escape(memory.subject)}[/bold]  ({memory.id}, {escape(memory.domain)})", markup=True)
     print_(memory.location, markup=False)
     print_(f"anchor: {memory.anchor}", markup=False)
+    for line in validity_lines(memory):
+        print_(line, markup=False)
     if memory.keywords:
         print_("keywords: " + ", ".join(memory.keywords), markup=False)
     print_("\n[bold]Image[/bold]", markup=True)

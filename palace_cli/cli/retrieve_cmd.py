@@ -15,8 +15,9 @@ def _dense_notice(result) -> None:
         render.note(result.dense_reason)
 
 
-def _print_hits(hits) -> None:
-    """Two lines a hit: rank, subject, id, domain and score; then path:line (clickable in terminals)."""
+def _print_hits(hits, as_of: str = "") -> None:
+    """Two lines a hit: rank, subject, id, domain and score; then path:line (clickable in terminals), and
+    what the memory replaced or was replaced by."""
     from rich.markup import escape
 
     if not hits:
@@ -25,6 +26,19 @@ def _print_hits(hits) -> None:
         render.out.print(f"{rank:>2}. [bold]{escape(hit.subject)}[/bold]  {hit.id} · {hit.domain} · {hit.score:.3f}",
                          markup=True)
         render.out.print(f"    {hit.path}:{hit.line}", markup=False)
+        if hit.superseded_by:
+            state = "" if hit.valid else f"not valid {'on ' + as_of if as_of else 'now'}; "
+            render.out.print(f"    ({state}superseded by {', '.join(hit.superseded_by)})", markup=False)
+        if hit.replaces:
+            render.out.print(f"    (replaces {', '.join(hit.replaces)})", markup=False)
+
+
+def time_options(command):
+    """--as-of and --include-superseded, shared by search and recall."""
+    command = click.option("--include-superseded", is_flag=True,
+                           help="Rank every memory, superseded and expired ones too (marked).")(command)
+    return click.option("--as-of", default=None, metavar="DATE",
+                        help="Memories valid at DATE (YYYY-MM-DD, UTC) instead of now.")(command)
 
 
 @click.command()
@@ -33,19 +47,21 @@ def _print_hits(hits) -> None:
               help="Ranking: BM25F, embeddings, or both fused (hybrid falls back to lexical without a model).")
 @click.option("-k", default=10, show_default=True, help="Number of hits.")
 @click.option("--domain", "-d", default=None, help="Only this domain.")
+@time_options
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @pass_ctx
-def search(ctx, query, mode, k, domain, as_json):
-    """Flat search over every memory.
+def search(ctx, query, mode, k, domain, as_of, include_superseded, as_json):
+    """Flat search over every memory valid now.
 
     Example: palace search "coordinator crashed while participants held locks" --mode lexical
     """
-    result = run_search(ctx.palace, query, mode=mode, k=k, domain=domain)
+    result = run_search(ctx.palace, query, mode=mode, k=k, domain=domain, as_of=as_of,
+                        include_superseded=include_superseded)
     if as_json:
         render.emit_json(result.as_dict())
     else:
-        render.out.print(f"{result.mode} search", markup=False)
-        _print_hits(result.hits)
+        render.out.print(f"{result.mode} search" + (f" as of {result.as_of}" if result.as_of else ""), markup=False)
+        _print_hits(result.hits, result.as_of)
     _dense_notice(result)
 
 
@@ -58,21 +74,25 @@ def search(ctx, query, mode, k, domain, as_json):
               help="How much to retrieve and hand over; see docs/retrieval.md.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "prompt"]), default="table", show_default=True,
               help="table for people, json for programs, prompt for an LLM's context.")
+@time_options
 @pass_ctx
-def recall(ctx, query, k, domain, budget, profile, fmt):
+def recall(ctx, query, k, domain, budget, profile, fmt, as_of, include_superseded):
     """Two-hop retrieval: route to a domain, rank its memories, hand over the smallest context.
 
-    Example: palace recall "why do retries need jitter?" --format prompt
+    Only memories valid now are handed over (--as-of DATE: valid then). Example:
+    palace recall "why do retries need jitter?" --format prompt
     """
-    result = run_recall(ctx.palace, query, k=k, domain=domain, budget=budget, profile=profile)
+    result = run_recall(ctx.palace, query, k=k, domain=domain, budget=budget, profile=profile, as_of=as_of,
+                        include_superseded=include_superseded)
     if fmt == "json":
         render.emit_json(result.as_dict())
     elif fmt == "prompt":
         click.echo(result.context or "(no memory in this palace matches the question)")
     else:
         route = ", ".join(f"{r.domain} ({r.confidence:.2f})" for r in result.route) or "(none)"
-        render.out.print(f"route: {route}; hops: {result.hops}; {result.reason}")
-        _print_hits(result.hits)
+        when = f"; as of {result.as_of}" if result.as_of else ""
+        render.out.print(f"route: {route}; hops: {result.hops}; {result.reason}{when}")
+        _print_hits(result.hits, result.as_of)
         render.out.print(f"context: {result.context_bytes} bytes ({result.profile} profile); "
                          f"confidence {result.confidence:.2f}; {result.elapsed_ms:.0f} ms")
     _dense_notice(result)
@@ -96,4 +116,38 @@ def wake_up(ctx, budget, as_json):
         click.echo(result.text)
 
 
-COMMANDS = [search, recall, wake_up]
+@click.command()
+@click.argument("ref", required=False)
+@click.option("--text", default=None, help="Compare this text instead of a memory (a note you are about to add).")
+@click.option("-k", default=5, show_default=True, help="Number of neighbours.")
+@click.option("--method", type=click.Choice(["dense", "lexical"]), default=None,
+              help="Score by embeddings or by words (default: dense when an embedder is installed).")
+@click.option("--include-superseded", is_flag=True, help="Compare with superseded memories too.")
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@pass_ctx
+def similar(ctx, ref, text, k, method, include_superseded, as_json):
+    """The memories nearest to a memory (REF) or to a text, with a score and the words they share.
+
+    Those at or above the warning threshold are marked close: candidates for `palace supersede` or a
+    link; nothing is ever merged. Example: palace similar write-through-cache
+    """
+    from ..similar import similar as run_similar
+
+    result = run_similar(ctx.palace, ref=ref, text=text, k=k, include_superseded=include_superseded, method=method)
+    if as_json:
+        render.emit_json(result.as_dict())
+        return
+    render.out.print(f"{result.method} similarity; close at {result.threshold:g} or more", markup=False)
+    if not result.neighbours:
+        render.out.print("(no other memory)", markup=False)
+    for rank, neighbour in enumerate(result.neighbours, 1):
+        mark = "close" if neighbour.close else "     "
+        extra = " (superseded)" if neighbour.superseded else ""
+        render.out.print(f"{rank:>2}. {mark} {neighbour.id}: {neighbour.subject}{extra}", markup=False)
+        render.out.print(f"    {neighbour.why}", markup=False)
+        render.out.print(f"    {neighbour.path}:{neighbour.line}", markup=False)
+    if result.reason:
+        render.note(f"lexical similarity: {result.reason}")
+
+
+COMMANDS = [search, recall, wake_up, similar]

@@ -249,7 +249,8 @@ def stats(ctx, learner, as_json):
     grid.add_column()
     grid.add_row("learner", data.learner + (f"   (others: {', '.join(x for x in data.learners if x != data.learner)})"
                                             if len(data.learners) > 1 else ""))
-    grid.add_row("memories", f"{data.memories} · {data.reviewed} studied · {data.new} new")
+    grid.add_row("memories", f"{data.memories} · {data.reviewed} studied · {data.new} new"
+                             + (f" · {data.retired} superseded (not studied)" if data.retired else ""))
     grid.add_row("due", f"{data.due_now} now · {data.due_today} within a day · {data.due_week} within a week")
     grid.add_row("reviews", f"{data.reviews} · {data.reviews_30d} in the last 30 days")
     grid.add_row("retention", f"{pct(data.retention_30d)} last 30 days · {pct(data.retention)} all time "

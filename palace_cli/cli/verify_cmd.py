@@ -36,6 +36,13 @@ def _show_verdict(verdict: Verdict) -> None:
         say(escape(f"  not cited  {', '.join(verdict.uncited)}"))
     for c in verdict.foreign:
         say("  [red]foreign[/red]    " + escape(f"{c.id}  \"{c.token}\" (not in the context)"))
+    for s in verdict.stale:
+        if s.get("status") == "future":
+            why = f"not yet valid: from {s['valid_from']}"
+        else:
+            why = f"superseded by {', '.join(s['superseded_by'])}" if s["superseded_by"] else "expired"
+            why += f", valid until {s['valid_until']}" if s["valid_until"] else ""
+        say("  [red]stale[/red]      " + escape(f"{s['id']}  ({why})"))
     for p in verdict.partial:
         say(escape(f"  partial    {p['id']}: {p['words_matched']} of {p['of']} words of its token"))
     for text in verdict.unknown_citations:
@@ -54,12 +61,15 @@ def _show_verdict(verdict: Verdict) -> None:
               help="The context that was handed over: the JSON of `palace recall --format json`.")
 @click.option("--rule", type=click.Choice(RULES), default="any", show_default=True,
               help="Grounded when at least one (any) or every (all) handed memory is cited.")
+@click.option("--as-of", default=None, metavar="DATE",
+              help="The moment the answer is about (default: now); a citation of a memory not valid then is stale.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @pass_ctx
-def verify(ctx, response_file, memory_refs, context_file, rule, as_json):
+def verify(ctx, response_file, memory_refs, context_file, rule, as_of, as_json):
     """Check that an answer cites the verify tokens of the memories it was given, and no others.
 
-    Exit 0 when grounded, 1 when a hallucination is suspected. Example:
+    A cited memory that another has superseded is stale. Exit 0 when grounded, 1 when a hallucination
+    is suspected or a citation is stale. Example:
     palace recall "why jitter?" --format json > ctx.json; palace verify --response answer.txt --context ctx.json
     """
     if bool(memory_refs) == bool(context_file):
@@ -77,7 +87,9 @@ def verify(ctx, response_file, memory_refs, context_file, rule, as_json):
         except NotAPalace:
             palace = None
             render.warn("not inside a palace: tokens of memories outside the context are not checked")
-    verdict = verify_answer(response, handed, palace, rule=rule)
+    if as_of and palace is None:
+        render.warn("not inside a palace: --as-of cannot be checked")
+    verdict = verify_answer(response, handed, palace, rule=rule, as_of=as_of)
     if as_json:
         render.emit_json(verdict.as_dict())
     else:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from ..backends import Embedder
     from ..palace import Palace, Problem, Scan
+    from ..validity import Versions
     from .catalog import Catalog
 
 
@@ -45,6 +46,7 @@ class Index:
         self._dense: Dense | None = None
         self._catalog: tuple[tuple, Catalog] | None = None
         self._scans: dict[bool, tuple[int, dict]] = {}
+        self._versions: tuple[int, Versions] | None = None
         self._query_vectors: dict[str, np.ndarray] = {}
         self.problems: list[Problem] = []  # what the last refresh in this process could not index
 
@@ -88,6 +90,20 @@ class Index:
             self._catalog = (key, build_catalog(self))
         return self._catalog[1]
 
+    def versions(self) -> Versions:
+        """The version graph of the cache as it is now (validity in time; kept while no note changes)."""
+        import json
+
+        from ..validity import Entry, Versions
+
+        version = self.store.version()
+        if self._versions is None or self._versions[0] != version:
+            entries = (Entry(i, valid_from or "", valid_until or "", created or "", tuple(json.loads(old or "[]")),
+                             tuple(json.loads(new or "[]")))
+                       for i, created, valid_from, valid_until, old, new in self.store.validity_rows())
+            self._versions = (version, Versions(entries))
+        return self._versions[1]
+
     def scan(self, light: bool = False) -> Scan:
         """Every indexed memory by id (light: only the fields listings show) with the last refresh's problems."""
         from ..palace import Scan
@@ -108,6 +124,7 @@ class Index:
         """Drop per-process state that palace.toml decides (after the watcher reloads it)."""
         self._dense = None
         self._catalog = None
+        self._versions = None
         self._scans.clear()
         self._query_vectors.clear()
 

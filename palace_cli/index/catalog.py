@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..tokens import normalize
+from ..validity import Versions
 
 if TYPE_CHECKING:
     import numpy as np
@@ -36,6 +37,11 @@ class Catalog:
     matrix: np.ndarray | None = None                                      # rows aligned with ids
     centroids: np.ndarray | None = None                                   # aligned with domain_names
     descriptor_stats: tuple | None = None  # BM25 statistics of the descriptors, computed on first use by routing
+    versions: Versions = field(default_factory=lambda: Versions([]))  # validity in time, version links
+
+    def hidden(self, when=None) -> frozenset[str]:
+        """Ids of memories not valid at `when` (a UTC datetime; None: now): what recall leaves out."""
+        return frozenset(self.versions.hidden(when))
 
     def domain_mask(self, domains) -> np.ndarray:
         """Boolean mask over rows for the given domains."""
@@ -95,6 +101,7 @@ def build_catalog(index: Index) -> Catalog:
         ids=ids, paths=paths, domains=domains, text_hashes=hashes, row_of={i: r for r, i in enumerate(ids)},
         domain_names=domain_names, domain_rows=dict(domain_index),
         phrases=phrases, descriptors={d: " ".join(t) for d, t in texts_by_domain.items()},
+        versions=index.versions(),
     )
     if model_id and len(keys):
         import numpy as np  # only with vectors: lexical-only commands start without numpy

@@ -12,10 +12,11 @@ from pathlib import Path
 
 from ..notes import Memory, Warning_
 
-SCHEMA_VERSION = "5"
+SCHEMA_VERSION = "6"
 MEMORY_FIELDS = frozenset(f.name for f in dataclasses.fields(Memory))
 # What the generated index files need; stored apart from `data` so they can be read without decoding bodies.
-LIGHT_FIELDS = ("id", "subject", "anchor", "verify", "domain", "path", "keywords", "aliases", "links", "line")
+LIGHT_FIELDS = ("id", "subject", "anchor", "verify", "domain", "path", "keywords", "aliases", "links", "line",
+                "created", "valid_from", "valid_until", "supersedes", "superseded_by", "type", "core")
 
 
 def text_hash(memory: Memory) -> str:
@@ -274,6 +275,13 @@ class NoteStore:
             "SELECT id, path, domain, text_hash, json_extract(data, '$.subject'), json_extract(data, '$.anchor'), "
             "json_extract(data, '$.keywords'), json_extract(data, '$.aliases') FROM notes WHERE data IS NOT NULL "
             "ORDER BY path").fetchall()
+
+    def validity_rows(self) -> list[tuple]:
+        """(id, created, valid_from, valid_until, supersedes JSON, superseded_by JSON) of readable notes, by path."""
+        return self.db.execute(
+            "SELECT id, json_extract(light, '$.created'), json_extract(light, '$.valid_from'), "
+            "json_extract(light, '$.valid_until'), json_extract(light, '$.supersedes'), "
+            "json_extract(light, '$.superseded_by') FROM notes WHERE light IS NOT NULL ORDER BY path").fetchall()
 
     def text_hashes(self) -> dict[str, str]:
         """path -> text hash of readable notes."""

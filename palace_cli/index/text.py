@@ -214,9 +214,24 @@ class TextIndex:
                 seen.append(token.text)
         return seen
 
+    def words(self, text: str) -> list[tuple[str, str]]:
+        """(term, the word as written) for every analysed word of a text, in order, repeats included."""
+        return [(token.text, text[token.startchar : token.endchar]) for token in self._analyzer(text, chars=True)]
+
+    def document_frequencies(self, terms: Iterable[str]) -> tuple[int, dict[str, int]]:
+        """(documents in the index, term -> documents holding it in any field), the field counts' maximum
+        standing in for their union."""
+        with self.open(create=False).searcher() as searcher:
+            reader = searcher.reader()
+            frequencies = {term: max(reader.doc_frequency(name, term) for name in FIELDS) for term in set(terms)}
+            return searcher.doc_count(), frequencies
+
     def search(self, text: str, limit: int = 10, domains: Iterable[str] | None = None,
-               field_weights: dict[str, float] | None = None) -> list[tuple[str, float]]:
-        """BM25F search: [(memory id, score)] best first; empty when the query has no usable terms."""
+               field_weights: dict[str, float] | None = None, exclude: Iterable[str] = (),
+               only: Iterable[str] | None = None) -> list[tuple[str, float]]:
+        """BM25F search: [(memory id, score)] best first; empty when the query has no usable terms.
+
+        `exclude` leaves those memory ids out; `only` keeps just those (cheaper when most are left out)."""
         terms = self.terms(text)
         if not terms:
             return []
@@ -233,10 +248,18 @@ class TextIndex:
             if not domains:
                 return []
             domain_filter = Or([Term("domain_key", d) for d in domains])
+        if only is not None:
+            only = sorted(only)
+            if not only:
+                return []
+            kept = Or([Term("id", i) for i in only])
+            domain_filter = kept if domain_filter is None else And([domain_filter, kept])
+        exclude = sorted(exclude)
+        mask = Or([Term("id", i) for i in exclude]) if exclude else None
         for attempt in range(RETRIES):
             try:
                 with self.open(create=False).searcher(weighting=scoring.BM25F(B=0.75, K1=1.2)) as searcher:
-                    results = searcher.search(query, limit=limit, filter=domain_filter)
+                    results = searcher.search(query, limit=limit, filter=domain_filter, mask=mask)
                     return [(hit["id"], float(hit.score)) for hit in results]
             except (OSError, whoosh_index.IndexError):
                 # A concurrent commit merged away a segment this reader was opening: reopen and try again.

@@ -21,7 +21,7 @@ from .examiner import Examiner
 from .llm import model_name, recall_anchor, recall_route, route_choice
 from .reviewlog import Review, ReviewLog
 from .scheduler import replay
-from .session import llm_prior, study_settings
+from .session import current_memories, llm_prior, study_settings
 from .strategies import STRATEGIES, Pick, keyword_neighbours, select
 
 WEAK_BELOW = 0.5
@@ -119,7 +119,7 @@ def run_red_queen(palace: Palace, generator, rounds: int = 3, strategy: str = "w
     clock = clock or (lambda: datetime.now(timezone.utc))
     log = log or ReviewLog(palace)
     learner = model_name(generator)
-    memories = palace.scan().memories
+    memories = current_memories(palace)
     domain = palace.resolve_domain(domain) if domain else None
     topic = palace.config.name
     examiner = Examiner(memories, seed=seed)

@@ -48,6 +48,14 @@ def study_settings(palace: Palace) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+def current_memories(palace: Palace) -> dict[str, Memory]:
+    """The memories study asks about: those valid now. A superseded memory is retired from study (its
+    reviews stay in the log, and count again if it is ever valid again)."""
+    memories = palace.scan().memories
+    hidden = palace.index.versions().hidden()
+    return {i: m for i, m in memories.items() if i not in hidden}
+
+
 def load_profile(palace: Palace, name: str | None) -> Profile:
     """A built-in profile, or one declared in palace.toml `[study.profiles.<name>]`."""
     name = name or "study"
@@ -165,7 +173,7 @@ class StudySession:
         self.clock = clock or (lambda: datetime.now(timezone.utc))
         self.rng = random.Random(seed)
         self.domain = palace.resolve_domain(domain) if domain else None
-        self.memories = palace.scan().memories
+        self.memories = current_memories(palace)
         self.log = log or ReviewLog(palace)
         read = self.log.read()
         self.log_problems = read.problems

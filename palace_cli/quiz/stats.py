@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 from ..palace import Palace, Problem
 from .reviewlog import ReviewLog, learner_name
 from .scheduler import Schedule, replay
-from .session import study_settings
+from .session import current_memories, study_settings
 
 CHART_DAYS = 14
 
@@ -58,6 +58,7 @@ class StudyStats:
     forecast: list[tuple[str, int]]  # reviewed memories coming due in each of the next CHART_DAYS days
     learners: list[str] = field(default_factory=list)
     orphans: int = 0  # reviews of memory ids no note has any more
+    retired: int = 0  # memories left out of study because they are not valid now (superseded, expired)
     problems: list[Problem] = field(default_factory=list)
 
     def as_dict(self) -> dict:
@@ -70,7 +71,7 @@ class StudyStats:
                 "by_state": self.by_state, "weakest": [w.as_dict() for w in self.weakest],
                 "per_day": [{"day": d, "reviews": c} for d, c in self.per_day],
                 "forecast": [{"day": d, "due": c} for d, c in self.forecast], "learners": self.learners,
-                "orphan_reviews": self.orphans, "log_problems": [p.as_dict() for p in self.problems]}
+                "orphan_reviews": self.orphans, "retired": self.retired, "log_problems": [p.as_dict() for p in self.problems]}
 
 
 def _round(value: float | None) -> float | None:
@@ -96,7 +97,7 @@ def due_items(palace: Palace, learner: str | None = None, now: datetime | None =
     and the review log lines that could not be read."""
     schedule, read = load_schedule(palace, learner, now)
     domain = palace.resolve_domain(domain) if domain else None
-    memories = {i: m for i, m in palace.scan().memories.items() if domain in (None, m.domain)}
+    memories = {i: m for i, m in current_memories(palace).items() if domain in (None, m.domain)}
     horizon = schedule.now + (within or timedelta(0))
     items = [_item(schedule, memories[i]) for i in schedule.due_ids(set(memories), horizon)]
     return items, len(schedule.new_ids(set(memories))), schedule, read.problems
@@ -107,8 +108,9 @@ def study_stats(palace: Palace, learner: str | None = None, now: datetime | None
     """Retention, due counts, lapses, the weakest memories and two small day charts."""
     schedule, read = load_schedule(palace, learner, now)
     now = schedule.now
-    memories = palace.scan().memories
+    memories = current_memories(palace)
     known = set(memories)
+    retired = set(palace.index.scan(light=True).memories) - known
     reviewed = [i for i in schedule.states if i in known]
     due = lambda delta: sum(1 for i in reviewed if schedule.states[i].due <= now + delta)  # noqa: E731
     recent = now - timedelta(days=30)
@@ -132,7 +134,8 @@ def study_stats(palace: Palace, learner: str | None = None, now: datetime | None
                  for d in range(CHART_DAYS - 1, -1, -1)],
         forecast=[((today + timedelta(days=d)).isoformat(), forecast_counts.get(today + timedelta(days=d), 0))
                   for d in range(CHART_DAYS)],
-        learners=read.learners(), orphans=sum(1 for r in schedule.reviews if r.id not in known),
+        learners=read.learners(), orphans=sum(1 for r in schedule.reviews if r.id not in known | retired),
+        retired=len(retired),
         problems=read.problems,
     )
 
