@@ -175,6 +175,11 @@ def test_alias_bomb_is_refused_fast_and_small(tmp_path, alias_bomb):
     ("base: &b {a: 1}\nderived:\n  <<: *b\n  c: 2", {"derived": {"a": 1, "c": 2}}),
     ("2024-01-01: new year\n1: one", {"2024-01-01": "new year", 1: "one"}),  # keys JSON can hold
     ("k: " + "[" * 90 + "]" * 90, {}),
+    # typed values Python cannot hold (they raised ValueError and friends) stay the text written
+    ("created: 2024-02-30\nwhen: 2020-01-01 25:61:61", {"created": "2024-02-30", "when": "2020-01-01 25:61:61"}),
+    ("flag: !!bool maybe\nn: !!int x", {"flag": "maybe", "n": "x"}),
+    ("big: " + "9" * 5000, {"big": "9" * 5000}),
+    ("a: .nan\nb: -.inf\nc: [.inf]", {"a": ".nan", "b": "-.inf", "c": [".inf"]}),  # JSON has no NaN
 ])
 def test_small_aliases_merges_and_odd_keys_still_read(frontmatter, expected):
     memory = parse_note(f"---\nid: x\nsubject: S\nanchor: a b\n{frontmatter}\n---\n# S\n", "n.md", "d")

@@ -323,7 +323,7 @@ def _read_labels(path: Path) -> dict[str, dict[str, int]]:
         try:
             row = json.loads(line)
             labels[row["id"]] = {f.key: int(row["factors"][f.key]) for f in FACTORS}
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
             raise UsageError(f"{path}:{number}: not a label line ({exc})") from None
     return labels
 
