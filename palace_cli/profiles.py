@@ -4,6 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# One unit for every budget a person or an agent gives (recall, wake-up, MCP): tokens, counted as UTF-8
+# bytes / 4 (rounded up). Close to what LLM tokenizers give for English prose, and needs no tokenizer.
+BYTES_PER_TOKEN = 4
+
+
+def tokens_of(text: str) -> int:
+    """Approximate tokens of a text: its UTF-8 bytes / 4, rounded up."""
+    return -(-len(text.encode("utf-8")) // BYTES_PER_TOKEN)
+
 
 @dataclass(frozen=True)
 class Profile:
@@ -14,8 +23,13 @@ class Profile:
     k: int                    # memories handed over
     sections: tuple[str, ...] # which parts of each memory go into the context
     include_links: bool       # also hand over the memories the hits link to
-    budget: int | None        # default context budget in bytes (None: unlimited)
+    budget: int | None        # default context budget in bytes (None: unlimited); shown in tokens
     trim: bool = True         # hand over only hits close to the best one (the smallest context that answers)
+
+    @property
+    def budget_tokens(self) -> int | None:
+        """The default budget in tokens (what the CLI and docs show)."""
+        return None if self.budget is None else self.budget // BYTES_PER_TOKEN
 
 
 PROFILES = {

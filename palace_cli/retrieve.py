@@ -13,7 +13,7 @@ from .errors import UsageError
 from .index.catalog import MAX_PHRASE_WORDS, Catalog
 from .notes import Memory
 from .palace import Palace
-from .profiles import PROFILES, Profile
+from .profiles import BYTES_PER_TOKEN, PROFILES, Profile, tokens_of
 from .tokens import normalize
 from .validity import format_moment, parse_moment
 
@@ -114,6 +114,7 @@ class Recall(SearchResult):
         data.update({
             "profile": self.profile, "hops": self.hops, "route": [r.as_dict() for r in self.route],
             "fallback": self.fallback, "reason": self.reason, "context_bytes": self.context_bytes,
+            "context_tokens": tokens_of(self.context),
             "confidence": round(self.confidence, 4),
             "memories": [context_entry(h.memory) for h in self.handed if h.memory],
         })
@@ -348,8 +349,10 @@ def route(palace: Palace, catalog: Catalog, query: str) -> tuple[list[DomainRout
 
 def recall(palace: Palace, query: str, k: int | None = None, domain: str | None = None, budget: int | None = None,
            profile: str = "reference", do_refresh: bool = True, mode: str | None = None,
-           trim: bool | None = None, as_of=None, include_superseded: bool = False) -> Recall:
-    """Route to a domain (hop 1), rank memories in it (hop 2), and build the context within the budget.
+           trim: bool | None = None, as_of=None, include_superseded: bool = False,
+           budget_tokens: int | None = None) -> Recall:
+    """Route to a domain (hop 1), rank memories in it (hop 2), and build the context within the budget
+    (budget_tokens, 4 bytes each; `budget` in bytes is kept for older callers; default: the profile's).
 
     Only memories valid now are ranked and handed over, or valid `as_of` a date (created standing in for
     a missing valid_from); include_superseded ranks every memory, marking those not valid."""
@@ -358,6 +361,8 @@ def recall(palace: Palace, query: str, k: int | None = None, domain: str | None 
     spec: Profile = PROFILES[profile]
     k = k or spec.k
     mode = mode or spec.mode
+    if budget_tokens is not None:
+        budget = budget_tokens * BYTES_PER_TOKEN
     budget = budget if budget is not None else spec.budget
     started = time.perf_counter()
     when = _moment(as_of)

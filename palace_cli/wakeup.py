@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 from .notes import Memory
 from .palace import Palace, Scan
+from .profiles import BYTES_PER_TOKEN, tokens_of
 from .validity import Versions
 
-BYTES_PER_TOKEN = 4
 DEFAULT_BUDGET = 2000  # tokens
 
 
@@ -83,7 +83,7 @@ def wake_up(palace: Palace, budget_tokens: int = DEFAULT_BUDGET) -> WakeUp:
         chosen.append({"id": memory.id, "subject": memory.subject, "domain": memory.domain, "core": memory.core,
                        "importance": round(scores[note_id], 3), "path": memory.path, "line": memory.line})
     text = head + "".join(lines)
-    return WakeUp(identity, chosen, text, -(-len(text.encode("utf-8")) // BYTES_PER_TOKEN), budget_tokens, left_out)
+    return WakeUp(identity, chosen, text, tokens_of(text), budget_tokens, left_out)
 
 
 def core_overflow(palace: Palace, scan: Scan, budget_tokens: int = DEFAULT_BUDGET) -> tuple[list[Memory], int]:

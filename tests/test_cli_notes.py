@@ -204,7 +204,7 @@ def test_one_broken_note_does_not_stop_the_others(example_palace):
     (example_palace / "memories/storage-engines/broken.md").write_text("---\nid: broken\nsubject: [\n---\n")
     listed = run("list", cwd=example_palace)
     assert listed.exit_code == 0 and len(listed.stdout.splitlines()) == 66
-    assert "1 note problem(s)" in listed.stderr
+    assert "1 note problem hidden" in listed.stderr
     assert run("show", "raft", cwd=example_palace).exit_code == 0
     indexed = run("index", cwd=example_palace)
     assert indexed.exit_code == 0
@@ -259,7 +259,7 @@ def test_domains(example_palace):
 def test_lint_example_palace_exits_0():
     result = run("lint", REPO / "example-palace")
     assert result.exit_code == 0, result.stdout
-    assert "0 error(s)" in result.stdout
+    assert "0 errors" in result.stdout
 
 
 def test_lint_exit_codes_and_json(example_palace):

@@ -18,7 +18,7 @@ def run(palace_dir, *args, input=None):
 def test_quiz_reads_answers_and_ratings_from_a_pipe(example_palace):
     result = run(example_palace, "quiz", "-n", "2", "--seed", "1", "--no-llm", input="whatever\n3\n\n4\n")
     assert result.exit_code == 0, result.output
-    assert "Session done: 2 review(s)" in result.output
+    assert "Session done: 2 reviews" in result.output
     rows = [json.loads(line) for path in (example_palace / "reviews").glob("*.jsonl")
             for line in path.read_text(encoding="utf-8").splitlines()]
     assert [r["rating"] for r in rows] == ["good", "easy"]
@@ -27,7 +27,7 @@ def test_quiz_reads_answers_and_ratings_from_a_pipe(example_palace):
 def test_quiz_stops_cleanly_at_end_of_input(example_palace):
     result = run(example_palace, "quiz", "-n", "3", "--no-llm", input="first\n2\n")
     assert result.exit_code == 0  # end of input (Ctrl-D) or q is a chosen stop; Ctrl-C exits 130
-    assert "Stopped: 1 review(s)" in result.output
+    assert "Stopped: 1 review kept" in result.output
 
 
 def test_due_and_stats_json(example_palace):

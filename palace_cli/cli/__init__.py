@@ -22,6 +22,7 @@ class PalaceGroup(click.Group):
         if name not in self.commands and name in COMMAND_MODULES:
             module = importlib.import_module(f"{__name__}.{COMMAND_MODULES[name]}")
             for command in module.COMMANDS:
+                _accept_palace_option(command)
                 self.add_command(command)
         return self.commands.get(name)
 
@@ -58,9 +59,27 @@ class PalaceContext:
 pass_ctx = click.make_pass_decorator(PalaceContext)
 
 
+def _late_palace(ctx, _param, value):
+    if value is not None:
+        ctx.find_object(PalaceContext).palace_dir = value  # parsed before the command body opens the palace
+    return value
+
+
+def _accept_palace_option(command: click.Command) -> None:
+    """Let `--palace DIR` come after the subcommand too (`palace recall Q --palace ~/kb`), in nested groups too.
+
+    The option is hidden (the group's own `--palace` is the documented one) and sets the same value.
+    """
+    if not any(param.name == "late_palace" for param in command.params):
+        command.params.append(click.Option(["--palace", "late_palace"], type=click.Path(file_okay=False),
+                                           hidden=True, expose_value=False, callback=_late_palace))
+    for sub in getattr(command, "commands", {}).values():
+        _accept_palace_option(sub)
+
+
 @click.group(cls=PalaceGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--palace", "palace_dir", type=click.Path(file_okay=False), envvar="PALACE_DIR",
-              help="Palace directory (default: walk up from the current directory to palace.toml).")
+              help="Palace directory (default: walk up from the current directory to palace.toml); also accepted after the command.")
 @click.version_option(package_name="palace-cli", prog_name="palace")
 @click.pass_context
 def cli(ctx, palace_dir):

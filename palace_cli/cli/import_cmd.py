@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..wording import plural
 from ..conversations.model import INCLUDABLE
 from . import render
 from ..importers import FORMATS, import_path
@@ -82,13 +83,13 @@ def _print(report) -> None:
     verb = "Would import" if report.dry_run else "Imported"
     render.out.print(f"{verb} {report.source} ({report.format}): {len(report.added)} added, "
                      f"{len(report.updated)} updated, {len(report.skipped)} skipped (unchanged), "
-                     f"{len(report.conflicts)} conflict(s)")
+                     f"{plural(len(report.conflicts), 'conflict')}")
     if report.domains:
         shown = ", ".join(f"{name} ({count})" for name, count in sorted(report.domains.items())[:12])
         more = f" and {len(report.domains) - 12} more" if len(report.domains) > 12 else ""
         render.out.print(f"domains: {shown}{more}")
     if report.new_domains:
-        render.out.print(f"declared {len(report.new_domains)} new domain(s) in palace.toml")
+        render.out.print(f"declared {plural(len(report.new_domains), 'new domain')} in palace.toml")
     if report.clustering:
         c = report.clustering
         sizes = sorted(cluster["size"] for cluster in c["clusters"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from . import render
+from ..wording import plural
 from ..errors import UsageError
 from ..index.refresh import stale
 from . import pass_ctx
@@ -19,7 +20,7 @@ def refresh_with_progress(palace, rebuild: bool = False):
 def report_problems_once(report) -> None:
     """One stderr line counting unreadable notes, so they are never silently skipped."""
     if report.problems:
-        render.warn(f"{len(report.problems)} note(s) could not be indexed; run `palace lint` for details")
+        render.warn(f"{plural(len(report.problems), 'note')} could not be indexed; run `palace lint` for details")
 
 
 @click.command()
@@ -42,7 +43,7 @@ def index(ctx, rebuild, check, as_json):
         else:
             for item in items:
                 render.out.print(item)
-            render.out.print("Everything is up to date." if not items else f"{len(items)} stale item(s).")
+            render.out.print("Everything is up to date." if not items else f"{plural(len(items), 'stale item')}.")
         raise SystemExit(1 if items else 0)
     report = refresh_with_progress(palace, rebuild=rebuild)
     if as_json:

@@ -7,6 +7,7 @@ import sys
 import click
 from rich.markup import escape
 
+from ..wording import plural
 from ..authoring import add_memory, init_palace, propose_missing_token, token_warnings
 from ..errors import NoteError, PalaceError
 from ..lint import lint as run_lint
@@ -56,15 +57,6 @@ def init(directory, name):
     root = init_palace(directory, name)
     render.out.print(f"Created a palace in {root}. Next: cd {root} && palace add \"Your first memory\" --domain general",
                      markup=False)
-
-
-def _rows(columns: list[str], rows: list[list]) -> None:
-    """A table in a terminal; piped, one tab-separated line per row, never wrapped, so grep and cut work."""
-    if render.out.is_terminal:
-        render.table(columns, rows)
-        return
-    for row in rows:
-        click.echo("\t".join(" ".join(str(cell).split()) for cell in row))
 
 
 def _interactive() -> bool:
@@ -168,9 +160,9 @@ def list_(ctx, domain, as_json):
     if as_json:
         render.emit_json({"memories": [memory_summary(m) for m in memories], "problems": len(scan.problems)})
         return
-    _rows(["id", "subject", "anchor", "where"], [[m.id, m.subject, m.anchor, m.location] for m in memories])
+    render.table(["id", "subject", "anchor", "where"], [[m.id, m.subject, m.anchor, m.location] for m in memories])
     if scan.problems:
-        render.warn(f"{len(scan.problems)} note problem(s) hidden from this list; run `palace lint`")
+        render.warn(f"{plural(len(scan.problems), 'note problem')} hidden from this list; run `palace lint`")
 
 
 @click.command()
@@ -221,7 +213,7 @@ def domains(ctx, as_json):
     if as_json:
         render.emit_json({"domains": rows})
         return
-    _rows(["domain", "memories", "aliases", "description"],
+    render.table(["domain", "memories", "aliases", "description"],
           [[r["domain"], r["memories"], ", ".join(r["aliases"]), r["description"]] for r in rows])
 
 
@@ -246,7 +238,7 @@ def lint(ctx, directory, fix, strict, as_json):
         for line in report.fixed:
             render.out.print(f"fixed: {line}", markup=False)
         render.problems(report.problems)
-        summary = f"{report.errors} error(s), {report.warnings} warning(s)"
+        summary = f"{plural(report.errors, 'error')}, {plural(report.warnings, 'warning')}"
         render.out.print(summary if report.problems else "No problems found.", markup=False)
     if report.failed(strict):
         raise SystemExit(1)

@@ -20,14 +20,65 @@ def emit_json(data) -> None:
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
-def table(columns: list[str], rows: list[list], title: str | None = None) -> None:
-    """A simple table on stdout."""
+# Columns whose cells are never cut: a path cut mid-word cannot be clicked, copied or grepped.
+WHOLE = ("where", "path", "id", "file", "location")
+LONG_WORD = 24  # a wrapped column is never narrower than its longest word, up to this many characters
+
+
+def _text(cell) -> str:
+    return str(cell[0] if isinstance(cell, tuple) else cell)
+
+
+def _cell(cell) -> Text:
+    """A cell as rich Text; a (text, style) pair is styled. Cells are data, never markup."""
+    return Text(str(cell[0]), style=cell[1]) if isinstance(cell, tuple) else Text(str(cell))
+
+
+def table(columns: list[str], rows: list[list], title: str | None = None, whole: tuple[str, ...] = WHOLE) -> None:
+    """A table on stdout that never cuts a path (or an id).
+
+    Piped, it is one tab-separated line per row (no box, no header, never wrapped; the title goes to
+    stderr), so grep and cut work. In a terminal, the `whole` columns keep their full width and the
+    others wrap; when that cannot fit, each row becomes two lines: the other cells, then the whole ones.
+    """
+    if not out.is_terminal:
+        if title:
+            note(title)
+        for row in rows:
+            sys.stdout.write("\t".join(" ".join(_text(cell).split()) for cell in row) + "\n")
+        return
+    kept = [i for i, name in enumerate(columns) if name in whole]
+    widths = {}
+    for i, column in enumerate(columns):
+        cells = [column] + [_text(row[i]) for row in rows]
+        if i in kept:
+            widths[i] = max(len(cell) for cell in cells)
+        else:  # words are never cut either, unless one is longer than LONG_WORD
+            widths[i] = min(max((len(word) for cell in cells for word in cell.split()), default=1), LONG_WORD)
+    needed = sum(widths.values()) + 3 * len(columns) + 1
+    if needed > out.width and len(kept) < len(columns):
+        _two_lines(columns, rows, kept, title)
+        return
     grid = Table(title=title, show_lines=False, header_style="bold")
-    for column in columns:
-        grid.add_column(column, overflow="fold")
+    for i, column in enumerate(columns):
+        if i in kept:
+            grid.add_column(column, no_wrap=True, min_width=widths[i], overflow="ignore")
+        else:
+            grid.add_column(column, min_width=widths[i], overflow="fold")
     for row in rows:
-        grid.add_row(*[Text(str(cell)) for cell in row])  # cells are data, never markup
+        grid.add_row(*[_cell(cell) for cell in row])
     out.print(grid)
+
+
+def _two_lines(columns: list[str], rows: list[list], kept: list[int], title: str | None) -> None:
+    """Rows as two lines each: the wrapped cells joined, then the whole cells indented on their own line."""
+    if title:
+        out.print(Text(title, style="bold"))
+    for row in rows:
+        head = Text("  ").join(_cell(cell) for i, cell in enumerate(row) if i not in kept and _text(cell))
+        out.print(head)
+        out.print(Text("    ") + Text("  ").join(_cell(row[i]) for i in kept), no_wrap=True, crop=False,
+                  overflow="ignore")
 
 
 def warn(message: str) -> None:

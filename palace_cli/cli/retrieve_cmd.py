@@ -4,10 +4,32 @@ from __future__ import annotations
 
 import click
 
-from . import render
-from ..profiles import PROFILES
+from ..profiles import BYTES_PER_TOKEN, PROFILES, tokens_of
 from ..retrieve import MODES, recall as run_recall, search as run_search
-from . import pass_ctx
+from ..wording import plural
+from . import pass_ctx, render
+
+
+class Budget(click.ParamType):
+    """A budget in tokens (`1000`), or in bytes with a B suffix (`4000B`, the unit of older versions);
+    the value passed on is bytes."""
+
+    name = "TOKENS"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().lower().replace(" ", "")
+        try:
+            if text.endswith(("bytes", "b")):
+                number = int(text.removesuffix("bytes").removesuffix("b"))
+            else:
+                number = int(text.removesuffix("tokens").removesuffix("t")) * BYTES_PER_TOKEN
+        except ValueError:
+            self.fail(f"{value!r} is not a number of tokens (e.g. 1000) or bytes (e.g. 4000B)", param, ctx)
+        if number < 0:
+            self.fail("a budget cannot be negative", param, ctx)
+        return number
 
 
 def _dense_notice(result) -> None:
@@ -69,14 +91,16 @@ def search(ctx, query, mode, k, domain, as_of, include_superseded, as_json):
 @click.argument("query")
 @click.option("-k", type=int, default=None, help="Memories to hand over (default: the profile's).")
 @click.option("--domain", "-d", default=None, help="Skip routing: rank inside this domain.")
-@click.option("--budget", type=int, default=None, help="Context budget in bytes (default: the profile's).")
+@click.option("--budget", type=Budget(), default=None,
+              help="Context budget in tokens, about 4 bytes each (default: the profile's); `4000B` is bytes.")
 @click.option("--profile", "-p", type=click.Choice(list(PROFILES)), default="reference", show_default=True,
               help="How much to retrieve and hand over; see docs/retrieval.md.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "prompt"]), default="table", show_default=True,
               help="table for people, json for programs, prompt for an LLM's context.")
 @time_options
+@click.option("--json", "as_json", is_flag=True, help="JSON output (the same as --format json).")
 @pass_ctx
-def recall(ctx, query, k, domain, budget, profile, fmt, as_of, include_superseded):
+def recall(ctx, query, k, domain, budget, profile, fmt, as_of, include_superseded, as_json):
     """Two-hop retrieval: route to a domain, rank its memories, hand over the smallest context.
 
     Only memories valid now are handed over (--as-of DATE: valid then). Example:
@@ -84,7 +108,7 @@ def recall(ctx, query, k, domain, budget, profile, fmt, as_of, include_supersede
     """
     result = run_recall(ctx.palace, query, k=k, domain=domain, budget=budget, profile=profile, as_of=as_of,
                         include_superseded=include_superseded)
-    if fmt == "json":
+    if fmt == "json" or as_json:
         render.emit_json(result.as_dict())
     elif fmt == "prompt":
         click.echo(result.context or "(no memory in this palace matches the question)")
@@ -93,13 +117,14 @@ def recall(ctx, query, k, domain, budget, profile, fmt, as_of, include_supersede
         when = f"; as of {result.as_of}" if result.as_of else ""
         render.out.print(f"route: {route}; hops: {result.hops}; {result.reason}{when}")
         _print_hits(result.hits, result.as_of)
-        render.out.print(f"context: {result.context_bytes} bytes ({result.profile} profile); "
+        render.out.print(f"context: {plural(tokens_of(result.context), 'token')} ({result.profile} profile); "
                          f"confidence {result.confidence:.2f}; {result.elapsed_ms:.0f} ms")
     _dense_notice(result)
 
 
 @click.command(name="wake-up")
-@click.option("--budget", type=int, default=2000, show_default=True, help="Budget in tokens (about 4 bytes each).")
+@click.option("--budget", type=Budget(), default=None,
+              help="Budget in tokens, about 4 bytes each (default 2000); `8000B` is bytes.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @pass_ctx
 def wake_up(ctx, budget, as_json):
@@ -109,7 +134,7 @@ def wake_up(ctx, budget, as_json):
     """
     from ..wakeup import wake_up as run_wake_up
 
-    result = run_wake_up(ctx.palace, budget_tokens=budget)
+    result = run_wake_up(ctx.palace, budget_tokens=2000 if budget is None else budget // BYTES_PER_TOKEN)
     if as_json:
         render.emit_json(result.as_dict())
     else:

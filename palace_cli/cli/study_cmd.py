@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import click
@@ -16,6 +16,7 @@ from rich.text import Text
 from . import render
 from ..errors import UsageError
 from ..quiz.strategies import STRATEGIES
+from ..wording import plural
 from ..smashin import FACTORS, agreement, factor, level, score_memory, threshold
 from . import pass_ctx
 
@@ -24,7 +25,8 @@ RATING_STYLE = {1: ("again", "red"), 2: ("hard", "yellow"), 3: ("good", "green")
 VERDICT_STYLE = {"correct": ("✓ correct", "green"), "partial": ("~ partly", "yellow"), "wrong": ("✗ not it", "red"),
                  "empty": ("— no answer", "red")}
 BARS = " ▁▂▃▄▅▆▇█"
-out, err = Console(highlight=False), render.err  # wrapping console: panels hold long images
+# In a terminal a wrapping console (panels hold long images); piped, lines are never wrapped.
+out, err = Console(highlight=False, soft_wrap=not render.out.is_terminal), render.err
 
 
 def read_key() -> str:
@@ -60,6 +62,15 @@ def _until(moment: datetime, now: datetime) -> str:
     return "in under a minute"
 
 
+def _panel(body: Text, title: str, subtitle: str) -> None:
+    """A boxed panel in a terminal; piped, the title line, the text and the subtitle, never cut or boxed."""
+    if render.out.is_terminal:
+        out.print(Panel(body, title=title, title_align="left", subtitle=subtitle, subtitle_align="right"))
+        return
+    out.print(Text(f"— {title}" + (f" · {subtitle}" if subtitle else ""), style="bold"))
+    out.print(body)
+
+
 def _show_question(question, number: int, pick_reason: str, domain: str) -> None:
     body = Text()
     body.append(question.title + "\n", style="bold")
@@ -67,8 +78,7 @@ def _show_question(question, number: int, pick_reason: str, domain: str) -> None
     if question.note:
         body.append(f"\n\n{question.note}", style="dim")
     source = "" if question.source == "notes" else f" · {question.source}"
-    out.print(Panel(body, title=f"{number} · {question.kind} · {domain}{source}", title_align="left",
-                    subtitle=pick_reason, subtitle_align="right"))
+    _panel(body, f"{number} · {question.kind} · {domain}{source}", pick_reason)
 
 
 def _show_grade(result, question, session) -> None:
@@ -90,13 +100,25 @@ def _show_memory(memory, show: str) -> None:
         body.append("\n" + memory.image + "\n")
     if memory.content:
         body.append("\n" + memory.content, style="dim" if show == "full" else "")
-    out.print(Panel(body, title=f"{memory.subject} ({memory.id})", title_align="left",
-                    subtitle=memory.location, subtitle_align="right"))
+    _panel(body, f"{memory.subject} ({memory.id})", memory.location)
 
 
-def _ask_rating(suggested: int) -> int | None:
+def interval(seconds: float) -> str:
+    """A short interval as rating keys show it: <1m, 10m, 5h, 3d, 2.1mo, 1.3y."""
+    if seconds < 60:
+        return "<1m"
+    for size, unit, places in ((31_557_600, "y", 1), (2_629_800, "mo", 1), (86400, "d", 0), (3600, "h", 0),
+                               (60, "m", 0)):
+        if seconds >= size:
+            value = round(seconds / size, places)
+            return f"{value:g}{unit}" if places else f"{int(value)}{unit}"
+    return "<1m"
+
+
+def _ask_rating(suggested: int, intervals: dict[int, timedelta]) -> int | None:
     name, style = RATING_STYLE[suggested]
-    keys = "  ".join(f"[{RATING_STYLE[v][1]}]{k}[/] {RATING_STYLE[v][0]}" for k, v in RATING_KEYS.items())
+    keys = "  ".join(f"[{RATING_STYLE[v][1]}]{k}[/] {RATING_STYLE[v][0]} [dim]{interval(intervals[v].total_seconds())}[/]"
+                     for k, v in RATING_KEYS.items())
     out.print(f"{keys}   [dim]Enter = {name} · q = stop[/dim]", markup=True)
     while True:
         key = read_key()
@@ -116,7 +138,7 @@ def _summary(session, interrupted: bool = False) -> None:
     counts = summary.ratings
     parts = [f"[{RATING_STYLE[v][1]}]{counts.get(v, 0)} {RATING_STYLE[v][0]}[/]" for v in (1, 2, 3, 4)]
     head = "Stopped" if interrupted else "Session done"
-    out.print(f"\n{head}: {len(summary.outcomes)} review(s) kept in {summary.log_path} · " + " · ".join(parts),
+    out.print(f"\n{head}: {plural(len(summary.outcomes), 'review')} kept in {summary.log_path} · " + " · ".join(parts),
               markup=True)
     if summary.generated_offered:
         out.print(f"generated questions: {summary.generated_used} used, "
@@ -149,7 +171,7 @@ def quiz(ctx, domain, strategy, count, profile, use_llm, seed):
         out.print("Nothing to study" + (f" in {session.domain}" if session.domain else "") + ".")
         return
     reasons = {p.memory_id: p.reason for p in session.picks}
-    out.print(f"[bold]{palace.config.name}[/bold] · {strategy} · {len(session.picks)} question(s) · "
+    out.print(f"[bold]{palace.config.name}[/bold] · {strategy} · {plural(len(session.picks), 'question')} · "
               f"learner {session.learner} · Ctrl-C stops and keeps your reviews", markup=True)
     stopped = False
     try:
@@ -165,7 +187,7 @@ def quiz(ctx, domain, strategy, count, profile, use_llm, seed):
             result = session.grade(question, answer)
             _show_grade(result, question, session)
             _show_memory(memory, session.profile.show)
-            rating = _ask_rating(result.suggested)
+            rating = _ask_rating(result.suggested, session.preview(question))
             if rating is None:
                 stopped = True
                 break
@@ -200,7 +222,7 @@ def due(ctx, domain, learner, limit, as_json):
                           "new": new, "items": [i.as_dict() for i in items[:limit]]})
         return
     if not items:
-        out.print(f"Nothing due. {new} memor{'y' if new == 1 else 'ies'} never studied: `palace quiz` starts them.")
+        out.print(f"Nothing due. {plural(new, 'memory')} never studied: `palace quiz` starts them.")
         return
     render.table(["id", "due", "R", "state", "lapses", "where"],
                  [[i.id, _ago(i.due, schedule.now), f"{i.retrievability:.2f}", i.state, i.lapses, i.path]
@@ -244,28 +266,37 @@ def stats(ctx, learner, as_json):
         render.emit_json(data.as_dict())
         return
     pct = lambda v: "–" if v is None else f"{v:.0%}"  # noqa: E731
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="dim")
-    grid.add_column()
-    grid.add_row("learner", data.learner + (f"   (others: {', '.join(x for x in data.learners if x != data.learner)})"
-                                            if len(data.learners) > 1 else ""))
-    grid.add_row("memories", f"{data.memories} · {data.reviewed} studied · {data.new} new"
-                             + (f" · {data.retired} superseded (not studied)" if data.retired else ""))
-    grid.add_row("due", f"{data.due_now} now · {data.due_today} within a day · {data.due_week} within a week")
-    grid.add_row("reviews", f"{data.reviews} · {data.reviews_30d} in the last 30 days")
-    grid.add_row("retention", f"{pct(data.retention_30d)} last 30 days · {pct(data.retention)} all time "
-                              "(reviews of learnt memories not rated Again)")
-    grid.add_row("recall now", f"{pct(data.mean_retrievability)} mean predicted (FSRS)")
-    grid.add_row("lapses", str(data.lapses))
-    grid.add_row("states", ", ".join(f"{k} {v}" for k, v in sorted(data.by_state.items())) or "–")
     days = [c for _, c in data.per_day]
     ahead = [c for _, c in data.forecast]
-    grid.add_row("reviews/day", f"{_bars(days)}  last {len(days)} days (max {max(days) if days else 0})")
-    grid.add_row("coming due", f"{_bars(ahead)}  next {len(ahead)} days (max {max(ahead) if ahead else 0})")
-    out.print(Panel(grid, title=f"{ctx.palace.config.name} · study", title_align="left"))
+    others = [x for x in data.learners if x != data.learner]
+    rows = [
+        ("learner", data.learner + (f"   (others: {', '.join(others)})" if others else "")),
+        ("memories", f"{data.memories} · {data.reviewed} studied · {data.new} new"
+                     + (f" · {data.retired} superseded (not studied)" if data.retired else "")),
+        ("due", f"{data.due_now} now · {data.due_today} within a day · {data.due_week} within a week"),
+        ("reviews", f"{data.reviews} · {data.reviews_30d} in the last 30 days"),
+        ("retention", f"{pct(data.retention_30d)} last 30 days · {pct(data.retention)} all time "
+                      "(reviews of learnt memories not rated Again)"),
+        ("recall now", f"{pct(data.mean_retrievability)} mean predicted (FSRS)"),
+        ("lapses", str(data.lapses)),
+        ("states", ", ".join(f"{k} {v}" for k, v in sorted(data.by_state.items())) or "–"),
+        ("reviews/day", f"{_bars(days)}  last {len(days)} days (max {max(days) if days else 0})"),
+        ("coming due", f"{_bars(ahead)}  next {len(ahead)} days (max {max(ahead) if ahead else 0})"),
+    ]
+    if render.out.is_terminal:
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="dim")
+        grid.add_column()
+        for label, value in rows:
+            grid.add_row(label, value)
+        out.print(Panel(grid, title=f"{ctx.palace.config.name} · study", title_align="left"))
+    else:  # piped: `label: value` lines, no box
+        for label, value in rows:
+            out.print(f"{label}: {value}", markup=False)
     if data.weakest:
         render.table(["weakest", "subject", "R", "lapses", "reviews"],
-                     [[w.id, w.subject, f"{w.retrievability:.2f}", w.lapses, w.reviews] for w in data.weakest])
+                     [[w.id, w.subject, f"{w.retrievability:.2f}", w.lapses, w.reviews] for w in data.weakest],
+                     whole=("weakest",))
     _warn_log(data.problems)
 
 
@@ -304,15 +335,10 @@ def score(ctx, ref, all_, against, as_json):
     rows = []
     for f in result.factors:
         where = "; ".join(f"{e.text!r} {e.line}:{e.column}" for e in f.evidence[:4])
-        rows.append([f.name, "[green]✓[/]" if f.present else "[red]✗[/]",
-                     where if f.present else f"[dim]{factor(f.key).technique}[/dim]"])
-    table = Table(title=f"{result.memory_id} · {result.score}/12 ({level(result.score)}) · {result.path}",
-                  header_style="bold")
-    for column in ("factor", "", "found at (line:col), or how to add it"):
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(*row)
-    out.print(table)
+        rows.append([f.name, ("✓", "green") if f.present else ("✗", "red"),
+                     where if f.present else (factor(f.key).technique, "dim")])
+    render.table(["factor", "", "found at (line:col), or how to add it"], rows,
+                 title=f"{result.memory_id} · {result.score}/12 ({level(result.score)}) · {result.path}")
 
 
 def _read_labels(path: Path) -> dict[str, dict[str, int]]:
@@ -329,14 +355,12 @@ def _read_labels(path: Path) -> dict[str, dict[str, int]]:
 
 
 def _show_agreement(result: dict) -> None:
-    table = Table(title=f"SMASHIN scorer vs hand labels ({result['memories']} memories)", header_style="bold")
-    for column in ("factor", "accuracy", "kappa", "precision", "recall", "labelled", "detected"):
-        table.add_column(column, justify="right" if column != "factor" else "left")
     fmt = lambda v: "–" if v is None else f"{v:.2f}"  # noqa: E731
-    for key, row in list(result["factors"].items()) + [("overall", result["overall"])]:
-        table.add_row(key, fmt(row["accuracy"]), fmt(row["kappa"]), fmt(row["precision"]), fmt(row["recall"]),
-                      str(row["labelled_present"]), str(row["detected_present"]))
-    out.print(table)
+    render.table(["factor", "accuracy", "kappa", "precision", "recall", "labelled", "detected"],
+                 [[key, fmt(row["accuracy"]), fmt(row["kappa"]), fmt(row["precision"]), fmt(row["recall"]),
+                   row["labelled_present"], row["detected_present"]]
+                  for key, row in list(result["factors"].items()) + [("overall", result["overall"])]],
+                 title=f"SMASHIN scorer vs hand labels ({result['memories']} memories)")
     total = result["total_score"]
     out.print(f"total score: mean absolute error {total['mean_abs_error']}, Pearson r {total['pearson']}, "
               f"mean {total['mean_label']} (labels) vs {total['mean_scorer']} (scorer)")
@@ -415,7 +439,7 @@ def redqueen(ctx, rounds, strategy, count, domain, seed, as_json):
         return
     render.table(["weak memory", "mean score", "tries", "SMASHIN", "missing", "next"],
                  [[w.memory_id, f"{w.mean_score:.2f}", w.attempts, f"{w.smashin}/12", ", ".join(w.missing),
-                   f"palace evolve {w.memory_id}"] for w in report.weak])
+                   f"palace evolve {w.memory_id}"] for w in report.weak], whole=("weak memory", "next"))
 
 
 COMMANDS = [quiz, due, stats, score, evolve, redqueen]

@@ -9,8 +9,8 @@ import time
 
 import click
 
-from . import render
-from . import pass_ctx
+from ..wording import plural
+from . import pass_ctx, render
 
 
 def _line(event) -> str:
@@ -33,7 +33,7 @@ def _line(event) -> str:
     if report.vectors and report.vectors.embedded:
         line += f"; embedded {report.vectors.embedded}"
     if report.problems:
-        line += f"; {len(report.problems)} note(s) could not be indexed (palace lint)"
+        line += f"; {plural(len(report.problems), 'note')} could not be indexed (palace lint)"
     return line
 
 

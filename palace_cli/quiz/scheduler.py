@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import random
 from dataclasses import dataclass, field
@@ -88,6 +89,15 @@ class Schedule:
     def new_ids(self, known: set[str]) -> list[str]:
         """Memories never reviewed by this learner, sorted."""
         return sorted(known - set(self.states))
+
+    def preview(self, memory_id: str, at: datetime) -> dict[int, datetime]:
+        """The due date each rating (1-4) would give a memory rated at `at`, exactly as `after` would
+        (the same seeded fuzz): what the quiz shows on its rating keys, as Anki does."""
+        due = {}
+        for rating in (1, 2, 3, 4):
+            states = {memory_id: copy.deepcopy(self.states[memory_id])} if memory_id in self.states else {}
+            due[rating] = _apply(self.scheduler, states, Review(memory_id, at, rating, learner=self.learner)).due
+        return due
 
     def after(self, review: Review) -> MemoryState:
         """Apply one more review (a session in progress) and return the memory's new state."""

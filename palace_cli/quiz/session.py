@@ -10,7 +10,7 @@ import threading
 import time
 from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterator
 
 from ..errors import UsageError
@@ -192,6 +192,7 @@ class StudySession:
         self.summary = Summary(log_path=palace.rel(self.log.path))
         self._asked = 0
         self._shown_at = 0.0
+        self._rated_at: datetime | None = None  # the moment `preview` computed the intervals on the keys
         self._pending: tuple | None = None  # (memory id, thread, result box) of a prefetched generated question
 
     # ---- asking -------------------------------------------------------------------------------
@@ -281,6 +282,13 @@ class StudySession:
         """Grade a typed answer against the question's expected elements."""
         return grade(question.expected, answer, question.need, self.confusers(question))
 
+    def preview(self, question: Question) -> dict[int, timedelta]:
+        """The interval each rating (1-4) would give now; `record` right after uses the same moment, so the
+        interval shown on a key is the one the rating gives."""
+        self._rated_at = self.clock()
+        due = self.schedule.preview(question.memory_id, self._rated_at)
+        return {rating: moment - self._rated_at for rating, moment in due.items()}
+
     def record(self, question: Question, rating: int, answer: str = "", result: Grade | None = None,
                duration_ms: int | None = None) -> MemoryState:
         """Append the review to the log now (so an interrupted session keeps it) and update the schedule."""
@@ -289,7 +297,8 @@ class StudySession:
         if duration_ms is None:
             duration_ms = int((time.monotonic() - self._shown_at) * 1000) if self._shown_at else None
         result = result or self.grade(question, answer)
-        review = Review(question.memory_id, self.clock(), rating, question.kind, self.strategy, self.learner,
+        at, self._rated_at = self._rated_at or self.clock(), None
+        review = Review(question.memory_id, at, rating, question.kind, self.strategy, self.learner,
                         duration_ms, result.score)
         self.log.append(review)
         state = self.schedule.after(review)
