@@ -132,9 +132,9 @@ def wake_up(ctx, budget, as_json):
 
     Example: palace wake-up --budget 800
     """
-    from ..wakeup import wake_up as run_wake_up
+    from ..wakeup import DEFAULT_BUDGET, wake_up as run_wake_up
 
-    result = run_wake_up(ctx.palace, budget_tokens=2000 if budget is None else budget // BYTES_PER_TOKEN)
+    result = run_wake_up(ctx.palace, budget_tokens=DEFAULT_BUDGET if budget is None else budget // BYTES_PER_TOKEN)
     if as_json:
         render.emit_json(result.as_dict())
     else:
