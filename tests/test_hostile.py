@@ -58,6 +58,9 @@ FRONTMATTER = st.one_of(
                      "-.inf", "9" * 5000, "!!int x", "2020-01-01T10:00:00+99:00", "!!binary '!'"]).map(
         lambda t: "{good}odd: " + t + "\n"),
     st.sampled_from([".nan", "2024-02-30", "[1]", "high"]).map(lambda v: "{good}importance: " + v + "\ncreated: " + v + "\n"),
+    st.tuples(st.sampled_from(["valid_from", "valid_until", "supersedes", "superseded_by", "type", "core"]),
+              st.sampled_from(["2024-02-30", "2020-01-01", "[n0, n1]", "n0", "{a: 1}", "yes", ".inf", "[[x]]", "''"])
+              ).map(lambda kv: "{good}" + f"{kv[0]}: {kv[1]}\n"),
     st.integers(1, 120_000).map(lambda n: "{good}" + "k" * n + ": v\n"),
     st.integers(1, 1_100).map(lambda n: "{good}deep: " + "[" * n + "]" * n + "\n"),
     st.just("{good}id: other\n"),
@@ -251,7 +254,8 @@ def test_a_hostile_palace_never_crashes_and_hides_nothing(spec):
             memory = by_path.get(entry.relpath)
             if memory is None or entry.kind != "note" or memory.id != entry.note_id or entry.word not in memory.subject:
                 continue
-            hits = json.loads(invoke(root, "search", "--mode", "lexical", entry.word, "--json").stdout)["hits"]
+            hits = json.loads(invoke(root, "search", "--mode", "lexical", "--include-superseded", entry.word,
+                                     "--json").stdout)["hits"]  # superseded or expired: still found, marked
             assert memory.id in [h["id"] for h in hits], (entry.word, hits)
         for memory in list(scan.memories.values())[:3]:
             shown = json.loads(invoke(root, "show", memory.id, "--json").stdout)
