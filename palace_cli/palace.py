@@ -275,7 +275,15 @@ class Palace:
         """Domains: folders under memories/ plus those declared in palace.toml, sorted."""
         names = set(self.config.domains)
         if self.memories_dir.is_dir():
-            names.update(p.name for p in self.memories_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+            for entry in self.memories_dir.iterdir():
+                if entry.name.startswith("."):
+                    continue
+                try:
+                    _real, info = self.memory_target(entry)
+                except NotAMemory:
+                    continue  # a folder whose notes are never read is no domain to write into (lint says why)
+                if stat.S_ISDIR(info.st_mode):
+                    names.add(entry.name)
         return sorted(names)
 
     # ---- resolvers: one per concept, used by every face ----------------------------------------
@@ -335,6 +343,8 @@ class Palace:
             return memories[ref]
         path_ref = re.sub(r":\d+$", "", ref)
         candidate = Path(path_ref).expanduser()
+        if not candidate.is_absolute() and (self.root / candidate).exists():
+            candidate = self.root / candidate  # relative to the palace first, wherever the process runs
         rel = self.rel(candidate.resolve()) if candidate.exists() else path_ref.removeprefix("./")
         broken = {p.path: p for p in scan.problems if p.path.endswith(".md")}
         for memory in memories.values():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -201,3 +202,24 @@ def test_a_new_domain_is_created_only_when_it_is_not_a_typo(palace):
     with pytest.raises(NotFound, match="did you mean storage-engines.*--new-domain"):
         palace.resolve_domain("storag-engines", allow_new=True)
     assert palace.resolve_domain("storag-engines", allow_new=True, insist=True) == "storag-engines"
+
+
+def test_a_folder_that_is_never_read_is_no_domain(small_palace, tmp_path):
+    (small_palace / "memories" / "bad\nname").mkdir()
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    os.symlink(outside, small_palace / "memories" / "linked")
+    assert Palace(small_palace).domains() == ["distributed", "storage"]
+
+
+def test_a_relative_path_is_read_against_the_palace_first(small_palace, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert Palace(small_palace).memory("memories/storage/bloom-filter.md").id == "bloom-filter"
+
+
+def test_a_non_finite_number_in_frontmatter_is_kept_as_text_in_the_cache(small_palace):
+    from palace_cli.index.store import memory_from_json, memory_to_json
+
+    memory = Palace(small_palace).memory("saga")
+    memory.meta["weight"] = float("nan")
+    assert memory_from_json(memory_to_json(memory)).meta["weight"] == "nan"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import sqlite3
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,10 +25,24 @@ def text_hash(memory: Memory) -> str:
     return hashlib.sha256(memory.search_text().encode("utf-8")).hexdigest()[:20]
 
 
+def _finite(value):
+    """JSON-safe data: NaN and infinities become text (SQLite's JSON functions reject them)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
 def memory_to_json(memory: Memory) -> str:
     fields = dict(memory.__dict__)
     fields["warnings"] = [w.__dict__ for w in memory.warnings]
-    return json.dumps(fields, ensure_ascii=False, default=str)
+    try:
+        return json.dumps(fields, ensure_ascii=False, default=str, allow_nan=False)
+    except ValueError:  # a non-finite number somewhere in the frontmatter
+        return json.dumps(_finite(fields), ensure_ascii=False, default=str, allow_nan=False)
 
 
 def memory_from_json(data: str) -> Memory:
