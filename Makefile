@@ -11,7 +11,7 @@ EXAMPLE := example-palace
 $(BIN)/palace: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[models,mcp,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[models,mcp,lsp,dev]'
 	touch $(BIN)/palace
 
 install: $(BIN)/palace

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import PalaceError
+from .errors import NoteError, PalaceError
 from .index.files import check_index_files, write_index_files
-from .notes import Memory, body_link_lines
+from .notes import Memory, body_link_lines, parse_note
 from .palace import Palace, Problem, Scan
 from .quiz.reviewlog import ReviewLog
 from .smashin import weak_image_problems
@@ -79,21 +79,43 @@ def _exposures(memory: Memory, secrets: PhraseIndex) -> tuple[list[Problem], boo
 
 def note_problems(scan: Scan) -> list[Problem]:
     """Per-memory problems: warnings from parsing, broken links, verify tokens."""
-    problems = []
-    memories = sorted(scan.memories.values(), key=lambda m: m.path)
-    owners: dict[str, list[str]] = {}
-    for memory in memories:
-        if memory.verify:
-            owners.setdefault(phrase_key(memory.verify), []).append(memory.id)
-    secrets = PhraseIndex({m.id: m.verify for m in memories if m.verify})
-    for memory in memories:
+    checker = NoteChecker(scan.memories)
+    return [p for memory in sorted(scan.memories.values(), key=lambda m: m.path) for p in checker.problems(memory)]
+
+
+class NoteChecker:
+    """What checking one memory needs from the rest of the palace (its ids and verify tokens), gathered once;
+    light memories (`Palace.scan(light=True)`) are enough."""
+
+    def __init__(self, memories: dict[str, Memory]):
+        self.memories = memories
+        self.owners: dict[str, list[str]] = {}
+        for memory in sorted(memories.values(), key=lambda m: m.path):
+            if memory.verify:
+                self.owners.setdefault(phrase_key(memory.verify), []).append(memory.id)
+        self.secrets = PhraseIndex({m.id: m.verify for m in memories.values() if m.verify})
+        self._variant: tuple[tuple, NoteChecker] | None = None
+
+    def with_memory(self, memory: Memory) -> NoteChecker:
+        """A checker that knows this version of the memory (an unsaved edit); self when nothing it uses changed."""
+        known = self.memories.get(memory.id)
+        if known is not None and known.verify == memory.verify and known.path == memory.path:
+            return self
+        key = (memory.id, memory.path, memory.verify)
+        if self._variant is None or self._variant[0] != key:  # one kept: the note being edited
+            self._variant = (key, NoteChecker({**self.memories, memory.id: memory}))
+        return self._variant[1]
+
+    def problems(self, memory: Memory) -> list[Problem]:
+        """Warnings from parsing, broken links and verify-token problems of one memory."""
+        problems = []
         for warning in memory.warnings:
             severity = "error" if warning.code in ERROR_CODES else "warning"
             problems.append(Problem(memory.path, warning.line, severity, warning.code, warning.message))
-        problems += _link_problems(memory, scan.memories)
+        problems += _link_problems(memory, self.memories)
         key = phrase_key(memory.verify)
-        others = {i: scan.memories[i].verify for i in owners.get(key, []) if i != memory.id}
-        exposed, own_exposed = _exposures(memory, secrets)
+        others = {i: self.memories[i].verify for i in self.owners.get(key, []) if i != memory.id}
+        exposed, own_exposed = _exposures(memory, self.secrets)
         line = memory.field_line("verify")
         for code, message in token_problems(memory.verify, memory.image, memory.subject, memory.keywords,
                                             memory.content, others):
@@ -103,13 +125,38 @@ def note_problems(scan: Scan) -> list[Problem]:
             severity = "warning" if code in TOKEN_WARNINGS else "error"
             problems.append(Problem(memory.path, line, severity, code, message, fixable=fixable))
         if memory.verify:
-            inner = sorted({i for run in run_keys(memory.verify) - {key} for i in owners.get(run, [])} - {memory.id})
+            inner = sorted({i for run in run_keys(memory.verify) - {key} for i in self.owners.get(run, [])}
+                           - {memory.id})
             for other in inner:
                 problems.append(Problem(memory.path, line, "error", "token-overlap",
                                         f"verify token contains the verify token of {other}; citing one would "
                                         "look like citing both"))
         problems += exposed
-    return problems
+        return problems
+
+
+def lint_note_text(palace: Palace, relpath: str, text: str, checker: NoteChecker | None = None) -> list[Problem]:
+    """Lint's problems for one note as an editor holds it (unsaved text) against the rest of the palace.
+
+    `relpath` is where the note is (or will be saved), `memories/<domain>/...`; pass a `NoteChecker` built
+    once from the palace's light scan to keep repeated calls cheap.
+    """
+    parts = relpath.split("/")
+    domain = parts[1] if len(parts) > 2 else ""
+    try:
+        memory = parse_note(text.replace("\r\n", "\n").replace("\r", "\n"), relpath, domain)
+    except NoteError as exc:
+        return [Problem(relpath, exc.line, "error", "unreadable-note", exc.reason)]
+    if checker is None:
+        checker = NoteChecker(palace.scan(light=True).memories)
+    owner = checker.memories.get(memory.id)
+    problems = []
+    if owner is not None and owner.path != relpath:
+        problems.append(Problem(relpath, memory.field_line("id"), "error", "duplicate-id",
+                                f"id {memory.id!r} is already used by {owner.path}"))
+    problems += checker.with_memory(memory).problems(memory)
+    problems += weak_image_problems(Scan(memories={memory.id: memory}), palace.config.raw.get("study"))
+    return sorted(problems, key=lambda p: (p.line or 0, p.code, p.message))
 
 
 def _moment(text: str):

@@ -83,8 +83,9 @@ class Watcher:
 
     def __init__(self, palace: Palace, on_event: Callable[[WatchEvent], None] | None = None, *,
                  embedder=AUTO, progress: Progress | None = None, debounce: float = DEBOUNCE_S,
-                 max_delay: float = MAX_DELAY_S):
+                 max_delay: float = MAX_DELAY_S, index_files: Callable[[], bool] = lambda: True):
         self.palace = palace
+        self.index_files = index_files  # asked before each refresh: False leaves INDEX.md and index/*.md as they are
         self.on_event = on_event or (lambda event: None)
         self.embedder = embedder
         self.progress = progress
@@ -204,7 +205,7 @@ class Watcher:
     def _run(self, triggers: list[str], progress: Progress | None = None, announce: bool = True) -> RefreshReport | None:
         started = time.perf_counter()
         try:
-            report = refresh(self.palace, embedder=self.embedder, progress=progress)
+            report = refresh(self.palace, embedder=self.embedder, progress=progress, index_files=self.index_files())
         except Exception as exc:  # the watcher outlives any one failed refresh; it retries shortly
             self.on_event(WatchEvent("error", triggers=triggers, seconds=time.perf_counter() - started,
                                      error=f"{type(exc).__name__}: {exc}"))

@@ -104,4 +104,5 @@ COMMAND_MODULES = {
     "quiz": "study_cmd", "due": "study_cmd", "stats": "study_cmd", "score": "study_cmd", "evolve": "study_cmd",
     "redqueen": "study_cmd", "verify": "verify_cmd", "ask": "verify_cmd", "bench": "bench_cmd", "watch": "watch_cmd",
     "supersede": "versions_cmd", "history": "versions_cmd", "similar": "retrieve_cmd",
+    "lsp": "lsp_cmd",
 }

@@ -144,7 +144,37 @@ def bench_retrieval(obj, queries_file, beir_dir, modes, profile, limit, as_json)
         click.echo(markdown_table(summary))
 
 
+@click.command(name="lsp")
+@click.option("--size", type=int, default=10_000, show_default=True, help="Notes in the synthetic palace.")
+@click.option("--requests", type=int, default=200, show_default=True, help="Timed requests of each kind.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the notes and of what is typed.")
+@click.option("--workdir", type=click.Path(file_okay=False), default=None,
+              help="Keep the generated palace here and reuse it next time (default: a temp dir, removed).")
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+def bench_lsp(size, requests, seed, workdir, as_json):
+    """Latency of `palace lsp` requests (completion, hover, ...) from a real client on a synthetic palace.
+
+    Example: palace bench lsp --size 10000 --workdir /tmp/palace-bench
+    """
+    from . import render
+    from ..bench.lsp_bench import run
+
+    results = run(size, requests, seed, workdir, progress=render.progress_lines())
+    if as_json:
+        render.emit_json(results)
+        return
+    kinds = ("completion", "hover", "definition", "references", "document_symbols", "workspace_symbols",
+             "diagnostics_after_change")
+    render.table(["request", "n", "p50 ms", "p95 ms", "max ms"],
+                 [[k, results[k]["n"], results[k]["p50_ms"], results[k]["p95_ms"], results[k]["max_ms"]] for k in kinds])
+    machine = results["machine"]
+    render.note(f"{results['notes']:,} notes; server ready in {results['ready_s']} s, peak memory "
+                f"{results['server_peak_rss_mb']} MB; {machine['cpus']} CPUs, "
+                f"load {machine['load_avg_1m']}, calibration loop {machine['calibration_s']} s")
+
+
 bench.add_command(bench_retrieval)
+bench.add_command(bench_lsp)
 bench.add_command(bench_verify)
 bench.add_command(bench_index)
 bench.add_command(bench_embed)
