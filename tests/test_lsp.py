@@ -582,6 +582,8 @@ def test_lint_of_a_buffer_sees_a_new_token_and_a_taken_id(example_palace):
     copy = lint_note_text(palace, "memories/storage-engines/b-tree-copy.md", text)
     assert "duplicate-id" in {p.code for p in copy}
     assert [p.code for p in lint_note_text(palace, BTREE, "---\nid: x\n")] == ["unreadable-note"]
+    conflict = text.replace("## Links\n", "## Links\n<<<<<<< HEAD\n- [[mvcc]]\n=======\n- [[lsm-tree]]\n>>>>>>> b\n")
+    assert "conflict-marker" in {p.code for p in lint_note_text(palace, BTREE, conflict)}
 
 
 @pytest.mark.parametrize("text, line, column, expected", [

@@ -36,6 +36,17 @@ def path_of(uri: str) -> Path | None:
     return Path(unquote(parsed.path)) if parsed.scheme == "file" else None
 
 
+def relpath_in(palace: Palace, path: Path | None) -> str | None:
+    """The path relative to the palace root (links resolved), or None when it is not inside the palace."""
+    if path is None:
+        return None
+    real = Path(os.path.realpath(path))
+    try:
+        return real.relative_to(palace.root).as_posix()
+    except ValueError:
+        return None
+
+
 def uri_of(path: Path) -> str:
     """The `file:` URI of a path."""
     return Path(path).absolute().as_uri()
@@ -269,9 +280,9 @@ def references(ctx: Context, doc: Document, line: int, column: int, include_decl
     root = ctx.palace.root
     relpaths = set(ctx.snapshot.backlinks(target.id))
     for uri in open_uris:
-        path = path_of(uri)
-        if path is not None and ctx.palace.inside(path):
-            relpaths.add(ctx.palace.rel(path.resolve()))
+        relpath = relpath_in(ctx.palace, path_of(uri))
+        if relpath is not None:
+            relpaths.add(relpath)
     out = [ctx.location(target)] if include_declaration else []
     for relpath in sorted(relpaths):
         source = ctx.document(relpath)

@@ -24,7 +24,7 @@ from ..config import CONFIG_NAME, find_root
 from ..errors import PalaceError
 from ..palace import INDEX_DIR, ROOT_INDEX, Palace
 from . import features
-from .features import Context, Document, path_of
+from .features import Context, Document, path_of, relpath_in
 from .names import Snapshot
 
 DEBOUNCE_S = 0.3  # quiet time after a keystroke before the buffer is linted
@@ -203,11 +203,9 @@ class PalaceServer:
     def _may_write_index_files(self) -> bool:
         """The watcher regenerates INDEX.md and index/*.md unless the editor has one of them open."""
         for uri in list(self.server.workspace.text_documents):
-            path = path_of(uri)
-            if path is not None and self.palace.inside(path):
-                relpath = self.palace.rel(path.resolve())
-                if relpath == ROOT_INDEX or relpath.startswith(INDEX_DIR + "/"):
-                    return False
+            relpath = relpath_in(self.palace, path_of(uri))
+            if relpath is not None and (relpath == ROOT_INDEX or relpath.startswith(INDEX_DIR + "/")):
+                return False
         return True
 
     def _watched(self, event) -> None:
@@ -284,10 +282,7 @@ class PalaceServer:
 
     def _document(self, uri: str) -> Document:
         text_document = self.server.workspace.get_text_document(uri)
-        path = path_of(uri)
-        relpath = None
-        if path is not None and self.palace is not None and self.palace.inside(path):
-            relpath = self.palace.rel(path.resolve())
+        relpath = relpath_in(self.palace, path_of(uri)) if self.palace is not None else None
         return Document(uri, text_document.source, text_document.version, relpath)
 
     def _cursor(self, uri: str, position: lsp.Position) -> tuple[Document, int, int]:
