@@ -95,6 +95,27 @@ class NoteChecker:
                 self.owners.setdefault(phrase_key(memory.verify), []).append(memory.id)
         self.secrets = PhraseIndex({m.id: m.verify for m in memories.values() if m.verify})
         self._variant: tuple[tuple, NoteChecker] | None = None
+        self._versions: dict[str, set[str]] | None = None
+
+    def family(self, memory: Memory) -> dict[str, Memory]:
+        """The memory and every memory joined to it by supersedes / superseded_by links, either way, however
+        far: all that the version checks of this one memory look at."""
+        if self._versions is None:
+            self._versions = {}
+            for other in self.memories.values():
+                for name in LINK_FIELDS:
+                    for linked in getattr(other, name):
+                        self._versions.setdefault(other.id, set()).add(linked)
+                        self._versions.setdefault(linked, set()).add(other.id)
+        found = {memory.id: memory}
+        todo = [*memory.supersedes, *memory.superseded_by, *self._versions.get(memory.id, ())]
+        while todo:
+            note_id = todo.pop()
+            if note_id in found or note_id not in self.memories:
+                continue
+            found[note_id] = self.memories[note_id]
+            todo += self._versions.get(note_id, ())
+        return found
 
     def with_memory(self, memory: Memory) -> NoteChecker:
         """A checker that knows this version of the memory (an unsaved edit); self when nothing it uses changed."""
@@ -155,6 +176,7 @@ def lint_note_text(palace: Palace, relpath: str, text: str, checker: NoteChecker
         problems.append(Problem(relpath, memory.field_line("id"), "error", "duplicate-id",
                                 f"id {memory.id!r} is already used by {owner.path}"))
     problems += checker.with_memory(memory).problems(memory)
+    problems += [p for p in version_problems(Scan(memories=checker.family(memory))) if p.path == relpath]
     problems += weak_image_problems(Scan(memories={memory.id: memory}), palace.config.raw.get("study"))
     return sorted(problems, key=lambda p: (p.line or 0, p.code, p.message))
 

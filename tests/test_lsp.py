@@ -586,6 +586,23 @@ def test_lint_of_a_buffer_sees_a_new_token_and_a_taken_id(example_palace):
     assert "conflict-marker" in {p.code for p in lint_note_text(palace, BTREE, conflict)}
 
 
+def test_lint_of_a_buffer_checks_versions_against_the_palace(example_palace):
+    palace = Palace(example_palace)
+    lsm = example_palace / "memories/storage-engines/lsm-tree.md"
+    update_frontmatter(lsm, {"superseded_by": ["b-tree"], "valid_until": "2026-01-01"})
+    text = (example_palace / BTREE).read_text()
+
+    def codes(new_text: str) -> set[str]:
+        return {p.code for p in lint_note_text(palace, BTREE, new_text)}
+
+    assert "one-sided-supersede" in codes(text)  # lsm-tree says b-tree replaced it; b-tree does not say so
+    both = text.replace("created:", "supersedes: [lsm-tree]\nvalid_from: 2026-01-01\ncreated:")
+    assert not codes(both) & {"one-sided-supersede", "broken-link", "valid-range", "supersede-cycle"}
+    assert "broken-link" in codes(text.replace("created:", "supersedes: [no-such-note]\ncreated:"))
+    backwards = both.replace("valid_from: 2026-01-01", "valid_from: 2026-01-01\nvalid_until: 2025-01-01")
+    assert "valid-range" in codes(backwards)
+
+
 @pytest.mark.parametrize("text, line, column, expected", [
     ("---\nid: a\n---\nsee [[sag", 3, 9, ("link", "sag", (6, 9), True)),
     ("---\nid: a\n---\nsee [[sag]] now", 3, 9, ("link", "sag", (6, 9), False)),
