@@ -603,6 +603,18 @@ def test_lint_of_a_buffer_checks_versions_against_the_palace(example_palace):
     assert "valid-range" in codes(backwards)
 
 
+def test_hover_says_what_superseded_a_memory(fresh):
+    update_frontmatter(fresh.root / "memories/storage-engines/lsm-tree.md",
+                       {"superseded_by": ["b-tree"], "valid_until": "2026-01-01"})
+    update_frontmatter(fresh.root / BTREE, {"supersedes": ["lsm-tree"], "valid_from": "2026-01-01"})
+    uri = fresh.open(BTREE)
+    fresh.diagnosed(uri)
+    text = fresh.hover(uri, fresh.at(uri, "[[lsm-tree]]", 4))
+    assert "**superseded** by `b-tree` (valid until 2026-01-01)" in text
+    assert "Log-Structured" in fresh.hover(uri, fresh.at(uri, "supersedes: [lsm-tree]", len("supersedes: [l")))
+    fresh.close()
+
+
 @pytest.mark.parametrize("text, line, column, expected", [
     ("---\nid: a\n---\nsee [[sag", 3, 9, ("link", "sag", (6, 9), True)),
     ("---\nid: a\n---\nsee [[sag]] now", 3, 9, ("link", "sag", (6, 9), False)),

@@ -7,9 +7,10 @@ import re
 from dataclasses import dataclass
 
 from ..notes import FENCE, LINK_PATTERN
+from ..validity import LINK_FIELDS as VERSION_FIELDS
+from ..validity import TYPES
 
-LINK_FIELDS = ("links", "supersedes", "superseded_by")  # frontmatter fields whose items are memory ids
-TYPES = ("fact", "preference", "decision", "event", "procedure", "concept")  # the `type:` values (docs/note-format.md)
+LINK_FIELDS = ("links", *VERSION_FIELDS)  # frontmatter fields whose items are memory ids
 FIELDS = ("id", "subject", "anchor", "keywords", "verify", "links", "aliases", "created", "importance", "type",
           "valid_from", "valid_until", "supersedes", "superseded_by", "core")
 KEY_LINE = re.compile(r"^([A-Za-z_][\w-]*)[ \t]*:")

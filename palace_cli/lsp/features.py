@@ -193,11 +193,14 @@ def describe(ctx: Context, light: Memory) -> str:
     lines = [f"**{hide(memory.subject or memory.id)}** · `{memory.id}` · {memory.domain}"]
     if memory.anchor:
         lines.append(f"anchor: *{hide(memory.anchor)}*")
-    later = memory.meta.get("superseded_by")
-    if later:
-        until = memory.meta.get("valid_until")
-        names = ", ".join(f"`{n}`" for n in ([later] if isinstance(later, str) else later))
-        lines.append(f"**superseded** by {names}" + (f" (valid until {until})" if until else ""))
+    if memory.superseded_by:
+        names = ", ".join(f"`{n}`" for n in memory.superseded_by)
+        lines.append(f"**superseded** by {names}" + (f" (valid until {memory.valid_until})"
+                                                     if memory.valid_until else ""))
+    elif memory.valid_until:
+        lines.append(f"valid until {memory.valid_until}")
+    if memory.supersedes:
+        lines.append("replaces " + ", ".join(f"`{n}`" for n in memory.supersedes))
     content = " ".join(memory.content.split())
     if content:
         cut = content[:EXCERPT_CHARS]
