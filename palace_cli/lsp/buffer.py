@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 from ..notes import FENCE, LINK_PATTERN
 from ..validity import LINK_FIELDS as VERSION_FIELDS
-from ..validity import TYPES
 
 LINK_FIELDS = ("links", *VERSION_FIELDS)  # frontmatter fields whose items are memory ids
 FIELDS = ("id", "subject", "anchor", "keywords", "verify", "links", "aliases", "created", "importance", "type",

@@ -20,7 +20,8 @@ from ..notes import ID_PATTERN, Memory, parse_note, slugify
 from ..palace import Palace, Problem
 from ..tokens import PhraseIndex, fingerprint, propose_token
 from . import buffer
-from .buffer import LINK_FIELDS, TYPES, Link, Span
+from ..validity import TYPES
+from .buffer import LINK_FIELDS, Link, Span
 from .names import Match, Resolved, Snapshot
 
 SOURCE = "palace"
