@@ -519,6 +519,9 @@ def test_a_wrong_palace_option_fails_before_serving(tmp_path):
     done = subprocess.run([sys.executable, "-c", ENTRY, "--palace", str(tmp_path), "lsp"], capture_output=True,
                           text=True, stdin=subprocess.DEVNULL, timeout=60, env=server_env(tmp_path))
     assert done.returncode == 1 and "is not a palace" in done.stderr and done.stdout == ""
+    after = subprocess.run([sys.executable, "-c", ENTRY, "lsp", "--palace", str(tmp_path)], capture_output=True,
+                           text=True, stdin=subprocess.DEVNULL, timeout=60, env=server_env(tmp_path))
+    assert after.returncode == 1 and "is not a palace" in after.stderr
 
 
 def test_generated_files_are_left_alone_while_open(fresh):

@@ -19,8 +19,8 @@ from ..errors import PalaceError
 from ..notes import ID_PATTERN, Memory, parse_note, slugify
 from ..palace import Palace, Problem
 from ..tokens import PhraseIndex, fingerprint, propose_token
-from . import buffer
 from ..validity import TYPES
+from . import buffer
 from .buffer import LINK_FIELDS, Link, Span
 from .names import Match, Resolved, Snapshot
 
