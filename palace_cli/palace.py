@@ -149,16 +149,26 @@ class Palace:
     # ---- discovery ----------------------------------------------------------------------------
 
     def note_files(self, problems: list[Problem] | None = None) -> list[NoteFile]:
-        """Every `memories/<domain>/**/*.md` file that memory_target accepts, sorted; the rest reported into problems."""
+        """Every `memories/<domain>/**/*.md` file that memory_target accepts, sorted; the rest reported into problems.
+
+        Real files and folders are read first, symlinks after: a link to a note or folder that is read
+        through its own path is skipped (reported), so a note is never read twice and never loses its id
+        to a link that sorts before it.
+        """
         found: list[NoteFile] = []
         report = problems if problems is not None else []
         if not self.memories_dir.is_dir():
             return found
-        stack = [str(self.memories_dir)]
-        visited = {os.path.realpath(self.memories_dir)}
+        stack = [(str(self.memories_dir), os.path.realpath(self.memories_dir))]
+        visited = {stack[0][1]}
+        real_files: dict[str, str] = {}  # real path -> the relpath it is read through
+        links: list[tuple[str, str, str]] = []  # (path, name, relpath) of symlinks, read after the real tree
         prefix = len(str(self.root)) + 1  # plain strings here: Path objects cost more than the stat at 100k notes
-        while stack:
-            directory = stack.pop()
+        while stack or links:
+            if not stack:
+                self._follow_link(*links.pop(0), stack, visited, real_files, found, report)
+                continue
+            directory, real_dir = stack.pop()
             try:
                 entries = list(os.scandir(directory))
             except OSError as exc:
@@ -169,51 +179,77 @@ class Palace:
                 name = entry.name
                 if name.startswith(".") or name in SKIPPED_DIRS:
                     continue  # editor swap files, temp files of atomic writes
-                path = entry.path
-                relpath = path[prefix:].replace(os.sep, "/")
+                relpath = entry.path[prefix:].replace(os.sep, "/")
                 try:
                     if entry.is_symlink():
-                        try:
-                            real, info = self.memory_target(path)
-                        except NotAMemory as exc:
-                            # a broken link that is not named like a note may be an image or a stale folder link
-                            serious = name.endswith(".md") or exc.code == "symlink-outside"
-                            report.append(Problem(shown_path(relpath), None, "error" if serious else "warning",
-                                                  exc.code, exc.reason))
-                            continue
-                        is_dir = stat.S_ISDIR(info.st_mode)
-                    else:
-                        is_dir = entry.is_dir(follow_symlinks=False)
-                        real, info = None, None
-                    if BAD_NAME.search(name) and (is_dir or name.endswith(".md")):
-                        report.append(Problem(shown_path(relpath), None, "error", "bad-name", BAD_NAME_MESSAGE))
+                        links.append((entry.path, name, relpath))
                         continue
-                    if is_dir:
-                        real = real or os.path.realpath(path)
-                        if real in visited:
-                            report.append(Problem(relpath, None, "warning", "symlink-loop",
-                                                  "folder already read through another path (a symlink loop?); skipped"))
-                            continue
-                        visited.add(real)
-                        stack.append(path)
-                        continue
-                    if not name.endswith(".md"):
-                        continue
-                    parts = relpath.split("/")
-                    if len(parts) < 3:
-                        report.append(Problem(relpath, None, "error", "no-domain",
-                                              "note is not in a domain folder (memories/<domain>/<id>.md); not indexed"))
-                        continue
-                    info = info or entry.stat(follow_symlinks=False)
-                    if not stat.S_ISREG(info.st_mode):
-                        report.append(Problem(relpath, None, "error", "unreadable", "not a regular file; not read"))
-                        continue
+                    is_dir = entry.is_dir(follow_symlinks=False)
+                    info = None if is_dir else entry.stat(follow_symlinks=False)
                 except OSError as exc:
                     report.append(Problem(shown_path(relpath), None, "error", "unreadable", f"cannot read: {exc.strerror}"))
                     continue
-                found.append(NoteFile(relpath, parts[1], info.st_mtime_ns, info.st_size))
+                real = os.path.join(real_dir, name)
+                if is_dir:
+                    if self._named_well(name, relpath, True, report):
+                        visited.add(real)
+                        stack.append((entry.path, real))
+                elif self._note_file(name, relpath, info, report, found):
+                    real_files[real] = relpath
+            links.sort()
         found.sort(key=lambda f: f.relpath)
         return found
+
+    def _follow_link(self, path: str, name: str, relpath: str, stack: list, visited: set, real_files: dict,
+                     found: list, report: list) -> None:
+        """Read one symlink under memories/ after the real tree: a folder to walk, a note to read, or a problem."""
+        try:
+            real, info = self.memory_target(path)
+        except NotAMemory as exc:
+            # a broken link that is not named like a note may be an image or a stale folder link
+            serious = name.endswith(".md") or exc.code == "symlink-outside"
+            report.append(Problem(shown_path(relpath), None, "error" if serious else "warning", exc.code, exc.reason))
+            return
+        is_dir = stat.S_ISDIR(info.st_mode)
+        if not self._named_well(name, relpath, is_dir, report):
+            return
+        if is_dir:
+            if real in visited:
+                report.append(Problem(relpath, None, "warning", "symlink-loop",
+                                      "folder already read through another path (a symlink loop?); skipped"))
+                return
+            visited.add(real)
+            stack.append((path, real))
+            return
+        if real in real_files:
+            if name.endswith(".md"):
+                report.append(Problem(relpath, None, "warning", "symlink-duplicate",
+                                      f"a link to {real_files[real]}, which is read through its own path; skipped"))
+            return
+        if self._note_file(name, relpath, info, report, found):
+            real_files[real] = relpath
+
+    @staticmethod
+    def _named_well(name: str, relpath: str, is_dir: bool, report: list) -> bool:
+        if BAD_NAME.search(name) and (is_dir or name.endswith(".md")):
+            report.append(Problem(shown_path(relpath), None, "error", "bad-name", BAD_NAME_MESSAGE))
+            return False
+        return True
+
+    def _note_file(self, name: str, relpath: str, info: os.stat_result, report: list, found: list) -> bool:
+        """Add a regular `.md` file in a domain folder to found; report what is not one. True when added."""
+        if not name.endswith(".md") or not self._named_well(name, relpath, False, report):
+            return False
+        parts = relpath.split("/")
+        if len(parts) < 3:
+            report.append(Problem(relpath, None, "error", "no-domain",
+                                  "note is not in a domain folder (memories/<domain>/<id>.md); not indexed"))
+            return False
+        if not stat.S_ISREG(info.st_mode):
+            report.append(Problem(relpath, None, "error", "unreadable", "not a regular file; not read"))
+            return False
+        found.append(NoteFile(relpath, parts[1], info.st_mtime_ns, info.st_size))
+        return True
 
     def stray_notes(self) -> list[Problem]:
         """Markdown files with note frontmatter outside memories/: reported, never indexed."""
@@ -345,7 +381,13 @@ class Palace:
         candidate = Path(path_ref).expanduser()
         if not candidate.is_absolute() and (self.root / candidate).exists():
             candidate = self.root / candidate  # relative to the palace first, wherever the process runs
-        rel = self.rel(candidate.resolve()) if candidate.exists() else path_ref.removeprefix("./")
+        if os.path.lexists(candidate):
+            # Folders resolved (the palace may sit under a symlinked path), the file itself not: a link to a
+            # note is not that note (note_files reads each note through its own path only).
+            absolute = os.path.abspath(candidate)
+            rel = self.rel(Path(os.path.realpath(os.path.dirname(absolute))) / os.path.basename(absolute))
+        else:
+            rel = path_ref.removeprefix("./")
         broken = {p.path: p for p in scan.problems if p.path.endswith(".md")}
         for memory in memories.values():
             if memory.path == rel:

@@ -223,3 +223,19 @@ def test_a_non_finite_number_in_frontmatter_is_kept_as_text_in_the_cache(small_p
     memory = Palace(small_palace).memory("saga")
     memory.meta["weight"] = float("nan")
     assert memory_from_json(memory_to_json(memory)).meta["weight"] == "nan"
+
+
+def test_a_link_to_another_note_never_takes_its_id(small_palace):
+    """A symlink inside memories/ to a note read through its own path is skipped, whichever sorts first."""
+    os.symlink(small_palace / "memories" / "storage" / "bloom-filter.md", small_palace / "memories" / "storage" / "a-link.md")
+    os.symlink(small_palace / "memories" / "storage", small_palace / "memories" / "aaa-storage")
+    palace = Palace(small_palace)
+    scan = palace.scan()
+    assert scan.memories["bloom-filter"].path == "memories/storage/bloom-filter.md"
+    codes = {(p.path, p.code) for p in scan.problems}
+    assert ("memories/storage/a-link.md", "symlink-duplicate") in codes
+    assert ("memories/aaa-storage", "symlink-loop") in codes
+    assert not any(p.code == "duplicate-id" for p in scan.problems)
+    assert palace.memory("memories/storage/bloom-filter.md").id == "bloom-filter"
+    with pytest.raises(NoteError, match="read through its own path"):
+        palace.memory("memories/storage/a-link.md")
