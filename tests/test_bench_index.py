@@ -71,33 +71,37 @@ def test_bench_index_rejects_bad_sizes():
 
 
 def test_bench_embed_compares_old_and_new_on_short_texts_and_notes(with_models):
-    result = CliRunner().invoke(cli, ["bench", "embed", "--short", "24", "--notes", "3", "--rounds", "2",
-                                      "--configs", "old,new", "--json"])
+    result = CliRunner().invoke(cli, ["bench", "embed", "--short", "24", "--notes", "3", "--queries", "4",
+                                      "--rounds", "2", "--configs", "old,new", "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["sets"]["short"]["texts"] == 24 and data["sets"]["notes"]["texts"] == 3
+    assert data["sets"]["queries"]["texts"] == 4 and data["sets"]["queries"]["mean_tokens"] < 16
     assert data["sets"]["notes"]["mean_tokens"] > 256 > data["sets"]["short"]["mean_tokens"]
     assert data["configs"]["old"]["max_tokens"] == 512 and data["configs"]["new"] == {"max_tokens": 256}
     short, notes = data["results"]["short"], data["results"]["notes"]
     assert short["old"]["speedup"] == 1.0 and short["old"]["min_cosine_to_old"] == 1.0
     assert short["new"]["min_cosine_to_old"] >= 0.999 and short["new"]["texts_cut"] == 0
     assert notes["new"]["texts_cut"] > 0 and notes["old"]["texts_cut"] == 0
+    queries = data["results"]["queries"]
+    assert queries["new"]["min_cosine_to_old"] >= 0.999 and 0 < queries["new"]["p50_ms"] <= queries["new"]["p95_ms"]
     for row in (*short.values(), *notes.values()):
-        assert row["texts_per_s"] > 0 and row["cpu_ms_per_text"] > 0
+        assert row["texts_per_s"] > 0 and row["cpu_ms_per_text"] > 0 and "p50_ms" not in row
     assert data["machine"]["load_avg_1m"] is not None
 
 
 def test_bench_embed_takes_locomo_turns_and_rejects_unknown_configs(with_models, tmp_path):
-    from palace_cli.bench.embed_bench import short_texts
+    from palace_cli.bench.embed_bench import query_texts, short_texts
 
     locomo = tmp_path / "locomo.json"
-    locomo.write_text(json.dumps([{"conversation": {
+    locomo.write_text(json.dumps([{"qa": [{"question": "What did Ben show?", "answer": "a kite"}], "conversation": {
         "speaker_a": "Ana", "speaker_b": "Ben", "session_1_date_time": "1 May 2023",
         "session_1": [{"speaker": "Ana", "dia_id": "D1:1", "text": "Hi Ben!"},
                       {"speaker": "Ben", "dia_id": "D1:2", "text": "Look at this.", "blip_caption": "a red kite"}],
         "session_10": [{"speaker": "Ana", "dia_id": "D10:1", "text": "Later."}],
         "session_2": [{"speaker": "Ben", "dia_id": "D2:1", "text": "Hello again."}]}}]))
-    assert short_texts(0, locomo=locomo) == ["Ana: Hi Ben!", "Ben: Look at this. [image: a red kite]",
+    assert short_texts(None, locomo=locomo) == ["Ana: Hi Ben!", "Ben: Look at this. [image: a red kite]",
                                              "Ben: Hello again.", "Ana: Later."]
+    assert query_texts(10, locomo=locomo) == ["What did Ben show?"]
     result = CliRunner().invoke(cli, ["bench", "embed", "--configs", "old,fastest"])
     assert result.exit_code == 2 and "fastest" in result.output

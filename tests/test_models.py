@@ -76,7 +76,7 @@ def tiny_bert(tmp_path_factory) -> Path:
     return d
 
 
-@pytest.mark.parametrize("qtype, min_cos", [("f32", 0.9999), ("f16", 0.999), ("q8_0", 0.99)])
+@pytest.mark.parametrize("qtype, min_cos", [("f32", 0.9999), ("f16", 0.999), ("bf16", 0.999), ("q8_0", 0.99)])
 def test_converted_tiny_bert_matches_numpy_forward(tiny_bert, tmp_path, qtype, min_cos):
     from palace_cli.backends.llamacpp import LlamaCppEmbedder
 

@@ -276,7 +276,7 @@ def convert_bert_to_gguf(
 
     `source` is a directory holding config.json, model.safetensors, vocab.txt
     and tokenizer_config.json, or a mapping of those names to their bytes.
-    `qtype` is "q8_0", "f16" or "f32" for the weight matrices; norms, biases
+    `qtype` is "q8_0", "bf16", "f16" or "f32" for the weight matrices; norms, biases
     and position/token-type embeddings stay float32 as llama.cpp expects.
     Writes atomically and returns `out_path`.
     """
@@ -297,11 +297,12 @@ def convert_bert_to_gguf(
         raise ModelError(f"convert_bert_to_gguf: model_type {config.get('model_type')!r} is not bert")
     if config.get("position_embedding_type", "absolute") != "absolute" or config.get("hidden_act") != "gelu":
         raise ModelError("convert_bert_to_gguf: only absolute positions and gelu are supported")
-    quant = {"q8_0": gguf.GGMLQuantizationType.Q8_0, "f16": gguf.GGMLQuantizationType.F16,
-             "f32": gguf.GGMLQuantizationType.F32}.get(qtype.lower())
+    quant = {"q8_0": gguf.GGMLQuantizationType.Q8_0, "bf16": gguf.GGMLQuantizationType.BF16,
+             "f16": gguf.GGMLQuantizationType.F16, "f32": gguf.GGMLQuantizationType.F32}.get(qtype.lower())
     if quant is None:
-        raise ValueError(f"unsupported qtype {qtype!r}; use q8_0, f16 or f32")
+        raise ValueError(f"unsupported qtype {qtype!r}; use q8_0, bf16, f16 or f32")
     file_type = {gguf.GGMLQuantizationType.Q8_0: gguf.LlamaFileType.MOSTLY_Q8_0,
+                 gguf.GGMLQuantizationType.BF16: gguf.LlamaFileType.MOSTLY_BF16,
                  gguf.GGMLQuantizationType.F16: gguf.LlamaFileType.MOSTLY_F16,
                  gguf.GGMLQuantizationType.F32: gguf.LlamaFileType.ALL_F32}[quant]
 
@@ -351,7 +352,8 @@ def _write_bert(writer, config, tok_config, vocab, weights, quant, file_type, na
         if (data.ndim <= 1 or gg_name.endswith("_norm.weight") or gg_name in keep_f32
                 or not gg_name.endswith(".weight") or quant == gguf.GGMLQuantizationType.F32):
             writer.add_tensor(gg_name, data)
-        elif quant == gguf.GGMLQuantizationType.F16 or data.shape[-1] % 32:
+        elif quant == gguf.GGMLQuantizationType.F16 or (quant == gguf.GGMLQuantizationType.Q8_0
+                                                          and data.shape[-1] % 32):
             writer.add_tensor(gg_name, data.astype(np.float16))
         else:
             writer.add_tensor(gg_name, gguf.quants.quantize(data, quant), raw_dtype=quant)

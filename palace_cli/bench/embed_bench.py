@@ -1,4 +1,4 @@
-"""`palace bench embed`: texts/s of the embedder on short texts and on 1.7 KB notes, old path against new.
+"""`palace bench embed`: texts/s of the embedder on short texts, 1.7 KB notes and queries, old path against new.
 
 Every configuration is a `LlamaCppEmbedder` over the same GGUF file, loaded once; each round runs all of
 them on the same texts in a rotated order, so a machine that gets busier or quieter during the run does not
@@ -15,6 +15,7 @@ import platform
 import statistics
 import time
 from pathlib import Path
+
 from ..progress import Progress
 from .index_bench import calibration_s
 from .synth import NoteFactory
@@ -29,8 +30,8 @@ CONFIGS: dict[str, dict] = {
 }
 
 
-def short_texts(count: int, seed: int = 0, locomo: Path | None = None) -> list[str]:
-    """`count` chat turns: LoCoMo's own (speaker: text) when a file is given, else synthetic ones."""
+def short_texts(count: int | None, seed: int = 0, locomo: Path | None = None) -> list[str]:
+    """`count` chat turns (None: every one): LoCoMo's own (speaker: text) when a file is given, else synthetic."""
     if locomo is not None:
         turns = []
         for sample in json.loads(Path(locomo).read_text(encoding="utf-8")):
@@ -41,9 +42,18 @@ def short_texts(count: int, seed: int = 0, locomo: Path | None = None) -> list[s
                 for turn in conversation[key]:
                     caption = f" [image: {turn['blip_caption']}]" if turn.get("blip_caption") else ""
                     turns.append(f"{turn['speaker']}: {turn['text']}{caption}")
-        return turns[:count] if count else turns
+        return turns[:count] if count is not None else turns
     factory = NoteFactory(seed, 1000)
-    return [f"{('Ana', 'Ben')[i % 2]}: {factory.short_text()}" for i in range(count)]
+    return [f"{('Ana', 'Ben')[i % 2]}: {factory.short_text()}" for i in range(count or 0)]
+
+
+def query_texts(count: int, seed: int = 0, locomo: Path | None = None) -> list[str]:
+    """`count` questions: LoCoMo's own when a file is given, else the first eight words of synthetic turns."""
+    if locomo is not None:
+        questions = [qa["question"] for sample in json.loads(Path(locomo).read_text(encoding="utf-8"))
+                     for qa in sample.get("qa", []) if qa.get("question")]
+        return questions[:count]
+    return [" ".join(text.split()[1:9]) for text in short_texts(count, seed + 1)]
 
 
 def note_texts(count: int, seed: int = 0) -> list[str]:
@@ -58,19 +68,23 @@ def note_texts(count: int, seed: int = 0) -> list[str]:
     return texts
 
 
-def run(model: Path, shorts: list[str], notes: list[str], rounds: int = 3, configs: list[str] | None = None,
-        max_tokens: int | None = None, progress: Progress | None = None) -> dict:
-    """Measure each configuration on both text sets for `rounds` rounds; returns the JSON-ready results."""
+def run(model: Path, shorts: list[str], notes: list[str], queries: list[str] | None = None, rounds: int = 3,
+        configs: list[str] | None = None, max_tokens: int | None = None, progress: Progress | None = None) -> dict:
+    """Measure each configuration on each text set for `rounds` rounds; returns the JSON-ready results.
+
+    Short texts and notes are embedded in one call per set, as an index build does; queries one per call,
+    as a search does (their per-call latency is reported too).
+    """
     import numpy as np
 
-    from ..backends.llamacpp import LlamaCppEmbedder
     from ..backends.install import default_model_options
+    from ..backends.llamacpp import LlamaCppEmbedder
 
     names = configs or list(CONFIGS)
     # the new configurations cut where palace would: the default model's own limit, unless told otherwise
     defaults = {"max_tokens": max_tokens} if max_tokens else default_model_options("embedder", Path(model))
     embedders = {name: LlamaCppEmbedder(model, **{**defaults, **CONFIGS[name]}) for name in names}
-    sets = {name: texts for name, texts in (("short", shorts), ("notes", notes)) if texts}
+    sets = {name: texts for name, texts in (("short", shorts), ("notes", notes), ("queries", queries)) if texts}
     # token counts before any cut: a vector can only match the old path's if neither path cut its text
     lengths = {name: np.array([len(embedders[names[0]].tokenize(t, cut=False)) for t in texts])
                for name, texts in sets.items()}
@@ -85,12 +99,17 @@ def run(model: Path, shorts: list[str], notes: list[str], rounds: int = 3, confi
     walls: dict = {}
     cpus: dict = {}
     vectors: dict = {}
+    calls: dict = {}  # per-call seconds of the queries
     for round_ in range(rounds):
         order = names[round_ % len(names):] + names[: round_ % len(names)]
         for name in order:
             for set_name, texts in sets.items():
                 started, cpu = time.perf_counter(), time.process_time()
-                vectors[(name, set_name)] = embedders[name].embed_batch(texts)
+                if set_name == "queries":
+                    vectors[(name, set_name)] = np.vstack([_timed(embedders[name], q, calls.setdefault(name, []))
+                                                           for q in texts])
+                else:
+                    vectors[(name, set_name)] = embedders[name].embed_batch(texts)
                 walls.setdefault((name, set_name), []).append(time.perf_counter() - started)
                 cpus.setdefault((name, set_name), []).append(time.process_time() - cpu)
         if progress:
@@ -114,10 +133,21 @@ def run(model: Path, shorts: list[str], notes: list[str], rounds: int = 3, confi
                 "min_cosine_to_old": round(float(cosines.min()), 5) if kept.any() else None,
                 "mean_cosine_to_old": round(float(cosines.mean()), 5) if kept.any() else None,
             }
+            if set_name == "queries":
+                ms = sorted(t * 1000 for t in calls[name])
+                rows[name]["p50_ms"] = round(statistics.median(ms), 2)
+                rows[name]["p95_ms"] = round(ms[min(len(ms) - 1, int(0.95 * len(ms)))], 2)
         table[set_name] = rows
     results["results"] = table
     results["machine"]["load_avg_1m_after"] = _load()
     return results
+
+
+def _timed(embedder, text: str, into: list[float]):
+    started = time.perf_counter()
+    vector = embedder.embed_batch([text])
+    into.append(time.perf_counter() - started)
+    return vector
 
 
 def _load() -> float | None:

@@ -53,25 +53,27 @@ def bench_index(sizes, seed, embed_max, workdir, keep, as_json):
 @click.command(name="embed")
 @click.option("--model", type=click.Path(dir_okay=False, exists=True), default=None,
               help="A GGUF embedding model (default: the installed default embedder).")
-@click.option("--short", "n_short", type=int, default=400, show_default=True,
-              help="Short texts (chat turns); 0 with --locomo takes every turn.")
+@click.option("--short", "n_short", type=int, default=None,
+              help="Short texts (chat turns)  [default: 400, or every turn with --locomo]")
 @click.option("--notes", "n_notes", type=int, default=64, show_default=True, help="Synthetic 1.7 KB notes.")
+@click.option("--queries", "n_queries", type=int, default=100, show_default=True,
+              help="Questions embedded one per call, as a search does.")
 @click.option("--locomo", type=click.Path(dir_okay=False, exists=True), default=None,
-              help="Take the short texts from a LoCoMo JSON file instead of generating them.")
+              help="Take the short texts and questions from a LoCoMo JSON file instead of generating them.")
 @click.option("--max-tokens", type=int, default=None,
               help="Where the new configurations cut a text (default: the model's own limit, 256 for the default).")
 @click.option("--rounds", type=int, default=3, show_default=True, help="Rounds; the median round is reported.")
-@click.option("--configs", default=None, help="Comma-separated configurations (default: all, old first).")
+@click.option("--configs", default=None, help="Comma-separated configurations; the first is the baseline (default: all, old first).")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
-def bench_embed(model, n_short, n_notes, locomo, max_tokens, rounds, configs, as_json):
-    """Texts/s of the embedder on short texts and 1.7 KB notes: the old path against each change up to today's.
+def bench_embed(model, n_short, n_notes, n_queries, locomo, max_tokens, rounds, configs, as_json):
+    """Texts/s of the embedder on short texts, 1.7 KB notes and queries: the old path against each change since.
 
     Example: palace bench embed --locomo ../shared/data/locomo/locomo-dev5.json --short 0 --json
     """
     from pathlib import Path
 
     from . import render
-    from ..bench.embed_bench import CONFIGS, note_texts, run, short_texts
+    from ..bench.embed_bench import CONFIGS, note_texts, query_texts, run, short_texts
     from ..errors import ModelError
     from ..backends.install import default_model_path
 
@@ -83,17 +85,24 @@ def bench_embed(model, n_short, n_notes, locomo, max_tokens, rounds, configs, as
     if unknown:
         raise click.BadParameter(f"unknown {', '.join(unknown)}; choose from {', '.join(CONFIGS)}",
                                  param_hint="--configs")
-    shorts = short_texts(n_short, locomo=Path(locomo) if locomo else None) if n_short or locomo else []
-    results = run(path, shorts, note_texts(n_notes), rounds=rounds, configs=names, max_tokens=max_tokens,
+    source = Path(locomo) if locomo else None
+    if n_short == 0:
+        shorts = []
+    else:
+        shorts = short_texts(n_short, locomo=source) if source else short_texts(n_short or 400)
+    queries = query_texts(n_queries, locomo=source) if n_queries else []
+    results = run(path, shorts, note_texts(n_notes), queries, rounds=rounds, configs=names, max_tokens=max_tokens,
                   progress=render.progress_lines())
     if as_json:
         render.emit_json(results)
         return
     for set_name, rows in results["results"].items():
         info = results["sets"][set_name]
-        render.table(["configuration", "texts/s", "best texts/s", "CPU ms/text", "x old", "cut", "min cos to old"],
+        render.table(["configuration", "texts/s", "best texts/s", "CPU ms/text", "x old", "cut", "min cos to old",
+                      "p50 ms"],
                      [[name, r["texts_per_s"], r["best_texts_per_s"], r["cpu_ms_per_text"], r["speedup"],
-                       r["texts_cut"], r["min_cosine_to_old"] if r["min_cosine_to_old"] is not None else "-"]
+                       r["texts_cut"], r["min_cosine_to_old"] if r["min_cosine_to_old"] is not None else "-",
+                       r.get("p50_ms", "-")]
                       for name, r in rows.items()],
                      title=f"{set_name}: {info['texts']} texts, {info['mean_chars']} chars and "
                            f"{info['mean_tokens']} tokens on average")
