@@ -28,6 +28,7 @@ _EXPORTS = {
     "ask": "ask", "verify_answer": "ask", "handed_memories": "ask", "Answer": "ask",
     "lint": "lint", "LintReport": "lint",
     "wake_up": "wakeup",
+    "supersede": "versions", "history": "versions", "similar": "similar",
     "import_path": "importers",
     "RefreshReport": "index.refresh",
     "PalaceError": "errors", "NotAPalace": "errors", "NotFound": "errors", "Ambiguous": "errors",
@@ -37,8 +38,8 @@ _EXPORTS = {
 __all__ = ["Ambiguous", "Answer", "ConfigError", "Hit", "LintReport", "Memory", "ModelError", "NotAPalace",
     "NotFound", "NoteError", "Palace", "PalaceError", "Problem", "Recall", "RefreshReport", "Scan",
     "SearchResult", "UsageError", "Verdict", "add_memory", "ask", "context_entry", "handed_memories",
-    "import_path", "init_palace", "lint", "recall", "search", "verify_answer", "verify_response", "wake_up",
-    "__version__"]
+    "history", "import_path", "init_palace", "lint", "recall", "search", "similar", "supersede", "verify_answer",
+    "verify_response", "wake_up", "__version__"]
 
 
 def __getattr__(name: str):
@@ -65,5 +66,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from .notes import Memory
     from .palace import Palace, Problem, Scan
     from .retrieve import Hit, Recall, SearchResult, context_entry, recall, search
+    from .similar import similar
     from .verify import Verdict, verify_response
+    from .versions import history, supersede
     from .wakeup import wake_up

@@ -149,15 +149,18 @@ class PalaceTools:
         return self.palace.memory(ref, refresh=False)
 
     def recall(self, query: str, k: int | None = None, domain: str | None = None,
-               profile: ProfileName = "reference", max_tokens: int = 1000) -> str:
-        """Two-hop recall: a route line, then the context block (each memory with its verify token)."""
+               profile: ProfileName = "reference", max_tokens: int = 1000, as_of: str | None = None) -> str:
+        """Two-hop recall: a route line, then the context block (each memory with its verify token).
+
+        Only memories valid now, or valid on the date `as_of` (YYYY-MM-DD)."""
         budget = _budget(max_tokens)
         if domain is not None:
             _plain_name(domain, "domain")
         if k is not None and not 1 <= k <= 50:
             raise UsageError(f"k must be between 1 and 50, not {k}")
         check_layout(self.palace)
-        result = core_recall(self.palace, query, k=k, domain=domain, budget=max(budget - 300, 200), profile=profile)
+        result = core_recall(self.palace, query, k=k, domain=domain, budget=max(budget - 300, 200), profile=profile,
+                             as_of=as_of)
         route = ", ".join(f"{r.domain} {r.confidence:.2f}" for r in result.route) or "none"
         shown = [h.id for h in result.handed]
         cut = [h.id for h in result.hits + result.linked if h.id not in shown]

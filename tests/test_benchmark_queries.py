@@ -71,3 +71,8 @@ def test_expected_ids_exist_after_a_real_import(tmp_path):
     # every memory is asked about at least once: no part of the corpus goes unjudged
     asked = {e for _, row in rows() for e in row["expected"]}
     assert sorted(set(memories) - asked) == []
+    # the hand-written duplicates for `palace bench similar` rewrite memories the import makes
+    from palace_cli.bench.similar import load_duplicates
+
+    duplicates = load_duplicates(REPO / "benchmarks" / "memory-palace-skill.duplicates.jsonl")
+    assert len(duplicates) == 10 and {d.of for d in duplicates} <= set(memories)

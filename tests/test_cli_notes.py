@@ -191,11 +191,11 @@ def test_list_and_filter(example_palace):
     result = run("list", cwd=example_palace)
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
-    assert len(lines) == 66
+    assert len(lines) == 89
     assert "raft\tRaft\tdrummer on the river\tmemories/consensus-coordination/raft.md:10" in lines
     only = run("list", "--domain", "storage-engines", "--json", cwd=example_palace)
     data = json.loads(only.stdout)
-    assert {m["domain"] for m in data["memories"]} == {"storage-engines"} and len(data["memories"]) == 11
+    assert {m["domain"] for m in data["memories"]} == {"storage-engines"} and len(data["memories"]) == 15
     missing = run("list", "--domain", "nope", cwd=example_palace)
     assert missing.exit_code == 1 and "no domain 'nope'" in missing.stderr
 
@@ -203,7 +203,7 @@ def test_list_and_filter(example_palace):
 def test_one_broken_note_does_not_stop_the_others(example_palace):
     (example_palace / "memories/storage-engines/broken.md").write_text("---\nid: broken\nsubject: [\n---\n")
     listed = run("list", cwd=example_palace)
-    assert listed.exit_code == 0 and len(listed.stdout.splitlines()) == 66
+    assert listed.exit_code == 0 and len(listed.stdout.splitlines()) == 89
     assert "1 note problem hidden" in listed.stderr
     assert run("show", "raft", cwd=example_palace).exit_code == 0
     indexed = run("index", cwd=example_palace)
@@ -248,7 +248,7 @@ def test_show_prints_brackets_literally(kb):
 def test_domains(example_palace):
     data = json.loads(run("domains", "--json", cwd=example_palace).stdout)
     counts = {d["domain"]: d["memories"] for d in data["domains"]}
-    assert counts["consensus-coordination"] == 11 and sum(counts.values()) == 66
+    assert counts["consensus-coordination"] == 14 and sum(counts.values()) == 89
     assert "consensus" in next(d for d in data["domains"] if d["domain"] == "consensus-coordination")["aliases"]
     assert "consensus-coordination" in run("domains", cwd=example_palace).stdout
 

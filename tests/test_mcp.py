@@ -326,7 +326,7 @@ def test_malformed_arguments_get_errors_and_the_server_keeps_serving(example_pal
     results, status = anyio.run(scenario)
     for (name, args), (error, text) in zip(MALFORMED, results):
         assert error and text.strip(), (name, args, text)
-    assert not status[0] and "memories: 66 in 6 domain(s)" in status[1]
+    assert not status[0] and "memories: 89 in 6 domain(s)" in status[1]
     assert not list((example_palace / "memories").rglob("no-domain*"))
 
 
@@ -363,7 +363,7 @@ def test_stdout_carries_only_protocol_messages(example_palace):
     assert [r["id"] for r in replies] == [3, 4, 5, 6]
     assert not replies[0]["result"].get("isError") and "handed: quorum" in replies[0]["result"]["content"][0]["text"]
     assert replies[1]["result"]["isError"] and replies[2]["result"]["isError"]
-    assert "memories: 66" in replies[3]["result"]["content"][0]["text"]
+    assert "memories: 89" in replies[3]["result"]["content"][0]["text"]
     for line in rest:
         assert json.loads(line)["jsonrpc"] == "2.0"
     assert process.returncode == 0, "".join(stderr)
@@ -409,7 +409,7 @@ def test_concurrent_cli_and_mcp_writes_are_all_seen(example_palace):
         assert not error, text
     for i, done in enumerate(seen_by_cli):
         assert json.loads(done.stdout)["hits"][0]["id"] == f"quillon-mcp-widget-{i}"
-    assert f"memories: {66 + 2 * count} in 6 domain(s)" in status[1] and "problems: 0" in status[1]
+    assert f"memories: {89 + 2 * count} in 6 domain(s)" in status[1] and "problems: 0" in status[1]
     lint = cli(example_palace, "index", "--check", check=False)
     assert lint.returncode == 0, lint.stdout + lint.stderr
 
@@ -485,8 +485,8 @@ def test_add_over_the_size_limit_leaves_nothing_on_disk(example_palace):
 
 def test_tools_without_a_transport_see_a_write_made_behind_their_back(example_palace):
     tools = PalaceTools(Palace(example_palace))
-    assert "memories: 66" in tools.status()
+    assert "memories: 89" in tools.status()
     other = PalaceTools(Palace(example_palace))  # a second process, in effect
     other.add(**new_memory(7, "side"))
     assert handed(tools.recall("zorblside7 protocol"))[0] == "quillon-side-widget-7"
-    assert "memories: 67" in tools.status()
+    assert "memories: 90" in tools.status()

@@ -64,7 +64,7 @@ def test_piped_due_and_stats_are_plain(palace):
     assert sorted(row[0] for row in rows) == ["paxos", "saga-pattern"]
     assert {row[-1] for row in rows} == {"memories/messaging-events/saga-pattern.md", "memories/consensus-coordination/paxos.md"}
     stats = run("--palace", palace.root, "stats")
-    assert not BOX & set(stats.stdout) and "memories: 66 · 2 studied · 64 new" in stats.stdout
+    assert not BOX & set(stats.stdout) and "memories: 76 · 2 studied · 74 new · 13 superseded (not studied)" in stats.stdout
 
 
 @pytest.mark.parametrize("args", [["list", "--palace", "{p}"], ["list", "--palace={p}", "-d", "storage"],
@@ -77,7 +77,7 @@ def test_palace_option_anywhere_on_the_line(palace, tmp_path, args, monkeypatch)
 
 def test_palace_option_after_the_command_wins_over_the_one_before(palace, tmp_path):
     result = run("--palace", tmp_path, "list", "--palace", palace.root)
-    assert result.exit_code == 0 and len(result.stdout.splitlines()) == 66
+    assert result.exit_code == 0 and len(result.stdout.splitlines()) == 89
 
 
 def test_recall_json_is_format_json(palace):

@@ -33,9 +33,9 @@ def test_quiz_stops_cleanly_at_end_of_input(example_palace):
 def test_due_and_stats_json(example_palace):
     run(example_palace, "quiz", "-n", "1", "--seed", "2", "--no-llm", input="x\n1\n")
     due = json.loads(run(example_palace, "due", "--json").output)
-    assert due["learner"] == "person" and due["new"] == 65 and due["due"] == 0
+    assert due["learner"] == "person" and due["new"] == 75 and due["due"] == 0
     stats = json.loads(run(example_palace, "stats", "--json").output)
-    assert (stats["reviews"], stats["reviewed"], stats["new"]) == (1, 1, 65)
+    assert (stats["reviews"], stats["reviewed"], stats["new"]) == (1, 1, 75)
     assert len(stats["per_day"]) == 14 and stats["per_day"][-1]["reviews"] == 1
     text = run(example_palace, "stats").output
     assert "retention" in text and "coming due" in text

@@ -203,8 +203,10 @@ def test_adversarial_neighbours_come_from_bm25_when_the_search_index_is_built(ex
     palace = Palace(example_palace)
     refresh(palace, embedder=None)  # lexical index only, no vectors
     memories = palace.scan().memories
-    near = stored_neighbours(palace)(memories, ["write-through-cache", "snapshot-isolation"])
-    assert "write-behind-cache" in [n.memory_id for n in near["write-through-cache"]]
+    near = stored_neighbours(palace)(memories, ["vector-clocks", "snapshot-isolation"])
+    # (write-through-cache found write-behind-cache here until issue 13's S3 notes, full of
+    # read-after-write, pushed it to fourth; docs/study.md counts the pairs)
+    assert near["vector-clocks"][0].memory_id == "lamport-clocks"
     assert near["snapshot-isolation"][0].memory_id == "mvcc"
     assert near["snapshot-isolation"][0].why.startswith("BM25")
 

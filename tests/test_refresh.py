@@ -62,13 +62,13 @@ def state_of(palace: Palace, report) -> dict:
 
 def test_first_refresh_indexes_everything_and_second_does_nothing(palace, parse_notes):
     first = refresh(palace, embedder=None)
-    assert len(first.added) == 66 and first.rebuilt_lexical
-    assert len(lexical_docs(palace)) == 66
+    assert len(first.added) == 89 and first.rebuilt_lexical
+    assert len(lexical_docs(palace)) == 89
     assert hits(palace, "frozen wedding statues coordinator")[0] == "two-phase-commit"
     assert check_index_files(palace, parse_notes(palace)) == []
     second = refresh(palace, embedder=None)
     assert (second.added, second.updated, second.removed, second.index_files) == ([], [], [], [])
-    assert second.unchanged == 66 and not second.rebuilt_lexical
+    assert second.unchanged == 89 and not second.rebuilt_lexical
     assert stale(palace) == []
 
 
@@ -107,7 +107,7 @@ def test_add_edit_rename_move_delete(palace):
     (palace.root / "memories/caching-performance/okapi.md").unlink()
     report = refresh(palace, embedder=None)
     assert report.removed == ["memories/caching-performance/okapi.md"]
-    assert hits(palace, "okapi") == [] and len(lexical_docs(palace)) == 66
+    assert hits(palace, "okapi") == [] and len(lexical_docs(palace)) == 89
     assert "zebra-index" not in (palace.root / "INDEX.md").read_text()
     assert stale(palace) == [] and state_of(palace, report) == fresh_state(palace)
 
@@ -120,7 +120,7 @@ def test_broken_note_is_reported_with_its_line_and_indexed_once_fixed(palace):
     [problem] = report.problems
     assert problem.path == "memories/storage-engines/broken.md" and 3 <= problem.line <= 4  # inside the frontmatter
     assert problem.code == "unreadable-note" and "YAML" in problem.message
-    assert len(lexical_docs(palace)) == 66
+    assert len(lexical_docs(palace)) == 89
     # the report repeats on a no-op refresh: never silently dropped
     assert [p.path for p in refresh(palace, embedder=None).problems] == ["memories/storage-engines/broken.md"]
     atomic_write(path, note("broken", "Fixed Now", "Mended with lacquer and gold: kintsugi."))
@@ -136,7 +136,7 @@ def test_unreadable_bytes_and_empty_files_are_problems_not_crashes(palace):
     report = refresh(palace, embedder=None)
     assert {p.path.rsplit("/", 1)[1]: p.code for p in report.problems} == {"empty.md": "unreadable-note",
                                                                           "latin1.md": "unreadable-note"}
-    assert len(lexical_docs(palace)) == 66
+    assert len(lexical_docs(palace)) == 89
 
 
 def test_duplicate_id_keeps_first_path_and_hands_over_when_it_goes(palace):
@@ -184,17 +184,17 @@ def test_deleted_caches_are_rebuilt(palace):
     refresh(palace, embedder=None)
     shutil.rmtree(palace.cache_dir / "whoosh")
     report = refresh(palace, embedder=None)
-    assert report.rebuilt_lexical and len(lexical_docs(palace)) == 66
+    assert report.rebuilt_lexical and len(lexical_docs(palace)) == 89
     fresh = Palace(palace.root)
     shutil.rmtree(palace.cache_dir)
     report = refresh(fresh, embedder=None)
-    assert len(report.added) == 66 and hits(fresh, "frozen wedding statues coordinator")[0] == "two-phase-commit"
+    assert len(report.added) == 89 and hits(fresh, "frozen wedding statues coordinator")[0] == "two-phase-commit"
 
 
 def test_rebuild_flag_starts_over(palace):
     refresh(palace, embedder=None)
     report = refresh(palace, embedder=None, rebuild=True)
-    assert len(report.added) == 66 and report.rebuilt_lexical and len(lexical_docs(palace)) == 66
+    assert len(report.added) == 89 and report.rebuilt_lexical and len(lexical_docs(palace)) == 89
 
 
 def test_stale_lists_every_kind_of_change_without_changing_anything(palace):

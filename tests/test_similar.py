@@ -43,7 +43,7 @@ def add_args(fields: dict, *extra: str) -> list[str]:
 def test_similar_names_the_rewritten_note_first(example_palace):
     text = " ".join(WAL_AGAIN[k] for k in ("subject", "anchor", "keywords", "image", "content"))
     result = similar(Palace(example_palace), text=text, k=3)
-    assert result.method == "lexical" and "embedding model" in result.reason
+    assert result.method == "lexical"
     top = result.neighbours[0]
     assert top.id == "write-ahead-log" and top.close and top.score >= result.threshold
     assert not any(n.close for n in result.neighbours[1:])
@@ -86,12 +86,18 @@ def test_add_does_not_warn_about_what_it_supersedes(example_palace):
 
 def test_dense_similarity_with_the_real_embedder(example_palace, with_models):
     text = " ".join(WAL_AGAIN[k] for k in ("subject", "anchor", "keywords", "image", "content"))
-    result = similar(Palace(example_palace), text=text, k=3)
-    assert result.method == "dense" and result.reason == ""
-    # ranked first, but a rewrite in other words is not always above the threshold: that is why nothing merges
-    assert result.neighbours[0].id == "write-ahead-log"
-    lexical = similar(Palace(example_palace), text=text, k=3, method="lexical")
-    assert lexical.method == "lexical" and lexical.neighbours[0].id == "write-ahead-log"
+    assert similar(Palace(example_palace), text=text, k=3).method == "lexical"  # the default, even with a model
+    result = similar(Palace(example_palace), text=text, k=3, method="dense")
+    assert result.method == "dense" and result.neighbours[0].id == "write-ahead-log"
+    by_memory = similar(Palace(example_palace), "write-through-cache", k=2, method="dense")
+    assert by_memory.neighbours[0].id in {"write-behind-cache", "cache-aside"}
+
+
+def test_dense_without_a_model_says_how_to_get_one(example_palace):
+    from palace_cli.errors import UsageError
+
+    with pytest.raises(UsageError, match="palace models install"):
+        similar(Palace(example_palace), text="a write-ahead log", method="dense")
 
 
 def test_mcp_add_warns_and_corrects_with_supersedes(example_palace):
@@ -125,12 +131,10 @@ def test_mcp_add_warns_and_corrects_with_supersedes(example_palace):
     assert wal.superseded_by == ["wal-v2"] and wal.valid_until == today
 
 
-@pytest.mark.parametrize("method", ["dense", "lexical"])
-def test_unknown_method_and_empty_text(example_palace, method):
+def test_empty_text_two_sources_and_unknown_methods_are_usage_errors(example_palace):
     palace = Palace(example_palace)
     from palace_cli.errors import UsageError
 
-    with pytest.raises(UsageError):
-        similar(palace, text="   ", method=method)
-    with pytest.raises(UsageError):
-        similar(palace, ref="paxos", text="x", method=method)
+    for kwargs in ({"text": "   "}, {"ref": "paxos", "text": "x"}, {"text": "x", "method": "fuzzy"}):
+        with pytest.raises(UsageError):
+            similar(palace, **kwargs)

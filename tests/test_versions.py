@@ -470,3 +470,55 @@ def test_two_branches_superseding_one_note_merge_to_a_fork_that_lint_explains(te
     assert handed(team) == ["deploy-any-day"]
     assert [v.id for v in history(Palace(team), "deploy-fridays").versions] == [
         "deploy-fridays", "deploy-tuesdays", "deploy-any-day"]
+
+
+# ---- the example palace's knowledge-update benchmark ---------------------------------------------------
+
+
+def test_example_palace_update_chains_and_their_queries_agree(palace):
+    from palace_cli.bench.retrieval import load_queries
+    from palace_cli.validity import parse_moment
+
+    palace.refresh(embedder=None)
+    versions = palace.index.versions()
+    memories = palace.index.scan(light=True).memories
+    chains = {tuple(versions.chain(i)) for i in memories if versions.successors.get(i)}
+    assert len(chains) >= 10 and all(len(chain) >= 2 for chain in chains)
+    assert all(memories[i].valid_from for chain in chains for i in chain)  # every version says when it began
+    queries = [q for q in load_queries(palace.root / "queries.jsonl") if q.kind in ("update", "as-of")]
+    assert {q.kind for q in queries} == {"update", "as-of"} and len(queries) >= 30
+    for q in queries:
+        when = parse_moment(q.as_of) if q.as_of else None
+        assert (q.kind == "as-of") == bool(q.as_of), q.qid
+        assert all(versions.valid_at(e, when) for e in q.expected), q.qid  # the answer is the version valid then
+        assert all(len(versions.chain(e)) > 1 for e in q.expected), q.qid
+    asked = {e for q in queries for e in q.expected}
+    assert {chain[-1] for chain in chains} <= asked  # every current version is asked about
+    assert lint(palace).errors == 0
+
+
+def test_bench_retrieval_reports_current_at_1_and_stale_handed(palace, tmp_path):
+    from palace_cli.bench.retrieval import load_queries, markdown_table, run_retrieval_bench
+
+    queries = [q for q in load_queries(palace.root / "queries.jsonl") if q.kind in ("update", "as-of")]
+    summary = run_retrieval_bench(palace, queries, modes=("2hop", "lexical"))
+    for mode in ("2hop", "lexical"):
+        row = summary["modes"][mode]
+        assert row["current@1"] >= 0.95 and row["as_of@1"] >= 0.9, (mode, row)
+        assert row["stale_handed"] == 0 and row["stale_handed_as_of"] == 0
+    assert "| 2hop | 1.000" in markdown_table(summary).split("facts that change")[1]
+    unfiltered = run_retrieval_bench(palace, queries, modes=("lexical",), include_superseded=True)
+    assert unfiltered["modes"]["lexical"]["stale_handed"] > 0  # what the validity filter prevents
+    assert unfiltered["modes"]["lexical"]["current@1"] < summary["modes"]["lexical"]["current@1"]
+
+
+def test_bench_similar_separates_rewrites_from_neighbours_lexically(palace):
+    from palace_cli.bench.similar import load_duplicates, markdown_report, run_similar_bench
+
+    summary = run_similar_bench(palace, load_duplicates(palace.root / "duplicates.jsonl"), methods=("lexical",))
+    lexical = summary["methods"]["lexical"]
+    assert summary["duplicates"] == 12 and summary["updates"] == 13
+    assert lexical["ranked_first"] >= 0.9 and lexical["auc_duplicate_vs_neighbour"] >= 0.9
+    row = next(r for r in lexical["grid"] if abs(r["threshold"] - lexical["threshold"]) < 1e-9)
+    assert row["rewrites"] >= 0.9 and row["agent_facts"] >= 0.9 and row["neighbours"] <= 0.1
+    assert "| **0.30** |" in markdown_report(summary)

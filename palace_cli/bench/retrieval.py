@@ -16,6 +16,7 @@ from ..errors import PalaceError
 from ..palace import Palace
 from ..profiles import PROFILES
 from ..retrieve import build_context, hit_confidence, recall, search, trim_hits
+from ..validity import parse_moment
 
 ALL_MODES = ("2hop", "lexical", "dense", "hybrid")
 CUTOFFS = (1, 3, 5, 10)
@@ -30,6 +31,7 @@ class Query:
     query: str
     expected: list[str]
     kind: str = ""
+    as_of: str = ""  # asked about this date (the expected memories are the versions valid then)
 
 
 def load_queries(path: Path) -> list[Query]:
@@ -40,8 +42,11 @@ def load_queries(path: Path) -> list[Query]:
             continue
         try:
             data = json.loads(line)
-            queries.append(Query(str(data["qid"]), str(data["query"]), [str(e) for e in data.get("expected") or []],
-                                 str(data.get("kind", ""))))
+            query = Query(str(data["qid"]), str(data["query"]), [str(e) for e in data.get("expected") or []],
+                          str(data.get("kind", "")), str(data.get("as_of") or ""))
+            if query.as_of:
+                parse_moment(query.as_of)
+            queries.append(query)
         except (ValueError, KeyError, TypeError) as exc:
             raise PalaceError(f"{path}:{number}: not a query line ({exc})") from None
     return queries
@@ -86,18 +91,23 @@ class ModeRun:
     route_hit: list[float] = field(default_factory=list)
     absent_confidence: list[float] = field(default_factory=list)
     present_confidence: list[float] = field(default_factory=list)
+    current_at_1: list[float] = field(default_factory=list)   # queries about a changed fact, asked about now
+    as_of_at_1: list[float] = field(default_factory=list)     # the same, asked as of a past date
+    stale_handed: int = 0                                     # queries about now handed a memory not valid now
+    stale_handed_as_of: int = 0                               # as-of queries handed a memory not valid then
 
 
-def _run_query(palace: Palace, mode: str, query: Query, profile: str):
+def _run_query(palace: Palace, mode: str, query: Query, profile: str, include_superseded: bool = False):
     """(ranked ids, handed-over ids, context bytes, fallback, routed domains, confidence) for one query."""
     spec = PROFILES[profile]
+    when = dict(as_of=query.as_of or None, include_superseded=include_superseded)
     if mode == "2hop":
-        result = recall(palace, query.query, k=10, profile=profile, do_refresh=False, trim=False)
+        result = recall(palace, query.query, k=10, profile=profile, do_refresh=False, trim=False, **when)
         handed = trim_hits(result.hits[: spec.k]) if spec.trim else result.hits[: spec.k]
         context = build_context(handed, spec, spec.budget)
         return ([h.id for h in result.hits], [h.id for h in handed], len(context.encode("utf-8")), result.fallback,
                 {r.domain for r in result.route}, result.confidence)
-    result = search(palace, query.query, mode=mode, k=10, do_refresh=False)
+    result = search(palace, query.query, mode=mode, k=10, do_refresh=False, **when)
     top = result.hits[: spec.k]  # search() already loaded the hits' memories
     context = build_context(top, spec, spec.budget)
     return ([h.id for h in result.hits], [h.id for h in top], len(context.encode("utf-8")), False, None,
@@ -105,8 +115,14 @@ def _run_query(palace: Palace, mode: str, query: Query, profile: str):
 
 
 def run_retrieval_bench(palace: Palace, queries: list[Query], modes=ALL_MODES, profile: str = "reference",
-                        progress: Callable[[str, int, int], None] | None = None, dataset: str = "") -> dict:
-    """Run every mode over every query (one warm-up pass, then timed) and summarise with bootstrap CIs."""
+                        progress: Callable[[str, int, int], None] | None = None, dataset: str = "",
+                        include_superseded: bool = False) -> dict:
+    """Run every mode over every query (one warm-up pass, then timed) and summarise with bootstrap CIs.
+
+    Queries about a fact that changed (an expected memory with other versions) also give current@1 (the
+    version valid at the query's moment ranked first; as_of@1 for queries asked about a past date) and
+    stale handed (queries whose context held a memory not valid at that moment). include_superseded runs
+    every query over all versions: what the validity filter prevents."""
     palace.refresh()
     embedder, dense, _ = palace.index.dense()
     modes = [m for m in modes if m in ALL_MODES and (embedder is not None or m not in ("dense",))]
@@ -116,7 +132,11 @@ def run_retrieval_bench(palace: Palace, queries: list[Query], modes=ALL_MODES, p
     for q in queries:
         recall(palace, q.query, do_refresh=False)
     summary = {"dataset": dataset, "queries": len(answerable), "absent_queries": len(absent), "profile": profile,
-               "dense": dense, "modes": {}}
+               "dense": dense, "include_superseded": include_superseded, "modes": {}}
+    versions = palace.index.versions()
+    changed = {q.qid for q in answerable if any(len(versions.chain(e)) > 1 for e in q.expected)}
+    summary["changed_fact_queries"] = {"now": sum(1 for q in answerable if q.qid in changed and not q.as_of),
+                                       "as_of": sum(1 for q in answerable if q.qid in changed and q.as_of)}
     runs = {mode: ModeRun() for mode in modes}
     # Modes take turns on each query, in a rotating order, so drift in the machine's speed (other
     # load, caches, clock) falls on every mode alike rather than on whichever ran first.
@@ -127,8 +147,17 @@ def run_retrieval_bench(palace: Palace, queries: list[Query], modes=ALL_MODES, p
             # Warm means indexes and models loaded, not answers remembered: each timed query embeds itself.
             palace.index.forget_query_vectors()
             started = time.perf_counter()
-            ranked, handed, context_bytes, fallback, routed, confidence = _run_query(palace, mode, q, profile)
+            ranked, handed, context_bytes, fallback, routed, confidence = _run_query(palace, mode, q, profile,
+                                                                                     include_superseded)
             elapsed = (time.perf_counter() - started) * 1000
+            moment = parse_moment(q.as_of) if q.as_of else None
+            if any(not versions.valid_at(i, moment) for i in handed):
+                if q.as_of:
+                    run.stale_handed_as_of += 1
+                else:
+                    run.stale_handed += 1
+            if q.qid in changed:
+                (run.as_of_at_1 if q.as_of else run.current_at_1).append(float(bool(ranked) and ranked[0] in q.expected))
             if not q.expected:
                 run.absent_confidence.append(confidence)
                 continue
@@ -171,6 +200,13 @@ def summarise(run: ModeRun) -> dict:
     if run.route_hit:
         out["route_accuracy"] = round(statistics.fmean(run.route_hit), 4)
         out["fallbacks"] = run.fallbacks
+    if run.current_at_1 or run.as_of_at_1:
+        out["current@1"] = round(statistics.fmean(run.current_at_1), 4) if run.current_at_1 else None
+        out["as_of@1"] = round(statistics.fmean(run.as_of_at_1), 4) if run.as_of_at_1 else None
+        ci["current@1"] = bootstrap_ci(run.current_at_1)
+        ci["as_of@1"] = bootstrap_ci(run.as_of_at_1)
+    out["stale_handed"] = run.stale_handed
+    out["stale_handed_as_of"] = run.stale_handed_as_of
     if run.absent_confidence:
         out["confidence_absent_mean"] = round(statistics.fmean(run.absent_confidence), 4)
         out["confidence_present_mean"] = round(statistics.fmean(run.present_confidence), 4)
@@ -206,6 +242,18 @@ def markdown_table(summary: dict) -> str:
              for m, r in summary["modes"].items() if "route_accuracy" in r]
     extra += [f"{m}: abstention AUC {r['abstain_auc']:.3f} (confidence answerable {r['confidence_present_mean']:.3f}"
               f" vs absent {r['confidence_absent_mean']:.3f})" for m, r in summary["modes"].items() if "abstain_auc" in r]
+    counts = summary.get("changed_fact_queries") or {}
+    if counts.get("now") or counts.get("as_of"):
+        extra += ["", f"facts that change ({counts['now']} queries about now, {counts['as_of']} as of a past date"
+                  + (", every version ranked: --include-superseded" if summary.get("include_superseded") else "")
+                  + "):", "", "| mode | current@1 | as_of@1 | stale handed | stale handed (as of) |", "|---|---|---|---|---|"]
+        for mode, row in summary["modes"].items():
+            cells = []
+            for name in ("current@1", "as_of@1"):
+                interval = row["ci"].get(name)
+                value = row.get(name)
+                cells.append("-" if value is None else f"{value:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]")
+            extra.append(f"| {mode} | {cells[0]} | {cells[1]} | {row['stale_handed']} | {row['stale_handed_as_of']} |")
     return "\n".join(lines + [""] + extra) + "\n"
 
 

@@ -119,10 +119,13 @@ def bench_embed(model, n_short, n_notes, n_queries, locomo, max_tokens, rounds, 
 @click.option("--modes", default="2hop,lexical,dense,hybrid", show_default=True, help="Comma-separated modes.")
 @click.option("--profile", default="reference", show_default=True, help="Profile whose k and budget set the context.")
 @click.option("--limit", type=int, default=None, help="Only the first N queries (a smoke run).")
+@click.option("--include-superseded", is_flag=True,
+              help="Rank every version of a changed fact (what the validity filter prevents).")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @click.pass_obj
-def bench_retrieval(obj, queries_file, beir_dir, modes, profile, limit, as_json):
-    """2-hop against flat lexical, dense and hybrid: recall@k, MRR, nDCG@10, context bytes, latency, 95% CIs.
+def bench_retrieval(obj, queries_file, beir_dir, modes, profile, limit, include_superseded, as_json):
+    """2-hop against flat lexical, dense and hybrid: recall@k, MRR, nDCG@10, context bytes, latency, 95% CIs;
+    current@1 and stale handed on questions about facts that changed.
 
     Example: palace bench retrieval --beir ../shared/data/scifact --json
     """
@@ -145,8 +148,9 @@ def bench_retrieval(obj, queries_file, beir_dir, modes, profile, limit, as_json)
     queries = load_queries(path)[:limit] if limit else load_queries(path)
     refresh_with_progress(palace)
     summary = run_retrieval_bench(palace, queries, modes=[m.strip() for m in modes.split(",") if m.strip()],
-                                  profile=profile, dataset=dataset)
-    summary["command"] = "palace bench retrieval" + (f" --beir {beir_dir}" if beir_dir else "")
+                                  profile=profile, dataset=dataset, include_superseded=include_superseded)
+    summary["command"] = ("palace bench retrieval" + (f" --beir {beir_dir}" if beir_dir else "")
+                          + (" --include-superseded" if include_superseded else ""))
     if as_json:
         render.emit_json(summary)
     else:
@@ -182,8 +186,40 @@ def bench_lsp(size, requests, seed, workdir, as_json):
                 f"load {machine['load_avg_1m']}, calibration loop {machine['calibration_s']} s")
 
 
+@click.command(name="similar")
+@click.option("--duplicates", "duplicates_file", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="JSON-lines rewrites of existing memories (default: duplicates.jsonl at the palace root).")
+@click.option("--methods", default="dense,lexical", show_default=True, help="Comma-separated: dense, lexical.")
+@click.option("--json", "as_json", is_flag=True, help="JSON output (with every score).")
+@click.pass_obj
+def bench_similar(obj, duplicates_file, methods, as_json):
+    """How well the similar-note warning of `add` tells rewrites of a memory from its neighbours, per threshold.
+
+    Example: palace --palace example-palace bench similar
+    """
+    from pathlib import Path
+
+    from . import render
+    from ..bench.similar import load_duplicates, markdown_report, run_similar_bench
+
+    palace = obj.palace
+    path = Path(duplicates_file) if duplicates_file else palace.root / "duplicates.jsonl"
+    if not path.is_file():
+        raise click.UsageError(f"no duplicates file at {path}; pass --duplicates FILE")
+    with render.err.status("scoring") as status:
+        summary = run_similar_bench(palace, load_duplicates(path),
+                                    methods=[m.strip() for m in methods.split(",") if m.strip()],
+                                    progress=lambda stage, i, n: status.update(f"{stage} {i}/{n}"))
+    summary["command"] = "palace bench similar" + (f" --duplicates {duplicates_file}" if duplicates_file else "")
+    if as_json:
+        render.emit_json(summary)
+    else:
+        click.echo(markdown_report(summary), nl=False)
+
+
 bench.add_command(bench_retrieval)
 bench.add_command(bench_lsp)
+bench.add_command(bench_similar)
 bench.add_command(bench_verify)
 bench.add_command(bench_index)
 bench.add_command(bench_embed)

@@ -145,8 +145,8 @@ def wake_up(ctx, budget, as_json):
 @click.argument("ref", required=False)
 @click.option("--text", default=None, help="Compare this text instead of a memory (a note you are about to add).")
 @click.option("-k", default=5, show_default=True, help="Number of neighbours.")
-@click.option("--method", type=click.Choice(["dense", "lexical"]), default=None,
-              help="Score by embeddings or by words (default: dense when an embedder is installed).")
+@click.option("--method", type=click.Choice(["lexical", "dense"]), default="lexical", show_default=True,
+              help="Score by shared words (tf-idf cosine) or by embeddings; see docs/benchmarks.md for which warns better.")
 @click.option("--include-superseded", is_flag=True, help="Compare with superseded memories too.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @pass_ctx
@@ -171,8 +171,6 @@ def similar(ctx, ref, text, k, method, include_superseded, as_json):
         render.out.print(f"{rank:>2}. {mark} {neighbour.id}: {neighbour.subject}{extra}", markup=False)
         render.out.print(f"    {neighbour.why}", markup=False)
         render.out.print(f"    {neighbour.path}:{neighbour.line}", markup=False)
-    if result.reason:
-        render.note(f"lexical similarity: {result.reason}")
 
 
 COMMANDS = [search, recall, wake_up, similar]
