@@ -153,6 +153,8 @@ def needs_for(question: str, result: Recall) -> list[str]:
     for hit in result.hits:
         if hit.memory:
             near.update(words(hit.memory.search_text()))
+        elif hit.turn:
+            near.update(words(hit.turn.text))
     seen, out = set(), []
     for word in words(question):
         if len(word) > 2 and word not in STOPWORDS and word not in near and word not in seen:

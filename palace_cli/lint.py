@@ -280,24 +280,6 @@ def stray_notes(palace: Palace) -> list[Problem]:
     return [p for p in palace.stray_notes() if not p.path.startswith(CONVERSATIONS + "/")]
 
 
-def conversation_problems(palace: Palace) -> list[Problem]:
-    """What cannot be read in session files under conversations/, and session ids used twice."""
-    from .conversations import load_session, session_files
-
-    problems, ids, skipped = [], {}, []
-    files = session_files(palace.root, skipped)
-    problems += [Problem(path, None, "error", code, message) for path, code, message in skipped]
-    for relpath, _, _ in files:
-        session = load_session(palace.root, relpath)
-        for found in session.problems:
-            problems.append(Problem(found.path, found.line, "error", "session-unreadable", found.message))
-        if session.id in ids:
-            problems.append(Problem(relpath, 2, "error", "duplicate-session-id",
-                                    f"session id {session.id!r} is already used by {ids[session.id]}"))
-        ids.setdefault(session.id, relpath)
-    return problems
-
-
 def _notes(palace: Palace) -> Scan:
     """The refreshed note cache, without regenerating the index files: lint reports them, only --fix writes."""
     palace.refresh(embedder=None, index_files=False)
@@ -316,9 +298,10 @@ def lint(palace: Palace, fix: bool = False) -> LintReport:
         report = write_index_files(palace, scan)
         fixed += [f"{path}: regenerated" for path in report.written]
         fixed += [f"{path}: removed (no such domain)" for path in report.removed]
+    # scan.problems holds what the refresh could not index: unreadable notes and session files, repeated ids.
     problems = list(scan.problems) + note_problems(scan) + config_problems(palace, scan) + stray_notes(palace)
     problems += version_problems(scan) + core_problems(palace, scan)
-    problems += conversation_problems(palace) + not_fixed + ReviewLog(palace).read().problems
+    problems += not_fixed + ReviewLog(palace).read().problems
     problems += weak_image_problems(scan, palace.config.raw.get("study"))
     for relpath in check_index_files(palace, scan):
         problems.append(Problem(relpath, None, "error", "stale-index",

@@ -32,10 +32,12 @@ LEARNER = "agent:mcp"
 ProfileName = Literal[tuple(PROFILES)]  # type: ignore[valid-type]  # enums in the tool schemas
 Strategy = Literal[STRATEGIES]  # type: ignore[valid-type]
 MemoryType = Literal[TYPES]  # type: ignore[valid-type]
+Kind = Literal["memory", "turn"]
 MIN_TOKENS, MAX_TOKENS = 50, 20000
 LINE_REF = re.compile(r":\d+$")
-INSTRUCTIONS = ("A memory palace: Markdown memories, each with a verify token. Call recall before answering from "
-                "memory, cite each used memory's token as [verify: token], then call verify on your answer.")
+INSTRUCTIONS = ("A memory palace: Markdown memories, each with a verify token, and imported conversations. Call "
+                "recall before answering from memory, cite each used memory's token as [verify: token], then call "
+                "verify on your answer. Turns of conversations carry no token.")
 
 
 class OutsidePalace(PalaceError):
@@ -149,8 +151,10 @@ class PalaceTools:
         return self.palace.memory(ref, refresh=False)
 
     def recall(self, query: str, k: int | None = None, domain: str | None = None,
-               profile: ProfileName = "reference", max_tokens: int = 1000, as_of: str | None = None) -> str:
-        """Two-hop recall: a route line, then the context block (each memory with its verify token).
+               profile: ProfileName = "reference", max_tokens: int = 1000, as_of: str | None = None,
+               kind: Kind | None = None, since: str | None = None, until: str | None = None) -> str:
+        """Two-hop recall: a route line, then the context block (each memory with its verify token, each
+        conversation turn under its session's date).
 
         Only memories valid now, or valid on the date `as_of` (YYYY-MM-DD)."""
         budget = _budget(max_tokens)
@@ -160,11 +164,15 @@ class PalaceTools:
             raise UsageError(f"k must be between 1 and 50, not {k}")
         check_layout(self.palace)
         result = core_recall(self.palace, query, k=k, domain=domain, budget=max(budget - 300, 200), profile=profile,
-                             as_of=as_of)
+                             as_of=as_of, kind=kind, since=since, until=until)
         route = ", ".join(f"{r.domain} {r.confidence:.2f}" for r in result.route) or "none"
         shown = [h.id for h in result.handed]
         cut = [h.id for h in result.hits + result.linked if h.id not in shown]
-        lines = [f"handed: {', '.join(shown) or 'none'}"]
+        memories = [h.id for h in result.handed if h.kind == "memory"]
+        turns = [h.id for h in result.handed if h.kind == "turn"]
+        lines = [f"handed: {', '.join(memories) or 'none'}"]  # the ids verify takes
+        if turns:
+            lines.append(f"turns (no verify token): {', '.join(turns)}")
         if not result.hits:
             lines.append("No memory in this palace matches; say you do not know.")
         elif not shown:
@@ -175,16 +183,18 @@ class PalaceTools:
         return fit("\n".join(lines) + "\n" + result.context, max_tokens)
 
     def search(self, query: str, k: int = 10, domain: str | None = None,
-               mode: Literal["hybrid", "lexical", "dense"] = "hybrid", max_tokens: int = 500) -> str:
-        """Flat search: one line per hit, `id | subject | domain | path:line | score`."""
+               mode: Literal["hybrid", "lexical", "dense"] = "hybrid", max_tokens: int = 500,
+               kind: Kind | None = None, since: str | None = None, until: str | None = None) -> str:
+        """Flat search: one line per hit, `id | subject | domain | path:line | score` (a turn: its time for domain)."""
         _budget(max_tokens)
         if domain is not None:
             _plain_name(domain, "domain")
         if not 1 <= k <= 100:
             raise UsageError(f"k must be between 1 and 100, not {k}")
         check_layout(self.palace)
-        result = core_search(self.palace, query, mode=mode, k=k, domain=domain)
-        lines = [f"{h.id} | {h.subject} | {h.domain} | {h.path}:{h.line} | {h.score:.3f}" for h in result.hits]
+        result = core_search(self.palace, query, mode=mode, k=k, domain=domain, kind=kind, since=since, until=until)
+        lines = [f"{h.id} | {h.subject} | {h.domain if h.kind == 'memory' else h.time or 'no date'} | "
+                 f"{h.path}:{h.line} | {h.score:.3f}" for h in result.hits]
         head = f"{len(lines)} hit(s), {result.mode}" + (f" ({result.dense_reason})" if result.dense != "on" else "")
         return fit("\n".join([head] + lines), max_tokens)
 
@@ -356,9 +366,11 @@ class PalaceTools:
 # name: (description, read_only, destructive, idempotent). Descriptions are short on purpose: the whole
 # tool list is paid for in every agent's context (tests/test_mcp.py measures it).
 TOOLS = {
-    "recall": ("Two-hop retrieval: the memories that answer query, as context with verify tokens to cite.",
+    "recall": ("Two-hop retrieval: the memories and conversation turns that answer query, as context (memories "
+               "with verify tokens to cite, turns with their date). kind, since, until (ISO dates) filter.",
                True, False, True),
-    "search": ("Flat ranked search; one line per hit: id | subject | domain | path:line | score.", True, False, True),
+    "search": ("Flat ranked search over memories and turns; one line per hit: id | subject | domain or date | "
+               "path:line | score.", True, False, True),
     "get": ("A memory in full by id (or its path under memories/).", True, False, True),
     "add": ("Write a new memory note (SMASHIN image + content); refuses to overwrite. Returns its verify token. "
             "To correct a memory, add the new version with supersedes=[old id].", False, False, False),

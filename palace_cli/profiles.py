@@ -25,6 +25,7 @@ class Profile:
     include_links: bool       # also hand over the memories the hits link to
     budget: int | None        # default context budget in bytes (None: unlimited); shown in tokens
     trim: bool = True         # hand over only hits close to the best one (the smallest context that answers)
+    turns: int = 10           # conversation turns handed over beside the k memories (turns are short)
 
     @property
     def budget_tokens(self) -> int | None:

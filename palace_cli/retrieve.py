@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING
 
 from .errors import UsageError
 from .index.catalog import MAX_PHRASE_WORDS, Catalog
+from .index.scope import Scope, make_scope
 from .notes import Memory
 from .palace import Palace
 from .profiles import BYTES_PER_TOKEN, PROFILES, Profile, tokens_of
+from .sessions_route import ROUTE_SHOWN, SessionRoute, reorder, route_sessions
 from .tokens import normalize
 from .validity import format_moment, parse_moment
 
@@ -32,8 +34,26 @@ MIN_DOMAINS_FOR_ROUTING = 2
 
 
 @dataclass
+class Turn:
+    """A turn of a conversation as a hit carries it: who said what, when, in which session."""
+
+    session: str
+    turn: str
+    speaker: str
+    text: str
+    time: str
+    title: str
+    started: str = ""
+    conversation: str = ""  # the source's grouping of sessions (LoCoMo's sample id), when it has one
+
+
+@dataclass
 class Hit:
-    """One ranked memory, with where it is and the parts its score came from."""
+    """One ranked unit, a memory or a turn, with where it is and the parts its score came from.
+
+    For a turn, `id` is its key `<session id>/<turn id>`, `subject` a one-line preview, `domain` "",
+    `path:line` its header line, and `turn` the rest.
+    """
 
     id: str
     subject: str
@@ -46,11 +66,22 @@ class Hit:
     replaces: list[str] = field(default_factory=list)       # versions this memory superseded
     superseded_by: list[str] = field(default_factory=list)  # versions that superseded it
     valid: bool = True                                       # valid at the question's moment (now, or as of)
+    kind: str = "memory"
+    time: str = ""
+    turn: Turn | None = None
+
+    @property
+    def location(self) -> str:
+        return f"{self.path}:{self.line}"
 
     def as_dict(self) -> dict:
-        """The JSON contract: id, subject, domain, path, line, score, parts (and version links when there are any)."""
-        data = {"id": self.id, "subject": self.subject, "domain": self.domain, "path": self.path,
-                "line": self.line, "score": round(self.score, 6), "parts": {k: round(v, 6) for k, v in self.parts.items()}}
+        """The JSON contract: kind, id, subject, domain, path, line, time, score, parts (and version links when
+        there are any); for a turn also session, turn, speaker, text."""
+        data = {"kind": self.kind, "id": self.id, "subject": self.subject, "domain": self.domain, "path": self.path,
+                "line": self.line, "time": self.time or None, "score": round(self.score, 6),
+                "parts": {k: round(v, 6) for k, v in self.parts.items()}}
+        if self.turn is not None:
+            data.update(session=self.turn.session, turn=self.turn.turn, speaker=self.turn.speaker, text=self.turn.text)
         if self.replaces:
             data["replaces"] = self.replaces
         if self.superseded_by:
@@ -107,7 +138,9 @@ class Recall(SearchResult):
     context_bytes: int = 0
     confidence: float = 0.0
     linked: list[Hit] = field(default_factory=list)
-    handed: list[Hit] = field(default_factory=list)  # the hits whose memory is in the context
+    handed: list[Hit] = field(default_factory=list)  # the hits whose memory (turn) is in the context
+    ranked: list[Hit] = field(default_factory=list)  # hop 2's ranking before picking and trimming (to `depth`)
+    sessions: list[SessionRoute] = field(default_factory=list)  # hop 1 for turns: sessions, best first
 
     def as_dict(self) -> dict:
         data = super().as_dict()
@@ -117,7 +150,10 @@ class Recall(SearchResult):
             "context_tokens": tokens_of(self.context),
             "confidence": round(self.confidence, 4),
             "memories": [context_entry(h.memory) for h in self.handed if h.memory],
+            "turns": [h.id for h in self.handed if h.turn is not None],
         })
+        if self.sessions:
+            data["sessions"] = [r.as_dict() for r in self.sessions[:ROUTE_SHOWN]]
         if self.linked:
             data["linked"] = [h.as_dict() for h in self.linked]
         return data
@@ -131,16 +167,16 @@ def context_entry(memory: Memory) -> dict:
 # ---- flat rankings --------------------------------------------------------------------------
 
 
-def _lexical(palace: Palace, catalog: Catalog, query: str, limit: int, domains=None,
+def _lexical(palace: Palace, catalog: Catalog, query: str, limit: int, scope: Scope | None = None,
              hidden: frozenset[str] = frozenset()) -> list[tuple[str, float]]:
     weights = palace.config.retrieval.get("field_weights") or None
     if len(hidden) * 2 > len(catalog.ids):  # most are left out (an early --as-of): name the few kept instead
-        return palace.index.text.search(query, limit=limit, domains=domains, field_weights=weights,
+        return palace.index.text.search(query, limit=limit, field_weights=weights, scope=scope,
                                         only=[i for i in catalog.ids if i not in hidden])
-    return palace.index.text.search(query, limit=limit, domains=domains, field_weights=weights, exclude=hidden)
+    return palace.index.text.search(query, limit=limit, field_weights=weights, scope=scope, exclude=hidden)
 
 
-def _dense(palace: Palace, catalog: Catalog, query: str, limit: int, domains=None,
+def _dense(palace: Palace, catalog: Catalog, query: str, limit: int, scope: Scope | None = None,
            hidden: frozenset[str] = frozenset()) -> list[tuple[str, float]]:
     if catalog.matrix is None:
         return []
@@ -150,8 +186,9 @@ def _dense(palace: Palace, catalog: Catalog, query: str, limit: int, domains=Non
     import numpy as np
 
     scores = catalog.matrix @ vector
-    if domains is not None:
-        scores = np.where(catalog.domain_mask(domains), scores, -np.inf)
+    mask = catalog.mask(scope)
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
     if hidden:
         rows = [catalog.row_of[i] for i in hidden if i in catalog.row_of]
         scores[rows] = -np.inf
@@ -178,38 +215,51 @@ def fuse_rrf(rankings: dict[str, list[tuple[str, float]]], k: int = RRF_K,
     return [(item, score, parts[item]) for item, score in ordered]
 
 
-def _rank(palace: Palace, catalog: Catalog, query: str, mode: str, k: int, domains=None,
+def _rank(palace: Palace, catalog: Catalog, query: str, mode: str, k: int, scope: Scope | None = None,
           hidden: frozenset[str] = frozenset()) -> tuple[list[Hit], str]:
-    """Ranked hits in one mode, leaving out the `hidden` ids; returns (hits, mode actually used)."""
+    """Ranked hits in one mode, within the scope, leaving out the `hidden` ids; returns (hits, mode actually used)."""
     dense_ok = catalog.matrix is not None and mode != "lexical"
     if mode == "dense" and not dense_ok:
         raise UsageError("dense search needs an embedding model: run `palace models install`")
     if mode == "lexical" or (mode == "hybrid" and not dense_ok):
-        ranked = [(i, s, {"lexical": s}) for i, s in _lexical(palace, catalog, query, k, domains, hidden)]
+        ranked = [(i, s, {"lexical": s}) for i, s in _lexical(palace, catalog, query, k, scope, hidden)]
         used = "lexical"
     elif mode == "dense":
-        ranked = [(i, s, {"dense": s}) for i, s in _dense(palace, catalog, query, k, domains, hidden)]
+        ranked = [(i, s, {"dense": s}) for i, s in _dense(palace, catalog, query, k, scope, hidden)]
         used = "dense"
     else:
         depth = max(CANDIDATES, k)
-        ranked = fuse_rrf({"lexical": _lexical(palace, catalog, query, depth, domains, hidden),
-                           "dense": _dense(palace, catalog, query, depth, domains, hidden)})[:k]
+        ranked = fuse_rrf({"lexical": _lexical(palace, catalog, query, depth, scope, hidden),
+                           "dense": _dense(palace, catalog, query, depth, scope, hidden)})[:k]
         used = "hybrid"
     hits = []
-    for note_id, score, parts in ranked[:k]:
-        row = catalog.row_of.get(note_id)
+    for unit_id, score, parts in ranked[:k]:
+        row = catalog.row_of.get(unit_id)
         if row is None:
             continue
-        hits.append(Hit(note_id, "", catalog.domains[row], catalog.paths[row], 0, score, parts))
+        hits.append(Hit(unit_id, "", catalog.domains[row], catalog.paths[row], 0, score, parts,
+                        kind=catalog.kinds[row], time=catalog.times[row]))
     return hits, used
 
 
 def _attach(palace: Palace, hits: list[Hit], catalog: Catalog | None = None, when: datetime | None = None) -> None:
-    """Load the memories of the hits (only these) from the note cache; with a catalog, their version links."""
+    """Load the memories and turns of the hits (only these) from the cache; with a catalog, memories' version links."""
     if not hits:
         return
-    memories = {m.path: m for m in palace.index.store.memories([h.path for h in hits])}
+    store = palace.index.store
+    memories = {m.path: m for m in store.memories([h.path for h in hits if h.kind == "memory"])}
+    turns = store.turns([h.id for h in hits if h.kind == "turn"])
     for hit in hits:
+        if hit.kind == "turn":
+            row = turns.get(hit.id)
+            if row:
+                header = row["header"]
+                hit.line = row["line"]
+                hit.turn = Turn(row["session"], row["turn"], row["speaker"], row["text"], row["time"],
+                                header.get("title") or "", header.get("started") or "",
+                                header.get("conversation") or "")
+                hit.subject = f"{row['speaker']}: {_preview(row['text'])}"
+            continue
         memory = memories.get(hit.path)
         if memory:
             hit.memory, hit.subject, hit.line = memory, memory.subject, memory.line
@@ -218,6 +268,11 @@ def _attach(palace: Palace, hits: list[Hit], catalog: Catalog | None = None, whe
             hit.replaces = list(versions.predecessors.get(hit.id, []))
             hit.superseded_by = list(versions.successors.get(hit.id, []))
             hit.valid = versions.valid_at(hit.id, when)
+
+
+def _preview(text: str, limit: int = 80) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
 def _prepare(palace: Palace, do_refresh: bool) -> Catalog:
@@ -234,17 +289,26 @@ def _moment(as_of) -> datetime | None:
         raise UsageError(f"--as-of: {exc}") from None
 
 
+def scope_of(palace: Palace, kind: str | None = None, since: str | None = None, until: str | None = None,
+             domain: str | None = None, sessions=None) -> Scope:
+    """The filter of search and recall's options: --kind, --since, --until and --domain (resolved), and
+    `sessions` (only these sessions' turns)."""
+    return make_scope(kind, since, until, palace.resolve_domain(domain) if domain is not None else None, sessions)
+
+
 def search(palace: Palace, query: str, mode: str = "hybrid", k: int = 10, domain: str | None = None,
-           do_refresh: bool = True, as_of=None, include_superseded: bool = False) -> SearchResult:
-    """Flat search over every memory valid now (or `as_of` a date; or all of them) in one domain or every one."""
+           do_refresh: bool = True, as_of=None, include_superseded: bool = False, kind: str | None = None,
+           since: str | None = None, until: str | None = None, sessions=None) -> SearchResult:
+    """Flat search over every memory valid now (or `as_of` a date; or all of them) and every turn, within the
+    scope (kind, time window, one domain), in the given mode."""
     if mode not in MODES:
         raise UsageError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
     started = time.perf_counter()
     when = _moment(as_of)
     catalog = _prepare(palace, do_refresh)
-    domains = [palace.resolve_domain(domain)] if domain is not None else None
+    scope = scope_of(palace, kind, since, until, domain, sessions)
     hidden = frozenset() if include_superseded else catalog.hidden(when)
-    hits, used = _rank(palace, catalog, query, mode, k, domains, hidden)
+    hits, used = _rank(palace, catalog, query, mode, k, scope, hidden)
     _attach(palace, hits, catalog, when)
     _, dense, reason = palace.index.dense()
     return SearchResult(query, used, hits, dense, reason, (time.perf_counter() - started) * 1000,
@@ -304,7 +368,7 @@ def _descriptor_scores(palace: Palace, catalog: Catalog, query: str) -> dict[str
 
 
 def _centroid_scores(palace: Palace, catalog: Catalog, query: str) -> dict[str, float]:
-    if catalog.centroids is None:
+    if catalog.centroids is None or not len(catalog.domain_names):
         return {}
     vector = palace.index.query_vector(query)
     if vector is None:
@@ -350,16 +414,20 @@ def route(palace: Palace, catalog: Catalog, query: str) -> tuple[list[DomainRout
 def recall(palace: Palace, query: str, k: int | None = None, domain: str | None = None, budget: int | None = None,
            profile: str = "reference", do_refresh: bool = True, mode: str | None = None,
            trim: bool | None = None, as_of=None, include_superseded: bool = False,
-           budget_tokens: int | None = None) -> Recall:
-    """Route to a domain (hop 1), rank memories in it (hop 2), and build the context within the budget
-    (budget_tokens, 4 bytes each; `budget` in bytes is kept for older callers; default: the profile's).
+           budget_tokens: int | None = None, kind: str | None = None, since: str | None = None,
+           until: str | None = None, turns: int | None = None, depth: int | None = None, sessions=None) -> Recall:
+    """Route to a domain (hop 1), rank the memories in it and the turns in scope (hop 2), and build the
+    context within the budget (budget_tokens, 4 bytes each; `budget` in bytes is kept for older callers;
+    default: the profile's): at most k memories and `turns` turns, best first.
 
     Only memories valid now are ranked and handed over, or valid `as_of` a date (created standing in for
-    a missing valid_from); include_superseded ranks every memory, marking those not valid."""
+    a missing valid_from); include_superseded ranks every memory, marking those not valid.
+    kind/since/until/sessions filter as in `search`; depth keeps a longer ranking in `result.ranked` (benchmarks)."""
     if profile not in PROFILES:
         raise UsageError(f"unknown profile {profile!r}; choose from {', '.join(PROFILES)}")
     spec: Profile = PROFILES[profile]
     k = k or spec.k
+    turns = spec.turns if turns is None else turns
     mode = mode or spec.mode
     if budget_tokens is not None:
         budget = budget_tokens * BYTES_PER_TOKEN
@@ -368,37 +436,46 @@ def recall(palace: Palace, query: str, k: int | None = None, domain: str | None 
     when = _moment(as_of)
     catalog = _prepare(palace, do_refresh)
     hidden = frozenset() if include_superseded else catalog.hidden(when)
+    scope = scope_of(palace, kind, since, until, domain, sessions)
+    depth = max(depth or 0, k + (turns if scope.turns and catalog.memory_count < len(catalog.ids) else 0))
     _, dense, dense_reason = palace.index.dense()
     result = Recall(query=query, mode=mode, hits=[], dense=dense, dense_reason=dense_reason, profile=profile,
                     as_of=format_moment(when), include_superseded=include_superseded, left_out=len(hidden))
     if domain is not None:
-        domain = palace.resolve_domain(domain)
-        domains = [domain]
-        result.route = [DomainRoute(domain, 1.0, {"given": 1.0})]
+        result.route = [DomainRoute(scope.domains[0], 1.0, {"given": 1.0})]
         result.hops, result.reason = 1, "domain given"
-        hits, result.mode = _rank(palace, catalog, query, mode, k, domains, hidden)
+        hits, result.mode = _rank(palace, catalog, query, mode, depth, scope, hidden)
+    elif not scope.memories or not catalog.memory_count:
+        result.hops, result.reason = 1, ("turns only: no domain to route to" if scope.memories or scope.kind == "turn"
+                                         else "no memory in scope: nothing to route")
+        hits, result.mode = _rank(palace, catalog, query, mode, depth, scope, hidden)
     else:
         chosen, result.considered = route(palace, catalog, query)
         result.route = chosen
         if len(catalog.domain_names) < MIN_DOMAINS_FOR_ROUTING:
             result.hops, result.reason = 1, "one domain: nothing to route"
-            hits, result.mode = _rank(palace, catalog, query, mode, k, hidden=hidden)
+            hits, result.mode = _rank(palace, catalog, query, mode, depth, scope, hidden)
         elif not chosen or len(chosen) > ROUTE_MAX_DOMAINS:
             result.fallback, result.hops = True, 1
             result.reason = "routing unsure: searched every domain"
-            hits, result.mode = _rank(palace, catalog, query, mode, k, hidden=hidden)
+            hits, result.mode = _rank(palace, catalog, query, mode, depth, scope, hidden)
         else:
             domains = [r.domain for r in chosen]
-            hits, result.mode = _rank(palace, catalog, query, mode, k, domains, hidden)
+            hits, result.mode = _rank(palace, catalog, query, mode, depth, scope.narrowed(domains=domains), hidden)
             result.reason = "routed to one domain" if len(domains) == 1 else f"routing unsure: widened to {len(domains)} domains"
-            hits, widened = _guard(palace, catalog, query, mode, k, hits, domains, hidden)
+            hits, widened = _guard(palace, catalog, query, mode, depth, hits, scope, domains, hidden)
             if widened:
                 result.fallback = True
                 result.reason = f"a better match lay outside the routed domains: widened to {', '.join(widened)}"
                 result.route += [DomainRoute(d, next((c.confidence for c in result.considered if c.domain == d), 0.0),
                                              {"guard": 1.0}) for d in widened]
-    result.hits = trim_hits(hits) if (spec.trim if trim is None else trim) else hits
-    _attach(palace, result.hits, catalog, when)
+    if scope.turns and catalog.memory_count < len(catalog.ids):
+        result.sessions = route_sessions(palace, catalog, query, hits)
+        hits = reorder(hits, result.sessions, turns)
+    result.ranked = hits
+    picked = pick(hits, k, turns)
+    result.hits = _trim_memories(picked) if (spec.trim if trim is None else trim) else picked
+    _attach(palace, result.ranked, catalog, when)
     result.confidence = hit_confidence(result.hits)
     if spec.include_links:
         result.linked = _linked(palace, catalog, result.hits, hidden, when)
@@ -406,6 +483,24 @@ def recall(palace: Palace, query: str, k: int | None = None, domain: str | None 
     result.context_bytes = len(result.context.encode("utf-8"))
     result.elapsed_ms = (time.perf_counter() - started) * 1000
     return result
+
+
+def _trim_memories(hits: list[Hit]) -> list[Hit]:
+    """trim_hits over the memories; turns are short and their evidence often ranks low, so all are kept."""
+    kept = {id(h) for h in trim_hits([h for h in hits if h.kind == "memory"])}
+    return [h for h in hits if h.kind == "turn" or id(h) in kept]
+
+
+def pick(hits: list[Hit], k: int, turns: int) -> list[Hit]:
+    """The hits to offer, in rank order: the first k memories and the first `turns` turns."""
+    counts = {"memory": 0, "turn": 0}
+    limits = {"memory": k, "turn": turns}
+    out = []
+    for hit in hits:
+        if counts[hit.kind] < limits[hit.kind]:
+            counts[hit.kind] += 1
+            out.append(hit)
+    return out
 
 
 # A later hit is handed over only when it is close to the best: within this share of the best
@@ -432,21 +527,21 @@ def trim_hits(hits: list[Hit]) -> list[Hit]:
     return kept
 
 
-def _guard(palace, catalog, query, mode, k, hits, domains, hidden=frozenset()):
-    """Routing must never cost recall: when the flat lexical best lies outside the route and beats
+def _guard(palace, catalog, query, mode, depth, hits, scope: Scope, domains: list[str], hidden=frozenset()):
+    """Routing must never cost recall: when the flat lexical best is a memory outside the route and beats
     the routed best, widen to its domain and rank again."""
-    probe = _lexical(palace, catalog, query, 3, hidden=hidden)
+    probe = _lexical(palace, catalog, query, 3, scope, hidden)
     if not probe:
         return hits, []
     best_id, best_score = probe[0]
     best_domain = catalog.domains[catalog.row_of[best_id]]
-    if best_domain in domains:
+    if not best_domain or best_domain in domains:  # a turn (never routed away) or a routed memory
         return hits, []
-    inside = _lexical(palace, catalog, query, 1, domains, hidden)
+    inside = _lexical(palace, catalog, query, 1, scope.narrowed(domains=domains), hidden)
     if inside and inside[0][1] >= best_score * 0.9:
         return hits, []
     widened = [best_domain]
-    new_hits, _ = _rank(palace, catalog, query, mode, k, domains + widened, hidden)
+    new_hits, _ = _rank(palace, catalog, query, mode, depth, scope.narrowed(domains=domains + widened), hidden)
     return new_hits, widened
 
 
@@ -493,44 +588,107 @@ def _version_line(hit: Hit) -> str:
     return "; ".join(parts)
 
 
+MEMORY_HEADER = ("Answer from these memories only. Each memory has a verify token: when you use a memory, "
+                 "quote its token exactly, like [verify: the token]. If they do not answer the question, say so.\n")
+TURN_HEADER = ("Answer from these conversation turns only; each session shows its date (and each turn its time "
+               "when known), so say when things were said. Turns carry no verify token. If they do not answer "
+               "the question, say so.\n")
+BOTH_HEADER = ("Answer from these memories and conversation turns only. Each memory has a verify token: when you "
+               "use a memory, quote its token exactly, like [verify: the token]. Turns carry no token; each "
+               "session shows its date. If they do not answer the question, say so.\n")
+
+
 def assemble_context(hits: list[Hit], spec: Profile, budget: int | None, as_of: str = "") -> tuple[str, list[Hit]]:
-    """The context block and the hits that made it in; a memory dropped for the budget is not handed over."""
-    header = ("Answer from these memories only. Each memory has a verify token: when you use a memory, "
-              "quote its token exactly, like [verify: the token]. If they do not answer the question, say so.\n")
+    """The context block and the hits that made it in; a unit dropped for the budget is not handed over.
+
+    Memories come as blocks in rank order; turns are grouped under their session (a line with its
+    title, date and path, once), the sessions in the order of their best turn, the turns in the order
+    they were said."""
+    kinds = {h.kind for h in hits if h.memory is not None or h.turn is not None}
+    header = MEMORY_HEADER if kinds <= {"memory"} else TURN_HEADER if kinds == {"turn"} else BOTH_HEADER
     if as_of:
         header += f"The question asks about {as_of}; answer as things stood then.\n"
-    blocks, handed = [], []
+    blocks: list[str] = []
+    handed: list[Hit] = []
     used = len(header.encode("utf-8"))
-    for hit in hits:
-        memory = hit.memory
-        if memory is None:
+    for hit in _grouped(hits):
+        if hit.memory is not None:
+            block = _memory_block(hit, spec)
+        elif hit.turn is not None:
+            block = _turn_block(hit, handed)
+        else:
             continue
-        separator = 1 if blocks else 0  # the newline joining blocks
-        lines = [f"## {memory.subject} ({memory.id}) {memory.location}", f"verify: {memory.verify}"]
-        versions = _version_line(hit)
-        if versions:
-            lines.append(versions)
-        if "anchor" in spec.sections and memory.anchor:
-            lines.append(f"anchor: {memory.anchor}")
-        if "image" in spec.sections and memory.image:
-            lines.append(f"Image: {memory.image}")
-        if "content" in spec.sections and memory.content:
-            lines.append(f"Content: {memory.content}")
-        if "links" in spec.sections and memory.all_links:
-            lines.append("links: " + ", ".join(memory.all_links))
-        block = "\n".join(lines) + "\n"
+        follows = hit.turn is not None and bool(handed) and handed[-1].path == hit.path  # same session: no gap
+        separator = 1 if blocks and not follows else 0  # the newline joining blocks
         size = len(block.encode("utf-8")) + separator
         if budget is not None and used + size > budget:
             room = budget - used - separator
             if room < 160 or blocks and room < size // 3:
-                break  # a stub of a memory helps no one; stop at whole memories
-            blocks.append(_truncate(block, room))
-            handed.append(hit)
-            break
-        blocks.append(block)
+                break  # a stub of a memory helps no one; stop at whole units
+            block = _truncate(block, room)
+            size = budget - used
+        if follows:
+            blocks[-1] += block
+        else:
+            blocks.append(block)
         handed.append(hit)
         used += size
+        if budget is not None and used >= budget:
+            break
     return (header + "\n".join(blocks), handed) if blocks else ("", [])
+
+
+def _grouped(hits: list[Hit]) -> list[Hit]:
+    """Hits in context order: memories and sessions by rank, a session's turns together in file order."""
+    sessions: dict[str, list[Hit]] = {}
+    order: list[Hit | str] = []
+    for hit in hits:
+        if hit.turn is None:
+            order.append(hit)
+            continue
+        if hit.path not in sessions:
+            sessions[hit.path] = []
+            order.append(hit.path)
+        sessions[hit.path].append(hit)
+    out: list[Hit] = []
+    for item in order:
+        out += sorted(sessions[item], key=lambda h: h.line) if isinstance(item, str) else [item]
+    return out
+
+
+def _memory_block(hit: Hit, spec: Profile) -> str:
+    memory = hit.memory
+    lines = [f"## {memory.subject} ({memory.id}) {memory.location}", f"verify: {memory.verify}"]
+    versions = _version_line(hit)
+    if versions:
+        lines.append(versions)
+    if "anchor" in spec.sections and memory.anchor:
+        lines.append(f"anchor: {memory.anchor}")
+    if "image" in spec.sections and memory.image:
+        lines.append(f"Image: {memory.image}")
+    if "content" in spec.sections and memory.content:
+        lines.append(f"Content: {memory.content}")
+    if "links" in spec.sections and memory.all_links:
+        lines.append("links: " + ", ".join(memory.all_links))
+    return "\n".join(lines) + "\n"
+
+
+def _turn_block(hit: Hit, handed: list[Hit]) -> str:
+    """A turn's line, after its session's heading (title, id, date, path) when the turn handed before it
+    was of another session; the turn's own time is shown when it differs from the session's start."""
+    turn = hit.turn
+    lines = []
+    if not handed or handed[-1].path != hit.path:
+        title = f"{turn.title} " if turn.title else ""
+        lines.append(f"## Conversation {title}({turn.session}), {_when(turn.started) or 'date unknown'}, {hit.path}")
+    own = f", {_when(turn.time)}" if turn.time and turn.time != turn.started else ""
+    lines.append(f"[{turn.turn}, line {hit.line}{own}] {turn.speaker}: {turn.text}")
+    return "\n".join(lines) + "\n"
+
+
+def _when(time: str) -> str:
+    """An ISO time as a reader says it: `2023-05-08 13:56`."""
+    return time.replace("T", " ") if time else ""
 
 
 def _truncate(block: str, room: int) -> str:

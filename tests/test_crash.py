@@ -25,6 +25,8 @@ import palace_cli.index.refresh as r
 from palace_cli.palace import Palace
 root, stage, nth = sys.argv[1], sys.argv[2], int(sys.argv[3])
 r.COMMIT_EVERY = 250  # several note transactions even in a small palace
+import palace_cli.index.turns as t
+t.SESSIONS_EVERY = 10  # several session transactions too
 seen = 0
 def progress(name, done, total):
     global seen
@@ -172,3 +174,101 @@ def test_kill_during_embedding_keeps_vectors_right(small_palace, with_models, pa
     by_key = dict(zip(keys, matrix))
     for memory, vector in zip(parse_notes(palace).memories.values(), fresh):
         assert float(by_key[text_hash(memory)] @ vector) > 0.999
+
+
+# ---- session files: turns go through the same refresh -------------------------------------------
+
+
+def all_docs(palace: Palace) -> list[tuple[str, str]]:
+    """(path, id) of every lexical document: a session file holds one document per turn."""
+    with palace.index.text.open().searcher() as searcher:
+        return sorted((d["path"], d["id"]) for d in searcher.all_stored_fields())
+
+
+def talk_samples(conversations: int = 3, sessions: int = 20, turns: int = 15) -> list[dict]:
+    """LoCoMo-shaped conversations, big enough for several session transactions and lexical progress steps."""
+    samples = []
+    for c in range(conversations):
+        talk = {"speaker_a": "Ana", "speaker_b": "Ben"}
+        for s in range(1, sessions + 1):
+            talk[f"session_{s}_date_time"] = f"1:{s:02d} pm on {s} May, 2023"
+            talk[f"session_{s}"] = [{"speaker": "Ana" if t % 2 else "Ben", "dia_id": f"D{s}:{t}",
+                                     "text": f"conversation {c} session {s} turn {t} word{(c * 7 + s * 3 + t) % 97}"}
+                                    for t in range(1, turns + 1)]
+        samples.append({"sample_id": f"conv-{c}", "conversation": talk})
+    return samples
+
+
+@pytest.fixture(scope="module")
+def talk_template(tmp_path_factory) -> Path:
+    import json
+
+    from palace_cli.authoring import init_palace
+    from palace_cli.importers import import_path
+
+    base = tmp_path_factory.mktemp("crash-talk")
+    (base / "talk.json").write_text(json.dumps(talk_samples()))
+    root = init_palace(base / "template", name="Talk")
+    import_path(Palace(root), base / "talk.json")
+    shutil.rmtree(root / ".palace")  # the import indexed them: start every test from the files alone
+    return root
+
+
+def fresh_build(root: Path, tmp_path: Path) -> dict:
+    """What a build from nothing of the same files gives."""
+    copy = tmp_path / "fresh"
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".palace"))
+    palace = Palace(copy)
+    refresh(palace, embedder=None)
+    return {"docs": all_docs(palace), "problems": [(p.path, p.code) for p in refresh(palace, embedder=None).problems]}
+
+
+def assert_sessions_repaired(root: Path, expected: dict) -> None:
+    palace = Palace(root)
+    report = refresh(palace, embedder=None)
+    assert [(p.path, p.code) for p in report.problems] == expected["problems"]
+    assert all_docs(palace) == expected["docs"]
+    assert refresh(palace, embedder=None).changed is False
+    catalog = palace.index.catalog()
+    assert sorted(zip(catalog.paths, catalog.ids))[-len(expected["docs"]):] == \
+        [d for d in expected["docs"] if "/" in d[1]]
+
+
+@pytest.mark.parametrize("stage, nth", [
+    ("reading sessions", 2),  # 40 session files read: 30 committed in three transactions, 10 not
+    ("lexical index", 1),     # every session committed, no turn in whoosh yet
+    ("lexical index", 2),     # half-way through adding the 900 turns to whoosh
+])
+def test_kill_while_indexing_session_files(talk_template, tmp_path, stage, nth):
+    root = tmp_path / "p"
+    shutil.copytree(talk_template, root)
+    child = run_child(root, stage, nth)
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    expected = fresh_build(root, tmp_path)
+    assert len(expected["docs"]) == 900
+    assert_sessions_repaired(root, expected)
+
+
+def test_kill_during_an_incremental_refresh_of_session_files(talk_template, tmp_path):
+    """Edited, deleted and copied session files (a repeated id changes owner) committed to the note cache but
+    not yet to whoosh."""
+    root = tmp_path / "p"
+    shutil.copytree(talk_template, root)
+    refresh(Palace(root), embedder=None)
+    files = sorted((root / "conversations" / "locomo").glob("*.md"))
+    for i, path in enumerate(files[:5]):
+        atomic_write(path, path.read_text().replace("turn 3 ", f"turn 3 Zanzibar{i} "))
+    files[5].unlink()
+    shutil.copy(files[6], files[6].with_name("aaa-copy.md"))  # sorts first: the copy now owns the session id
+    child = run_child(root, "lexical index", 1)
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    expected = fresh_build(root, tmp_path)
+    assert ("conversations/locomo/" + files[6].name, "duplicate-session-id") in expected["problems"]
+    assert_sessions_repaired(root, expected)
+    palace = Palace(root)
+    from palace_cli.retrieve import search
+
+    assert [h.id for h in search(palace, "zanzibar2", mode="lexical", k=1).hits] == \
+           [f"locomo-{files[2].stem}/D{int(files[2].stem.split('-s')[1])}:3"]
+    assert {h.path for h in search(palace, f"conversation {files[6].stem[5]}", mode="lexical", k=200).hits
+            if h.turn and h.turn.session == f"locomo-{files[6].stem}"} == {"conversations/locomo/aaa-copy.md"}

@@ -490,3 +490,28 @@ def test_tools_without_a_transport_see_a_write_made_behind_their_back(example_pa
     other.add(**new_memory(7, "side"))
     assert handed(tools.recall("zorblside7 protocol"))[0] == "quillon-side-widget-7"
     assert "memories: 90" in tools.status()
+
+
+def test_recall_and_search_cover_conversation_turns(example_palace, tmp_path):
+    from conversation_fixtures import locomo_samples
+    from palace_cli.importers import import_path
+
+    (tmp_path / "locomo.json").write_text(json.dumps(locomo_samples()))
+    import_path(Palace(example_palace), tmp_path / "locomo.json")
+
+    async def scenario():
+        async with session(example_palace) as client:
+            return (await call(client, "recall", query="Did Ana adopt a dog?", kind="turn"),
+                    await call(client, "recall", query="Did Ana adopt a dog?", since="2023-06", until="2023-06-30"),
+                    await call(client, "search", query="dog shoes", kind="turn", k=3),
+                    await call(client, "search", query="dog", since="someday"))
+
+    turns, june, found, bad = anyio.run(scenario)
+    assert not turns[0] and handed(turns[1]) == []
+    assert "turns (no verify token): locomo-conv-1-s01/D1:1" in turns[1]
+    assert "## Conversation conv-1, session 1 (locomo-conv-1-s01), 2023-05-08 13:56" in turns[1]
+    assert "] Ana: Hi Ben! I adopted a dog." in turns[1]
+    assert "locomo-conv-1-s02/D2:1" in june[1] and "locomo-conv-1-s01" not in june[1]
+    assert not found[0] and found[1].splitlines()[1].startswith("locomo-conv-1-s02/D2:1 | Ben: How is the dog?")
+    assert " | 2023-06-19T10:04 | conversations/locomo/conv-1-s02.md:" in found[1]
+    assert bad[0] and "--since 'someday'" in bad[1]

@@ -116,6 +116,11 @@ def bench_embed(model, n_short, n_notes, n_queries, locomo, max_tokens, rounds, 
               help="JSON-lines queries (default: queries.jsonl at the palace root).")
 @click.option("--beir", "beir_dir", type=click.Path(file_okay=False, exists=True), default=None,
               help="A BEIR directory: imported once into a cached palace, then benchmarked on its test queries.")
+@click.option("--locomo", "locomo_file", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="A LoCoMo file whose conversations this palace holds (`palace import FILE` first): evidence "
+                   "recall of turns per question category.")
+@click.option("--scope", "scopes", type=click.Choice(["both", "palace", "conversation"]), default="both",
+              show_default=True, help="With --locomo: search the whole palace, each question's own conversation, or both.")
 @click.option("--modes", default="2hop,lexical,dense,hybrid", show_default=True, help="Comma-separated modes.")
 @click.option("--profile", default="reference", show_default=True, help="Profile whose k and budget set the context.")
 @click.option("--limit", type=int, default=None, help="Only the first N queries (a smoke run).")
@@ -123,9 +128,9 @@ def bench_embed(model, n_short, n_notes, n_queries, locomo, max_tokens, rounds, 
               help="Rank every version of a changed fact (what the validity filter prevents).")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @click.pass_obj
-def bench_retrieval(obj, queries_file, beir_dir, modes, profile, limit, include_superseded, as_json):
+def bench_retrieval(obj, queries_file, beir_dir, locomo_file, scopes, modes, profile, limit, include_superseded, as_json):
     """2-hop against flat lexical, dense and hybrid: recall@k, MRR, nDCG@10, context bytes, latency, 95% CIs;
-    current@1 and stale handed on questions about facts that changed.
+    current@1 and stale handed on questions about facts that changed; evidence recall of turns with --locomo.
 
     Example: palace bench retrieval --beir ../shared/data/scifact --json
     """
@@ -134,6 +139,20 @@ def bench_retrieval(obj, queries_file, beir_dir, modes, profile, limit, include_
     from . import render
     from ..bench.retrieval import beir_palace, load_queries, markdown_table, run_retrieval_bench
     from .index_cmd import refresh_with_progress
+
+    if locomo_file:
+        from ..bench.locomo import markdown, run_locomo_bench
+
+        refresh_with_progress(obj.palace)
+        summary = run_locomo_bench(obj.palace, Path(locomo_file), modes=[m.strip() for m in modes.split(",") if m.strip()],
+                                   scopes=("palace", "conversation") if scopes == "both" else (scopes,), limit=limit,
+                                   progress=render.progress_lines())
+        summary["command"] = f"palace bench retrieval --locomo {locomo_file}"
+        if as_json:
+            render.emit_json(summary)
+        else:
+            click.echo(markdown(summary))
+        return
 
     if beir_dir:
         palace, default_queries = beir_palace(Path(beir_dir), progress=lambda stage, done, total: None)

@@ -75,6 +75,8 @@ def _conversations(report, as_json: bool) -> None:
             render.out.print(f"left out (see --include): {shown}")
         for conflict in report.conflicts:
             render.out.print(f"[red]conflict: {conflict}[/red]", markup=True)
+    if report.refresh is not None and report.refresh.dense != "on" and report.refresh.dense_reason:
+        render.note(report.refresh.dense_reason)
     if report.conflicts:
         raise SystemExit(1)
 

@@ -45,8 +45,9 @@ def _print_hits(hits, as_of: str = "") -> None:
     if not hits:
         render.out.print("(no memory matches)")
     for rank, hit in enumerate(hits, 1):
-        render.out.print(f"{rank:>2}. [bold]{escape(hit.subject)}[/bold]  {hit.id} · {hit.domain} · {hit.score:.3f}",
-                         markup=True)
+        where = f"{hit.time.replace('T', ' ') or 'no date'}" if hit.kind == "turn" else hit.domain
+        render.out.print(f"{rank:>2}. [bold]{escape(hit.subject)}[/bold]  {escape(hit.id)} · {escape(where)} · "
+                         f"{hit.score:.3f}", markup=True)
         render.out.print(f"    {hit.path}:{hit.line}", markup=False)
         if hit.superseded_by:
             state = "" if hit.valid else f"not valid {'on ' + as_of if as_of else 'now'}; "
@@ -63,22 +64,33 @@ def time_options(command):
                         help="Memories valid at DATE (YYYY-MM-DD, UTC) instead of now.")(command)
 
 
+def filters(command):
+    """The options that choose which units may answer: --kind, --since, --until."""
+    command = click.option("--until", default=None, metavar="DATE",
+                           help="Only units from this date or time on or before (2023-05-08, 2023-05, 2023-05-08T13:56).")(command)
+    command = click.option("--since", default=None, metavar="DATE",
+                           help="Only units from this date or time or after; a unit with no date is left out.")(command)
+    return click.option("--kind", type=click.Choice(["memory", "turn"]), default=None,
+                        help="Only memories, or only conversation turns (default: both).")(command)
+
+
 @click.command()
 @click.argument("query")
 @click.option("--mode", type=click.Choice(MODES), default="hybrid", show_default=True,
               help="Ranking: BM25F, embeddings, or both fused (hybrid falls back to lexical without a model).")
 @click.option("-k", default=10, show_default=True, help="Number of hits.")
-@click.option("--domain", "-d", default=None, help="Only this domain.")
+@click.option("--domain", "-d", default=None, help="Only this domain's memories.")
 @time_options
+@filters
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @pass_ctx
-def search(ctx, query, mode, k, domain, as_of, include_superseded, as_json):
-    """Flat search over every memory valid now.
+def search(ctx, query, mode, k, domain, as_of, include_superseded, kind, since, until, as_json):
+    """Flat search over every memory valid now and every conversation turn.
 
     Example: palace search "coordinator crashed while participants held locks" --mode lexical
     """
     result = run_search(ctx.palace, query, mode=mode, k=k, domain=domain, as_of=as_of,
-                        include_superseded=include_superseded)
+                        include_superseded=include_superseded, kind=kind, since=since, until=until)
     if as_json:
         render.emit_json(result.as_dict())
     else:
@@ -98,16 +110,18 @@ def search(ctx, query, mode, k, domain, as_of, include_superseded, as_json):
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "prompt"]), default="table", show_default=True,
               help="table for people, json for programs, prompt for an LLM's context.")
 @time_options
+@filters
 @click.option("--json", "as_json", is_flag=True, help="JSON output (the same as --format json).")
 @pass_ctx
-def recall(ctx, query, k, domain, budget, profile, fmt, as_of, include_superseded, as_json):
-    """Two-hop retrieval: route to a domain, rank its memories, hand over the smallest context.
+def recall(ctx, query, k, domain, budget, profile, fmt, as_of, include_superseded, kind, since, until, as_json):
+    """Two-hop retrieval: route to a domain, rank its memories and the conversation turns, hand over the
+    smallest context.
 
     Only memories valid now are handed over (--as-of DATE: valid then). Example:
     palace recall "why do retries need jitter?" --format prompt
     """
     result = run_recall(ctx.palace, query, k=k, domain=domain, budget=budget, profile=profile, as_of=as_of,
-                        include_superseded=include_superseded)
+                        include_superseded=include_superseded, kind=kind, since=since, until=until)
     if fmt == "json" or as_json:
         render.emit_json(result.as_dict())
     elif fmt == "prompt":

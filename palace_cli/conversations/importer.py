@@ -77,6 +77,7 @@ class ConversationImport:
     conflicts: list[TurnConflict] = field(default_factory=list)
     problems: list[ReadProblem] = field(default_factory=list)
     left_out: dict[str, int] = field(default_factory=dict)
+    refresh: object = None  # the RefreshReport of the refresh that indexed the imported turns
 
     def counts(self) -> dict[str, int]:
         """Sessions per action, and turns written."""

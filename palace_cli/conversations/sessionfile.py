@@ -322,6 +322,11 @@ def load_session(root: Path, relpath: str) -> Session:
         session = parse_session("", relpath)
         session.problems[:] = [ReadProblem(relpath, None, f"cannot read: {exc.strerror}")]
         return session
+    return session_from_bytes(data, relpath)
+
+
+def session_from_bytes(data: bytes, relpath: str) -> Session:
+    """Parse a session file's bytes (the index reads them once to hash them too); never raises."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

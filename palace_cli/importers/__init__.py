@@ -306,7 +306,10 @@ def _import_conversations(palace: Palace, path: Path, format: str, include, dry_
     resolved = path.resolve()
     if resolved.is_relative_to(folder) or folder.is_relative_to(resolved):
         raise UsageError(f"{path} holds or is inside this palace's {CONVERSATIONS}/; import from outside it")
-    return import_conversations(palace, path, format, frozenset(include), dry_run=dry_run, progress=progress)
+    report = import_conversations(palace, path, format, frozenset(include), dry_run=dry_run, progress=progress)
+    if not dry_run:  # index the turns now (and write index/conversations.md), as a memory import does
+        report.refresh = palace.refresh(progress=progress)
+    return report
 
 
 def _write_notes(palace: Palace, to_write: list[tuple[Record, Path, Memory | None]], taken: set[str],

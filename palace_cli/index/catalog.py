@@ -9,8 +9,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..conversations.model import TIME
 from ..tokens import normalize
 from ..validity import Versions
+from .scope import Scope
 
 if TYPE_CHECKING:
     import numpy as np
@@ -22,7 +24,9 @@ MAX_PHRASE_WORDS = 5
 
 @dataclass
 class Catalog:
-    """Rows of the note cache needed for ranking, aligned with the vector matrix when there is one."""
+    """Rows of the cache needed for ranking, aligned with the vector matrix when there is one: the memories
+    (by path), then the turns (by session file and order). A turn's id is its key, its domain "" and its
+    session its session id; a memory's session is ""."""
 
     ids: list[str]
     paths: list[str]
@@ -31,6 +35,11 @@ class Catalog:
     row_of: dict[str, int]
     domain_names: list[str]
     domain_rows: dict[str, list[int]]
+    kinds: list[str] = field(default_factory=list)
+    times: list[str] = field(default_factory=list)
+    sessions: list[str] = field(default_factory=list)
+    session_rows: dict[str, list[int]] = field(default_factory=dict)
+    session_centroids: dict = field(default_factory=dict)  # session -> unit vector, filled on first use by routing
     phrases: dict[str, dict[str, float]] = field(default_factory=dict)  # phrase -> domain -> weight
     descriptors: dict[str, str] = field(default_factory=dict)            # domain -> descriptor text
     model_id: str | None = None
@@ -42,6 +51,38 @@ class Catalog:
     def hidden(self, when=None) -> frozenset[str]:
         """Ids of memories not valid at `when` (a UTC datetime; None: now): what recall leaves out."""
         return frozenset(self.versions.hidden(when))
+
+    @property
+    def memory_count(self) -> int:
+        """Rows 0..memory_count-1 are memories; the rest are turns."""
+        return len(self.ids) - sum(1 for k in self.kinds if k == "turn")
+
+    def mask(self, scope: Scope | None) -> np.ndarray | None:
+        """Boolean mask over rows of the units a scope allows (None when it allows every unit)."""
+        if scope is None or scope.unbounded:
+            return None
+        import numpy as np
+
+        kinds = np.array(self.kinds)
+        mask = np.zeros(len(self.ids), dtype=bool)
+        if scope.memories:
+            mask |= (kinds == "memory") if scope.domains is None else self.domain_mask(scope.domains)
+        if scope.turns:
+            if scope.sessions is None:
+                mask |= kinds == "turn"
+            else:
+                for session in scope.sessions:
+                    rows = self.session_rows.get(session)
+                    if rows:
+                        mask[rows] = True
+        if scope.timed:  # the vector form of Scope.within
+            times = np.array(self.times)
+            mask &= times != ""
+            if scope.since is not None:
+                mask &= times >= scope.since
+            if scope.until is not None:
+                mask &= times <= scope.upper()
+        return mask
 
     def domain_mask(self, domains) -> np.ndarray:
         """Boolean mask over rows for the given domains."""
@@ -64,7 +105,8 @@ def build_catalog(index: Index) -> Catalog:
     seen = set()
     texts_by_domain: dict[str, list[str]] = defaultdict(list)
     phrase_domains: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for note_id, path, domain, text_hash, subject, anchor, keywords, aliases in rows:
+    kinds, times, sessions = [], [], []
+    for note_id, path, domain, text_hash, subject, anchor, keywords, aliases, created in rows:
         if note_id in seen:
             continue  # duplicate id: the first path keeps it, as in refresh
         seen.add(note_id)
@@ -72,6 +114,9 @@ def build_catalog(index: Index) -> Catalog:
         paths.append(path)
         domains.append(domain)
         hashes.append(text_hash)
+        kinds.append("memory")
+        times.append(created if isinstance(created, str) and TIME.fullmatch(created) else "")
+        sessions.append("")
         terms = json.loads(keywords or "[]") + json.loads(aliases or "[]")
         texts_by_domain[domain] += [subject or "", anchor or ""] + terms
         for phrase in [re.sub(r"\([^)]*\)", " ", subject or ""), anchor or "", *terms,
@@ -97,9 +142,20 @@ def build_catalog(index: Index) -> Catalog:
     domain_index = defaultdict(list)
     for row, domain in enumerate(domains):
         domain_index[domain].append(row)
+    session_index = defaultdict(list)
+    for key, path, session, time, text_hash in index.store.turn_catalog_rows():
+        session_index[session].append(len(ids))
+        ids.append(key)
+        paths.append(path)
+        domains.append("")
+        hashes.append(text_hash)
+        kinds.append("turn")
+        times.append(time or "")
+        sessions.append(session)
     catalog = Catalog(
         ids=ids, paths=paths, domains=domains, text_hashes=hashes, row_of={i: r for r, i in enumerate(ids)},
-        domain_names=domain_names, domain_rows=dict(domain_index),
+        domain_names=domain_names, domain_rows=dict(domain_index), kinds=kinds, times=times, sessions=sessions,
+        session_rows=dict(session_index),
         phrases=phrases, descriptors={d: " ".join(t) for d, t in texts_by_domain.items()},
         versions=index.versions(),
     )

@@ -111,15 +111,68 @@ def render_root_index(palace: Palace, grouped: dict[str, list[Memory]]) -> str:
                                {d: render_root_section(palace, d, m) for d, m in grouped.items()})
 
 
-def render_all(palace: Palace, scan: Scan) -> dict[str, str]:
-    """Every generated file: relative path -> text."""
+def render_all(palace: Palace, scan: Scan, sessions: list[tuple[str, dict]] | None = None) -> dict[str, str]:
+    """Every generated file: relative path -> text (sessions: (path, header) of the indexed session files;
+    read from disk when not given)."""
     grouped = scan.by_domain()
     for domain in palace.config.domains:
         grouped.setdefault(domain, [])
     files = {ROOT_INDEX: render_root_index(palace, grouped)}
     for domain, memories in grouped.items():
         files[f"{INDEX_DIR}/{domain}.md"] = render_domain_index(palace, domain, memories)
+    sessions = sessions_on_disk(palace) if sessions is None else sessions
+    if sessions:
+        files[conversations_index_path(grouped)] = render_conversations_index(sessions)
     return files
+
+
+# ---- the session list: index/conversations.md ------------------------------------------------------
+
+SESSIONS_GUIDE = ("Each line: when the session started · who spoke · its title, linked to the session file · "
+                  "`path` · turns · key terms (its most used words). `palace search --kind turn` searches the turns.")
+
+
+def conversations_index_path(domains) -> str:
+    """index/conversations.md, unless a memory domain already has that name."""
+    return f"{INDEX_DIR}/conversations.md" if "conversations" not in domains else f"{INDEX_DIR}/conversations.sessions.md"
+
+
+def render_conversations_index(sessions: list[tuple[str, dict]]) -> str:
+    """The list of sessions, by source then start: one line each, so a one-session change is a one-line diff
+    (plus the counts). Nothing here is redacted: the session files it lists are in the palace as they are."""
+    by_source: dict[str, list[tuple[str, dict]]] = {}
+    for path, header in sessions:
+        by_source.setdefault(str(header.get("source") or "unknown"), []).append((path, header))
+    turns = sum(int(h.get("turns") or 0) for _, h in sessions)
+    lines = ["# Conversations", "", MARKER, "",
+             f"{len(sessions)} sessions, {turns} turns, from {len(by_source)} source(s). {SESSIONS_GUIDE}", ""]
+    for source in sorted(by_source):
+        entries = sorted(by_source[source], key=lambda e: (e[1].get("started") or "~", e[0]))
+        lines += [f"## {source}", ""]
+        for path, header in entries:
+            when = str(header.get("started") or "no date").replace("T", " ")
+            people = ", ".join(_cell(p) for p in header.get("participants") or []) or "?"
+            title = _cell(header.get("title") or header.get("id") or path)
+            terms = ", ".join(_cell(t) for t in header.get("terms") or [])
+            line = (f"- {when} · {people} · [{title}](../{_link(path)}) `{path}` · {header.get('turns', 0)} turns"
+                    + (f" · {terms}" if terms else ""))
+            lines.append(line)
+        lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def sessions_on_disk(palace: Palace) -> list[tuple[str, dict]]:
+    """(path, header) of every session file that owns its id (the first path, sorted), parsed from disk."""
+    from ..conversations import load_session, session_files
+    from .turns import session_header
+
+    out, seen = [], set()
+    for relpath, _, _ in session_files(palace.root):
+        session = load_session(palace.root, relpath)
+        if session.id not in seen:
+            seen.add(session.id)
+            out.append((relpath, session_header(session)))
+    return out
 
 
 @dataclass
@@ -161,9 +214,10 @@ def check_index_files(palace: Palace, scan: Scan) -> list[str]:
     return sorted(stale)
 
 
-def write_index_files(palace: Palace, scan: Scan, dry_run: bool = False) -> IndexFilesReport:
+def write_index_files(palace: Palace, scan: Scan, dry_run: bool = False,
+                      sessions: list[tuple[str, dict]] | None = None) -> IndexFilesReport:
     """Regenerate the index files, writing only those whose bytes change; remove orphaned ones."""
-    expected = render_all(palace, scan)
+    expected = render_all(palace, scan, sessions)
     written, removed = [], []
     for relpath, text in sorted(expected.items()):
         path = palace.root / relpath

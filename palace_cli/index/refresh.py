@@ -17,14 +17,17 @@ from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from ..conversations.model import TIME
 from ..errors import NoteError
 from ..notes import Memory, atomic_write, parse_note, read_note_text
 from ..palace import INDEX_DIR, ROOT_INDEX, Palace, Problem, Scan
 from ..progress import Progress
 from . import Index
-from .files import assemble_root_index, render_domain_index, render_root_section, write_index_files
+from .files import (_generated_files_on_disk, assemble_root_index, conversations_index_path, render_conversations_index,
+                    render_domain_index, render_root_section, write_index_files)
 from .store import NoteStore
 from .text import Doc, TextIndex
+from .turns import date_words, refresh_sessions, stale_sessions, unit_text
 from .vectors import SyncReport
 
 try:
@@ -34,6 +37,7 @@ except ImportError:  # pragma: no cover - Windows: no cross-process lock, whoosh
 
 AUTO = object()
 COMMIT_EVERY = 2000  # notes per SQLite transaction on a big build: a killed build keeps what it committed
+CONVERSATIONS_PREFIX = "conversations/"
 REBUILD_SHARE = 0.3  # rebuild the lexical index instead of updating it when this share of notes changed
 
 
@@ -94,7 +98,13 @@ def _file_hash(data: str) -> str:
 
 def _doc(memory: Memory) -> Doc:
     return Doc(memory.path, memory.id, memory.domain, memory.subject, " ".join(memory.keywords + memory.aliases),
-               memory.anchor, memory.image, memory.content)
+               memory.anchor, memory.image, memory.content, time=memory_time(memory))
+
+
+def memory_time(memory: Memory) -> str:
+    """The time a memory is filed under for --since/--until: its `created` date when it reads as one."""
+    created = str(memory.created or "")
+    return created if TIME.fullmatch(created) else ""
 
 
 def _domain_of(path: str) -> str:
@@ -129,6 +139,8 @@ def refresh(palace: Palace, embedder=AUTO, progress: Progress | None = None, reb
         version_before = idx.store.version()
         changed_domains = _refresh_notes(palace, idx.store, report, progress)
         stages.done("notes")
+        refresh_sessions(palace, idx.store, report, progress)
+        stages.done("sessions")
         losers = _collect_problems(idx.store, report)
         if report.changed:
             changed_domains |= _domains_sharing_ids(idx.store)
@@ -248,9 +260,20 @@ def _read_one(palace: Palace, store: NoteStore, note_file, row, report: RefreshR
 
 
 def _collect_problems(store: NoteStore, report: RefreshReport) -> set[str]:
-    """Add unreadable notes and duplicate ids to report.problems; returns the paths kept out of search."""
+    """Add unreadable notes and sessions and duplicate ids to report.problems; returns the note paths kept
+    out of search (a session file that repeats another's id is kept out in the store's queries)."""
     for path, message, line in store.errors():
         report.problems.append(Problem(path, line, "error", "unreadable-note", message))
+    for path, line, message in store.session_problems():
+        report.problems.append(Problem(path, line, "error", "session-unreadable", message))
+    session_owner: dict[str, str] = {}
+    for session_id, path in store.duplicate_session_ids():
+        if session_id in session_owner:
+            report.problems.append(Problem(path, 2, "error", "duplicate-session-id",
+                                           f"session id {session_id!r} is already used by {session_owner[session_id]}; "
+                                           "its turns are not indexed"))
+        else:
+            session_owner[session_id] = path
     owner: dict[str, str] = {}
     losers: set[str] = set()
     for note_id, path in store.duplicate_ids():
@@ -266,18 +289,33 @@ def _collect_problems(store: NoteStore, report: RefreshReport) -> set[str]:
 
 def _domains_sharing_ids(store: NoteStore) -> set[str]:
     """Domains of notes that share an id (old or new) with a changed note: a duplicate may have changed owner."""
-    pending = store.pending_lexical()
+    pending = {p: i for p, i in store.pending_lexical().items() if not p.startswith(CONVERSATIONS_PREFIX)}
     ids = {i for i in pending.values() if i} | {i for i, _ in store.duplicate_ids()}
     return {_domain_of(path) for path in pending} | store.domains_of_ids(ids)
 
 
 def _owner_docs(store: NoteStore):
-    """The lexical document of every readable note that owns its id (the first path, sorted, wins)."""
+    """The lexical document of every readable note that owns its id (the first path, sorted, wins), then of
+    every turn of the session files that own theirs."""
     seen = set()
     for memory in store.iter_memories():
         if memory.id not in seen:
             seen.add(memory.id)
             yield _doc(memory)
+    paths = store.owner_session_paths()
+    for start in range(0, len(paths), 200):
+        yield from (_turn_doc(row) for row in store.turn_docs(paths[start : start + 200]))
+
+
+def _turn_doc(row: tuple) -> Doc:
+    key, path, session, speaker, time, text, context = row
+    return Doc(path, key, "", speaker, date_words(time), "", "", text, kind="turn", time=time, session=session,
+               context=context)
+
+
+def _expected_docs(store: NoteStore) -> int:
+    """How many documents the lexical index should hold: one per note id, one per indexed turn."""
+    return store.distinct_ids() + store.turn_count()
 
 
 def _lexical_state(text: TextIndex) -> str:
@@ -295,12 +333,12 @@ def _refresh_lexical(idx: Index, report: RefreshReport, progress: Progress | Non
         return
     if healthy and len(pending) <= max(500, REBUILD_SHARE * store.count()):
         _apply_pending(store, text, pending, progress)
-        if text.doc_count() == store.distinct_ids():
+        if text.doc_count() == _expected_docs(store):
             _record_lexical(store, text, sorted(pending))
             return
     # First run, a deleted or foreign index, a big change, or counts that disagree: rebuild from the cache.
     report.rebuilt_lexical = True
-    total = store.count()
+    total = store.count() + store.turn_count()
     if progress:
         progress("lexical index", 0, total)
     text.rebuild(_owner_docs(store), progress, total)
@@ -310,13 +348,19 @@ def _refresh_lexical(idx: Index, report: RefreshReport, progress: Progress | Non
 
 
 def _apply_pending(store: NoteStore, text: TextIndex, pending: dict[str, str | None], progress: Progress | None) -> None:
-    """Update the lexical documents of pending paths, and of every note sharing an id with them (old or new)."""
-    paths = sorted(pending)
-    ids = {i for i in pending.values() if i} | store.ids_of_paths(paths)
+    """Update the lexical documents of pending paths, and of every note (session file) sharing an id with
+    them, old or new: ownership of a repeated id may have moved."""
+    sessions = {p: i for p, i in pending.items() if p.startswith(CONVERSATIONS_PREFIX)}
+    notes = {p: i for p, i in pending.items() if p not in sessions}
+    paths = sorted(notes)
+    ids = {i for i in notes.values() if i} | store.ids_of_paths(paths)
     upserts = [_doc(m) for m in store.memories(sorted(store.owner_paths(ids)))]
+    session_ids = {i for i in sessions.values() if i} | store.session_ids_of_paths(sessions)
+    deletes = paths + sorted(set(sessions) | store.session_paths_of_ids(session_ids))
+    upserts += [_turn_doc(row) for row in store.turn_docs(store.session_owner_paths(session_ids))]
     if progress:
         progress("lexical index", 0, len(upserts))
-    text.apply(upserts, paths, progress, delete_ids=ids)
+    text.apply(upserts, deletes, progress, delete_ids=ids)
 
 
 def _record_lexical(store: NoteStore, text: TextIndex, applied: list[str] | None) -> None:
@@ -354,6 +398,12 @@ def light_scan(store: NoteStore, domains: list[str] | None = None, losers: set[s
     return scan
 
 
+def _conversations_index(palace: Palace, store: NoteStore, domains) -> tuple[str, str | None]:
+    """Where the session list goes and its text (None when the palace holds no session file)."""
+    sessions = [(path, header) for path, _, header, _ in store.sessions()]
+    return conversations_index_path(domains), render_conversations_index(sessions) if sessions else None
+
+
 def _refresh_index_files(palace: Palace, store: NoteStore, report: RefreshReport, version_before: int,
                          changed_domains: set[str], losers: set[str]) -> None:
     """Regenerate INDEX.md and index/*.md when notes, palace.toml or the files themselves changed.
@@ -379,9 +429,17 @@ def _refresh_index_files(palace: Palace, store: NoteStore, report: RefreshReport
         files = {ROOT_INDEX: assemble_root_index(palace, counts, lines)}
         for domain in touched:
             files[f"{INDEX_DIR}/{domain}.md"] = render_domain_index(palace, domain, grouped.get(domain, []))
+        sessions_file, sessions_text = _conversations_index(palace, store, counts)
+        files[sessions_file] = sessions_text
         for relpath, text in files.items():
             path = palace.root / relpath
-            if relpath != ROOT_INDEX and relpath[len(INDEX_DIR) + 1 : -3] not in counts:
+            if relpath == sessions_file:
+                if text is None:
+                    if path.exists() and relpath in _generated_files_on_disk(palace):
+                        path.unlink()  # the last session file went away
+                        report.index_files.append(relpath)
+                    continue
+            elif relpath != ROOT_INDEX and relpath[len(INDEX_DIR) + 1 : -3] not in counts:
                 if path.exists():
                     path.unlink()  # the domain's last note went away
                     report.index_files.append(relpath)
@@ -403,7 +461,8 @@ def _refresh_index_files(palace: Palace, store: NoteStore, report: RefreshReport
     grouped = light_scan(store, None, losers).by_domain()
     for domain in palace.config.domains:
         grouped.setdefault(domain, [])
-    written = write_index_files(palace, Scan(memories={m.id: m for ms in grouped.values() for m in ms}))
+    written = write_index_files(palace, Scan(memories={m.id: m for ms in grouped.values() for m in ms}),
+                                sessions=[(path, header) for path, _, header, _ in store.sessions()])
     report.index_files += written.written + written.removed
     with store.transaction():
         store.put_root_sections({d: (len(ms), render_root_section(palace, d, ms)) for d, ms in grouped.items()},
@@ -412,13 +471,16 @@ def _refresh_index_files(palace: Palace, store: NoteStore, report: RefreshReport
 
 
 class _LazyTexts(Mapping):
-    """text hash -> text to embed, reading a note from the cache only when its text is asked for."""
+    """text hash -> text to embed, reading a note (a turn) from the cache only when its text is asked for."""
 
-    def __init__(self, store: NoteStore, paths: dict[str, str]):
+    def __init__(self, store: NoteStore, paths: dict[str, str | tuple[str, int]]):
         self.store, self.paths = store, paths
 
     def __getitem__(self, key: str) -> str:
-        return self.store.memories([self.paths[key]])[0].search_text()
+        where = self.paths[key]
+        if isinstance(where, tuple):  # a turn: (session file, position)
+            return unit_text(*self.store.turn_parts(*where))
+        return self.store.memories([where])[0].search_text()
 
     def __iter__(self):
         return iter(self.paths)
@@ -436,6 +498,8 @@ def _refresh_vectors(idx: Index, model, model_key: str, losers: set[str], report
     for path, digest in sorted(store.text_hashes().items()):
         if path not in losers:
             paths.setdefault(digest, path)
+    for digest, where in store.turn_hashes().items():
+        paths.setdefault(digest, where)
     report.vectors = vectors.sync(_LazyTexts(store, paths), model, progress)
     with store.transaction():
         store.set_meta("vectors_state", _vectors_state(idx, model_key))
@@ -466,7 +530,7 @@ def stale(palace: Palace) -> list[str]:
     problems: list[Problem] = []
     files = palace.note_files(problems)
     known = store.stat_rows()
-    have_cache = bool(known)
+    have_cache = bool(known) or bool(store.session_stat_map())
     out = []
     fresh: list[Memory] = []
     changed: set[str] = set()
@@ -490,6 +554,7 @@ def stale(palace: Palace) -> list[str]:
                 pass
     gone = sorted(set(known) - {f.relpath for f in files})
     out += [f"{path}: deleted but still indexed" for path in gone]
+    out += stale_sessions(palace, store)
     # The index files the notes on disk would produce: the cached notes that did not change, plus the changed ones.
     changed.update(gone)
     scan = Scan()
@@ -497,3 +562,4 @@ def stale(palace: Palace) -> list[str]:
         scan.memories.setdefault(memory.id, memory)
     out += [f"{path}: generated index file out of date" for path in check_index_files(palace, scan)]
     return out
+

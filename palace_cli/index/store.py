@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..notes import Memory, Warning_
 
-SCHEMA_VERSION = "6"
+SCHEMA_VERSION = "7"
 MEMORY_FIELDS = frozenset(f.name for f in dataclasses.fields(Memory))
 # What the generated index files need; stored apart from `data` so they can be read without decoding bodies.
 LIGHT_FIELDS = ("id", "subject", "anchor", "verify", "domain", "path", "keywords", "aliases", "links", "line",
@@ -94,6 +94,8 @@ class NoteStore:
             self.db.execute("DROP TABLE IF EXISTS notes")
             self.db.execute("DROP TABLE IF EXISTS pending_lexical")
             self.db.execute("DROP TABLE IF EXISTS root_sections")
+            self.db.execute("DROP TABLE IF EXISTS sessions")
+            self.db.execute("DROP TABLE IF EXISTS turns")
             self.db.execute("DELETE FROM meta")
             self.db.execute(
                 "CREATE TABLE notes (path TEXT PRIMARY KEY, mtime_ns INTEGER, size INTEGER, file_hash TEXT, "
@@ -107,6 +109,15 @@ class NoteStore:
             # old_id: the id the lexical index may still hold for the path (ownership of a duplicated id moves).
             self.db.execute("CREATE TABLE pending_lexical (path TEXT PRIMARY KEY, old_id TEXT)")
             self.db.execute("CREATE TABLE root_sections (domain TEXT PRIMARY KEY, count INTEGER, lines TEXT)")
+            # Session files under conversations/: one row per file (its header and what could not be read)...
+            self.db.execute(
+                "CREATE TABLE sessions (path TEXT PRIMARY KEY, mtime_ns INTEGER, size INTEGER, file_hash TEXT, "
+                "id TEXT, data TEXT, problems TEXT)")
+            self.db.execute("CREATE INDEX sessions_id ON sessions(id, path)")
+            # ...and one row per turn, the retrieval unit: `text` is what is shown, `unit` what is ranked.
+            self.db.execute(
+                "CREATE TABLE turns (path TEXT, ord INTEGER, key TEXT, session TEXT, turn TEXT, speaker TEXT, "
+                "time TEXT, line INTEGER, text TEXT, context TEXT, text_hash TEXT, PRIMARY KEY (path, ord))")
             self.set_meta("schema", SCHEMA_VERSION)
             self.set_meta("version", "0")
 
@@ -176,6 +187,8 @@ class NoteStore:
     def clear(self) -> None:
         """Forget every note (inside a transaction); derived state is rebuilt from nothing."""
         self.db.execute("DELETE FROM notes")
+        self.db.execute("DELETE FROM sessions")
+        self.db.execute("DELETE FROM turns")
         self.db.execute("DELETE FROM pending_lexical")
         self.db.execute("DELETE FROM root_sections")
         self.db.execute("DELETE FROM meta WHERE key NOT IN ('schema', 'version')")
@@ -285,11 +298,12 @@ class NoteStore:
         return {memory_id: token or "" for memory_id, token in rows}
 
     def catalog_rows(self) -> list[tuple]:
-        """(id, path, domain, text_hash, subject, anchor, keywords JSON, aliases JSON) of readable notes, by path."""
+        """(id, path, domain, text_hash, subject, anchor, keywords JSON, aliases JSON, created) of readable notes,
+        by path."""
         return self.db.execute(
             "SELECT id, path, domain, text_hash, json_extract(data, '$.subject'), json_extract(data, '$.anchor'), "
-            "json_extract(data, '$.keywords'), json_extract(data, '$.aliases') FROM notes WHERE data IS NOT NULL "
-            "ORDER BY path").fetchall()
+            "json_extract(data, '$.keywords'), json_extract(data, '$.aliases'), json_extract(data, '$.created') "
+            "FROM notes WHERE data IS NOT NULL ORDER BY path").fetchall()
 
     def validity_rows(self) -> list[tuple]:
         """(id, created, valid_from, valid_until, supersedes JSON, superseded_by JSON) of readable notes, by path."""
@@ -301,6 +315,117 @@ class NoteStore:
     def text_hashes(self) -> dict[str, str]:
         """path -> text hash of readable notes."""
         return dict(self.db.execute("SELECT path, text_hash FROM notes INDEXED BY notes_stat WHERE id IS NOT NULL"))
+
+    # ---- session files and their turns ----------------------------------------------------------
+
+    def session_stat_map(self) -> dict[str, tuple[int, int, str]]:
+        """path -> (mtime_ns, size, file_hash) of every cached session file."""
+        return {r[0]: (r[1], r[2], r[3]) for r in self.db.execute("SELECT path, mtime_ns, size, file_hash FROM sessions")}
+
+    def _mark_pending_session(self, path: str) -> None:
+        self.db.execute("INSERT OR IGNORE INTO pending_lexical SELECT path, id FROM sessions WHERE path=?", (path,))
+        self.db.execute("INSERT OR IGNORE INTO pending_lexical VALUES (?, NULL)", (path,))
+
+    def put_session(self, path: str, mtime_ns: int, size: int, file_hash: str, session_id: str, header: dict,
+                    problems: list, turns: list[tuple]) -> None:
+        """Store a parsed session file and its turns (rows of TURN_COLUMNS after path, ord), replacing what was there."""
+        self._mark_pending_session(path)
+        self.db.execute("INSERT OR REPLACE INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        (path, mtime_ns, size, file_hash, session_id, json.dumps(header, ensure_ascii=False, default=str),
+                         json.dumps(problems, ensure_ascii=False) if problems else None))
+        self.db.execute("DELETE FROM turns WHERE path=?", (path,))
+        self.db.executemany("INSERT INTO turns VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                            [(path, ord_, *row) for ord_, row in enumerate(turns)])
+
+    def touch_session(self, path: str, mtime_ns: int, size: int) -> None:
+        self.db.execute("UPDATE sessions SET mtime_ns=?, size=? WHERE path=?", (mtime_ns, size, path))
+
+    def delete_session(self, path: str) -> None:
+        self._mark_pending_session(path)
+        self.db.execute("DELETE FROM sessions WHERE path=?", (path,))
+        self.db.execute("DELETE FROM turns WHERE path=?", (path,))
+
+    def forget_sessions(self) -> None:
+        """Drop every session row (inside a transaction): the next read parses every session file again."""
+        for (path,) in self.db.execute("SELECT path FROM sessions").fetchall():
+            self.delete_session(path)
+
+    def session_problems(self) -> list[tuple[str, int | None, str]]:
+        """(path, line, message) of what could not be read in session files, by path."""
+        out = []
+        for path, problems in self.db.execute("SELECT path, problems FROM sessions WHERE problems IS NOT NULL "
+                                              "ORDER BY path"):
+            out += [(path, line, message) for line, message in json.loads(problems)]
+        return out
+
+    def duplicate_session_ids(self) -> list[tuple[str, str]]:
+        """(id, path) of session files sharing an id with another, sorted by path (the first keeps it)."""
+        return list(self.db.execute(
+            "SELECT id, path FROM sessions WHERE id IN (SELECT id FROM sessions GROUP BY id HAVING count(*) > 1) "
+            "ORDER BY path"))
+
+    def session_owner_paths(self, ids) -> set[str]:
+        """For each session id, the path that owns it (the first, sorted)."""
+        return {r[0] for r in self._chunked("SELECT min(path) FROM sessions WHERE id IN ({marks}) GROUP BY id",
+                                            sorted(ids))}
+
+    def session_paths_of_ids(self, ids) -> set[str]:
+        """Every session file holding one of these ids."""
+        return {r[0] for r in self._chunked("SELECT path FROM sessions WHERE id IN ({marks})", sorted(ids))}
+
+    def session_ids_of_paths(self, paths) -> set[str]:
+        return {r[0] for r in self._chunked("SELECT id FROM sessions WHERE path IN ({marks})", sorted(paths))}
+
+    def sessions(self) -> list[tuple[str, str, dict, int]]:
+        """(path, id, header, turn count) of every session file that owns its id, by path."""
+        rows = self.db.execute(
+            "SELECT s.path, s.id, s.data, (SELECT count(*) FROM turns t WHERE t.path = s.path) FROM sessions s "
+            "WHERE s.path = (SELECT min(path) FROM sessions o WHERE o.id = s.id) ORDER BY s.path")
+        return [(path, sid, json.loads(data), count) for path, sid, data, count in rows]
+
+    def turn_docs(self, paths) -> list[tuple]:
+        """(key, path, session, speaker, time, text, context) of the turns in these session files, in order."""
+        return list(self._chunked("SELECT key, path, session, speaker, time, text, context FROM turns "
+                                  "WHERE path IN ({marks}) ORDER BY path, ord", sorted(paths)))
+
+    def owner_session_paths(self) -> list[str]:
+        """Session files whose turns are indexed (each id's first path), sorted."""
+        return [r[0] for r in self.db.execute("SELECT min(path) FROM sessions GROUP BY id ORDER BY 1")]
+
+    def turn_catalog_rows(self) -> list[tuple]:
+        """(key, path, session, time, text_hash) of every indexed turn, by path and order."""
+        return self.db.execute(
+            "SELECT key, path, session, time, text_hash FROM turns WHERE path IN "
+            "(SELECT min(path) FROM sessions GROUP BY id) ORDER BY path, ord").fetchall()
+
+    def turn_count(self) -> int:
+        """Number of indexed turns (those of the session files that own their id)."""
+        return self.db.execute("SELECT count(*) FROM turns WHERE path IN "
+                               "(SELECT min(path) FROM sessions GROUP BY id)").fetchone()[0]
+
+    def turn_hashes(self) -> dict[str, tuple[str, int]]:
+        """text hash -> (path, ord) of a turn whose unit has that hash, for the indexed turns."""
+        rows = self.db.execute("SELECT text_hash, path, ord FROM turns WHERE path IN "
+                               "(SELECT min(path) FROM sessions GROUP BY id) ORDER BY path, ord")
+        out: dict[str, tuple[str, int]] = {}
+        for digest, path, ord_ in rows:
+            out.setdefault(digest, (path, ord_))
+        return out
+
+    def turn_parts(self, path: str, ord_: int) -> tuple[str, str, str, str]:
+        """(speaker, text, context, time) of one stored turn: what its unit text is made of."""
+        return self.db.execute("SELECT speaker, text, context, time FROM turns WHERE path=? AND ord=?",
+                               (path, ord_)).fetchone()
+
+    def turns(self, keys) -> dict[str, dict]:
+        """key -> the turn's row (key, path, session, turn, speaker, time, line, text, context) with its session's header."""
+        out = {}
+        sql = ("SELECT t.key, t.path, t.session, t.turn, t.speaker, t.time, t.line, t.text, t.context, s.data "
+               "FROM turns t JOIN sessions s ON s.path = t.path WHERE t.key IN ({marks}) ORDER BY t.path")
+        names = ("key", "path", "session", "turn", "speaker", "time", "line", "text", "context")
+        for row in self._chunked(sql, sorted(set(keys))):
+            out.setdefault(row[0], {**dict(zip(names, row[:-1])), "header": json.loads(row[-1])})
+        return out
 
     def close(self) -> None:
         self.db.close()

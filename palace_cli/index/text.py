@@ -18,21 +18,24 @@ from whoosh.analysis.filters import STOP_WORDS
 from whoosh.analysis.tokenizers import default_pattern
 from whoosh.fields import ID, TEXT, Schema
 from whoosh.lang.porter import stem
-from whoosh.query import And, Or, Term
+from whoosh.query import And, Or, Term, TermRange
 from whoosh.writing import CLEAR
 
 from ..errors import PalaceError
 from ..notes import atomic_write
 from ..progress import Progress
+from .scope import Scope
 
 # Query-time field weights. Chosen by measurement on example-palace/queries.jsonl
 # (see docs/search.md, "Field weights"); override in palace.toml [retrieval] field_weights.
-DEFAULT_FIELD_WEIGHTS = {"subject": 1.0, "keywords": 1.0, "anchor": 0.5, "image": 0.2, "content": 1.0, "domain": 0.0}
+# `context` is a turn's neighbours' text (see index/turns.py); memories leave it empty.
+DEFAULT_FIELD_WEIGHTS = {"subject": 1.0, "keywords": 1.0, "anchor": 0.5, "image": 0.2, "content": 1.0, "domain": 0.0,
+                         "context": 0.5}
 FIELDS = tuple(DEFAULT_FIELD_WEIGHTS)
 LOCK_TIMEOUT_S = 30.0
 
 
-SCHEMA_VERSION = "2"  # bump when the schema or analyzer changes: old indexes are rebuilt
+SCHEMA_VERSION = "3"  # bump when the schema or analyzer changes: old indexes are rebuilt
 SCHEMA_MARKER = "palace-schema"
 RETRIES = 3
 DAMAGE = (EOFError, struct.error, zlib.error, pickle.UnpicklingError, ValueError)
@@ -89,18 +92,22 @@ def _schema() -> Schema:
         path=ID(stored=True, unique=True),
         id=ID(stored=True),
         domain_key=ID(stored=True),
+        kind=ID(stored=True),
+        time=ID(),
+        session=ID(),
         subject=TEXT(**text),
         keywords=TEXT(**text),
         anchor=TEXT(**text),
         image=TEXT(**text),
         content=TEXT(**text),
         domain=TEXT(**text),
+        context=TEXT(**text),
     )
 
 
 @dataclass
 class Doc:
-    """The fields the lexical index holds for one memory."""
+    """The fields the lexical index holds for one unit: a memory, or a turn (path: its session file)."""
 
     path: str
     id: str
@@ -110,6 +117,10 @@ class Doc:
     anchor: str
     image: str
     content: str
+    kind: str = "memory"
+    time: str = ""
+    session: str = ""
+    context: str = ""
 
 
 class TextIndex:
@@ -154,9 +165,15 @@ class TextIndex:
         return self.open().latest_generation()
 
     def _add(self, writer, doc: Doc) -> None:
-        writer.add_document(path=doc.path, id=doc.id, domain_key=doc.domain, subject=doc.subject,
-                            keywords=doc.keywords, anchor=doc.anchor, image=doc.image, content=doc.content,
-                            domain=doc.domain.replace("-", " "))
+        fields = dict(path=doc.path, id=doc.id, kind=doc.kind, subject=doc.subject, keywords=doc.keywords,
+                      anchor=doc.anchor, image=doc.image, content=doc.content, context=doc.context)
+        if doc.domain:
+            fields.update(domain_key=doc.domain, domain=doc.domain.replace("-", " "))
+        if doc.time:
+            fields["time"] = doc.time
+        if doc.session:
+            fields["session"] = doc.session
+        writer.add_document(**fields)
 
     def apply(self, upserts: Iterable[Doc], deletes: Iterable[str], progress: Progress | None = None,
               delete_ids: Iterable[str] = ()) -> int:
@@ -228,10 +245,11 @@ class TextIndex:
 
     def search(self, text: str, limit: int = 10, domains: Iterable[str] | None = None,
                field_weights: dict[str, float] | None = None, exclude: Iterable[str] = (),
-               only: Iterable[str] | None = None) -> list[tuple[str, float]]:
-        """BM25F search: [(memory id, score)] best first; empty when the query has no usable terms.
+               only: Iterable[str] | None = None, scope: Scope | None = None) -> list[tuple[str, float]]:
+        """BM25F search: [(unit id, score)] best first, within the scope (or domains: memories only); empty when
+        the query has no usable terms or nothing can be in scope.
 
-        `exclude` leaves those memory ids out; `only` keeps just those (cheaper when most are left out)."""
+        `exclude` leaves those ids out; `only` keeps just those (cheaper when most are left out)."""
         terms = self.terms(text)
         if not terms:
             return []
@@ -242,12 +260,11 @@ class TextIndex:
         # bookkeeping; the array matcher gives the same ranking (checked on SciFact) at about 2/3 of
         # the median time and 1/3 of the p95.
         query.matcher_type = Or.ARRAY_MATCHER
-        domain_filter = None
         if domains is not None:
-            domains = list(domains)
-            if not domains:
-                return []
-            domain_filter = Or([Term("domain_key", d) for d in domains])
+            scope = Scope(kind="memory", domains=tuple(domains))
+        if scope is not None and not (scope.memories or scope.turns):
+            return []
+        domain_filter = _filter(scope) if scope is not None and not scope.unbounded else None
         if only is not None:
             only = sorted(only)
             if not only:
@@ -277,6 +294,25 @@ class TextIndex:
 
     def close(self) -> None:
         self._index = None
+
+
+def _filter(scope: Scope):
+    """The whoosh query a scope allows: (memories in its domains | turns in its sessions) within its time window."""
+    parts = []
+    if scope.memories:
+        memory = Term("kind", "memory")
+        if scope.domains is not None:
+            memory = And([memory, Or([Term("domain_key", d) for d in scope.domains])])
+        parts.append(memory)
+    if scope.turns:
+        turn = Term("kind", "turn")
+        if scope.sessions is not None:
+            turn = And([turn, Or([Term("session", s) for s in scope.sessions])])
+        parts.append(turn)
+    allowed = parts[0] if len(parts) == 1 else Or(parts)
+    if scope.timed:
+        allowed = And([allowed, TermRange("time", scope.since, scope.upper(), startexcl=False, endexcl=False)])
+    return allowed
 
 
 __all__ = ["Doc", "TextIndex", "DEFAULT_FIELD_WEIGHTS", "FIELDS", "And"]
