@@ -8,7 +8,8 @@ weighted; turns are reordered by it only within blocks of the flat ranking: the 
 handed over (the first `handed`) stay exactly the flat ranking's first `handed` turns, and the rest stay
 the rest. So the set recall hands over, and recall at the handed count and at the depth asked, equal
 the flat ranking's by construction (tests/test_turn_routing.py checks it on generated palaces); what
-routing can change is the order inside (recall@1, @5) and which sessions the context shows first.
+routing can change is the order inside (recall@1, @5). On LoCoMo that order was worse than the flat
+one, so the weight is 0 by default: hop 1 names the sessions, hop 2 keeps the flat order.
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ if TYPE_CHECKING:
     from .retrieve import Hit
 
 RRF_K = 60
-SESSION_WEIGHT = 1.0  # a session's RRF score against its turn's own, in a turn's hop-2 score
+# A session's RRF score against its turn's own, in a turn's hop-2 score. 0: hop 2 keeps the flat order.
+# Measured on LoCoMo (docs/benchmarks.md, "Conversations"): at 1 the reorder cost recall@1 0.270 -> 0.227
+# and recall@5 0.563 -> 0.548 (recall@10 equal by construction), so it is off; the route is still reported.
+SESSION_WEIGHT = 0.0
 ROUTE_SHOWN = 5       # sessions named in a result's route
 
 
@@ -90,10 +94,10 @@ def _centroid_scores(palace: Palace, catalog: Catalog, query: str, sessions: lis
     return out
 
 
-def reorder(hits: list[Hit], routes: list[SessionRoute], handed: int) -> list[Hit]:
-    """Hits with the turns reordered by turn + session score inside two blocks of the flat order: the first
-    `handed` turns and the rest. Memories keep their places; every block keeps its members."""
-    if not routes:
+def reorder(hits: list[Hit], routes: list[SessionRoute], handed: int, weight: float = SESSION_WEIGHT) -> list[Hit]:
+    """Hits with the turns reordered by turn + weight x session score inside two blocks of the flat order: the
+    first `handed` turns and the rest. Memories keep their places; every block keeps its members."""
+    if not routes or not weight:
         return hits
     rank_of = {r.session: rank for rank, r in enumerate(routes, start=1)}
     positions = [i for i, h in enumerate(hits) if h.kind == "turn"]
@@ -102,7 +106,7 @@ def reorder(hits: list[Hit], routes: list[SessionRoute], handed: int) -> list[Hi
     def score(item: tuple[int, Hit]) -> tuple[float, int]:
         flat_rank, hit = item
         session_rank = rank_of.get(session_of(hit.id))
-        bonus = SESSION_WEIGHT / (RRF_K + session_rank) if session_rank else 0.0
+        bonus = weight / (RRF_K + session_rank) if session_rank else 0.0
         return (-(1 / (RRF_K + flat_rank) + bonus), flat_rank)
 
     ordered: list[Hit] = []
