@@ -1,0 +1,409 @@
+"""The lab (corpora, caches, runners) and the named experiment tables."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from . import corpora
+from .dense import EmbeddingCache
+from .evaluate import Result, bootstrap_ci, paired, run
+from .rank import Runner, Variant, parse_variant
+from .routing import palace_routes
+
+PRIMARY = {"example": "mrr", "skill": "mrr", "scifact": "ndcg@10", "locomo": "recall@10"}
+
+
+class Lab:
+    """Loads each corpus once, shares one embedding cache, and memoises results per (corpus, unit, variant)."""
+
+    def __init__(self, cache: Path, dense: bool = True, unit: str = "turn"):
+        self.cache_dir = Path(cache)
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        self.dense = dense
+        self.unit = unit
+        self._embedder = None
+        self._embeddings = None
+        self._runners: dict[tuple[str, str], Runner] = {}
+        self._results: dict = {}
+
+    @property
+    def embedder(self):
+        if self._embedder is None and self.dense:
+            from palace_cli.backends import load_embedder
+
+            self._embedder = load_embedder()
+            if self._embedder is None:
+                raise SystemExit("no embedding model: set PALACE_HOME=~/.cache/palace-test-home (or --lexical-only)")
+        return self._embedder
+
+    @property
+    def embeddings(self) -> EmbeddingCache | None:
+        if self._embeddings is None and self.dense:
+            self._embeddings = EmbeddingCache(self.cache_dir / "embeddings", self.embedder)
+        return self._embeddings
+
+    def runner(self, name: str, unit: str | None = None) -> Runner:
+        unit = unit or self.unit if name == "locomo" else ""
+        key = (name, unit)
+        if key not in self._runners:
+            started = time.time()
+            corpus = corpora.load(name, self.cache_dir, self.embedder if self.dense else None, unit or "turn")
+            if corpus.palace is not None and self.embeddings is not None:
+                # palace's own vectors (keyed by the same text hash) seed the cache: nothing is embedded twice
+                from palace_cli.refresh import indexes
+
+                model_id, keys, matrix = indexes(corpus.palace).vectors.load()
+                if model_id == self.embeddings.model_id and len(keys):
+                    self.embeddings.seed(keys, matrix)
+            routes = palace_routes(corpus, self.cache_dir) if corpus.palace is not None and self.dense else {}
+            self._runners[key] = Runner(corpus, self.embeddings, routes)
+            print(f"[{name}{'/' + unit if unit else ''}: {len(corpus.docs)} docs, {len(corpus.queries)} queries, "
+                  f"{corpus.note}; loaded in {time.time() - started:.1f} s]", file=__import__("sys").stderr)
+        return self._runners[key]
+
+    def prepare(self, name: str) -> None:
+        """Load a corpus and embed its docs (today's text) and queries."""
+        runner = self.runner(name)
+        if self.dense:
+            runner.doc_vectors("palace")
+            runner.query_vectors()
+
+    def result(self, name: str, variant: Variant, unit: str | None = None) -> Result:
+        unit = (unit or self.unit) if name == "locomo" else ""
+        key = (name, unit, variant)
+        if key not in self._results:
+            self._results[key] = run(self.runner(name, unit), variant)
+        return self._results[key]
+
+
+# ---- checks ---------------------------------------------------------------------------------
+
+
+def check(lab: Lab) -> str:
+    """The harness reproduces palace: analyzer terms, and the whoosh BM25F top 10 on example-palace and the skill corpus."""
+    from palace_cli.refresh import indexes
+    from palace_cli.textindex import PalaceAnalyzer
+
+    from .lexical import top
+    from .text import analyzer
+
+    lines = []
+    palace_analyzer, ours = PalaceAnalyzer(), analyzer("porter", True)
+    for name in ("example", "skill"):
+        runner = lab.runner(name)
+        corpus = runner.corpus
+        texts = [t for d in corpus.docs for t in d.fields.values()] + [q.text for q in corpus.queries]
+        same_terms = sum([t.text for t in palace_analyzer(x)] == ours(x) for x in texts)
+        text_index = indexes(corpus.palace).text
+        same = close = 0
+        for qi, q in enumerate(corpus.queries):
+            theirs = text_index.search(q.text, limit=10)
+            mine = top(runner.lexical_scores(Variant(), qi), corpus.id_rank, 10)
+            same += [i for i, _ in theirs] == [corpus.docs[r].id for r, _ in mine]
+            close += all(abs(a[1] - b[1]) < 1e-4 * max(1.0, a[1]) for a, b in zip(theirs, mine))
+        lines.append(f"{name}: analyzer terms equal on {same_terms}/{len(texts)} texts; "
+                     f"top-10 ids equal on {same}/{len(corpus.queries)} queries, scores equal on {close}")
+    return "\n".join(lines)
+
+
+# ---- tables ---------------------------------------------------------------------------------
+
+
+def fmt(x: float) -> str:
+    return f"{x:.3f}"
+
+
+def run_table(lab: Lab, name: str, specs: list[str], metrics: tuple[str, ...] | None = None,
+              unit: str | None = None) -> str:
+    """One corpus, several variants: means with 95% CIs, and deltas against the first variant."""
+    variants = [parse_variant(s) for s in specs]
+    results = [lab.result(name, v, unit) for v in variants]
+    if metrics is None:
+        metrics = (("recall@1", "recall@5", "recall@10", "recall@25", "recall@50", "ndcg@10") if name == "locomo"
+                   else ("recall@1", "recall@3", "recall@5", "mrr", "ndcg@10", "context_recall"))
+    head = ["variant"] + list(metrics) + ["context " + ("tokens@10" if name == "locomo" else "bytes"),
+                                         f"Δ{PRIMARY[name]} vs first [95% CI] wins/losses"]
+    rows = []
+    for spec, result in zip(specs, results):
+        cells = [f"`{spec}`"]
+        for m in metrics:
+            values = result.values(m)
+            low, high = bootstrap_ci(values)
+            cells.append(f"{fmt(values.mean())} [{fmt(low)}, {fmt(high)}]" if len(values) else "—")
+        cells.append(f"{result.mean('context'):.0f}")
+        cells.append(paired(results[0], result, PRIMARY[name]).cell() if result is not results[0] else "—")
+        rows.append(cells)
+    return _markdown(f"{name}", head, rows)
+
+
+def _markdown(title: str, head: list[str], rows: list[list[str]]) -> str:
+    lines = [f"**{title}**", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def cross_table(lab: Lab, names: list[str], rows: list[tuple[str, str]], title: str,
+                unit: str | None = None, r1: bool = True) -> str:
+    """Variants (rows) across corpora: each corpus's primary metric, its delta against the first row
+    (bold when the 95% paired bootstrap interval excludes 0) and per-query wins/losses; recall@1 too."""
+    head = ["variant", "spec"]
+    for name in names:
+        if r1 and name in ("example", "skill", "scifact"):
+            head.append(f"{name} r@1")
+        head.append(f"{name} {PRIMARY[name]} (Δ, W/L)")
+    out = []
+    base = {name: lab.result(name, parse_variant(rows[0][1]), unit) for name in names}
+    for label, spec in rows:
+        cells = [label, f"`{spec}`"]
+        for name in names:
+            result = lab.result(name, parse_variant(spec), unit)
+            if r1 and name in ("example", "skill", "scifact"):
+                cells.append(fmt(result.mean("recall@1")))
+            metric = PRIMARY[name]
+            if result is base[name] or result.per_query == base[name].per_query and spec == rows[0][1]:
+                cells.append(fmt(result.mean(metric)))
+            else:
+                p = paired(base[name], result, metric)
+                star = "**" if p.low > 0 or p.high < 0 else ""
+                cells.append(f"{fmt(result.mean(metric))} ({star}{p.delta:+.3f}{star}, {p.wins}/{p.losses})")
+        out.append(cells)
+    return _markdown(title, head, out)
+
+
+LEXICAL = [
+    ("today: whoosh per-field BM25 sum, palace weights", "fuse=lexical"),
+    ("same, exact field lengths (no 1-byte quantisation)", "fuse=lexical quantize=0"),
+    ("same, Robertson idf", "fuse=lexical idf=robertson"),
+    ("image 0.5", "fuse=lexical w.image=0.5"),
+    ("image 1, anchor 1 (uniform)", "fuse=lexical w.image=1 w.anchor=1"),
+    ("uniform + body rest 1 (every word)", "fuse=lexical w.image=1 w.anchor=1 w.rest=1"),
+    ("today + body rest 0.5", "fuse=lexical w.rest=0.5"),
+    ("per-field b: short fields unnormalised", "fuse=lexical b.subject=0 b.keywords=0 b.anchor=0"),
+    ("uniform, short fields b=0", "fuse=lexical w.image=1 w.anchor=1 b.subject=0 b.keywords=0 b.anchor=0"),
+    ("subject boost 2", "fuse=lexical w.subject=2"),
+    ("one field: subject+image+content (issue's plain BM25)",
+     "fuse=lexical model=concat idf=robertson w.keywords=0 w.anchor=0 w.image=1"),
+    ("one field: every field", "fuse=lexical model=concat idf=robertson w.image=1 w.anchor=1"),
+    ("one field: every field + body rest", "fuse=lexical model=concat idf=robertson w.image=1 w.anchor=1 w.rest=1"),
+    ("one field, subject counted twice", "fuse=lexical model=concat idf=robertson w.image=1 w.anchor=1 w.subject=2"),
+    ("one field, whoosh idf", "fuse=lexical model=concat w.image=1 w.anchor=1"),
+    ("true BM25F, palace weights", "fuse=lexical model=bm25f idf=robertson"),
+    ("true BM25F, uniform", "fuse=lexical model=bm25f idf=robertson w.image=1 w.anchor=1"),
+    ("true BM25F, uniform, short fields b=0",
+     "fuse=lexical model=bm25f idf=robertson w.image=1 w.anchor=1 b.subject=0 b.keywords=0 b.anchor=0"),
+    ("true BM25F, subject 2 keywords 2", "fuse=lexical model=bm25f idf=robertson w.image=1 w.anchor=1 w.subject=2 w.keywords=2"),
+]
+
+CONCAT = "model=concat idf=robertson w.image=1 w.anchor=1"
+ANALYSIS = [
+    ("today (Porter, stopwords)", "fuse=lexical"),
+    ("today, no stemming", "fuse=lexical stem=none"),
+    ("today, S-stemmer (plurals)", "fuse=lexical stem=s"),
+    ("today, Porter2", "fuse=lexical stem=porter2"),
+    ("today, stopwords kept", "fuse=lexical stopwords=0"),
+    ("one field (Porter, stopwords)", f"fuse=lexical {CONCAT}"),
+    ("one field, no stemming", f"fuse=lexical {CONCAT} stem=none"),
+    ("one field, S-stemmer", f"fuse=lexical {CONCAT} stem=s"),
+    ("one field, Porter2", f"fuse=lexical {CONCAT} stem=porter2"),
+    ("one field, stopwords kept", f"fuse=lexical {CONCAT} stopwords=0"),
+]
+
+
+def k1b_rows(prefix: str) -> list[tuple[str, str]]:
+    rows = [("k1 1.2, b 0.75", f"{prefix}")]
+    for k1 in (0.6, 0.9, 1.2, 1.6, 2.0):
+        for b in (0.3, 0.5, 0.75, 0.9):
+            if (k1, b) != (1.2, 0.75):
+                rows.append((f"k1 {k1:g}, b {b:g}", f"{prefix} k1={k1:g} b={b:g}"))
+    return rows
+
+
+def lexical_table(lab: Lab, names: list[str]) -> str:
+    return cross_table(lab, names, LEXICAL, "Lexical: field weights, models, length normalisation (flat, lexical only)")
+
+
+def analysis_table(lab: Lab, names: list[str]) -> str:
+    return cross_table(lab, names, ANALYSIS, "Lexical: stemming and stopwords (flat, lexical only)")
+
+
+def k1b_table(lab: Lab, names: list[str]) -> str:
+    return (cross_table(lab, names, k1b_rows("fuse=lexical"), "k1 and b, today's per-field sum") + "\n"
+            + cross_table(lab, names, k1b_rows(f"fuse=lexical {CONCAT}"), "k1 and b, one field"))
+
+
+def fusion_rows(lexical: str) -> list[tuple[str, str]]:
+    lex = f" {lexical}" if lexical else ""
+    return [
+        ("RRF k=60 (today)", f"fuse=rrf{lex}"),
+        ("lexical only", f"fuse=lexical{lex}"),
+        ("dense only", f"fuse=dense{lex}"),
+        ("RRF k=30", f"fuse=rrf rrf_k=30{lex}"),
+        ("RRF k=10", f"fuse=rrf rrf_k=10{lex}"),
+        ("RRF k=60, depth 20", f"fuse=rrf depth=20{lex}"),
+        ("weighted RRF lexical 2 : dense 1", f"fuse=rrf w_lex=2{lex}"),
+        ("weighted RRF lexical 1.5 : dense 1", f"fuse=rrf w_lex=1.5{lex}"),
+        ("weighted RRF lexical 1 : dense 1.5", f"fuse=rrf w_dense=1.5{lex}"),
+        ("min-max sum, lexical 0.3", f"fuse=minmax alpha=0.3{lex}"),
+        ("min-max sum, lexical 0.5", f"fuse=minmax alpha=0.5{lex}"),
+        ("min-max sum, lexical 0.7", f"fuse=minmax alpha=0.7{lex}"),
+        ("z-score sum, lexical 0.5", f"fuse=zscore alpha=0.5{lex}"),
+        ("z-score sum, lexical 0.7", f"fuse=zscore alpha=0.7{lex}"),
+        ("lexical, dense breaks ties", f"fuse=tiebreak{lex}"),
+    ]
+
+
+def fusion_table(lab: Lab, names: list[str]) -> str:
+    return (cross_table(lab, names, fusion_rows(""), "Fusion over today's lexical ranking (flat)") + "\n"
+            + cross_table(lab, names, fusion_rows(CONCAT), "Fusion over the one-field BM25 (flat)"))
+
+
+EMBED = [("today: subject, anchor, keywords, image, content", "fuse=dense")] + [
+    (name, f"fuse=dense embed={name}") for name in ("no-image", "subject+content", "subject+image+content", "everything")]
+
+
+def embed_table(lab: Lab, names: list[str]) -> str:
+    names = [n for n in names if n in ("example", "skill")]  # SciFact and LoCoMo have one text per unit
+    hybrid = [(label + ", RRF", spec.replace("fuse=dense", "fuse=rrf")) for label, spec in EMBED]
+    return (cross_table(lab, names, EMBED, "What is embedded: dense only (flat)") + "\n"
+            + cross_table(lab, names, hybrid, "What is embedded: RRF with today's lexical (flat)"))
+
+
+ROUTES = [("flat", "route=flat"), ("today: route, filter, guard", "route=today"),
+          ("today without the guard", "route=today-noguard"), ("keep domains to 90% of the mass", "route=keep:0.9"),
+          ("keep domains to 95% of the mass", "route=keep:0.95"), ("best 2 domains", "route=top:2"),
+          ("best 3 domains", "route=top:3"), ("domains of the flat top 10 (aggregate)", "route=aggregate:10"),
+          ("boost 0.02: rank score x (1 + 0.02 conf)", "route=boost:0.02"), ("boost 0.05", "route=boost:0.05"),
+          ("boost 0.2", "route=boost:0.2"), ("boost 1", "route=boost:1"),
+          ("reorder the flat top 3 only", "route=reorder:3")]
+ROUTE_METRICS = ("route_hit", "fallback", "recall@1", "recall@3", "recall@5", "mrr", "ndcg@10", "context_recall")
+
+
+def routing_table(lab: Lab, names: list[str], hybrid: str = "") -> str:
+    out = []
+    for name in [n for n in names if n != "locomo"]:
+        specs = [f"{spec} {hybrid}".strip() for _, spec in ROUTES]
+        out.append(run_table(lab, name, specs, ROUTE_METRICS))
+    return "\n".join(out)
+
+
+UNIT_RANKINGS = [("BM25 today", "fuse=lexical"), ("BM25 one field", f"fuse=lexical {CONCAT}"), ("dense", "fuse=dense"),
+                 ("hybrid today (RRF 60)", "fuse=rrf"), ("hybrid RRF 10, one field", f"fuse=rrf rrf_k=10 {CONCAT}")]
+UNITS = ("turn", "turn-nospeaker", "turn+date", "window1", "window2", "window2+date", "exchange", "exchange+date",
+         "chunk4", "chunk4+date", "chunk6+date", "chunk8+date")
+UNIT_ROWS = ([(unit, label, spec) for unit in UNITS for label, spec in UNIT_RANKINGS]
+             + [("window1", "BM25 one field, neighbours weight 0.25", f"fuse=lexical {CONCAT} w.context=0.25"),
+                ("window1", "BM25 one field, neighbours weight 1", f"fuse=lexical {CONCAT} w.context=1"),
+                ("window1", "hybrid RRF 10, neighbours weight 0.25", f"fuse=rrf rrf_k=10 {CONCAT} w.context=0.25"),
+                ("turn+date", "BM25 one field, date weight 0", f"fuse=lexical {CONCAT} w.date=0")])
+LOCOMO_METRICS = ("recall@1", "recall@5", "recall@10", "recall@25", "recall@50", "recall@900tok", "recall@1800tok")
+
+
+def units_table(lab: Lab, names: list[str], rows=None) -> str:
+    """LoCoMo: retrieval unit x ranking; recall@k is the share of evidence turns the top k units hold."""
+    if "locomo" not in names:
+        return ""
+    rows = rows or UNIT_ROWS
+    base = lab.result("locomo", parse_variant(rows[3][2]), rows[3][0])
+    head = ["unit", "ranking", "spec"] + list(LOCOMO_METRICS) + ["tokens@10", "Δrecall@10 vs turn/hybrid today"]
+    out = []
+    for unit, label, spec in rows:
+        result = lab.result("locomo", parse_variant(spec), unit)
+        cells = [unit, label, f"`{spec}`"] + [fmt(result.mean(m)) for m in LOCOMO_METRICS]
+        cells.append(f"{result.mean('context'):.0f}")
+        cells.append(paired(base, result, "recall@10").cell() if result is not base else "—")
+        out.append(cells)
+    return _markdown("LoCoMo dev, 759 questions of categories 1-4: the unit", head, out)
+
+
+def categories_table(lab: Lab, rows: list[tuple[str, str, str]]) -> str:
+    """LoCoMo recall@10 and @50 per category, with 95% bootstrap intervals."""
+    cats = [("cat1", "multi-hop"), ("cat2", "temporal"), ("cat3", "open-domain"), ("cat4", "single-hop")]
+    head = ["unit", "ranking"] + [f"{c} {name} (n) r@10 / r@50" for c, name in cats] + ["all r@10", "tokens@10"]
+    out = []
+    for unit, label, spec in rows:
+        result = lab.result("locomo", parse_variant(spec), unit)
+        cells = [unit, label]
+        for c, _ in cats:
+            values = result.values("recall@10", c)
+            low, high = bootstrap_ci(values)
+            cells.append(f"({len(values)}) {fmt(values.mean())} [{fmt(low)}, {fmt(high)}] / {fmt(result.mean('recall@50', c))}")
+        low, high = bootstrap_ci(result.values("recall@10"))
+        cells += [f"{fmt(result.mean('recall@10'))} [{fmt(low)}, {fmt(high)}]", f"{result.mean('context'):.0f}"]
+        out.append(cells)
+    return _markdown("LoCoMo by category", head, out)
+
+
+GRID_LEXICAL = [("today's per-field sum", ""), ("per-field, Robertson idf", "idf=robertson"), ("one field", CONCAT),
+                ("one field S+I+C", "model=concat idf=robertson w.keywords=0 w.anchor=0 w.image=1"),
+                ("BM25F uniform", "model=bm25f idf=robertson w.image=1 w.anchor=1"),
+                ("BM25F subject 2 keywords 2", "model=bm25f idf=robertson w.image=1 w.anchor=1 w.subject=2 w.keywords=2")]
+GRID_K1B = ["", "k1=0.9 b=0.5", "k1=1.2 b=0.5", "k1=1.6 b=0.75"]
+GRID_FUSION = ["fuse=lexical", "fuse=rrf", "fuse=rrf rrf_k=30", "fuse=rrf rrf_k=10", "fuse=rrf w_lex=1.5",
+               "fuse=rrf rrf_k=10 w_lex=1.5", "fuse=rrf depth=20", "fuse=minmax alpha=0.5", "fuse=minmax alpha=0.7",
+               "fuse=zscore alpha=0.5"]
+
+
+def grid() -> list[str]:
+    """Every candidate configuration of the leave-one-corpus-out selection (flat, no routing)."""
+    return [" ".join(p for p in (fusion, lexical, k1b) if p)
+            for _, lexical in GRID_LEXICAL for k1b in GRID_K1B for fusion in GRID_FUSION]
+
+
+def loco_table(lab: Lab, names: list[str]) -> str:
+    """Leave one corpus out: choose on the other corpora (mean gain of the primary metric over today's
+    flat hybrid), report on the held-out one; then the choice on all of them and the most robust one."""
+    specs = grid()
+    base_spec = "fuse=rrf"
+    gains = {}
+    for name in names:
+        base = lab.result(name, parse_variant(base_spec))
+        for spec in specs:
+            gains[name, spec] = lab.result(name, parse_variant(spec)).mean(PRIMARY[name]) - base.mean(PRIMARY[name])
+    head = ["held out", "chosen on the others", "today (flat hybrid)", "chosen", "Δ [95% CI] W/L",
+            "best on the held-out corpus", "chosen's rank"]
+    rows, chosen_all = [], []
+    for held in names:
+        train = [n for n in names if n != held]
+        chosen = max(specs, key=lambda s: (sum(gains[n, s] for n in train) / len(train), s == base_spec))
+        chosen_all.append(chosen)
+        base = lab.result(held, parse_variant(base_spec))
+        result = lab.result(held, parse_variant(chosen))
+        oracle = max(specs, key=lambda s: gains[held, s])
+        rank = 1 + sum(gains[held, s] > gains[held, chosen] + 1e-12 for s in specs)
+        metric = PRIMARY[held]
+        rows.append([held, f"`{chosen}`", f"{metric} {fmt(base.mean(metric))}", fmt(result.mean(metric)),
+                     paired(base, result, metric).cell(), f"`{oracle}` {fmt(lab.result(held, parse_variant(oracle)).mean(metric))}",
+                     f"{rank} of {len(specs)}"])
+    table = _markdown(f"Leave one corpus out over {len(specs)} flat configurations "
+                      f"(metric: {', '.join(f'{n} {PRIMARY[n]}' for n in names)})", head, rows)
+    mean_best = max(specs, key=lambda s: sum(gains[n, s] for n in names))
+    robust = max(specs, key=lambda s: min(gains[n, s] for n in names))
+    summary = ["", f"Chosen on all {len(names)} corpora (mean gain): `{mean_best}`; "
+               f"most robust (best worst-case gain): `{robust}`.", "",
+               "| spec | " + " | ".join(f"{n} Δ{PRIMARY[n]}" for n in names) + " | mean Δ | worst Δ |",
+               "|---|" + "---|" * (len(names) + 2)]
+    top = sorted(specs, key=lambda s: -sum(gains[n, s] for n in names))[:12]
+    for spec in dict.fromkeys([mean_best, robust] + chosen_all + top):
+        values = [gains[n, spec] for n in names]
+        summary.append(f"| `{spec}` | " + " | ".join(f"{v:+.3f}" for v in values)
+                       + f" | {sum(values) / len(values):+.3f} | {min(values):+.3f} |")
+    return table + "\n".join(summary) + "\n"
+
+
+CATEGORY_ROWS = [("turn", "hybrid today (RRF 60)", "fuse=rrf"),
+                 ("turn", "BM25 today", "fuse=lexical"),
+                 ("turn+date", "hybrid RRF 10, one field", f"fuse=rrf rrf_k=10 {CONCAT}"),
+                 ("window2+date", "BM25 one field", f"fuse=lexical {CONCAT}"),
+                 ("window2+date", "hybrid RRF 10, one field", f"fuse=rrf rrf_k=10 {CONCAT}"),
+                 ("chunk4+date", "hybrid RRF 10, one field", f"fuse=rrf rrf_k=10 {CONCAT}")]
+
+
+def categories(lab: Lab, names: list[str]) -> str:
+    return categories_table(lab, CATEGORY_ROWS) if "locomo" in names else ""
+
+
+TABLES: dict = {"lexical": lexical_table, "analysis": analysis_table, "k1b": k1b_table, "fusion": fusion_table,
+                "embed": embed_table, "routing": routing_table, "units": units_table,
+                "categories": categories,
+                "loco": loco_table}

@@ -1,0 +1,231 @@
+"""One ranking variant end to end: lexical, dense, fusion, hop-1 routing, the trimmed context; per-query results."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field, fields, replace
+
+import numpy as np
+
+from .corpora import Corpus, tokens
+from .lexical import LexConfig, top
+from .text import analyzer
+
+DEPTH = 100  # palace asks each ranker for its top 100 before fusing
+KEEP = 50    # ranked rows kept per query (LoCoMo reports recall@50)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A full retrieval configuration; `spec()` spells it so any row of a table can be re-run with --variant."""
+
+    lex: LexConfig = LexConfig()
+    fuse: str = "rrf"         # lexical | dense | rrf | minmax | zscore | tiebreak
+    rrf_k: float = 60
+    w_lex: float = 1.0        # RRF weights
+    w_dense: float = 1.0
+    alpha: float = 0.5        # lexical share in minmax / zscore sums
+    depth: int = DEPTH
+    embed: str = "palace"     # which text is embedded (corpora.EMBED_TEXTS)
+    route: str = "flat"       # flat | today | today-noguard | keep:F | top:N | boost:B | reorder:K | aggregate:N
+
+    def spec(self) -> str:
+        """key=value pairs that differ from the defaults (parse_variant reads them back)."""
+        base, out = Variant(), []
+        for f in fields(LexConfig):
+            value = getattr(self.lex, f.name)
+            if value != getattr(base.lex, f.name):
+                if f.name == "weights":
+                    out += [f"w.{k}={v:g}" for k, v in value if dict(base.lex.weights).get(k, 0.0) != v]
+                    out += [f"w.{k}=0" for k in dict(base.lex.weights) if k not in dict(value)]
+                elif f.name == "field_b":
+                    out += [f"b.{k}={v:g}" for k, v in value]
+                else:
+                    out.append(f"{f.name}={value}")
+        for f in fields(Variant):
+            if f.name != "lex" and getattr(self, f.name) != getattr(base, f.name):
+                out.append(f"{f.name}={getattr(self, f.name)}")
+        return " ".join(out) or "(today's flat hybrid)"
+
+
+def parse_variant(spec: str, start: Variant | None = None) -> Variant:
+    """Read `model=bm25f k1=1.2 w.image=1 b.content=0.9 fuse=rrf rrf_k=30 route=today` onto a base variant."""
+    variant = start or Variant()
+    lex = variant.lex
+    for item in shlex.split(spec.replace(",", " ")):
+        key, _, value = item.partition("=")
+        if key.startswith("w."):
+            lex = lex.with_weights(**{key[2:]: float(value)})
+        elif key.startswith("b."):
+            lex = lex.with_b(**{key[2:]: float(value)})
+        elif key in {f.name for f in fields(LexConfig)}:
+            kind = type(getattr(lex, key))
+            lex = replace(lex, **{key: (value.lower() in ("1", "true", "on", "yes")) if kind is bool else kind(value)})
+        elif key in {f.name for f in fields(Variant)}:
+            kind = type(getattr(variant, key))
+            variant = replace(variant, **{key: kind(value)})
+        else:
+            raise SystemExit(f"unknown variant key {key!r} in {spec!r}")
+    return replace(variant, lex=lex)
+
+
+@dataclass
+class Ranked:
+    """A query's ranking: doc rows best first, with each row's raw lexical score and cosine when known."""
+
+    rows: list[int]
+    lexical: dict[int, float] = field(default_factory=dict)
+    dense: dict[int, float] = field(default_factory=dict)
+    routed: set[str] | None = None
+    fallback: bool = False
+
+
+class Runner:
+    """Ranks a corpus's queries under variants; caches terms, vectors and routes across variants."""
+
+    def __init__(self, corpus: Corpus, cache=None, routes: dict | None = None):
+        self.corpus = corpus
+        self.cache = cache
+        self.routes = routes or {}
+        self._doc_vectors: dict[str, np.ndarray] = {}
+        self._query_vectors: np.ndarray | None = None
+        self._terms: dict = {}
+        self._lists: dict = {}  # unmasked top lists per (lexical config | embedding text, query)
+
+    # ---- inputs ----
+
+    def doc_vectors(self, embed: str) -> np.ndarray:
+        if embed not in self._doc_vectors:
+            self._doc_vectors[embed] = self.cache.get(self.corpus.embed_texts(embed), f"{self.corpus.name} docs ({embed})")
+        return self._doc_vectors[embed]
+
+    def query_vectors(self) -> np.ndarray:
+        if self._query_vectors is None:
+            self._query_vectors = self.cache.get([q.text for q in self.corpus.queries], f"{self.corpus.name} queries")
+        return self._query_vectors
+
+    def terms(self, lex: LexConfig, text: str) -> list[str]:
+        key = (lex.stem, lex.stopwords, text)
+        if key not in self._terms:
+            self._terms[key] = analyzer(lex.stem, lex.stopwords).query_terms(text)
+        return self._terms[key]
+
+    # ---- ranking ----
+
+    def lexical_scores(self, v: Variant, qi: int) -> np.ndarray:
+        """Lexical scores of the query's group, aligned with corpus.groups[group]."""
+        q = self.corpus.queries[qi]
+        lex = v.lex
+        if self.corpus.extra_weights:
+            merged = dict(self.corpus.extra_weights)
+            merged.update(dict(lex.weights))
+            lex = replace(lex, weights=tuple(merged.items()))
+        index = self.corpus.lexical(lex.stem, lex.stopwords)[q.group]
+        return index.score(self.terms(lex, q.text), lex)
+
+    def dense_scores(self, v: Variant, qi: int) -> np.ndarray:
+        rows = self.corpus.groups[self.corpus.queries[qi].group]
+        return self.doc_vectors(v.embed)[rows] @ self.query_vectors()[qi]
+
+    def rank(self, v: Variant, qi: int, mask: np.ndarray | None = None) -> Ranked:
+        """Flat (or masked to some domains) ranking of one query in the variant's fusion."""
+        corpus = self.corpus
+        rows = corpus.groups[corpus.queries[qi].group]
+        id_rank = corpus.id_rank[rows]
+        lex_list, dense_list = [], []
+        depth = max(DEPTH, KEEP, v.depth)
+        if v.fuse != "dense":
+            key = ("lex", v.lex, qi, depth)
+            if mask is not None or key not in self._lists:
+                scores = self.lexical_scores(v, qi)
+                if mask is not None:
+                    scores = np.where(mask, scores, 0.0)
+                lex_list = top(scores, id_rank, depth)
+                if mask is None:
+                    self._lists[key] = lex_list
+            else:
+                lex_list = self._lists[key]
+        if v.fuse != "lexical" and self.cache is not None:
+            key = ("dense", v.embed, qi, depth)
+            if mask is not None or key not in self._lists:
+                cos = self.dense_scores(v, qi)
+                if mask is not None:
+                    cos = np.where(mask, cos, -np.inf)
+                dense_list = top(cos, id_rank, depth, positive=False)
+                if mask is None:
+                    self._lists[key] = dense_list
+            else:
+                dense_list = self._lists[key]
+        lex_list, dense_list = lex_list[: v.depth], dense_list[: v.depth]
+        order = fuse(v, lex_list, dense_list, id_rank)[:KEEP]
+        return Ranked([int(rows[i]) for i in order], {int(rows[i]): s for i, s in lex_list},
+                      {int(rows[i]): s for i, s in dense_list})
+
+
+def fuse(v: Variant, lex_list, dense_list, id_rank) -> list[int]:
+    """Local rows in fused order."""
+    if v.fuse == "lexical" or not dense_list:
+        return [i for i, _ in lex_list] if v.fuse != "dense" else [i for i, _ in dense_list]
+    if v.fuse == "dense" or not lex_list:
+        return [i for i, _ in dense_list]
+    score: dict[int, float] = {}
+    if v.fuse == "rrf":
+        for weight, ranking in ((v.w_lex, lex_list), (v.w_dense, dense_list)):
+            for rank, (i, _) in enumerate(ranking, start=1):
+                score[i] = score.get(i, 0.0) + weight / (v.rrf_k + rank)
+    elif v.fuse in ("minmax", "zscore"):
+        for weight, ranking in ((v.alpha, lex_list), (1 - v.alpha, dense_list)):
+            values = np.array([s for _, s in ranking])
+            if v.fuse == "minmax":
+                low, spread = values.min(), (values.max() - values.min()) or 1.0
+            else:
+                low, spread = values.mean(), values.std() or 1.0
+            floor = (values.min() - low) / spread  # a doc missing from a list counts as that list's worst
+            normed = {i: (s - low) / spread for i, s in ranking}
+            for i in set(normed) | set(score) | {j for j, _ in lex_list} | {j for j, _ in dense_list}:
+                score[i] = score.get(i, 0.0) + weight * normed.get(i, floor)
+    elif v.fuse == "tiebreak":
+        cos = dict(dense_list)
+        low = min(cos.values())
+        lexd = dict(lex_list)
+        keyed = {i: (lexd.get(i, 0.0), cos.get(i, low)) for i in set(lexd) | set(cos)}
+        return sorted(keyed, key=lambda i: (-round(keyed[i][0], 9), -keyed[i][1], id_rank[i]))
+    else:
+        raise SystemExit(f"unknown fusion {v.fuse!r}")
+    return sorted(score, key=lambda i: (-score[i], id_rank[i]))
+
+
+# ---- the context handed over ----------------------------------------------------------------
+
+TRIM_LEXICAL_SHARE, TRIM_DENSE_GAP = 0.5, 0.08  # palace_cli/retrieve.py trim_hits
+
+
+def trimmed(ranked: Ranked, k: int = 3) -> list[int]:
+    """palace's trim rule on the top k: keep hits close to the best by BM25 share or cosine gap."""
+    rows = ranked.rows[:k]
+    if len(rows) <= 1:
+        return rows
+    best = rows[0]
+    kept = [best]
+    for row in rows[1:]:
+        close = False
+        if row in ranked.lexical and best in ranked.lexical:
+            close |= ranked.lexical[row] >= TRIM_LEXICAL_SHARE * ranked.lexical[best]
+        if row in ranked.dense and best in ranked.dense:
+            close |= ranked.dense[row] >= ranked.dense[best] - TRIM_DENSE_GAP
+        if not close:
+            break
+        kept.append(row)
+    return kept
+
+
+def context_size(corpus: Corpus, rows: list[int]) -> int:
+    """Bytes of palace's reference-profile context for memories; tokens of the units for LoCoMo."""
+    if corpus.name == "locomo":
+        return sum(tokens(corpus.docs[r].context) for r in rows)
+    from palace_cli.profiles import PROFILES
+    from palace_cli.retrieve import Hit, build_context
+
+    spec = PROFILES["reference"]
+    hits = [Hit(corpus.docs[r].id, "", corpus.docs[r].domain, "", 0, 0.0, {}, corpus.docs[r].memory) for r in rows]
+    return len(build_context(hits, spec, spec.budget).encode("utf-8"))
