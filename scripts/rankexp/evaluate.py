@@ -17,7 +17,7 @@ TOKEN_BUDGETS = (450, 900, 1800)
 BOOTSTRAP = 1000
 
 
-def query_metrics(corpus: Corpus, ranked: Ranked, expected: tuple[str, ...]) -> dict[str, float]:
+def query_metrics(corpus: Corpus, ranked: Ranked, expected: tuple[str, ...], v: Variant | None = None) -> dict[str, float]:
     """recall@k (share of expected items covered by the top k units), MRR, nDCG@10, context, route hit."""
     wanted = set(expected)
     docs = corpus.docs
@@ -47,7 +47,7 @@ def query_metrics(corpus: Corpus, ranked: Ranked, expected: tuple[str, ...]) -> 
                 held |= wanted & set(docs[row].covers)
             out[f"recall@{budget}tok"] = len(held) / len(wanted)
     else:
-        handed = trimmed(ranked)
+        handed = trimmed(ranked, 3, v.trim_lex, v.trim_dense) if v else trimmed(ranked)
         out["context"] = float(context_size(corpus, handed))
         out["context_recall"] = float(any(wanted & set(docs[r].covers) for r in handed))
     if ranked.routed is not None:
@@ -78,7 +78,8 @@ class Result:
 def run(runner: Runner, variant: Variant) -> Result:
     """Every query of the runner's corpus under one variant."""
     corpus = runner.corpus
-    per_query = [query_metrics(corpus, routed(runner, variant, qi), q.expected) for qi, q in enumerate(corpus.queries)]
+    per_query = [query_metrics(corpus, routed(runner, variant, qi), q.expected, variant)
+                 for qi, q in enumerate(corpus.queries)]
     return Result(corpus.name, variant, per_query, [q.kind for q in corpus.queries])
 
 

@@ -171,6 +171,7 @@ def cross_table(lab: Lab, names: list[str], rows: list[tuple[str, str]], title: 
     return _markdown(title, head, out)
 
 
+BM25F = "model=bm25f idf=robertson w.image=1 w.anchor=1 w.subject=2 w.keywords=2"
 LEXICAL = [
     ("today: whoosh per-field BM25 sum, palace weights", "fuse=lexical"),
     ("same, exact field lengths (no 1-byte quantisation)", "fuse=lexical quantize=0"),
@@ -193,6 +194,12 @@ LEXICAL = [
     ("true BM25F, uniform, short fields b=0",
      "fuse=lexical model=bm25f idf=robertson w.image=1 w.anchor=1 b.subject=0 b.keywords=0 b.anchor=0"),
     ("true BM25F, subject 2 keywords 2", "fuse=lexical model=bm25f idf=robertson w.image=1 w.anchor=1 w.subject=2 w.keywords=2"),
+    ("true BM25F, S2 K2, image 0.5", f"fuse=lexical {BM25F} w.image=0.5"),
+    ("true BM25F, S2 K2, body rest 0.2", f"fuse=lexical {BM25F} w.rest=0.2"),
+    ("true BM25F, S2 K2, body rest 0.5", f"fuse=lexical {BM25F} w.rest=0.5"),
+    ("true BM25F, S2 K2, b 0.5", f"fuse=lexical {BM25F} b=0.5"),
+    ("true BM25F, S2 K2, content b 0.9, short fields b 0.3",
+     f"fuse=lexical {BM25F} b.content=0.9 b.image=0.9 b.subject=0.3 b.keywords=0.3 b.anchor=0.3"),
 ]
 
 CONCAT = "model=concat idf=robertson w.image=1 w.anchor=1"
@@ -219,6 +226,29 @@ def k1b_rows(prefix: str) -> list[tuple[str, str]]:
     return rows
 
 
+KIND_ROWS = [("BM25 today", "fuse=lexical"), ("hybrid today (RRF 60)", "fuse=rrf"), ("dense", "fuse=dense"),
+             ("BM25 one field", f"fuse=lexical {CONCAT}"), ("BM25F S2 K2", f"fuse=lexical {BM25F}"),
+             ("RRF 60, one field", f"fuse=rrf {CONCAT}"), ("RRF 10, BM25F S2 K2", f"fuse=rrf rrf_k=10 {BM25F}"),
+             ("min-max 0.5, one field", f"fuse=minmax alpha=0.5 {CONCAT}"),
+             ("min-max 0.5, BM25F S2 K2", f"fuse=minmax alpha=0.5 {BM25F}")]
+
+
+def kinds_table(lab: Lab, names: list[str], rows=None) -> str:
+    """recall@1 / MRR per question kind (the skill questions: direct, paraphrase, scene, scenario)."""
+    out = []
+    for name in [n for n in names if n in ("example", "skill")]:
+        kinds = sorted({q.kind for q in lab.runner(name).corpus.queries})
+        head = ["ranking", "spec"] + [f"{k} ({len(lab.result(name, parse_variant(KIND_ROWS[0][1])).values('mrr', k))}) r@1 / MRR"
+                                      for k in kinds] + ["all r@1 / MRR"]
+        body = []
+        for label, spec in rows or KIND_ROWS:
+            r = lab.result(name, parse_variant(spec))
+            body.append([label, f"`{spec}`"] + [f"{fmt(r.mean('recall@1', k))} / {fmt(r.mean('mrr', k))}" for k in kinds]
+                        + [f"{fmt(r.mean('recall@1'))} / {fmt(r.mean('mrr'))}"])
+        out.append(_markdown(f"{name}: by question kind", head, body))
+    return "\n".join(out)
+
+
 def lexical_table(lab: Lab, names: list[str]) -> str:
     return cross_table(lab, names, LEXICAL, "Lexical: field weights, models, length normalisation (flat, lexical only)")
 
@@ -229,7 +259,8 @@ def analysis_table(lab: Lab, names: list[str]) -> str:
 
 def k1b_table(lab: Lab, names: list[str]) -> str:
     return (cross_table(lab, names, k1b_rows("fuse=lexical"), "k1 and b, today's per-field sum") + "\n"
-            + cross_table(lab, names, k1b_rows(f"fuse=lexical {CONCAT}"), "k1 and b, one field"))
+            + cross_table(lab, names, k1b_rows(f"fuse=lexical {CONCAT}"), "k1 and b, one field") + "\n"
+            + cross_table(lab, names, k1b_rows(f"fuse=lexical {BM25F}"), "k1 and b, true BM25F (subject 2, keywords 2)"))
 
 
 def fusion_rows(lexical: str) -> list[tuple[str, str]]:
@@ -299,13 +330,14 @@ UNIT_ROWS = ([(unit, label, spec) for unit in UNITS for label, spec in UNIT_RANK
 LOCOMO_METRICS = ("recall@1", "recall@5", "recall@10", "recall@25", "recall@50", "recall@900tok", "recall@1800tok")
 
 
-def units_table(lab: Lab, names: list[str], rows=None) -> str:
+def units_table(lab: Lab, names: list[str], rows=None, base_row: int = 3) -> str:
     """LoCoMo: retrieval unit x ranking; recall@k is the share of evidence turns the top k units hold."""
     if "locomo" not in names:
         return ""
     rows = rows or UNIT_ROWS
-    base = lab.result("locomo", parse_variant(rows[3][2]), rows[3][0])
-    head = ["unit", "ranking", "spec"] + list(LOCOMO_METRICS) + ["tokens@10", "Δrecall@10 vs turn/hybrid today"]
+    base = lab.result("locomo", parse_variant(rows[base_row][2]), rows[base_row][0])
+    head = (["unit", "ranking", "spec"] + list(LOCOMO_METRICS)
+            + ["tokens@10", f"Δrecall@10 vs {rows[base_row][0]}, {rows[base_row][1]} [95% CI] W/L"])
     out = []
     for unit, label, spec in rows:
         result = lab.result("locomo", parse_variant(spec), unit)
@@ -337,8 +369,8 @@ def categories_table(lab: Lab, rows: list[tuple[str, str, str]]) -> str:
 GRID_LEXICAL = [("today's per-field sum", ""), ("per-field, Robertson idf", "idf=robertson"), ("one field", CONCAT),
                 ("one field S+I+C", "model=concat idf=robertson w.keywords=0 w.anchor=0 w.image=1"),
                 ("BM25F uniform", "model=bm25f idf=robertson w.image=1 w.anchor=1"),
-                ("BM25F subject 2 keywords 2", "model=bm25f idf=robertson w.image=1 w.anchor=1 w.subject=2 w.keywords=2")]
-GRID_K1B = ["", "k1=0.9 b=0.5", "k1=1.2 b=0.5", "k1=1.6 b=0.75"]
+                ("BM25F subject 2 keywords 2", BM25F)]
+GRID_K1B = ["", "k1=0.9 b=0.5", "k1=1.2 b=0.5", "k1=1.2 b=0.3", "k1=1.6 b=0.75"]
 GRID_FUSION = ["fuse=lexical", "fuse=rrf", "fuse=rrf rrf_k=30", "fuse=rrf rrf_k=10", "fuse=rrf w_lex=1.5",
                "fuse=rrf rrf_k=10 w_lex=1.5", "fuse=rrf depth=20", "fuse=minmax alpha=0.5", "fuse=minmax alpha=0.7",
                "fuse=zscore alpha=0.5"]
@@ -393,17 +425,74 @@ def loco_table(lab: Lab, names: list[str]) -> str:
 
 CATEGORY_ROWS = [("turn", "hybrid today (RRF 60)", "fuse=rrf"),
                  ("turn", "BM25 today", "fuse=lexical"),
-                 ("turn+date", "hybrid RRF 10, one field", f"fuse=rrf rrf_k=10 {CONCAT}"),
-                 ("window2+date", "BM25 one field", f"fuse=lexical {CONCAT}"),
-                 ("window2+date", "hybrid RRF 10, one field", f"fuse=rrf rrf_k=10 {CONCAT}"),
-                 ("chunk4+date", "hybrid RRF 10, one field", f"fuse=rrf rrf_k=10 {CONCAT}")]
+                 ("turn", "recommended", "RECOMMENDED"),
+                 ("turn+date", "recommended", "RECOMMENDED"),
+                 ("window2+date", "recommended", "RECOMMENDED"),
+                 ("window3+date", "recommended", "RECOMMENDED"),
+                 ("chunk4+date", "recommended", "RECOMMENDED")]
 
 
 def categories(lab: Lab, names: list[str]) -> str:
-    return categories_table(lab, CATEGORY_ROWS) if "locomo" in names else ""
+    rows = [(unit, label, RECOMMENDED if spec == "RECOMMENDED" else spec) for unit, label, spec in CATEGORY_ROWS]
+    return categories_table(lab, rows) if "locomo" in names else ""
+
+
+RECOMMENDED = f"fuse=minmax alpha=0.5 {CONCAT} b=0.5 side.rest=0.2"
+FINALISTS = [("today: flat hybrid", "fuse=rrf"),
+             ("A: one field, min-max 0.5", f"fuse=minmax alpha=0.5 {CONCAT}"),
+             ("B: A with b 0.5", f"fuse=minmax alpha=0.5 {CONCAT} b=0.5"),
+             ("C: A with b 0.3", f"fuse=minmax alpha=0.5 {CONCAT} b=0.3"),
+             ("D: B + body rest as a side field 0.2 (recommended)", RECOMMENDED),
+             ("E: B, whoosh idf", f"fuse=minmax alpha=0.5 model=concat w.image=1 w.anchor=1 b=0.5"),
+             ("F: B, subject and keywords twice", f"fuse=minmax alpha=0.5 {CONCAT} b=0.5 w.subject=2 w.keywords=2"),
+             ("G: true BM25F S2 K2, b 0.5, min-max", f"fuse=minmax alpha=0.5 {BM25F} b=0.5"),
+             ("H: B with z-score", f"fuse=zscore alpha=0.5 {CONCAT} b=0.5"),
+             ("I: B with RRF k=10", f"fuse=rrf rrf_k=10 {CONCAT} b=0.5"),
+             ("J: B with RRF k=60", f"fuse=rrf {CONCAT} b=0.5"),
+             ("K: B, min-max lexical 0.4", f"fuse=minmax alpha=0.4 {CONCAT} b=0.5"),
+             ("L: B, min-max lexical 0.6", f"fuse=minmax alpha=0.6 {CONCAT} b=0.5")]
+
+
+def finalists_table(lab: Lab, names: list[str]) -> str:
+    return cross_table(lab, names, FINALISTS, "Finalists (flat)")
+
+
+TRIMS = [("today's trim: BM25 >= 0.5 x best or cosine within 0.08", ""), ("0.6 / 0.06", "trim_lex=0.6 trim_dense=0.06"),
+         ("0.7 / 0.05", "trim_lex=0.7 trim_dense=0.05"), ("0.8 / 0.03", "trim_lex=0.8 trim_dense=0.03"),
+         ("the best hit only", "trim_lex=9 trim_dense=-1"), ("no trim (k = 3)", "trim_lex=0 trim_dense=1")]
+
+
+def context_table(lab: Lab, names: list[str]) -> str:
+    """The trim rule on the recommended ranking: context bytes against the share of questions answered in context."""
+    out = []
+    for name in [n for n in names if n != "locomo"]:
+        specs = [f"{RECOMMENDED} {t}".strip() for _, t in TRIMS]
+        out.append(run_table(lab, name, specs, ("recall@1", "recall@3", "context_recall")))
+    return "\n".join(out)
+
+
+BEFORE_AFTER = ["fuse=rrf route=today", "fuse=rrf", "fuse=lexical", RECOMMENDED, f"{RECOMMENDED} route=today",
+                f"{RECOMMENDED} route=aggregate:10"]
+LOCOMO_BEFORE_AFTER = [("turn", "hybrid today", "fuse=rrf"), ("turn", "BM25 today", "fuse=lexical"),
+                       ("turn", "recommended", RECOMMENDED), ("turn+date", "recommended", RECOMMENDED),
+                       ("window2+date", "recommended", RECOMMENDED),
+                       ("window2+date", "RRF 10, one field", f"fuse=rrf rrf_k=10 {CONCAT}"),
+                       ("window2+date", "recommended with b 0.3", f"fuse=minmax alpha=0.5 {CONCAT} b=0.3 side.rest=0.2"),
+                       ("window3+date", "recommended", RECOMMENDED), ("chunk4+date", "recommended", RECOMMENDED)]
+
+
+def before_after_table(lab: Lab, names: list[str]) -> str:
+    """Today's modes against the recommendation, per corpus (the first row is today's default, 2-hop)."""
+    out = [run_table(lab, name, BEFORE_AFTER, ("recall@1", "recall@3", "recall@5", "mrr", "ndcg@10", "context_recall",
+                                               "route_hit"))
+           for name in names if name != "locomo"]
+    if "locomo" in names:
+        out.append(units_table(lab, names, LOCOMO_BEFORE_AFTER, 0))
+    return "\n".join(out)
 
 
 TABLES: dict = {"lexical": lexical_table, "analysis": analysis_table, "k1b": k1b_table, "fusion": fusion_table,
                 "embed": embed_table, "routing": routing_table, "units": units_table,
-                "categories": categories,
-                "loco": loco_table}
+                "categories": categories, "kinds": kinds_table,
+                "loco": loco_table, "finalists": finalists_table, "context": context_table,
+                "before-after": before_after_table}

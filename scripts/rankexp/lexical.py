@@ -39,6 +39,7 @@ class LexConfig:
     stopwords: bool = True
     idf: str = "whoosh"      # whoosh: ln(N/(df+1))+1; robertson: ln(1 + (N-df+0.5)/(df+0.5))
     quantize: bool = True    # whoosh keeps field lengths in one byte; only the perfield model uses this
+    side: tuple = ()         # (field, weight): scored as its own BM25 and added (e.g. the body's rest beside one field)
 
     def with_weights(self, **weights: float) -> "LexConfig":
         """A copy with some field weights changed (0 drops a field)."""
@@ -56,7 +57,8 @@ class LexConfig:
         """Compact, reproducible spelling of this config (what the tables print)."""
         weights = " ".join(f"{f[:3]}{w:g}" for f, w in self.weights if w)
         fb = (" b[" + " ".join(f"{f[:3]}{v:g}" for f, v in self.field_b) + "]") if self.field_b else ""
-        return f"{self.model} k1={self.k1:g} b={self.b:g}{fb} {self.stem}{'' if self.stopwords else '/stop-off'} idf={self.idf} | {weights}"
+        side = (" side[" + " ".join(f"{f}{w:g}" for f, w in self.side) + "]") if self.side else ""
+        return f"{self.model}{side} k1={self.k1:g} b={self.b:g}{fb} {self.stem}{'' if self.stopwords else '/stop-off'} idf={self.idf} | {weights}"
 
 
 def _idf(kind: str, n: int, df: np.ndarray | int):
@@ -104,6 +106,13 @@ class LexicalIndex:
 
     def score(self, terms: list[str], config: LexConfig) -> np.ndarray:
         """Scores of every document for the (analysed, distinct) query terms."""
+        scores = self._score(terms, config)
+        for name, weight in config.side:
+            if weight and name in self.fields:
+                scores += self._score(terms, replace(config, model="perfield", weights=((name, weight),), side=()))
+        return scores
+
+    def _score(self, terms: list[str], config: LexConfig) -> np.ndarray:
         scores = np.zeros(self.n, dtype=np.float64)
         weights = {f: w for f, w in config.weights if w and f in self.fields}
         field_b = dict(config.field_b)

@@ -28,6 +28,8 @@ class Variant:
     depth: int = DEPTH
     embed: str = "palace"     # which text is embedded (corpora.EMBED_TEXTS)
     route: str = "flat"       # flat | today | today-noguard | keep:F | top:N | boost:B | reorder:K | aggregate:N
+    trim_lex: float = 0.5     # palace's trim: a later hit is handed over when its BM25 >= this share of the best's...
+    trim_dense: float = 0.08  # ...or its cosine is within this of the best's (1 = no trim)
 
     def spec(self) -> str:
         """key=value pairs that differ from the defaults (parse_variant reads them back)."""
@@ -40,6 +42,8 @@ class Variant:
                     out += [f"w.{k}=0" for k in dict(base.lex.weights) if k not in dict(value)]
                 elif f.name == "field_b":
                     out += [f"b.{k}={v:g}" for k, v in value]
+                elif f.name == "side":
+                    out += [f"side.{k}={v:g}" for k, v in value]
                 else:
                     out.append(f"{f.name}={value}")
         for f in fields(Variant):
@@ -54,7 +58,9 @@ def parse_variant(spec: str, start: Variant | None = None) -> Variant:
     lex = variant.lex
     for item in shlex.split(spec.replace(",", " ")):
         key, _, value = item.partition("=")
-        if key.startswith("w."):
+        if key.startswith("side."):
+            lex = replace(lex, side=tuple({**dict(lex.side), key[5:]: float(value)}.items()))
+        elif key.startswith("w."):
             lex = lex.with_weights(**{key[2:]: float(value)})
         elif key.startswith("b."):
             lex = lex.with_b(**{key[2:]: float(value)})
@@ -197,10 +203,7 @@ def fuse(v: Variant, lex_list, dense_list, id_rank) -> list[int]:
 
 # ---- the context handed over ----------------------------------------------------------------
 
-TRIM_LEXICAL_SHARE, TRIM_DENSE_GAP = 0.5, 0.08  # palace_cli/retrieve.py trim_hits
-
-
-def trimmed(ranked: Ranked, k: int = 3) -> list[int]:
+def trimmed(ranked: Ranked, k: int = 3, share: float = 0.5, gap: float = 0.08) -> list[int]:
     """palace's trim rule on the top k: keep hits close to the best by BM25 share or cosine gap."""
     rows = ranked.rows[:k]
     if len(rows) <= 1:
@@ -210,9 +213,9 @@ def trimmed(ranked: Ranked, k: int = 3) -> list[int]:
     for row in rows[1:]:
         close = False
         if row in ranked.lexical and best in ranked.lexical:
-            close |= ranked.lexical[row] >= TRIM_LEXICAL_SHARE * ranked.lexical[best]
+            close |= ranked.lexical[row] >= share * ranked.lexical[best]
         if row in ranked.dense and best in ranked.dense:
-            close |= ranked.dense[row] >= ranked.dense[best] - TRIM_DENSE_GAP
+            close |= ranked.dense[row] >= ranked.dense[best] - gap
         if not close:
             break
         kept.append(row)
