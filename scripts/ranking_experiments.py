@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from rankexp import experiments  # noqa: E402
-from rankexp.corpora import CORPORA, LOCOMO_UNITS  # noqa: E402
+from rankexp import experiments
+from rankexp.corpora import CORPORA, LOCOMO_UNITS
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -77,7 +77,7 @@ class Corpus:
         self.id_rank[order] = np.arange(len(ids))
         self.row_of = {d.id: r for r, d in enumerate(self.docs)}
 
-    def lexical(self, stem: str, stopwords: bool, fields_filter=None) -> dict[str, LexicalIndex]:
+    def lexical(self, stem: str, stopwords: bool) -> dict[str, LexicalIndex]:
         """group -> LexicalIndex over that group's docs (built once per analyzer)."""
         key = (stem, stopwords)
         if key not in self._lexical:
@@ -87,7 +87,7 @@ class Corpus:
 
     def embed_texts(self, variant: str) -> list[str]:
         """The text embedded for each doc under an embedding-text variant (`palace` is today's)."""
-        if variant == "palace" or self.name in ("scifact", "locomo") or variant.startswith("locomo"):
+        if variant == "palace" or self.name in ("scifact", "locomo"):  # one text per unit there
             return [d.embed for d in self.docs]
         parts = EMBED_TEXTS[variant]
         out = []

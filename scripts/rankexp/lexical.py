@@ -41,13 +41,13 @@ class LexConfig:
     quantize: bool = True    # whoosh keeps field lengths in one byte; only the perfield model uses this
     side: tuple = ()         # (field, weight): scored as its own BM25 and added (e.g. the body's rest beside one field)
 
-    def with_weights(self, **weights: float) -> "LexConfig":
+    def with_weights(self, **weights: float) -> LexConfig:
         """A copy with some field weights changed (0 drops a field)."""
         merged = dict(self.weights)
         merged.update(weights)
         return replace(self, weights=tuple(merged.items()))
 
-    def with_b(self, **field_b: float) -> "LexConfig":
+    def with_b(self, **field_b: float) -> LexConfig:
         """A copy with per-field b overrides."""
         merged = dict(self.field_b)
         merged.update(field_b)
@@ -85,7 +85,7 @@ class LexicalIndex:
     fields: dict[str, FieldIndex] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, docs: list[dict[str, str]], stem: str = "porter", stopwords: bool = True) -> "LexicalIndex":
+    def build(cls, docs: list[dict[str, str]], stem: str = "porter", stopwords: bool = True) -> LexicalIndex:
         """Index `docs` (each a dict field -> text)."""
         analyse = analyzer(stem, stopwords)
         names = sorted({name for doc in docs for name in doc})

@@ -19,7 +19,7 @@ KEEP = 50    # ranked rows kept per query (LoCoMo reports recall@50)
 class Variant:
     """A full retrieval configuration; `spec()` spells it so any row of a table can be re-run with --variant."""
 
-    lex: LexConfig = LexConfig()
+    lex: LexConfig = field(default_factory=LexConfig)
     fuse: str = "rrf"         # lexical | dense | rrf | minmax | zscore | tiebreak
     rrf_k: float = 60
     w_lex: float = 1.0        # RRF weights
@@ -183,10 +183,12 @@ def fuse(v: Variant, lex_list, dense_list, id_rank) -> list[int]:
         for weight, ranking in ((v.alpha, lex_list), (1 - v.alpha, dense_list)):
             values = np.array([s for _, s in ranking])
             if v.fuse == "minmax":
-                low, spread = values.min(), (values.max() - values.min()) or 1.0
+                low, spread = values.min(), values.max() - values.min()
+                if spread == 0:  # one candidate, or all equal: each listed doc gets the full share
+                    low, spread = values.min() - 1.0, 1.0
             else:
                 low, spread = values.mean(), values.std() or 1.0
-            floor = (values.min() - low) / spread  # a doc missing from a list counts as that list's worst
+            floor = 0.0 if v.fuse == "minmax" else (values.min() - low) / spread  # missing: the list's worst
             normed = {i: (s - low) / spread for i, s in ranking}
             for i in set(normed) | set(score) | {j for j, _ in lex_list} | {j for j, _ in dense_list}:
                 score[i] = score.get(i, 0.0) + weight * normed.get(i, floor)
