@@ -26,6 +26,7 @@ EMBED_TEXTS = {
     "subject+content": ("subject", "content"),
     "subject+image+content": ("subject", "image", "content"),
     "everything": ("subject", "anchor", "keywords", "image", "content", "rest"),
+    "content-first": ("subject", "anchor", "keywords", "content", "image"),
 }
 
 
@@ -115,11 +116,8 @@ def _body_rest(memory) -> str:
 
 def palace_docs(palace) -> list[Doc]:
     """Every memory of a palace, with the fields palace's lexical index holds plus the body's rest."""
-    from palace_cli.catalog import load_catalog
-    from palace_cli.refresh import indexes
-
-    catalog = load_catalog(palace)
-    memories = {m.path: m for m in indexes(palace).store.memories(catalog.paths)}
+    catalog = palace.index.catalog()
+    memories = {m.path: m for m in palace.index.store.memories(catalog.paths)}
     docs = []
     for note_id, path, domain in zip(catalog.ids, catalog.paths, catalog.domains):
         m = memories[path]
@@ -140,8 +138,8 @@ def _queries(path: Path) -> list[Query]:
 
 
 def _ready(root: Path, embedder):
+    from palace_cli.index.refresh import refresh
     from palace_cli.palace import Palace
-    from palace_cli.refresh import refresh
 
     palace = Palace(root)
     refresh(palace, embedder=embedder)
@@ -178,8 +176,8 @@ def skill_corpus(cache: Path, embedder) -> Corpus:
 
 def scifact_corpus(cache: Path, embedder) -> Corpus:
     """SciFact as `palace bench retrieval --beir` imports it (51 clustered domains); reuses that palace when built."""
+    from palace_cli.backends.install import models_dir
     from palace_cli.bench.retrieval import beir_palace
-    from palace_cli.models import models_dir
 
     root = cache / "palaces" / "scifact"
     if not (root / "palace.toml").exists():

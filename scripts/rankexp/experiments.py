@@ -51,9 +51,7 @@ class Lab:
             corpus = corpora.load(name, self.cache_dir, self.embedder if self.dense else None, unit or "turn")
             if corpus.palace is not None and self.embeddings is not None:
                 # palace's own vectors (keyed by the same text hash) seed the cache: nothing is embedded twice
-                from palace_cli.refresh import indexes
-
-                model_id, keys, matrix = indexes(corpus.palace).vectors.load()
+                model_id, keys, matrix = corpus.palace.index.vectors.load()
                 if model_id == self.embeddings.model_id and len(keys):
                     self.embeddings.seed(keys, matrix)
             routes = palace_routes(corpus, self.cache_dir) if corpus.palace is not None and self.dense else {}
@@ -82,8 +80,7 @@ class Lab:
 
 def check(lab: Lab) -> str:
     """The harness reproduces palace: analyzer terms, and the whoosh BM25F top 10 on example-palace and the skill corpus."""
-    from palace_cli.refresh import indexes
-    from palace_cli.textindex import PalaceAnalyzer
+    from palace_cli.index.text import PalaceAnalyzer
 
     from .lexical import top
     from .text import analyzer
@@ -95,7 +92,7 @@ def check(lab: Lab) -> str:
         corpus = runner.corpus
         texts = [t for d in corpus.docs for t in d.fields.values()] + [q.text for q in corpus.queries]
         same_terms = sum([t.text for t in palace_analyzer(x)] == ours(x) for x in texts)
-        text_index = indexes(corpus.palace).text
+        text_index = corpus.palace.index.text
         same = close = 0
         for qi, q in enumerate(corpus.queries):
             theirs = text_index.search(q.text, limit=10)
@@ -108,7 +105,7 @@ def check(lab: Lab) -> str:
 
 
 def whoosh_one_field(lab: Lab, names=("example", "skill", "scifact")) -> str:
-    """The recommended lexical ranking built in real whoosh (one `text` field plus `rest` at 0.2, BM25 k1 1.2,
+    """The recommended lexical ranking built in real whoosh (one `text` field plus `rest` at 0.1, BM25 k1 1.2,
     b 0.5, Robertson idf through a WeightingModel subclass): its MRR beside the harness's, and query times
     beside palace's five-field index on the same machine."""
     import math
@@ -120,8 +117,7 @@ def whoosh_one_field(lab: Lab, names=("example", "skill", "scifact")) -> str:
     from whoosh.fields import ID, TEXT, Schema
     from whoosh.query import Or, Term
 
-    from palace_cli.refresh import indexes
-    from palace_cli.textindex import PalaceAnalyzer
+    from palace_cli.index.text import PalaceAnalyzer
 
     from .evaluate import query_metrics
     from .rank import Ranked
@@ -132,7 +128,7 @@ def whoosh_one_field(lab: Lab, names=("example", "skill", "scifact")) -> str:
             total = searcher.get_parent().doc_count_all()
             return math.log(1 + (total - n + 0.5) / (n + 0.5))
 
-    spec = parse_variant(f"fuse=lexical {CONCAT} b=0.5 side.rest=0.2")
+    spec = parse_variant(f"fuse=lexical {CONCAT} b=0.5 side.rest=0.1")
     lines = []
     for name in names:
         runner = lab.runner(name)
@@ -148,11 +144,11 @@ def whoosh_one_field(lab: Lab, names=("example", "skill", "scifact")) -> str:
                                 rest=f.get("rest", ""))
         writer.commit()
         theirs_mrr, ours_mrr, same, times_one, times_palace = [], [], 0, [], []
-        text_index = indexes(corpus.palace).text
+        text_index = corpus.palace.index.text
         with ix.searcher(weighting=RobertsonBM25F(B=0.5, K1=1.2)) as searcher:
             for qi, q in enumerate(corpus.queries):
                 terms = analyzer_terms(q.text)
-                query = Or([Term("text", t) for t in terms] + [Term("rest", t, boost=0.2) for t in terms])
+                query = Or([Term("text", t) for t in terms] + [Term("rest", t, boost=0.1) for t in terms])
                 query.matcher_type = Or.ARRAY_MATCHER
                 started = time.perf_counter()
                 hits = [h["id"] for h in searcher.search(query, limit=10)] if terms else []
@@ -241,6 +237,7 @@ def cross_table(lab: Lab, names: list[str], rows: list[tuple[str, str]], title: 
     return _markdown(title, head, out)
 
 
+CONCAT = "model=concat idf=robertson w.image=1 w.anchor=1"
 BM25F = "model=bm25f idf=robertson w.image=1 w.anchor=1 w.subject=2 w.keywords=2"
 LEXICAL = [
     ("today: whoosh per-field BM25 sum, palace weights", "fuse=lexical"),
@@ -257,6 +254,9 @@ LEXICAL = [
      "fuse=lexical model=concat idf=robertson w.keywords=0 w.anchor=0 w.image=1"),
     ("one field: every field", "fuse=lexical model=concat idf=robertson w.image=1 w.anchor=1"),
     ("one field: every field + body rest", "fuse=lexical model=concat idf=robertson w.image=1 w.anchor=1 w.rest=1"),
+    ("one field + body rest as a side field 0.1", f"fuse=lexical {CONCAT} side.rest=0.1"),
+    ("one field + body rest as a side field 0.2", f"fuse=lexical {CONCAT} side.rest=0.2"),
+    ("one field + body rest as a side field 0.3", f"fuse=lexical {CONCAT} side.rest=0.3"),
     ("one field, subject counted twice", "fuse=lexical model=concat idf=robertson w.image=1 w.anchor=1 w.subject=2"),
     ("one field, whoosh idf", "fuse=lexical model=concat w.image=1 w.anchor=1"),
     ("true BM25F, palace weights", "fuse=lexical model=bm25f idf=robertson"),
@@ -272,7 +272,6 @@ LEXICAL = [
      f"fuse=lexical {BM25F} b.content=0.9 b.image=0.9 b.subject=0.3 b.keywords=0.3 b.anchor=0.3"),
 ]
 
-CONCAT = "model=concat idf=robertson w.image=1 w.anchor=1"
 ANALYSIS = [
     ("today (Porter, stopwords)", "fuse=lexical"),
     ("today, no stemming", "fuse=lexical stem=none"),
@@ -311,7 +310,7 @@ def kinds_table(lab: Lab, names: list[str], rows=None) -> str:
         head = ["ranking", "spec"] + [f"{k} ({len(lab.result(name, parse_variant(KIND_ROWS[0][1])).values('mrr', k))}) r@1 / MRR"
                                       for k in kinds] + ["all r@1 / MRR"]
         body = []
-        for label, spec in rows or KIND_ROWS:
+        for label, spec in rows or KIND_ROWS + [("recommended", RECOMMENDED)]:
             r = lab.result(name, parse_variant(spec))
             body.append([label, f"`{spec}`"] + [f"{fmt(r.mean('recall@1', k))} / {fmt(r.mean('mrr', k))}" for k in kinds]
                         + [f"{fmt(r.mean('recall@1'))} / {fmt(r.mean('mrr'))}"])
@@ -360,7 +359,8 @@ def fusion_table(lab: Lab, names: list[str]) -> str:
 
 
 EMBED = [("today: subject, anchor, keywords, image, content", "fuse=dense")] + [
-    (name, f"fuse=dense embed={name}") for name in ("no-image", "subject+content", "subject+image+content", "everything")]
+    (name, f"fuse=dense embed={name}")
+    for name in ("no-image", "subject+content", "subject+image+content", "everything", "content-first")]
 
 
 def embed_table(lab: Lab, names: list[str]) -> str:
@@ -507,12 +507,13 @@ def categories(lab: Lab, names: list[str]) -> str:
     return categories_table(lab, rows) if "locomo" in names else ""
 
 
-RECOMMENDED = f"fuse=minmax alpha=0.5 {CONCAT} b=0.5 side.rest=0.2"
+RECOMMENDED = f"fuse=minmax alpha=0.5 {CONCAT} b=0.5 side.rest=0.1 embed=content-first"
 FINALISTS = [("today: flat hybrid", "fuse=rrf"),
              ("A: one field, min-max 0.5", f"fuse=minmax alpha=0.5 {CONCAT}"),
              ("B: A with b 0.5", f"fuse=minmax alpha=0.5 {CONCAT} b=0.5"),
              ("C: A with b 0.3", f"fuse=minmax alpha=0.5 {CONCAT} b=0.3"),
-             ("D: B + body rest as a side field 0.2 (recommended)", RECOMMENDED),
+             ("D: B + body rest as a side field 0.2", f"fuse=minmax alpha=0.5 {CONCAT} b=0.5 side.rest=0.2"),
+             ("D': B + body rest 0.1, content embedded before the Image (recommended)", RECOMMENDED),
              ("E: B, whoosh idf", "fuse=minmax alpha=0.5 model=concat w.image=1 w.anchor=1 b=0.5"),
              ("F: B, subject and keywords twice", f"fuse=minmax alpha=0.5 {CONCAT} b=0.5 w.subject=2 w.keywords=2"),
              ("G: true BM25F S2 K2, b 0.5, min-max", f"fuse=minmax alpha=0.5 {BM25F} b=0.5"),
@@ -541,14 +542,15 @@ def context_table(lab: Lab, names: list[str]) -> str:
     return "\n".join(out)
 
 
-BEFORE_AFTER = ["fuse=rrf route=today", "fuse=rrf", "fuse=lexical", RECOMMENDED, f"{RECOMMENDED} route=today",
+BEFORE_AFTER = ["fuse=rrf route=today", "fuse=rrf", "fuse=lexical", RECOMMENDED, f"{RECOMMENDED} trim_lex=0.6 trim_dense=0.06",
+                f"{RECOMMENDED} route=today",
                 f"{RECOMMENDED} route=aggregate:10"]
 LOCOMO_BEFORE_AFTER = [("turn", "hybrid today", "fuse=rrf"), ("turn", "BM25 today", "fuse=lexical"),
                        ("turn", "recommended", RECOMMENDED), ("turn+date", "recommended", RECOMMENDED),
                        ("window2+date", "recommended", RECOMMENDED),
                        ("window2+date", "recommended, neighbours at weight 1 (one plain field)", f"{RECOMMENDED} w.context=1"),
                        ("window2+date", "RRF 10, one field", f"fuse=rrf rrf_k=10 {CONCAT}"),
-                       ("window2+date", "recommended with b 0.3", f"fuse=minmax alpha=0.5 {CONCAT} b=0.3 side.rest=0.2"),
+                       ("window2+date", "recommended with b 0.3", f"{RECOMMENDED} b=0.3"),
                        ("window3+date", "recommended", RECOMMENDED), ("chunk4+date", "recommended", RECOMMENDED)]
 
 

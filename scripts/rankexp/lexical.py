@@ -22,7 +22,7 @@ from whoosh.util.numeric import byte_to_length, length_to_byte
 
 from .text import analyzer
 
-# Today's defaults (palace_cli/textindex.py): whoosh BM25F(B=0.75, K1=1.2) and these weights.
+# Today's defaults (palace_cli/index/text.py): whoosh BM25F(B=0.75, K1=1.2) and these weights.
 PALACE_WEIGHTS = {"subject": 1.0, "keywords": 1.0, "anchor": 0.5, "image": 0.2, "content": 1.0}
 
 

@@ -17,14 +17,15 @@ def palace_routes(corpus, cache_dir: Path) -> dict[str, list[tuple[str, float]]]
     """qid -> palace's own hop-1 confidences (exact phrases, descriptor BM25, centroid cosine), cached on disk."""
     if corpus.palace is None:
         return {}
-    from palace_cli.catalog import load_catalog
     from palace_cli.retrieve import route
 
-    path = Path(cache_dir) / f"routes-{corpus.name}-{len(corpus.docs)}-{len(corpus.queries)}.json"
+    dense = corpus.palace.index.dense().embedder
+    model = (dense.model_id if dense else "lexical").replace("/", "_").replace("@", "_").replace(":", "_")
+    path = Path(cache_dir) / f"routes-{corpus.name}-{len(corpus.docs)}-{len(corpus.queries)}-{model}.json"
     cached = json.loads(path.read_text()) if path.exists() else {}
     missing = [q for q in corpus.queries if q.qid not in cached]
     if missing:
-        catalog = load_catalog(corpus.palace)
+        catalog = corpus.palace.index.catalog()
         for q in missing:
             _, considered = route(corpus.palace, catalog, q.text)
             cached[q.qid] = [(r.domain, r.confidence) for r in considered]
