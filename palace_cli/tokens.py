@@ -237,7 +237,7 @@ def fold(word: str) -> str:
 def phrase_key(phrase: str) -> str:
     """The key two spellings of a phrase share when they differ only in case, punctuation, hyphens,
     spacing of compounds or plural endings: the folded words, joined without spaces."""
-    return "".join(fold(w) for w in words(phrase))
+    return "".join(_fold(w) for w in words(phrase))
 
 
 def find_phrases(text: str, phrases: dict[str, str], slack: int = 2) -> list[tuple[str, int, int, bool]]:

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import ImportFailed
 from .model import (ReadProblem, ReadResult, Session, Turn, clean_text, iso_time, one_line, participants_of, session_id,
                     slug, text_id, unique_turn_ids)
-from .sources import json_records, read_text, shown, thinking_block, threads, tool_line
+from .sources import read_export, thinking_block, threads, tool_line
 
 FORMAT = SOURCE = "chatgpt"
 TOOL_OUTPUT = {"execution_output", "tether_browsing_display", "tether_quote", "system_error", "computer_output"}
@@ -24,15 +23,7 @@ HIDDEN = {"user_editable_context", "model_editable_context"}
 
 def read(path: Path, include: frozenset[str]) -> ReadResult:
     """Every conversation of an export's conversations.json (the file, or the unpacked export folder)."""
-    file = path / "conversations.json" if path.is_dir() else path
-    if not file.is_file():
-        raise ImportFailed(f"{path}: no conversations.json")
-    result = ReadResult(FORMAT)
-    where = shown(file)
-    text = read_text(file, result)
-    for number, (line, conversation) in enumerate(json_records(text, where, result.problems), 1):
-        _conversation(conversation, where, line, number, include, result)
-    return result
+    return read_export(path, FORMAT, include, _conversation)
 
 
 def _conversation(conversation, where: str, line: int, number: int, include: frozenset[str],

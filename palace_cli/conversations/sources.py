@@ -40,6 +40,23 @@ def read_conversations(path: Path, format: str, include: frozenset[str] = frozen
     return read(Path(path), frozenset(include))
 
 
+def read_export(path: Path, format: str, include: frozenset[str], conversation) -> ReadResult:
+    """Every conversation of a `conversations.json` export (the file, or the unpacked export folder).
+
+    `conversation(record, where, line, number, include, result)` reads one record into `result`;
+    the ChatGPT and Claude.ai exports differ only in that.
+    """
+    file = path / "conversations.json" if path.is_dir() else path
+    if not file.is_file():
+        raise ImportFailed(f"{path}: no conversations.json")
+    result = ReadResult(format)
+    where = shown(file)
+    text = read_text(file, result)
+    for number, (line, record) in enumerate(json_records(text, where, result.problems), 1):
+        conversation(record, where, line, number, include, result)
+    return result
+
+
 def files_under(directory: Path, suffixes: tuple[str, ...]) -> list[Path]:
     """Files with one of the suffixes under a directory, sorted, skipping hidden and tool folders."""
     found = []

@@ -21,7 +21,7 @@ from . import Batch, Record, json_line_error, map_ids
 from .clustering import cluster
 
 FORMAT = "beir"
-EMBED_BATCH = 32
+EMBED_BATCH = 128  # the embedder packs a batch into few sequences; bigger batches keep both workers busy
 CLUSTER_WITH = ("auto", "tfidf", "embedder")
 
 
