@@ -1,9 +1,10 @@
-"""Grounded answers: retrieve (two hops), abstain or generate, then verify the answer's citations.
+"""Grounded answers: retrieve (two hops), abstain, or answer (generated when a capable model's answer verifies,
+else extractive: the handed memories' own sentences, each cited), then verify.
 
-Abstention uses the retrieval confidence of the top hit, before any generation (so it costs
-nothing): with an embedder installed that is the top hit's dense cosine to the question; without
-one (or in a lexical profile) it is the top hit's BM25 score squashed into [0, 1) as
-1 - exp(-bm25 / 10). The two live on different scales, so each has its own threshold.
+Abstention weighs recall's top hit before any generation (abstention.py). A generated answer is tried only
+when the generator is worth asking (backends.unfit_reason: configured, and under `use_generator = "auto"`
+big enough to follow the citation instruction); when it fails verification the extractive answer replaces it,
+so `ask` never presents a suspected hallucination of its own as the answer.
 """
 
 from __future__ import annotations
@@ -13,23 +14,24 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from .errors import ConfigError, ModelError, UsageError
+from .abstention import Evidence, thresholds, weigh
+from .errors import ModelError, UsageError
+from .extract import compose, extract, sentence_line
 from .generation import cached
 from .palace import Palace
 from .retrieve import Recall, context_entry, recall
-from .tokens import STOPWORDS, words
+from .tokens import STOPWORDS, contains_phrase, words
 from .validity import format_moment, parse_moment
 from .verify import Verdict, verify_response
 
-# Calibrated by `palace bench verify` on the example palace's 24 absent-knowledge questions
-# (the threshold that maximises abstention F1; see docs/benchmarks.md). Override in palace.toml:
-# [retrieval] abstain_below = 0.4 (either signal) or abstain_below = {dense = 0.4, lexical = 0.5}.
-ABSTAIN_BELOW = {"dense": 0.351, "lexical": 0.886}
 MAX_TOKENS = 160
 ANSWER_INSTRUCTION = ("Answer the question in two or three sentences using only the memories above. "
                       "End with the verify token of each memory you used, written as [verify: token].")
 NO_CONTEXT_INSTRUCTION = ("Answer the question in two or three sentences. "
                           "End with the verify token of each memory you used, written as [verify: token].")
+# A small model often pastes its prompt back (headings, verify lines, the question): that cites the token
+# without answering anything (docs/benchmarks.md, "echoes context"), so it does not count as an answer.
+ECHO = re.compile(r"(?im)^\s*(##\s|verify:|question:|content:|anchor:)")
 
 
 @dataclass
@@ -52,6 +54,11 @@ class Answer:
     cached: bool = False
     elapsed_ms: float = 0.0
     raw: str = ""                # the generator's text as it came, when `text` dropped repeats from it
+    mode: str | None = None      # generated | extractive (None when abstaining)
+    note: str = ""               # why the answer is extractive: the model was not asked, or failed verification
+    evidence: Evidence | None = None
+    sentences: list[dict] = field(default_factory=list)  # extractive: id, text, path, line of each sentence
+    generated: dict | None = None                        # a generated answer that failed verification
 
     @property
     def exit_code(self) -> int:
@@ -60,14 +67,22 @@ class Answer:
 
     def as_dict(self) -> dict:
         """The JSON contract of `palace ask --json`."""
-        return {
-            "question": self.question, "status": self.status, "answer": self.text, "reason": self.reason,
+        data = {
+            "question": self.question, "status": self.status, "mode": self.mode, "answer": self.text,
+            "reason": self.reason, "note": self.note,
             "confidence": round(self.confidence, 4), "threshold": self.threshold, "signal": self.signal,
+            "evidence": self.evidence.as_dict() if self.evidence else None,
             "memories": self.memories, "route": self.route, "needs": self.needs, "suggestion": self.suggestion,
             "verdict": self.verdict.as_dict() if self.verdict else None, "model": self.model,
             "cached": self.cached, "elapsed_ms": round(self.elapsed_ms, 1),
-            **({"raw_answer": self.raw} if self.raw else {}),
         }
+        if self.sentences:
+            data["sentences"] = self.sentences
+        if self.generated:
+            data["generated"] = self.generated
+        if self.raw:
+            data["raw_answer"] = self.raw
+        return data
 
 
 def build_prompt(context: str, question: str) -> str:
@@ -90,24 +105,9 @@ def drop_repeats(text: str) -> str:
     return "\n\n".join(kept)
 
 
-def signal_of(result: Recall) -> str:
-    """Which confidence signal a recall reports: "dense" (cosine) or "lexical" (squashed BM25)."""
-    return "dense" if result.hits and "dense" in result.hits[0].parts else "lexical"
-
-
 def abstain_threshold(palace: Palace, signal: str) -> float:
-    """The abstention threshold for `signal` from palace.toml [retrieval] abstain_below, else the default."""
-    setting = palace.config.retrieval.get("abstain_below")
-    if setting is None:
-        return ABSTAIN_BELOW[signal]
-    if isinstance(setting, dict):
-        value = setting.get(signal, ABSTAIN_BELOW[signal])
-    else:
-        value = setting
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"palace.toml [retrieval] abstain_below: {value!r} is not a number") from None
+    """The confidence threshold for `signal` (palace.toml [retrieval] abstain_below, else the default)."""
+    return thresholds(palace, signal)[0]
 
 
 def handed_memories(palace: Palace, refs: list[str]) -> list[dict]:
@@ -163,49 +163,114 @@ def needs_for(question: str, result: Recall) -> list[str]:
     return out
 
 
+def suggested_domain(result: Recall) -> str:
+    """The domain to name in the `palace add` suggestion: only one routed to alone, without falling back,
+    on the question's own words (exact or lexical routing evidence); else the placeholder DOMAIN."""
+    if len(result.route) != 1 or result.fallback or result.hops != 2:
+        return "DOMAIN"
+    parts = result.route[0].parts
+    return result.route[0].domain if parts.get("exact", 0) > 0 or parts.get("lexical", 0) > 0 else "DOMAIN"
+
+
+def _abstain(answer: Answer, question: str, result: Recall, evidence: Evidence) -> Answer:
+    answer.text = "not in this palace"
+    nearest = ", ".join(h.id for h in result.hits[:3]) or "none"
+    if not result.hits:
+        answer.reason = "no memory matches the question"
+    elif not result.context:
+        answer.reason = f"no memory fits in the context budget; nearest memories: {nearest}"
+    else:
+        answer.reason = f"{evidence.describe()}; nearest memories: {nearest}"
+    answer.needs = needs_for(question, result)
+    topic = " ".join(answer.needs[:4]) or question
+    answer.suggestion = f'palace add "{topic}" --domain {suggested_domain(result)}'
+    return answer
+
+
+def _generated(answer: Answer, generator, prompt: str, handed: list[dict], tokens: dict[str, str], *,
+               use_cache: bool, max_tokens: int, rule: str, superseded: dict) -> bool:
+    """Ask the generator; True when its answer verifies (and is an answer, not its prompt pasted back) and is
+    now `answer`'s, else False with the reason in `answer.note` and the failed answer in `answer.generated`."""
+    model = cached(generator, use_cache)
+    try:
+        text = model.complete(prompt, max_tokens=max_tokens, temperature=0.0)
+    except ModelError as exc:  # an endpoint that is down must not cost the answer
+        answer.note = f"the generator failed ({exc})"
+        return False
+    verdict = verify_response(text, handed, tokens, rule=rule, superseded=superseded)
+    shown = drop_repeats(text)
+    answer.model, answer.cached = model.model_id, model.last_cached
+    if verdict.grounded and not ECHO.search(text):
+        answer.mode, answer.status, answer.text, answer.verdict = "generated", "grounded", shown, verdict
+        answer.raw = text if shown != text.strip() else ""
+        answer.reason = verdict.reason
+        answer.memories = [{**m, "cited": m["id"] in verdict.cited_ids} for m in handed]
+        return True
+    status, reason = (verdict.status, verdict.reason) if not verdict.grounded else (
+        "echo", "it pastes its context back instead of answering")
+    answer.generated = {"answer": shown, "status": status, "reason": reason, "model": model.model_id}
+    answer.note = f"the model's answer was not used ({status}: {reason})"
+    return False
+
+
+def extractive(palace: Palace, question: str, memories: list, handed: list[dict], tokens: dict[str, str],
+               rule: str = "any", superseded: dict | None = None) -> tuple[str, Verdict, list]:
+    """The extractive answer from `memories` (ranked), its verdict and the sentences quoted; a sentence that
+    carries another memory's token is left out (the answer must cite only what it was given)."""
+    left_out: set[str] = set()
+    while True:
+        chosen = extract(palace.index.text, question, memories, every=rule == "all", leave_out=frozenset(left_out))
+        text = compose(chosen, memories)
+        verdict = verify_response(text, handed, tokens, rule=rule, superseded=superseded)
+        foreign = [c.token for c in verdict.foreign]
+        carrying = {s.text for s in chosen if any(contains_phrase(s.text, token) for token in foreign)}
+        if not carrying:
+            return text, verdict, chosen
+        left_out |= carrying
+
+
 def ask(palace: Palace, question: str, *, k: int | None = None, profile: str = "reference", generator=None,
         use_cache: bool = True, max_tokens: int = MAX_TOKENS, threshold: float | None = None,
-        rule: str = "any") -> Answer:
-    """Retrieve, then abstain (confidence below the threshold) or generate and verify the answer."""
+        rule: str = "any", generate: str | None = None) -> Answer:
+    """Retrieve, then abstain (too little evidence) or answer: the generator's answer when it verifies, else
+    the extractive one. `generate` (auto, always, never) overrides palace.toml [models] use_generator;
+    `generator` overrides the configured model."""
+    from .backends import USE_GENERATOR, generator_from_config, unfit_reason, use_generator
+
+    if generate is not None and generate not in USE_GENERATOR:
+        raise UsageError(f"unknown generate setting {generate!r}; choose from {', '.join(USE_GENERATOR)}")
     started = time.perf_counter()
     result = recall(palace, question, k=k, profile=profile)
-    signal = signal_of(result)
-    limit = abstain_threshold(palace, signal) if threshold is None else threshold
-    # Only memories whose block made it into the context within the budget were really handed over.
-    handed = [context_entry(h.memory) for h in result.handed if h.memory]
-    answer = Answer(question, "", "abstained", result.confidence, limit, signal,
-                    route=[r.domain for r in result.route])
-    if not result.hits or result.confidence < limit or not result.context:
-        answer.text = "not in this palace"
-        nearest = ", ".join(h.id for h in result.hits[:3]) or "none"
-        answer.reason = (f"retrieval confidence {result.confidence:.2f} ({signal}) is below {limit:g}; "
-                         f"nearest memories: {nearest}")
-        answer.needs = needs_for(question, result)
-        # Name a domain only when routing was sure of one; for a question from nowhere it is noise.
-        domain = answer.route[0] if len(answer.route) == 1 and not result.fallback else "DOMAIN"
-        topic = " ".join(answer.needs[:4]) or question
-        answer.suggestion = f'palace add "{topic}" --domain {domain}'
-        answer.memories = [{**m, "cited": False} for m in handed]
-        answer.elapsed_ms = (time.perf_counter() - started) * 1000
-        return answer
-    if generator is None:
-        from .backends import generator_from_config
-
-        generator = generator_from_config(palace.config.models, palace.root)
+    evidence = weigh(palace, question, result, threshold)
+    memories = [h.memory for h in result.handed if h.memory]  # only blocks that fit the budget were handed over
+    handed = [context_entry(m) for m in memories]
+    answer = Answer(question, "", "abstained", evidence.confidence, evidence.threshold, evidence.signal,
+                    route=[r.domain for r in result.route], evidence=evidence,
+                    memories=[{**m, "cited": False} for m in handed])
+    if not result.hits or not result.context or not evidence.sure:
+        return _finish(_abstain(answer, question, result, evidence), started)
+    tokens = palace.index.store.tokens()
+    superseded = superseded_among(palace, [m["id"] for m in handed])
+    use = generate or use_generator(palace.config.models)
+    if use != "never":  # "never" asks for the extractive answer: nothing to explain
         if generator is None:
-            raise ModelError("no generator: run `palace models install`, or set [models] endpoint and "
-                             "endpoint_model in palace.toml")
-    model = cached(generator, use_cache)
-    text = model.complete(build_prompt(result.context, question), max_tokens=max_tokens, temperature=0.0)
-    verdict = verify_response(text, handed, palace.index.store.tokens(), rule=rule,
-                              superseded=superseded_among(palace, [m["id"] for m in handed]))
-    cited = set(verdict.cited_ids)
-    # The verdict is on the whole text; only what is shown drops the repeats.
-    answer.text, answer.verdict = drop_repeats(text), verdict
-    answer.raw = text if answer.text != text.strip() else ""
+            generator = generator_from_config(palace.config.models, palace.root)
+        answer.note = unfit_reason(generator, palace.config.models, use, task="cite its sources")
+        if not answer.note and _generated(answer, generator, build_prompt(result.context, question), handed, tokens,
+                                          use_cache=use_cache, max_tokens=max_tokens, rule=rule,
+                                          superseded=superseded):
+            return _finish(answer, started)
+    text, verdict, chosen = extractive(palace, question, memories, handed, tokens, rule, superseded)
+    by_id = {m.id: m for m in memories}
+    answer.mode, answer.text, answer.verdict = "extractive", text, verdict
     answer.status = "grounded" if verdict.grounded else "ungrounded"
     answer.reason = verdict.reason
-    answer.memories = [{**m, "cited": m["id"] in cited} for m in handed]
-    answer.model, answer.cached = model.model_id, model.last_cached
+    answer.sentences = [{"id": s.memory_id, "text": s.text, "path": by_id[s.memory_id].path,
+                         "line": sentence_line(by_id[s.memory_id], s.text)} for s in chosen]
+    answer.memories = [{**m, "cited": m["id"] in verdict.cited_ids} for m in handed]
+    return _finish(answer, started)
+
+
+def _finish(answer: Answer, started: float) -> Answer:
     answer.elapsed_ms = (time.perf_counter() - started) * 1000
     return answer

@@ -91,7 +91,24 @@ def test_red_queen_logs_model_reviews_apart_from_the_person(real_generator, exam
     assert status == ""
 
 
+def test_redqueen_with_the_small_installed_model_says_so_in_one_line(with_models, example_palace):
+    before = sorted((example_palace / "reviews").glob("*"))
+    result = CliRunner().invoke(cli, ["--palace", str(example_palace), "redqueen"])
+    assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1
+    assert result.output.startswith("palace: SmolLM2-135M-Instruct.Q4_1 (135M parameters) is too small to recall "
+                                    "memories from their anchors; set [models] endpoint")
+    assert sorted((example_palace / "reviews").glob("*")) == before   # nothing was logged
+
+
+def test_evolve_with_the_small_installed_model_shows_the_factors_and_one_line(with_models, example_palace):
+    result = CliRunner().invoke(cli, ["--palace", str(example_palace), "evolve", "secondary-index"])
+    assert result.exit_code == 0 and "Movement" in result.output and "asking the generator" not in result.output
+    assert "(135M parameters) is too small to propose a better image; set [models] endpoint" in result.output
+
+
 def test_redqueen_command_with_the_installed_model(with_models, example_palace):
+    toml = example_palace / "palace.toml"
+    toml.write_text(toml.read_text(encoding="utf-8") + '\n[models]\nuse_generator = "always"\n', encoding="utf-8")
     result = CliRunner().invoke(cli, ["--palace", str(example_palace), "redqueen", "--rounds", "1", "-n", "1", "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output[result.output.index("{"):])

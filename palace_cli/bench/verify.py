@@ -1,4 +1,4 @@
-"""`palace bench verify`: how well verify tokens detect ungrounded answers, and how well `ask` abstains.
+"""`palace bench verify`: how well verify tokens detect ungrounded answers (`palace bench ask` measures abstention).
 
 The labelled set is built from the palace itself. For every memory M with a question about it:
 - grounded: the generator answers with M's context (the positive case for citing M);
@@ -14,7 +14,6 @@ Every answer is checked as `palace verify --memory M` would: was this answer pro
 from __future__ import annotations
 
 import re
-import statistics
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -23,11 +22,11 @@ from typing import Callable
 
 import numpy as np
 
-from ..ask import ABSTAIN_BELOW, build_prompt
+from ..ask import build_prompt
 from ..generation import cached
 from ..palace import Palace
 from ..profiles import PROFILES
-from ..retrieve import Hit, build_context, recall, search
+from ..retrieve import Hit, build_context, search
 from ..tokens import contains_phrase
 from ..verify import Verdict, verify_response
 from .retrieval import BOOTSTRAP, Query, load_queries
@@ -237,91 +236,10 @@ def score_set(labelled: LabelledSet) -> dict:
     }
 
 
-# ---- abstention ------------------------------------------------------------------------------
-
-
-def abstention_metrics(confidence: list[float], absent: list[bool], threshold: float) -> dict[str, float]:
-    """Precision and recall of abstaining (confidence < threshold) on absent-knowledge questions."""
-    abstain = [c < threshold for c in confidence]
-    m = detection_metrics(abstain, absent)
-    return {"threshold": round(threshold, 4), "precision": round(m["precision"], 4), "recall": round(m["recall"], 4),
-            "f1": round(m["f1"], 4), "abstained_answerable": m["fp"], "answered_absent": m["fn"]}
-
-
-def calibrate(confidence: list[float], absent: list[bool]) -> float:
-    """The threshold that maximises abstention F1 (midway between neighbouring confidences; on a
-    tie, the lower threshold, which abstains less)."""
-    values = sorted(set(confidence))
-    candidates = [values[0] - 1e-6] + [(a + b) / 2 for a, b in zip(values, values[1:])] + [values[-1] + 1e-6]
-    best = max(candidates, key=lambda t: (detection_metrics([c < t for c in confidence], absent)["f1"], -t))
-    return round(best, 4)
-
-
-def cross_validated(confidence: list[float], absent: list[bool], folds: int = 6) -> dict[str, float]:
-    """Abstention precision/recall when each question's threshold was calibrated without it
-    (deterministic stratified folds): the honest number, since 24 absent questions are few."""
-    positives = [i for i, a in enumerate(absent) if a]
-    negatives = [i for i, a in enumerate(absent) if not a]
-    fold_of = {}
-    for group in (positives, negatives):
-        for position, index in enumerate(group):
-            fold_of[index] = position % folds
-    decisions = [False] * len(confidence)
-    thresholds = []
-    for fold in range(folds):
-        train = [i for i in range(len(confidence)) if fold_of[i] != fold]
-        t = calibrate([confidence[i] for i in train], [absent[i] for i in train])
-        thresholds.append(t)
-        for i in range(len(confidence)):
-            if fold_of[i] == fold:
-                decisions[i] = confidence[i] < t
-    m = detection_metrics(decisions, absent)
-    return {"precision": round(m["precision"], 4), "recall": round(m["recall"], 4), "f1": round(m["f1"], 4),
-            "thresholds": [round(min(thresholds), 4), round(max(thresholds), 4)]}
-
-
-def _auc(positives: list[float], negatives: list[float]) -> float:
-    if not positives or not negatives:
-        return 0.0
-    wins = sum((p > n) + 0.5 * (p == n) for p in positives for n in negatives)
-    return round(wins / (len(positives) * len(negatives)), 4)
-
-
-def run_abstention(palace: Palace, queries: list[Query], progress: Progress | None = None) -> dict:
-    """Each question's retrieval confidence, per signal, and abstention quality at the default
-    thresholds, at the in-sample best, and cross-validated."""
-    palace.refresh()
-    signals: dict[str, tuple[list[float], list[bool]]] = {}
-    for position, q in enumerate(queries, start=1):
-        for signal, mode in (("dense", None), ("lexical", "lexical")):
-            result = recall(palace, q.query, profile="reference", mode=mode, do_refresh=False)
-            if signal == "dense" and not (result.hits and "dense" in result.hits[0].parts):
-                continue
-            conf, absent = signals.setdefault(signal, ([], []))
-            conf.append(result.confidence)
-            absent.append(not q.expected)
-        if progress:
-            progress("abstention", position, len(queries))
-    out = {}
-    for signal, (conf, absent) in signals.items():
-        present = [c for c, a in zip(conf, absent) if not a]
-        missing = [c for c, a in zip(conf, absent) if a]
-        out[signal] = {
-            "questions": len(conf), "absent": sum(absent),
-            "confidence_answerable": round(statistics.fmean(present), 4) if present else 0.0,
-            "confidence_absent": round(statistics.fmean(missing), 4) if missing else 0.0,
-            "auc": _auc(present, missing),
-            "default": abstention_metrics(conf, absent, ABSTAIN_BELOW[signal]),
-            "best": abstention_metrics(conf, absent, calibrate(conf, absent)) if missing else {},
-            "cross_validated": cross_validated(conf, absent) if missing else {},
-        }
-    return out
-
-
 def run_verify_bench(palace: Palace, generator=None, queries_path: Path | None = None, *,
                      max_tokens: int = BENCH_MAX_TOKENS, use_cache: bool = True, limit: int | None = None,
                      progress: Progress | None = None) -> dict:
-    """The whole benchmark: the labelled set scored, and abstention on the absent-knowledge questions."""
+    """The whole benchmark: the labelled set scored (abstention is `palace bench ask`'s)."""
     queries = load_queries(queries_path or palace.root / "queries.jsonl")
     labelled = build_set(palace, generator, queries, max_tokens=max_tokens, use_cache=use_cache, limit=limit,
                          progress=progress)
@@ -329,7 +247,7 @@ def run_verify_bench(palace: Palace, generator=None, queries_path: Path | None =
                "max_tokens": max_tokens, "generated": labelled.generated, "from_cache": labelled.from_cache,
                "generation_s": round(labelled.generation_s, 1),
                "generation_cost_s": round(labelled.generation_cost_s, 1), "wall_s": round(labelled.wall_s, 1),
-               "verify": score_set(labelled), "abstention": run_abstention(palace, queries, progress),
+               "verify": score_set(labelled),
                "examples": _examples(labelled.items)}
     return summary
 
@@ -372,11 +290,4 @@ def markdown_report(summary: dict) -> str:
         lines.append(f"| {condition} | {b['n']} | {b['flagged']:.2f} | {b['cites_exact']:.2f} | "
                      f"{b['cites_variant_only']:.2f} | {b['partial_token']:.2f} | {b['foreign_token']:.2f} | "
                      f"{b['bracket_citation']:.2f} | {b['invented_citation']:.2f} | {b['echoes_context']:.2f} |")
-    lines += ["", "| abstention signal | AUC | threshold | precision | recall | best threshold (in-sample) "
-              "| precision | recall | cross-validated precision | recall |", "|---" * 10 + "|"]
-    for signal, a in summary["abstention"].items():
-        d, b, c = a["default"], a["best"], a["cross_validated"]
-        lines.append(f"| {signal} | {a['auc']:.3f} | {d['threshold']:.3f} | {d['precision']:.3f} | {d['recall']:.3f} | "
-                     f"{b.get('threshold', 0):.3f} | {b.get('precision', 0):.3f} | {b.get('recall', 0):.3f} | "
-                     f"{c.get('precision', 0):.3f} | {c.get('recall', 0):.3f} |")
     return "\n".join(lines) + "\n"

@@ -176,6 +176,44 @@ def bench_retrieval(obj, queries_file, beir_dir, locomo_file, scopes, modes, pro
         click.echo(markdown_table(summary))
 
 
+@click.command(name="ask")
+@click.option("--set", "sets", nargs=3, multiple=True, metavar="PALACE QUERIES ANSWERS",
+              help="A palace, its questions (JSON lines) and its answer phrases (JSON lines, or - for none); "
+                   "repeat for each palace to pool. Default: this palace, its queries.jsonl, no answers.")
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@click.pass_obj
+def bench_ask(obj, sets, as_json):
+    """When ask abstains (rules cross-validated over every set's questions pooled) and whether its extractive
+    answers quote the labelled answer phrases.
+
+    Example:
+
+    \b
+    palace bench ask --set example-palace example-palace/queries.jsonl benchmarks/example-palace.answers.jsonl
+                     --set /tmp/skill benchmarks/memory-palace-skill.queries.jsonl -
+    """
+    from pathlib import Path
+
+    from . import render
+    from ..bench.ask import markdown_report, run_ask_bench
+
+    chosen = [(Path(root), Path(queries), None if answers == "-" else Path(answers)) for root, queries, answers in sets]
+    if not chosen:
+        chosen = [(obj.palace.root, obj.palace.root / "queries.jsonl", None)]
+    for root, queries, answers in chosen:
+        for path in (queries, answers):
+            if path is not None and not path.is_file():
+                raise click.UsageError(f"no such file: {path}")
+        if not (root / "palace.toml").is_file():
+            raise click.UsageError(f"{root} is not a palace (no palace.toml)")
+    with render.err.status("asking") as status:
+        summary = run_ask_bench(chosen, progress=lambda name, i, n: status.update(f"{name} {i}/{n}"))
+    if as_json:
+        render.emit_json(summary)
+    else:
+        click.echo(markdown_report(summary), nl=False)
+
+
 @click.command(name="lsp")
 @click.option("--size", type=int, default=10_000, show_default=True, help="Notes in the synthetic palace.")
 @click.option("--requests", type=int, default=200, show_default=True, help="Timed requests of each kind.")
@@ -240,6 +278,7 @@ bench.add_command(bench_retrieval)
 bench.add_command(bench_lsp)
 bench.add_command(bench_similar)
 bench.add_command(bench_verify)
+bench.add_command(bench_ask)
 bench.add_command(bench_index)
 bench.add_command(bench_embed)
 

@@ -377,13 +377,13 @@ def evolve(ctx, ref, accept, as_json):
     Example: palace evolve two-phase-commit --accept
     """
     from ..quiz.evolver import evolve as run_evolve
-    from ..quiz.session import resolve_generator
+    from ..quiz.session import usable_generator
 
     palace = ctx.palace
-    generator = resolve_generator(palace)
+    generator, why_not = usable_generator(palace, "propose a better image")
     if generator is not None and not as_json:
         err.print("asking the generator for a stronger image…", style="dim")
-    result = run_evolve(palace, ref, generator, accept=accept)
+    result = run_evolve(palace, ref, generator, accept=accept, why_not=why_not)
     if as_json:
         return render.emit_json(result.as_dict())
     out.print(f"[bold]{result.memory_id}[/bold] · {result.score.score}/12 ({level(result.score.score)}) · {result.path}",
@@ -415,14 +415,13 @@ def redqueen(ctx, rounds, strategy, count, domain, seed, as_json):
     Example: palace redqueen --rounds 3 -n 10
     """
     from ..errors import ModelError
-    from ..quiz.llm import NEEDS_MODEL
     from ..quiz.redqueen import run_red_queen
-    from ..quiz.session import resolve_generator
+    from ..quiz.session import usable_generator
 
     palace = ctx.palace
-    generator = resolve_generator(palace)
+    generator, why_not = usable_generator(palace, "recall memories from their anchors")
     if generator is None:
-        raise ModelError(f"redqueen {NEEDS_MODEL}")
+        raise ModelError(why_not)
     with render.err.status("Red Queen") as status:
         report = run_red_queen(palace, generator, rounds, strategy, count, domain, seed,
                                progress=lambda done, total, mid: status.update(f"Red Queen {done}/{total}: {mid}"))

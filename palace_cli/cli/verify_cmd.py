@@ -105,21 +105,25 @@ def verify(ctx, response_file, memory_refs, context_file, rule, as_of, as_json):
               help="How much to retrieve and hand over; see docs/retrieval.md.")
 @click.option("--threshold", type=float, default=None,
               help="Abstain below this retrieval confidence (default: palace.toml [retrieval] abstain_below).")
-@click.option("--max-tokens", type=int, default=None, help="Longest answer, in model tokens (default 160).")
+@click.option("--generate", type=click.Choice(["auto", "always", "never"]), default=None,
+              help="Ask the generator: auto (only one big enough to cite), always, never (extractive only). "
+                   "Default: palace.toml [models] use_generator, else auto.")
+@click.option("--max-tokens", type=int, default=None, help="Longest generated answer, in model tokens (default 160).")
 @click.option("--rule", type=click.Choice(RULES), default="any", show_default=True,
               help="Grounded when at least one (any) or every (all) handed memory is cited.")
 @click.option("--no-cache", is_flag=True, help="Ask the model again instead of reusing a cached answer.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @pass_ctx
-def ask(ctx, question, k, profile, threshold, max_tokens, rule, no_cache, as_json):
-    """Answer a question from the palace: retrieve, generate, verify; abstain when the palace cannot answer.
+def ask(ctx, question, k, profile, threshold, generate, max_tokens, rule, no_cache, as_json):
+    """Answer a question from the palace: retrieve, then answer with cited sentences; abstain when it cannot.
 
-    Exit 0 for a grounded answer, 1 when it abstains or the answer fails verification. Example:
-    palace ask "why do retries need jitter?"
+    The answer is the generator's when it cites what it was given, else the notes' own sentences
+    (extractive), each followed by its memory's verify token. Exit 0 for a grounded answer, 1 when it
+    abstains or the answer fails verification. Example: palace ask "why do retries need jitter?"
     """
     from ..ask import MAX_TOKENS, ask as run_ask
 
-    answer = run_ask(ctx.palace, question, k=k, profile=profile, threshold=threshold, rule=rule,
+    answer = run_ask(ctx.palace, question, k=k, profile=profile, threshold=threshold, rule=rule, generate=generate,
                      max_tokens=max_tokens or MAX_TOKENS, use_cache=not no_cache)
     if as_json:
         render.emit_json(answer.as_dict())
@@ -130,14 +134,20 @@ def ask(ctx, question, k, profile, threshold, max_tokens, rule, no_cache, as_jso
             render.out.print(f"it would need a memory about: {', '.join(answer.needs)}", markup=False)
         render.out.print(f"to add one: {answer.suggestion}", markup=False)
     else:
+        if answer.mode == "extractive":
+            render.out.print("[bold]extractive answer[/bold] (sentences quoted from the notes)", markup=True)
         render.out.print(answer.text, markup=False)
         render.out.print()
         _show_verdict(answer.verdict)
         used = [f"{m['id']}" + (" (cited)" if m["cited"] else "") for m in answer.memories]
         render.out.print(f"memories: {', '.join(used)}", markup=False)
-        render.out.print(f"confidence {answer.confidence:.2f} ({answer.signal}) >= {answer.threshold:g}; "
-                         f"{answer.model}{' (cached)' if answer.cached else ''}; {answer.elapsed_ms:.0f} ms",
-                         markup=False)
+        if answer.sentences:
+            render.out.print("from: " + ", ".join(dict.fromkeys(f"{s['path']}:{s['line']}" for s in answer.sentences)),
+                             markup=False)
+        if answer.note:  # why the model's answer is not the one shown (--json has it)
+            render.out.print(answer.note, markup=False, style="dim")
+        made = f"{answer.model}{' (cached)' if answer.cached else ''}" if answer.mode == "generated" else "extractive"
+        render.out.print(f"{answer.evidence.describe()}; {made}; {answer.elapsed_ms:.0f} ms", markup=False)
     click.get_current_context().exit(answer.exit_code)
 
 
@@ -146,12 +156,12 @@ def ask(ctx, question, k, profile, threshold, max_tokens, rule, no_cache, as_jso
               help="Query file (default: queries.jsonl at the palace root).")
 @click.option("--max-tokens", type=int, default=80, show_default=True, help="Longest generated answer.")
 @click.option("--limit", type=int, default=None, help="Only the first N memories (a quick run).")
-@click.option("--no-generate", is_flag=True, help="Skip the generator: adversarial answers and abstention only.")
+@click.option("--no-generate", is_flag=True, help="Skip the generator: adversarial answers only.")
 @click.option("--no-cache", is_flag=True, help="Generate every answer again instead of reusing cached ones.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output (with a few example answers).")
 @pass_ctx
 def bench_verify(ctx, queries, max_tokens, limit, no_generate, no_cache, as_json):
-    """Measure verify on labelled answers (grounded, no context, wrong context, adversarial) and abstention.
+    """Measure verify on labelled answers (grounded, no context, wrong context, adversarial).
 
     Example: palace --palace example-palace bench verify
     """
@@ -161,7 +171,7 @@ def bench_verify(ctx, queries, max_tokens, limit, no_generate, no_cache, as_json
     palace = ctx.palace
     generator = None if no_generate else generator_from_config(palace.config.models, palace.root)
     if generator is None and not no_generate:
-        render.warn("no generator installed (`palace models install`): adversarial answers and abstention only")
+        render.warn("no generator installed (`palace models install`): adversarial answers only")
     with render.err.status("building the labelled set") as status:
         summary = run_verify_bench(palace, generator, queries, max_tokens=max_tokens, use_cache=not no_cache,
                                    limit=limit, progress=lambda stage, i, n: status.update(f"{stage} {i}/{n}"))

@@ -58,16 +58,18 @@ def image_diff(path: str, old: str, new: str) -> str:
     return "".join(difflib.unified_diff(before, after, f"a/{path} (Image)", f"b/{path} (Image)"))
 
 
-def evolve(palace: Palace, ref: str, generator=None, accept: bool = False) -> Evolution:
-    """Score a memory, propose a stronger Image with the generator, and with accept write it to the note."""
+def evolve(palace: Palace, ref: str, generator=None, accept: bool = False, why_not: str = "") -> Evolution:
+    """Score a memory, propose a stronger Image with the generator, and with accept write it to the note.
+
+    Without a generator, `why_not` says why (else: none installed)."""
     memory = palace.memory(ref)
     current = score_memory(memory)
     tips = {key: factor(key).technique for key in current.missing}
     result = Evolution(memory.id, memory.path, current, tips)
     if generator is None:
-        result.problem = NEEDS_MODEL
+        result.problem = why_not or NEEDS_MODEL
         if accept:
-            raise ModelError(f"evolve --accept {NEEDS_MODEL}")
+            raise ModelError(f"evolve --accept: {result.problem}")
         return result
     base = _note_hash(palace, memory.path)
     cached = _load_proposal(palace, memory.id, base)

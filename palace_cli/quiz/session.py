@@ -79,6 +79,16 @@ def resolve_generator(palace: Palace):
     return generator_from_config(palace.config.models, palace.root)
 
 
+def usable_generator(palace: Palace, task: str):
+    """(the configured generator, "") when it is worth asking to `task`, else (None, one line saying why and
+    how to configure one): none installed, off, or too small under [models] use_generator = "auto"."""
+    from ..backends import unfit_reason
+
+    generator = resolve_generator(palace)
+    reason = unfit_reason(generator, palace.config.models, task=task)
+    return (None, reason) if reason else (generator, "")
+
+
 def llm_prior(read: LogRead) -> dict[str, float]:
     """Mean Evaluator score of every memory in LLM (Red Queen) rounds: a weakness prior for unstudied memories."""
     scores: dict[str, list[float]] = defaultdict(list)

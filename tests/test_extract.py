@@ -1,0 +1,183 @@
+"""Extractive answers and abstention evidence: sentence splitting, choosing, citing, suggestions, model size."""
+
+from __future__ import annotations
+
+import pytest
+
+from palace_cli import extract as ex
+from palace_cli.abstention import ABSTAIN_BELOW, Evidence, thresholds, weigh
+from palace_cli.ask import extractive, suggested_domain
+from palace_cli.backends import CAPABLE_PARAMETERS, Generator, size_label, unfit_reason, use_generator
+from palace_cli.errors import ConfigError
+from palace_cli.retrieve import DomainRoute, Recall, context_entry, recall
+
+
+@pytest.mark.parametrize("text, sentences", [
+    ("One. Two! Three? four.", ["One.", "Two!", "Three? four."]),
+    ("Tools (e.g. Debezium) read it. Then more.", ["Tools (e.g. Debezium) read it.", "Then more."]),
+    ("Use a log (for example the binlog. It works) well. Next.", ["Use a log (for example the binlog. It works) well.",
+                                                                  "Next."]),
+    ("Compare 2PC vs. Sagas. Done.", ["Compare 2PC vs. Sagas.", "Done."]),
+    ("Lock with SELECT ... FOR UPDATE, then commit. Fine.", ["Lock with SELECT ... FOR UPDATE, then commit.", "Fine."]),
+    ("Intro line\ncontinues here.\n\n- first item\n- second item. With two\n\n1. numbered", [
+        "Intro line continues here.", "first item", "second item.", "With two", "numbered"]),
+    ("Costs 2.5 ms. Then 3.", ["Costs 2.5 ms.", "Then 3."]),
+    ("", []),
+])
+def test_split_sentences(text, sentences):
+    assert ex.split_sentences(text) == sentences
+
+
+def test_question_terms_leave_out_the_question_words(palace):
+    terms = ex.question_terms(palace.index.text.words, "How do I undo half of a distributed transaction?")
+    assert terms == ["undo", "half", "distribut", "transact"]
+
+
+def test_choose_takes_the_best_and_keeps_note_order():
+    pool = [ex.Sentence("a", 0, i, f"s{i}", score) for i, score in enumerate([0.1, 0.9, 0.2, 0.8])]
+    pool.append(ex.Sentence("b", 1, 0, "b0", 0.95))
+    assert [s.text for s in ex.choose(pool, 2)] == ["s1", "b0"]
+    assert [s.text for s in ex.choose(pool, 3)] == ["s1", "s3", "b0"]
+    assert ex.choose([], 2) == []
+
+
+def test_extract_quotes_the_sentences_that_answer(palace):
+    memory = palace.memory("retry-backoff-jitter")
+    chosen = ex.extract(palace.index.text, "why do retries need jitter?", [memory])
+    assert [s.position for s in chosen] == [2, 3]
+    assert chosen[0].text.startswith("Jitter randomises each wait")
+    text = ex.compose(chosen, [memory])
+    assert text.splitlines()[0].endswith("synchronised waves. [verify: a choir of woodpeckers]")
+    assert ex.sentence_line(memory, chosen[0].text) == 16  # the Content line of the note
+
+
+def test_rule_all_quotes_every_handed_memory(palace):
+    memories = [palace.memory("retry-backoff-jitter"), palace.memory("circuit-breaker")]
+    chosen = ex.extract(palace.index.text, "why do retries need jitter?", memories, every=True)
+    assert {s.memory_id for s in chosen} == {"retry-backoff-jitter", "circuit-breaker"}
+
+
+def test_a_sentence_holding_another_memorys_token_is_left_out(palace):
+    """Quoting such a sentence would cite a memory that was not handed over (a foreign token)."""
+    memory = palace.memory("retry-backoff-jitter")
+    foreign = palace.memory("two-phase-commit").verify
+    memory.content = (f"Jitter matters, unlike the {foreign}. Jitter randomises each retry so clients spread out. "
+                      "Full jitter is best for retries.")
+    handed = [context_entry(memory)]
+    text, verdict, chosen = extractive(palace, "why do retries need jitter?", [memory], handed,
+                                       palace.index.store.tokens())
+    assert verdict.grounded and foreign not in text and len(chosen) == 2
+
+
+def test_untokened_memories_are_not_quoted_while_a_tokened_one_is_handed(palace):
+    plain, tokened = palace.memory("circuit-breaker"), palace.memory("retry-backoff-jitter")
+    plain.verify = ""
+    chosen = ex.extract(palace.index.text, "retries and breakers", [plain, tokened])
+    assert {s.memory_id for s in chosen} == {"retry-backoff-jitter"}
+
+
+# ---- abstention evidence and suggestions -------------------------------------------------------
+
+def test_evidence_is_sure_on_either_signal():
+    common = dict(signal="dense", threshold=0.3, coverage_threshold=0.5)
+    assert Evidence(confidence=0.31, coverage=0.0, **common).sure
+    assert Evidence(confidence=0.1, coverage=0.5, **common).sure
+    assert not Evidence(confidence=0.29, coverage=0.49, **common).sure
+    assert "confidence 0.29 (dense) < 0.3, coverage 0.49 < 0.5" in Evidence(confidence=0.29, coverage=0.49,
+                                                                            **common).describe()
+
+
+def test_coverage_counts_the_top_memory_and_its_domain(palace):
+    question = "what does a coordinator do in two-phase commit across databases?"
+    evidence = weigh(palace, question, recall(palace, question))
+    assert evidence.signal == "lexical" and evidence.coverage == 1.0 and evidence.sure
+    absent = "What is the capital of France?"
+    evidence = weigh(palace, absent, recall(palace, absent))
+    assert evidence.coverage == 0.0 and not evidence.sure and evidence.terms == ["capit", "franc"]
+
+
+@pytest.mark.parametrize("setting, expected", [
+    (None, (ABSTAIN_BELOW["lexical"], 0.5)),
+    ("0.4", (0.4, 0.5)),
+    ("{lexical = 0.2, coverage = 0.9}", (0.2, 0.9)),
+    ("{dense = 0.2}", (ABSTAIN_BELOW["lexical"], 0.5)),
+])
+def test_thresholds_from_palace_toml(example_palace, setting, expected):
+    from palace_cli.palace import Palace
+
+    if setting is not None:
+        toml = example_palace / "palace.toml"
+        toml.write_text(toml.read_text() + f"\n[retrieval]\nabstain_below = {setting}\n")
+    assert thresholds(Palace(example_palace), "lexical") == expected
+
+
+def test_a_bad_threshold_is_a_config_error(example_palace):
+    from palace_cli.palace import Palace
+
+    toml = example_palace / "palace.toml"
+    toml.write_text(toml.read_text() + '\n[retrieval]\nabstain_below = {coverage = "half"}\n')
+    with pytest.raises(ConfigError, match="'half' is not a number"):
+        thresholds(Palace(example_palace), "dense")
+
+
+def _route(parts, hops=2, fallback=False, domains=("biology",)):
+    result = Recall(query="q", mode="hybrid", hits=[], hops=hops, fallback=fallback)
+    result.route = [DomainRoute(d, 0.9, dict(parts)) for d in domains]
+    return result
+
+
+@pytest.mark.parametrize("result, named", [
+    (_route({"dense": 1.0}), "DOMAIN"),                      # "capital of France" routed on meaning alone
+    (_route({"lexical": 0.4, "dense": 0.6}), "biology"),
+    (_route({"exact": 1.0}), "biology"),
+    (_route({"exact": 1.0}, fallback=True), "DOMAIN"),
+    (_route({"exact": 1.0}, hops=1), "DOMAIN"),              # one domain (or one given): nothing was routed
+    (_route({"exact": 1.0}, domains=("a", "b")), "DOMAIN"),
+])
+def test_suggestions_name_a_domain_only_on_a_sure_route(result, named):
+    assert suggested_domain(result) == named
+
+
+# ---- is the generator worth asking -------------------------------------------------------------
+
+class Sized(Generator):
+    def __init__(self, parameters):
+        self.parameters, self.model_id = parameters, "Tiny-135M.Q4@abc"
+
+    def complete(self, prompt, **kwargs):
+        return ""
+
+
+@pytest.mark.parametrize("parameters, use, fit", [
+    (134_515_008, "auto", False), (CAPABLE_PARAMETERS, "auto", True), (None, "auto", True),
+    (134_515_008, "always", True), (7_000_000_000, "never", False),
+])
+def test_unfit_reason(parameters, use, fit):
+    reason = unfit_reason(Sized(parameters), {}, use, task="cite its sources")
+    assert (reason == "") == fit
+    if use == "auto" and not fit:
+        assert reason.startswith("Tiny-135M.Q4 (135M parameters) is too small to cite its sources; set [models] "
+                                 'endpoint = "http://host:port"')
+
+
+def test_no_generator_says_how_to_get_one():
+    assert "palace models install" in unfit_reason(None, {}) and "endpoint" in unfit_reason(None, {})
+
+
+@pytest.mark.parametrize("value, use", [(None, "auto"), ("Always", "always"), (False, "never"), (True, "always")])
+def test_use_generator_setting(value, use):
+    assert use_generator({} if value is None else {"use_generator": value}) == use
+
+
+def test_a_bad_use_generator_setting_is_a_config_error():
+    with pytest.raises(ConfigError, match="use_generator must be one of auto, always, never"):
+        use_generator({"use_generator": "sometimes"})
+
+
+@pytest.mark.parametrize("parameters, label", [(134_515_008, "135M"), (1_500_000_000, "1.5B"), (7e9, "7B")])
+def test_size_label(parameters, label):
+    assert size_label(int(parameters)) == label
+
+
+def test_the_real_generator_knows_its_size(real_generator):
+    assert 130_000_000 < real_generator.parameters < 140_000_000
