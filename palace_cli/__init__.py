@@ -21,7 +21,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "Palace": "palace", "Scan": "palace", "Problem": "palace",
     "Memory": "notes",
-    "init_palace": "authoring", "add_memory": "authoring",
+    "init_palace": "authoring", "add_memory": "authoring", "update_memory": "changes",
     "recall": "retrieve", "search": "retrieve", "context_entry": "retrieve",
     "Recall": "retrieve", "SearchResult": "retrieve", "Hit": "retrieve",
     "verify_response": "verify", "Verdict": "verify",
@@ -38,8 +38,8 @@ _EXPORTS = {
 __all__ = ["Ambiguous", "Answer", "ConfigError", "Hit", "LintReport", "Memory", "ModelError", "NotAPalace",
     "NotFound", "NoteError", "Palace", "PalaceError", "Problem", "Recall", "RefreshReport", "Scan",
     "SearchResult", "UsageError", "Verdict", "add_memory", "ask", "context_entry", "handed_memories",
-    "history", "import_path", "init_palace", "lint", "recall", "search", "similar", "supersede", "verify_answer",
-    "verify_response", "wake_up", "__version__"]
+    "history", "import_path", "init_palace", "lint", "recall", "search", "similar", "supersede", "update_memory",
+    "verify_answer", "verify_response", "wake_up", "__version__"]
 
 
 def __getattr__(name: str):
@@ -58,6 +58,7 @@ def __dir__():
 if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eagerly
     from .ask import Answer, ask, handed_memories, verify_answer
     from .authoring import add_memory, init_palace
+    from .changes import update_memory
     from .errors import (Ambiguous, ConfigError, ModelError, NotAPalace, NoteError, NotFound, PalaceError,
                          UsageError)
     from .importers import import_path

@@ -16,7 +16,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from . import __version__
 from .errors import NotAMemory, NotFound, PalaceError, UsageError
@@ -218,15 +218,18 @@ class PalaceTools:
         lines += ["## Image", memory.image, "## Content", memory.content]
         return fit("\n".join(lines), max_tokens)
 
-    def add(self, subject: str, domain: str, anchor: str = "", image: str = "", content: str = "",
-            keywords: list[str] | None = None, links: list[str] | None = None, verify: str | None = None,
-            id: str | None = None, supersedes: list[str] | None = None, valid_from: str | None = None,
-            type: MemoryType | None = None) -> str:
+    def add(self, subject: str, domain: str, anchor: str | None = None, image: str | None = None,
+            content: str | None = None, keywords: list[str] | None = None, links: list[str] | None = None,
+            verify: str | None = None, id: str | None = None, supersedes: list[str] | None = None,
+            valid_from: str | None = None, type: MemoryType | None = None) -> str:
         """Write a new memory (never overwrites), refresh, and say where it is and its verify token.
 
-        `supersedes` corrects memories: they stay, marked superseded by this one from `valid_from` (default today)."""
+        Refused, nothing written, without an image (it holds the token), with a token the image cannot give,
+        or with a link to no memory. `supersedes` corrects memories: they stay, marked superseded by this one
+        from `valid_from` (default today)."""
         from .authoring import add_memory, token_warnings
-        from .notes import slugify
+        from .changes import link_ids, token_for
+        from .notes import check_note_size, slugify
         from .similar import similar, warning_lines
 
         _plain_name(domain, "domain")
@@ -241,6 +244,13 @@ class PalaceTools:
         target = folder / f"{note_id}.md"
         if os.path.lexists(target):
             raise PalaceError(f"{self.palace.rel(target)} already exists; choose another id")
+        anchor, image, content = anchor or "", image or "", content or ""
+        # Refused before any work on the text (proposing a token reads every phrase), as add_memory does.
+        check_note_size("".join([subject, anchor, image, content, verify or "", *(keywords or []), *(links or [])]),
+                        self.palace.rel(target))
+        links = link_ids(self.palace, links or [])
+        verify = token_for(self.palace, image, verify, subject=subject, keywords=keywords or [], content=content,
+                           anchor=anchor)
         memory = add_memory(self.palace, subject, domain, anchor=anchor, image=image, content=content,
                             keywords=keywords, links=links, verify=verify, note_id=id, supersedes=supersedes,
                             valid_from=valid_from, type=type or "")
@@ -253,6 +263,19 @@ class PalaceTools:
             lines += warning_lines(near, memory.id)
         except PalaceError as exc:  # the memory is written; say why it was not compared, do not fail the call
             lines.append(f"warning: could not compare with other memories: {exc}")
+        lines += [f"warning: {message}" for message in token_warnings(self.palace, memory)]
+        return "\n".join(lines)
+
+    def update(self, id: str, fields: dict[str, Any] | None = None, sections: dict[str, str] | None = None) -> str:
+        """Change a memory in place: frontmatter `fields` and `## sections`, every other byte kept."""
+        from .authoring import token_warnings
+        from .changes import update_memory
+
+        self._fresh()
+        memory = update_memory(self.palace, self._memory(id).id, fields, sections)
+        self._fresh()
+        changed = [*(fields or {}), *(f"## {name.strip().lstrip('#').strip()}" for name in sections or {})]
+        lines = [f"updated {memory.id} at {memory.location}: {', '.join(changed)}", f"verify: {memory.verify}"]
         lines += [f"warning: {message}" for message in token_warnings(self.palace, memory)]
         return "\n".join(lines)
 
@@ -347,17 +370,20 @@ class PalaceTools:
         return fit(wake_up(self.palace, budget_tokens=max_tokens).text, max_tokens)
 
     def status(self, max_tokens: int = 400) -> str:
-        """Counts by domain, dense ranking on or off, and the first problems."""
+        """Counts by domain, dense ranking on or off, and what `palace lint` finds (the same call)."""
+        from .lint import lint
+
         _budget(max_tokens)
         report = self._fresh()
         scan = self.palace.index.scan(light=True)
         grouped = scan.by_domain()
         domains = ", ".join(f"{d} {len(ms)}" for d, ms in sorted(grouped.items())) or "none"
+        problems = lint(self.palace)
         lines = [f"palace: {self.palace.config.name} ({self.palace.root})",
                  f"memories: {len(scan.memories)} in {len(grouped)} domain(s): {domains}",
                  f"dense ranking: {report.dense}" + (f" ({report.dense_reason})" if report.dense_reason else ""),
-                 f"problems: {len(report.problems)}"]
-        lines += [f"- {problem}" for problem in report.problems]
+                 f"problems: {len(problems.problems)} ({problems.errors} errors, {problems.warnings} warnings)"]
+        lines += [f"- {problem}" for problem in problems.problems]
         return fit("\n".join(lines), max_tokens)
 
 
@@ -366,20 +392,34 @@ class PalaceTools:
 # name: (description, read_only, destructive, idempotent). Descriptions are short on purpose: the whole
 # tool list is paid for in every agent's context (tests/test_mcp.py measures it).
 TOOLS = {
-    "recall": ("Two-hop retrieval: the memories and conversation turns that answer query, as context (memories "
-               "with verify tokens to cite, turns with their date). kind, since, until (ISO dates) filter.",
-               True, False, True),
-    "search": ("Flat ranked search over memories and turns; one line per hit: id | subject | domain or date | "
-               "path:line | score.", True, False, True),
-    "get": ("A memory in full by id (or its path under memories/).", True, False, True),
-    "add": ("Write a new memory note (SMASHIN image + content); refuses to overwrite. Returns its verify token. "
-            "To correct a memory, add the new version with supersedes=[old id].", False, False, False),
+    "recall": ("Two-hop retrieval: the memories (with verify tokens to cite) and conversation turns that answer "
+               "query.", True, False, True),
+    "search": ("Flat ranked search over memories and turns: one line per hit.", True, False, True),
+    "get": ("A memory in full.", True, False, True),
+    "add": ("Write a new memory; returns its verify token. To correct one, add the new version with supersedes.",
+            False, False, False),
+    "update": ("Change a memory's fields or sections in place.", False, False, True),
     "verify": ("Check an answer's [verify: token] citations against the memory ids it was given.", True, False, True),
-    "wake_up": ("Session opener: the palace's identity and its most important memories.", True, False, True),
-    "status": ("Memory counts by domain, dense ranking on/off, note problems.", True, False, True),
-    "quiz_next": ("Study: the next question for you to answer from memory (FSRS schedule of learner agent:mcp).",
-                  True, False, False),
+    "wake_up": ("Session opener: the palace's identity and key memories.", True, False, True),
+    "status": ("Memory counts, dense ranking on/off, lint's problems.", True, False, True),
+    "quiz_next": ("Study: your next question, to answer from memory.", True, False, False),
     "quiz_grade": ("Grade your answer to a quiz_next question and log the review.", False, False, False),
+}
+# Every argument's description, by name (tool:name where one tool means something else by it). A tool
+# argument missing here stops the server from starting: the schema an agent reads must explain each field.
+ARGUMENTS = {
+    "query": "question or keywords", "k": "how many", "domain": "only this domain",
+    "profile": "how much context", "max_tokens": "token budget", "as_of": "YYYY-MM-DD: valid then",
+    "mode": "ranking", "kind": "which units", "since": "ISO date, from",
+    "until": "ISO date, to", "id": "memory id", "get:id": "memory id or path",
+    "subject": "title", "add:domain": "folder; a new name makes a domain", "anchor": "short hook",
+    "image": "vivid scene, required: holds the token", "content": "the facts", "keywords": "search terms",
+    "links": "ids of related memories", "verify": "phrase of the image (default: proposed)",
+    "add:id": "default: from subject", "supersedes": "ids this corrects", "valid_from": "YYYY-MM-DD",
+    "type": "kind of memory", "fields": "frontmatter to set: subject, anchor, keywords, links, aliases, verify, "
+    "type, core", "sections": "## heading -> new text", "response": "answer to check",
+    "ids": "ids recall handed", "rule": "cite any or all", "strategy": "which memory next",
+    "question": "handle from quiz_next", "answer": "your answer",
 }
 
 
@@ -407,6 +447,16 @@ def _tidy_schema(schema):
     return tidy
 
 
+def _describe(schema: dict, tool: str) -> dict:
+    """The input schema with each property's description from ARGUMENTS."""
+    for name, prop in schema.get("properties", {}).items():
+        description = ARGUMENTS.get(f"{tool}:{name}") or ARGUMENTS.get(name)
+        if description is None:
+            raise RuntimeError(f"tool {tool}: argument {name!r} has no description in ARGUMENTS")
+        prop["description"] = description
+    return schema
+
+
 def build_server(palace: Palace):
     """An MCPServer whose tools are the PalaceTools methods, run in order on one worker thread."""
     from mcp.server.mcpserver import MCPServer
@@ -429,11 +479,13 @@ def build_server(palace: Palace):
 
     registered = []
     for name, (description, read_only, destructive, idempotent) in TOOLS.items():
+        # Only hints that differ from the specification's defaults (read-only false, destructive true,
+        # idempotent false, open world true); destructive and idempotent mean nothing for a read-only tool.
+        hints = ({"read_only_hint": True} if read_only else
+                 {"destructive_hint": destructive, **({"idempotent_hint": True} if idempotent else {})})
         tool = Tool.from_function(as_tool(getattr(tools, name)), name=name, description=description,
-                                  structured_output=False,
-                                  annotations=ToolAnnotations(read_only_hint=read_only, destructive_hint=destructive,
-                                                              idempotent_hint=idempotent, open_world_hint=False))
-        tool.parameters = _tidy_schema(tool.parameters)
+                                  structured_output=False, annotations=ToolAnnotations(**hints, open_world_hint=False))
+        tool.parameters = _describe(_tidy_schema(tool.parameters), name)
         registered.append(tool)
     return MCPServer("palace", version=__version__, instructions=INSTRUCTIONS, tools=registered, log_level="WARNING")
 

