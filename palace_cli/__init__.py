@@ -22,6 +22,7 @@ _EXPORTS = {
     "Palace": "palace", "Scan": "palace", "Problem": "palace",
     "Memory": "notes",
     "init_palace": "authoring", "add_memory": "authoring", "update_memory": "changes",
+    "move_memory": "curate", "remove_memory": "curate", "backlinks": "curate",
     "recall": "retrieve", "search": "retrieve", "context_entry": "retrieve",
     "Recall": "retrieve", "SearchResult": "retrieve", "Hit": "retrieve",
     "verify_response": "verify", "Verdict": "verify",
@@ -37,9 +38,9 @@ _EXPORTS = {
 
 __all__ = ["Ambiguous", "Answer", "ConfigError", "Hit", "LintReport", "Memory", "ModelError", "NotAPalace",
     "NotFound", "NoteError", "Palace", "PalaceError", "Problem", "Recall", "RefreshReport", "Scan",
-    "SearchResult", "UsageError", "Verdict", "add_memory", "ask", "context_entry", "handed_memories",
-    "history", "import_path", "init_palace", "lint", "recall", "search", "similar", "supersede", "update_memory",
-    "verify_answer", "verify_response", "wake_up", "__version__"]
+    "SearchResult", "UsageError", "Verdict", "add_memory", "ask", "backlinks", "context_entry", "handed_memories",
+    "history", "import_path", "init_palace", "lint", "move_memory", "recall", "remove_memory", "search", "similar",
+    "supersede", "update_memory", "verify_answer", "verify_response", "wake_up", "__version__"]
 
 
 def __getattr__(name: str):
@@ -59,6 +60,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from .ask import Answer, ask, handed_memories, verify_answer
     from .authoring import add_memory, init_palace
     from .changes import update_memory
+    from .curate import backlinks, move_memory, remove_memory
     from .errors import (Ambiguous, ConfigError, ModelError, NotAPalace, NoteError, NotFound, PalaceError,
                          UsageError)
     from .importers import import_path

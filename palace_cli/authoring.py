@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass, field
 from datetime import date
 from importlib import resources
 from pathlib import Path
@@ -135,15 +136,80 @@ def _create(path: Path, text: str) -> None:
         os.unlink(tmp)
 
 
-def add_memory(palace: Palace, subject: str, domain: str, *, anchor: str = "", image: str = "", content: str = "",
-               keywords: list[str] | None = None, links: list[str] | None = None, verify: str | None = None,
-               note_id: str | None = None, extra: dict | None = None, overwrite: bool = False,
-               new_domain: bool = False, supersedes: list[str] | None = None, valid_from=None, type: str = "",
-               core: bool = False) -> Memory:
-    """Write a new SMASHIN note under memories/<domain>/ from the template and return it; refuses to overwrite.
+@dataclass
+class Draft:
+    """A new note, rendered and checked but not written yet: `palace add` may hand its text to an editor first."""
 
-    With `supersedes`, the new memory replaces those (from `valid_from`, default today in UTC): their
-    frontmatter gains `superseded_by` and `valid_until`, their bodies stay as they are."""
+    palace: Palace
+    id: str
+    domain: str
+    relpath: str
+    text: str
+    edits: list = field(default_factory=list)  # (path, bytes) frontmatter edits of superseded notes
+    overwrite: bool = False
+
+    @property
+    def path(self) -> Path:
+        return self.palace.root / self.relpath
+
+    def unfinished(self, text: str | None = None) -> bool:
+        """True when the Image or the Content is still empty or the template's hint: nothing to save yet."""
+        try:
+            memory = parse_note(self.text if text is None else text, self.relpath, self.domain)
+        except NoteError:
+            return False
+        return not (memory.image and memory.content)
+
+    def save(self, text: str | None = None) -> Memory:
+        """Write the note (the draft's text, or an edited one) and the superseded notes' edits; return the memory.
+
+        Refuses to overwrite a file (unless the draft says so). An edited text that does not parse is still
+        written, alone (a person's words are never thrown away), and its NoteError raised after.
+        """
+        text = self.text if text is None else text
+        check_note_size(text, self.relpath)
+        try:
+            parse_note(text, self.relpath, self.domain)
+            readable = True
+        except NoteError:
+            if text == self.text:
+                raise
+            readable = False  # written anyway, alone: an unreadable note supersedes nothing
+        path = self.path
+        new_folder, created = not path.parent.exists(), False
+        try:
+            if self.overwrite:
+                atomic_write(path, text)
+            else:
+                try:
+                    _create(path, text)
+                except FileExistsError:
+                    raise PalaceError(f"memory {self.id!r} already exists at {self.relpath}; choose another --id") \
+                        from None
+                created = True
+            for edit in self.edits if readable else []:
+                if edit is not None:
+                    atomic_write(*edit)
+            memory = load_note(self.palace.root, self.relpath, self.domain) if readable else None
+        except BaseException:
+            # A failed add leaves nothing behind: not the note it wrote, not the domain folder it made.
+            if created and _holds(path, text):
+                path.unlink()
+            if new_folder:
+                try:
+                    path.parent.rmdir()
+                except OSError:
+                    pass  # not empty (someone else wrote there meanwhile) or already gone
+            raise
+        return memory or load_note(self.palace.root, self.relpath, self.domain)  # unreadable: raises its NoteError
+
+
+def draft_memory(palace: Palace, subject: str, domain: str, *, anchor: str = "", image: str = "", content: str = "",
+                 keywords: list[str] | None = None, links: list[str] | None = None, verify: str | None = None,
+                 note_id: str | None = None, extra: dict | None = None, overwrite: bool = False,
+                 new_domain: bool = False, supersedes: list[str] | None = None, valid_from=None, type: str = "",
+                 core: bool = False) -> Draft:
+    """A new SMASHIN note from the template, checked as `add_memory` checks it, not yet written."""
     subject = " ".join(subject.split())
     if not subject:
         raise UsageError("a memory needs a subject")
@@ -194,30 +260,17 @@ def add_memory(palace: Palace, subject: str, domain: str, *, anchor: str = "", i
     parse_note(text, relpath, domain)
     # The old notes' edits are computed first too: one that cannot be edited exactly stops the add.
     edits = [planned_edit(palace, old, old_note_changes(old, note_id, when)) for old in olds]
-    new_folder, created = not path.parent.exists(), False
-    try:
-        if overwrite:
-            atomic_write(path, text)
-        else:
-            try:
-                _create(path, text)
-            except FileExistsError:
-                raise PalaceError(f"memory {note_id!r} already exists at {relpath}; choose another --id") from None
-            created = True
-        for edit in edits:
-            if edit is not None:
-                atomic_write(*edit)
-        return load_note(palace.root, relpath, domain)
-    except BaseException:
-        # A failed add leaves nothing behind: not the note it wrote, not the domain folder it made.
-        if created and _holds(path, text):
-            path.unlink()
-        if new_folder:
-            try:
-                path.parent.rmdir()
-            except OSError:
-                pass  # not empty (someone else wrote there meanwhile) or already gone
-        raise
+    return Draft(palace, note_id, domain, relpath, text, edits, overwrite)
+
+
+def add_memory(palace: Palace, subject: str, domain: str, **fields) -> Memory:
+    """Write a new SMASHIN note under memories/<domain>/ from the template and return it; refuses to overwrite.
+
+    Takes what `draft_memory` takes (anchor, image, content, keywords, links, verify, note_id, new_domain,
+    supersedes, valid_from, type, core, ...). With `supersedes`, the new memory replaces those (from
+    `valid_from`, default today in UTC): their frontmatter gains `superseded_by` and `valid_until`, their
+    bodies stay as they are."""
+    return draft_memory(palace, subject, domain, **fields).save()
 
 
 def _holds(path: Path, text: str) -> bool:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import NoteError, PalaceError
+from .errors import Ambiguous, NoteError, PalaceError
 from .index.files import check_index_files, write_index_files
+from .names import Names
 from .notes import Memory, body_link_lines, parse_note
 from .palace import Palace, Problem, Scan
 from .quiz.reviewlog import ReviewLog
@@ -49,18 +50,25 @@ def _field_text(memory: Memory, name: str) -> str:
     return ", ".join(value) if isinstance(value, list) else value
 
 
-def _link_problems(memory: Memory, known: dict) -> list[Problem]:
-    problems = []
-    for link in memory.links:
-        if link not in known:
-            problems.append(Problem(memory.path, memory.field_line("links"), "error", "broken-link",
-                                    f"link to unknown memory {link!r}"))
+def _link_problem(memory: Memory, link: str, line: int, names: Names) -> Problem | None:
+    """A link that names no memory (broken) or several (ambiguous), by the resolver every command uses."""
+    try:
+        if names.link(link) is not None:
+            return None
+    except Ambiguous as exc:
+        return Problem(memory.path, line, "error", "ambiguous-link",
+                       f"link {link!r} names several memories ({', '.join(exc.candidates)}); link by id")
+    return Problem(memory.path, line, "error", "broken-link", f"link to unknown memory {link!r}")
+
+
+def _link_problems(memory: Memory, names: Names) -> list[Problem]:
+    found = [_link_problem(memory, link, memory.field_line("links"), names) for link in memory.links]
     reported = set(memory.links)
     for link, line in body_link_lines(memory.body, memory.body_line or memory.line):
-        if link not in known and link not in reported:
+        if link not in reported:
             reported.add(link)
-            problems.append(Problem(memory.path, line, "error", "broken-link", f"link to unknown memory {link!r}"))
-    return problems
+            found.append(_link_problem(memory, link, line, names))
+    return [problem for problem in found if problem is not None]
 
 
 def _exposures(memory: Memory, secrets: PhraseIndex) -> tuple[list[Problem], bool]:
@@ -96,6 +104,14 @@ class NoteChecker:
         self.secrets = PhraseIndex({m.id: m.verify for m in memories.values() if m.verify})
         self._variant: tuple[tuple, NoteChecker] | None = None
         self._versions: dict[str, set[str]] | None = None
+        self._names: Names | None = None
+
+    @property
+    def names(self) -> Names:
+        """The names links resolve by (ids, paths, file names, aliases, former ids, subjects), built on first use."""
+        if self._names is None:
+            self._names = Names(self.memories.values())
+        return self._names
 
     def family(self, memory: Memory) -> dict[str, Memory]:
         """The memory and every memory joined to it by supersedes / superseded_by links, either way, however
@@ -133,7 +149,7 @@ class NoteChecker:
         for warning in memory.warnings:
             severity = "error" if warning.code in ERROR_CODES else "warning"
             problems.append(Problem(memory.path, warning.line, severity, warning.code, warning.message))
-        problems += _link_problems(memory, self.memories)
+        problems += _link_problems(memory, self.names)
         key = phrase_key(memory.verify)
         others = {i: self.memories[i].verify for i in self.owners.get(key, []) if i != memory.id}
         exposed, own_exposed = _exposures(memory, self.secrets)

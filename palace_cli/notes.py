@@ -55,6 +55,7 @@ class Memory:
     keywords: list[str] = field(default_factory=list)
     links: list[str] = field(default_factory=list)
     aliases: list[str] = field(default_factory=list)
+    previous_ids: list[str] = field(default_factory=list)  # ids it had before `palace mv`: links and reviews follow
     created: str = ""
     valid_from: str = ""
     valid_until: str = ""
@@ -69,6 +70,7 @@ class Memory:
     image_line: int = 0
     content_line: int = 0
     body_links: list[str] = field(default_factory=list)
+    link_ids: list[str] = field(default_factory=list)  # the ids all_links resolve to: filled by a scan, not by parsing
     meta: dict = field(default_factory=dict)
     warnings: list[Warning_] = field(default_factory=list)
     body_line: int = 0
@@ -270,6 +272,29 @@ def body_link_lines(body: str, body_first_line: int) -> list[tuple[str, int]]:
             for m in LINK_PATTERN.finditer(body) if _outside(m.start(), fences)]
 
 
+def rename_body_links(text: str, renames: dict[str, str]) -> str:
+    """Note text whose body `[[target]]` links (outside code fences) have their target renamed per `renames`
+    (the target as written -> the new one); labels (`|...`), sections (`#...`) and every other byte are kept."""
+    opening = re.match(r"---[ \t]*\r?\n", text)
+    closing = re.compile(r"^---[ \t]*\r?$", re.MULTILINE).search(text, opening.end()) if opening else None
+    start = closing.end() if closing else 0
+    body = text[start:]
+    fences = _fences(body)
+    pieces, last = [], 0
+    for match in LINK_PATTERN.finditer(body):
+        target = match.group(1)
+        new = renames.get(target.strip())
+        if new is None or not _outside(match.start(), fences):
+            continue
+        lead = target[: len(target) - len(target.lstrip())]
+        trail = target[len(target.rstrip()):]
+        pieces += [body[last : match.start(1)], lead + new + trail]
+        last = match.end(1)
+    if not pieces:
+        return text
+    return text[:start] + "".join(pieces) + body[last:]
+
+
 def parse_sections(body: str, body_first_line: int) -> dict[str, tuple[str, int]]:
     """`## Heading` sections of the body: lowercased name -> (text, file line of the heading)."""
     sections = {}
@@ -422,6 +447,10 @@ def parse_note(text: str, path: str, domain: str, warnings: list[Warning_] | Non
     type_problems: list[tuple[str, str]] = []
     subject, anchor, verify = (_scalar(meta, name, type_problems) for name in TEXT_FIELDS)
     keywords, links, aliases = (_as_list(meta.get(name), name, type_problems) for name in LIST_FIELDS)
+    # Obsidian's `tags:` are keywords by another name (docs/note-format.md): one list, searched and routed alike.
+    keywords += [tag for tag in (t.lstrip("#") for t in _as_list(meta.get("tags"), "tags", type_problems))
+                 if tag and tag not in keywords]
+    previous_ids = list(dict.fromkeys(_as_list(meta.get("previous_ids"), "previous_ids", type_problems)))
     created = _scalar(meta, "created", type_problems)
     importance = meta.get("importance")
     if importance is not None and (isinstance(importance, bool) or not isinstance(importance, (int, float))):
@@ -455,6 +484,7 @@ def parse_note(text: str, path: str, domain: str, warnings: list[Warning_] | Non
         keywords=keywords,
         links=links,
         aliases=aliases,
+        previous_ids=previous_ids,
         created=created,
         **validity,
         image=found["image"][0],

@@ -377,6 +377,7 @@ class Palace:
         memories = scan.memories
         if ref in memories:
             return memories[ref]
+        names = self.index.names()
         path_ref = re.sub(r":\d+$", "", ref)
         candidate = Path(path_ref).expanduser()
         if not candidate.is_absolute() and (self.root / candidate).exists():
@@ -389,9 +390,8 @@ class Palace:
         else:
             rel = path_ref.removeprefix("./")
         broken = {p.path: p for p in scan.problems if p.path.endswith(".md")}
-        for memory in memories.values():
-            if memory.path == rel:
-                return memory
+        if rel in names.paths:
+            return names.paths[rel]
         if rel in broken:
             raise NoteError(broken[rel].path, broken[rel].message, broken[rel].line)
         if path_ref.endswith(".md") or "/" in path_ref or os.sep in path_ref:
@@ -400,16 +400,12 @@ class Palace:
         if not wanted:
             return None
         stems = [p for p in broken if normalize(Path(p).stem) == wanted]
-        for names in (lambda m: {normalize(Path(m.path).stem), normalize(m.id)},
-                      lambda m: {normalize(a) for a in m.aliases},
-                      lambda m: {normalize(m.subject)},
-                      lambda m: {normalize(m.anchor)}):
-            matches = [m for m in memories.values() if wanted in names(m)]
+        for _rank, matches in names.by_rank(ref):
             if len(matches) == 1 and not stems:
                 return matches[0]
             if len(matches) > 1:
-                ids = ", ".join(sorted(m.id for m in matches)[:8])
-                raise Ambiguous(f"{ref!r} names several memories: {ids}; use an id")
+                ids = sorted(m.id for m in matches)
+                raise Ambiguous(f"{ref!r} names several memories: {', '.join(ids[:8])}; use an id", ids[:8])
             if stems:
                 problem = broken[stems[0]]
                 raise NoteError(problem.path, problem.message, problem.line)

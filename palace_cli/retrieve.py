@@ -561,8 +561,9 @@ def _linked(palace: Palace, catalog: Catalog, hits: list[Hit], hidden: frozenset
             when: datetime | None = None) -> list[Hit]:
     have = {h.id for h in hits}
     linked = []
+    names = palace.index.names()
     for hit in hits:
-        for link in hit.memory.all_links if hit.memory else []:
+        for link in names.link_ids(hit.memory) if hit.memory else []:
             row = catalog.row_of.get(link)
             if row is None or link in have or link in hidden:
                 continue

@@ -33,7 +33,7 @@ def importance(palace: Palace, scan: Scan | None = None) -> dict[str, float]:
     """Importance of each memory: explicit `importance:` (0-10) counts most, then how many memories
     link to it (a hub is a concept others depend on), then how many keywords it carries."""
     scan = scan or palace.index.scan()
-    inbound = Counter(link for m in scan.memories.values() for link in set(m.all_links) if link in scan.memories)
+    inbound = Counter(link for m in scan.memories.values() for link in set(m.link_ids or m.all_links) if link in scan.memories)
     scores = {}
     for memory in scan.memories.values():
         try:

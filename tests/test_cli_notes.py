@@ -118,11 +118,19 @@ def test_add_without_a_terminal_does_not_open_the_editor(kb, tmp_path):
     assert result.exit_code == 0 and not marker.exists()
 
 
-def test_add_with_a_failing_editor_keeps_the_note(kb, tmp_path):
+def test_add_with_a_failing_editor_adds_nothing_when_the_template_is_unchanged(kb, tmp_path):
     script = editor(tmp_path, "sys.exit(3)")
     result = run("add", "Kept", "--domain", "d", "--edit", cwd=kb, env={"EDITOR": script, "VISUAL": script})
-    assert result.exit_code == 0
-    assert "could not open an editor" in result.stderr
+    assert result.exit_code == 1
+    assert "exited with status 3" in result.stderr and "nothing added" in result.stderr
+    assert not (kb / "memories/d").exists()
+
+
+def test_add_with_a_failing_editor_keeps_a_note_given_in_full(kb, tmp_path):
+    script = editor(tmp_path, "sys.exit(3)")
+    result = run("add", "Kept", "--domain", "d", "--image", "A walrus on a bicycle.", "--content", "Facts.", "--edit",
+                 cwd=kb, env={"EDITOR": script, "VISUAL": script})
+    assert result.exit_code == 0 and "exited with status 3" in result.stderr
     assert (kb / "memories/d/kept.md").exists()
 
 

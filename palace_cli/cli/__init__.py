@@ -105,4 +105,6 @@ COMMAND_MODULES = {
     "redqueen": "study_cmd", "verify": "verify_cmd", "ask": "verify_cmd", "bench": "bench_cmd", "watch": "watch_cmd",
     "supersede": "versions_cmd", "history": "versions_cmd", "similar": "retrieve_cmd",
     "lsp": "lsp_cmd",
+    "edit": "curate_cmd", "rm": "curate_cmd", "mv": "curate_cmd", "backlinks": "curate_cmd", "tags": "curate_cmd",
+    "open": "curate_cmd",
 }

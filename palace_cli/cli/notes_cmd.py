@@ -8,10 +8,11 @@ import click
 from rich.markup import escape
 
 from ..wording import plural
-from ..authoring import add_memory, init_palace, propose_missing_token, token_warnings
+from ..authoring import draft_memory, init_palace, propose_missing_token, token_warnings
+from ..curate import has_tag
 from ..errors import NoteError, PalaceError
 from ..lint import lint as run_lint
-from ..notes import Memory, load_note
+from ..notes import Memory
 from ..palace import Palace
 from ..similar import similar, warning_lines
 from ..tokens import fingerprint
@@ -63,20 +64,43 @@ def _interactive() -> bool:
     return sys.stdin.isatty() and sys.stdout.isatty()
 
 
-def _open_editor(palace, memory: Memory) -> Memory | None:
-    """Open $EDITOR (or $VISUAL) on the new note; the note re-read afterwards, or None when it no longer parses."""
+def _stdin_options(**values: str) -> dict[str, str]:
+    """Options given as `-` read standard input (one of them at most)."""
+    dashes = [name for name, value in values.items() if value == "-"]
+    if len(dashes) > 1:
+        raise click.UsageError(f"only one option can read stdin; --{dashes[0]} and --{dashes[1]} both say '-'")
+    if dashes:
+        values[dashes[0]] = sys.stdin.read().strip("\n")
+    return values
+
+
+def _edit_draft(palace, draft) -> Memory | None:
+    """Open $VISUAL/$EDITOR on the new note before it exists in memories/, at its Image; save what comes back.
+
+    Returns the saved memory, None when the saved note does not parse. A template left unchanged, with its
+    hints still in place, aborts: nothing is written, exit 1."""
+    import tempfile
+    from pathlib import Path
+
+    from .curate_cmd import run_editor
+
+    with tempfile.TemporaryDirectory(prefix="palace-add-") as folder:
+        path = Path(folder) / f"{draft.id}.md"
+        path.write_text(draft.text, encoding="utf-8")
+        line = next((n for n, text in enumerate(draft.text.splitlines(), 1) if text.strip().lower() == "## image"), 1)
+        run_editor(path, line + 1)
+        edited = path.read_text(encoding="utf-8")
+    if edited == draft.text and draft.unfinished():
+        render.err.print("palace: the note was not changed and still holds the template's hints; nothing added",
+                         markup=False)
+        raise SystemExit(1)
     try:
-        click.edit(filename=str(palace.root / memory.path))
-    except click.ClickException as exc:
-        render.warn(f"could not open an editor ({exc.format_message()}); the note is at {memory.location}")
-        return memory
-    try:
-        edited = load_note(palace.root, memory.path, memory.domain)
+        memory = draft.save(edited)
     except NoteError as exc:
         render.warn(f"the note was saved but cannot be read: {exc}; fix it, then run `palace lint`")
         return None
-    taken = {m.verify for m in palace.scan(light=True).memories.values() if m.verify and m.id != edited.id}
-    return propose_missing_token(palace, edited, taken)
+    taken = {m.verify for m in palace.scan(light=True).memories.values() if m.verify and m.id != memory.id}
+    return propose_missing_token(palace, memory, taken)
 
 
 @click.command()
@@ -84,8 +108,8 @@ def _open_editor(palace, memory: Memory) -> Memory | None:
 @click.option("--domain", "-d", required=True, help="Domain folder under memories/ (or a domain alias or prefix).")
 @click.option("--new-domain", is_flag=True, help="Create the domain even when its name is close to an existing one.")
 @click.option("--anchor", default="", help="The memorable hook, 2-5 words.")
-@click.option("--image", default="", help="The SMASHIN scene.")
-@click.option("--content", default="", help="The facts.")
+@click.option("--image", default="", help="The SMASHIN scene ('-' reads stdin).")
+@click.option("--content", default="", help="The facts ('-' reads stdin).")
 @click.option("--keywords", default="", help="Comma-separated keywords.")
 @click.option("--links", default="", help="Comma-separated ids of related memories.")
 @click.option("--verify", default=None, help="Verify token (default: proposed from the image).")
@@ -107,13 +131,13 @@ def add(ctx, subject, domain, new_domain, anchor, image, content, keywords, link
     Example: palace add "Saga" -d distributed-systems --anchor "relay race of apologies" --no-edit
     """
     palace = ctx.palace
-    memory = add_memory(palace, subject, domain, anchor=anchor, image=image, content=content,
-                        keywords=_split_list(keywords), links=_split_list(links), verify=verify, note_id=note_id,
-                        new_domain=new_domain, supersedes=[i for s in supersedes for i in _split_list(s)],
-                        valid_from=valid_from, type=type_ or "", core=core)
-    path = memory.path
-    if edit if edit is not None else _interactive():
-        memory = _open_editor(palace, memory)
+    texts = _stdin_options(image=image, content=content)
+    draft = draft_memory(palace, subject, domain, anchor=anchor, image=texts["image"], content=texts["content"],
+                         keywords=_split_list(keywords), links=_split_list(links), verify=verify, note_id=note_id,
+                         new_domain=new_domain, supersedes=[i for s in supersedes for i in _split_list(s)],
+                         valid_from=valid_from, type=type_ or "", core=core)
+    path = draft.relpath
+    memory = _edit_draft(palace, draft) if (edit if edit is not None else _interactive()) else draft.save()
     palace.refresh()
     if memory is None:
         raise SystemExit(1)
@@ -144,9 +168,10 @@ def _close_neighbours(palace, memory: Memory):
 
 @click.command(name="list")
 @click.option("--domain", "-d", default=None, help="Only this domain.")
+@click.option("--tag", "-t", "tag", default=None, help="Only memories with this tag (keyword).")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @pass_ctx
-def list_(ctx, domain, as_json):
+def list_(ctx, domain, tag, as_json):
     """List memories, by domain.
 
     Example: palace list --domain storage-engines
@@ -157,6 +182,8 @@ def list_(ctx, domain, as_json):
     if domain:
         domain = palace.resolve_domain(domain)
         memories = [m for m in memories if m.domain == domain]
+    if tag:
+        memories = [m for m in memories if has_tag(m, tag)]
     if as_json:
         render.emit_json({"memories": [memory_summary(m) for m in memories], "problems": len(scan.problems)})
         return

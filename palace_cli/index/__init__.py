@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ..backends import Embedder
+    from ..names import Names
     from ..palace import Palace, Problem, Scan
     from ..validity import Versions
     from .catalog import Catalog
@@ -46,6 +47,7 @@ class Index:
         self._dense: Dense | None = None
         self._catalog: tuple[tuple, Catalog] | None = None
         self._scans: dict[bool, tuple[int, dict]] = {}
+        self._names: tuple[int, Names] | None = None
         self._versions: tuple[int, Versions] | None = None
         self._query_vectors: dict[str, np.ndarray] = {}
         self.problems: list[Problem] = []  # what the last refresh in this process could not index
@@ -112,9 +114,23 @@ class Index:
         version = self.store.version()
         cached = self._scans.get(light)
         if cached is None or cached[0] != version:
-            cached = (version, cached_memories(self.store, light=light))
+            memories = cached_memories(self.store, light=light)
+            if not light:  # full memories carry their body links: resolve every link once per version
+                names = self.names()
+                for memory in memories.values():
+                    memory.link_ids = names.link_ids(memory)
+            cached = (version, memories)
             self._scans[light] = cached
         return Scan(memories=dict(cached[1]), problems=list(self.problems))
+
+    def names(self) -> Names:
+        """The names of every indexed memory (ids, paths, file names, aliases, subjects, anchors), once per version."""
+        from ..names import Names
+
+        version = self.store.version()
+        if self._names is None or self._names[0] != version:
+            self._names = (version, Names(self.scan(light=True).memories.values()))
+        return self._names[1]
 
     def forget_query_vectors(self) -> None:
         """Drop the cached query embeddings (a benchmark times each query embedding itself)."""
@@ -126,6 +142,7 @@ class Index:
         self._catalog = None
         self._versions = None
         self._scans.clear()
+        self._names = None
         self._query_vectors.clear()
 
     def close(self) -> None:

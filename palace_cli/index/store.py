@@ -16,8 +16,8 @@ from ..notes import Memory, Warning_
 SCHEMA_VERSION = "7"
 MEMORY_FIELDS = frozenset(f.name for f in dataclasses.fields(Memory))
 # What the generated index files need; stored apart from `data` so they can be read without decoding bodies.
-LIGHT_FIELDS = ("id", "subject", "anchor", "verify", "domain", "path", "keywords", "aliases", "links", "line",
-                "created", "valid_from", "valid_until", "supersedes", "superseded_by", "type", "core")
+LIGHT_FIELDS = ("id", "subject", "anchor", "verify", "domain", "path", "keywords", "aliases", "previous_ids", "links",
+                "line", "created", "valid_from", "valid_until", "supersedes", "superseded_by", "type", "core")
 
 
 def text_hash(memory: Memory) -> str:

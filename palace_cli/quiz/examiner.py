@@ -166,7 +166,7 @@ class Examiner:
             kinds.append("image")
         if len(self._fact_terms(memory)) >= 2:
             kinds.append("facts")
-        if any(link in self.memories for link in memory.all_links):
+        if any(link in self.memories for link in memory.link_ids or memory.all_links):
             kinds.append("link")
         return kinds
 
@@ -282,7 +282,7 @@ class Examiner:
     def link(self, memory: Memory, variant: int = 0) -> Question | None:
         """A linked memory: which memory does this one lead to (by the reason given for the link)?"""
         reasons = link_reasons(memory)
-        linked = [m for m in memory.all_links if m in self.memories]
+        linked = [m for m in memory.link_ids or memory.all_links if m in self.memories]
         if not linked:
             return None
         target = self.memories[linked[variant % len(linked)]]
@@ -321,7 +321,7 @@ def _answer_in_memory(form: str, question: Question, memory: Memory, memories: d
     sources = [memory.subject, memory.id.replace("-", " "), " ".join(memory.aliases), memory.content,
                " ".join(memory.keywords)]
     if question.kind == "link":
-        sources += [f for link in memory.all_links if link in memories for f in subject_forms(memories[link])]
+        sources += [f for link in memory.link_ids or memory.all_links if link in memories for f in subject_forms(memories[link])]
     text = " ".join(sources)
     needle = normalize(form)
     if needle and f" {needle} " in f" {normalize(text)} ":

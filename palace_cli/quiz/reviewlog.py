@@ -8,7 +8,7 @@ import math
 import os
 import re
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -212,8 +212,18 @@ class ReviewLog:
                     continue
                 seen.add(key)
                 result.reviews.append(review)
+        result.reviews = self._follow_renames(result.reviews)
         result.reviews.sort(key=Review.sort_key)
         return result
+
+    def _follow_renames(self, reviews: list[Review]) -> list[Review]:
+        """Reviews of an id a memory had before `palace mv` count for the memory under its new id (the note
+        lists its `previous_ids`); the log itself is never rewritten. An id some memory holds now stays its own."""
+        memories = self.palace.index.scan(light=True).memories
+        renames = {old: m.id for m in memories.values() for old in m.previous_ids if old not in memories}
+        if not renames:
+            return reviews
+        return [replace(r, id=renames[r.id]) if r.id in renames else r for r in reviews]
 
     def append(self, review: Review) -> None:
         """Append one review as one line with a single O_APPEND write, then fsync."""

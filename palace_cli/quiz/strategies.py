@@ -117,7 +117,8 @@ def _depth_first(pool: dict[str, Memory], memories: dict[str, Memory], schedule:
             seen.add(memory_id)
             reason = f"{domain}, {_fmt_r(schedule.retrievability(memory_id))}" + (f", linked from {via}" if via else "")
             picks.append(Pick(memory_id, reason))
-            links = [link for link in memories[memory_id].all_links if link in memories and link not in seen]
+            memory = memories[memory_id]
+            links = [link for link in memory.link_ids or memory.all_links if link in memories and link not in seen]
             # the stack pops from the end: same-domain links last in the list, weakest of them at the very end
             links.sort(key=lambda link: (memories[link].domain == domain, -_strength(schedule, link), link))
             stack.extend((link, memory_id) for link in links)
