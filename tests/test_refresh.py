@@ -222,10 +222,14 @@ def test_stale_without_a_cache_checks_only_the_generated_files(example_palace):
 
 
 def test_cached_scan_matches_a_direct_parse(palace, parse_notes):
+    from palace_cli.names import Names
+
     cached = palace.scan()
     direct = parse_notes(palace).memories
     assert cached.memories.keys() == direct.keys()
+    names = Names(direct.values())
     for note_id, memory in direct.items():
+        memory.link_ids = names.link_ids(memory)  # a scan resolves links; parsing one note cannot
         # JSON has no dates: the cache holds frontmatter dates as ISO strings (Memory.created already is one)
         memory.meta = {k: v.isoformat() if hasattr(v, "isoformat") else v for k, v in memory.meta.items()}
         assert cached.memories[note_id] == memory
