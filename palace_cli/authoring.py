@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 
 from .config import CONFIG_NAME
+from .gitsetup import ATTRIBUTES, ensure_lines, setup_git
 from .errors import NoteError, PalaceError, UsageError
 from .notes import ID_PATTERN, Memory, atomic_write, check_note_size, edit_frontmatter, edit_section, inline_yaml, \
     load_note, parse_note, slugify, split_frontmatter, update_frontmatter
@@ -22,8 +23,7 @@ from .tokens import propose_token, token_problems
 from .validity import TYPES, Versions, today, yaml_moment
 from .versions import check_link, moment_option, old_note_changes, planned_edit
 
-GITIGNORE = ".palace/\n"
-GITATTRIBUTES = "reviews/*.jsonl merge=union\n"
+IGNORED = (".palace/", ".obsidian/")  # the caches; an Obsidian vault's per-machine settings (docs/obsidian.md)
 TEMPLATES = "templates"
 # `key: {field}` lines of a template's frontmatter; the placeholder becomes the field's YAML value.
 FIELD_PLACEHOLDER = re.compile(r"^([ \t]*[\w-]+:[ \t]*)\{(\w+)\}([ \t]*(?:#.*)?)$", re.MULTILINE)
@@ -74,12 +74,6 @@ def render_memory(template: str, fields: dict, domain: str, sections: dict[str, 
     return text
 
 
-def _ensure_line(path: Path, line: str) -> None:
-    existing = path.read_text(encoding="utf-8") if path.exists() else ""
-    if line.strip() not in existing.splitlines():
-        atomic_write(path, existing + ("" if existing.endswith("\n") or not existing else "\n") + line)
-
-
 def init_palace(directory: Path, name: str | None = None) -> Path:
     """Create a palace in directory (git init when not already in a repository); returns the root."""
     root = Path(directory).expanduser().resolve()
@@ -96,16 +90,18 @@ def init_palace(directory: Path, name: str | None = None) -> Path:
         keep = root / folder / ".gitkeep"
         if not any((root / folder).iterdir()):
             keep.touch()
-    _ensure_line(root / ".gitignore", GITIGNORE)
-    _ensure_line(root / ".gitattributes", GITATTRIBUTES)
+    ensure_lines(root / ".gitignore", IGNORED)
+    ensure_lines(root / ".gitattributes", ATTRIBUTES)
+    palace = Palace(root)
     if shutil.which("git"):
         inside_repo = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=root,
                                      capture_output=True, text=True).returncode == 0
         if not inside_repo:
             subprocess.run(["git", "init", "-q"], cwd=root, check=False, capture_output=True)
+        setup_git(palace)  # the merge driver and the hook that keep merges free of conflicts in generated files
     from .index.files import write_index_files
 
-    write_index_files(Palace(root), Scan())  # a new palace holds no memories yet
+    write_index_files(palace, Scan())  # a new palace holds no memories yet
     return root
 
 

@@ -16,7 +16,7 @@ from palace_cli.bench.synth import generate_palace
 from palace_cli.index.files import check_index_files
 from palace_cli.notes import atomic_write
 from palace_cli.palace import Palace
-from palace_cli.index.refresh import refresh, stale
+from palace_cli.index.refresh import refresh, stale, unindexed
 
 SIZE = 700
 CHILD = """
@@ -78,7 +78,7 @@ def assert_repaired(parse_notes):
         assert report.problems == []
         assert lexical(palace) == expected["lexical"]
         assert generated_files(root) == expected["files"]
-        assert stale(palace) == [] and check_index_files(palace, parse_notes(palace)) == []
+        assert stale(palace) == [] and unindexed(palace) == [] and check_index_files(palace, parse_notes(palace)) == []
         assert refresh(palace, embedder=None).changed is False
 
     return check

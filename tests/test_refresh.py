@@ -14,7 +14,7 @@ from conftest import copy_palace
 from palace_cli.index.files import check_index_files
 from palace_cli.notes import atomic_write
 from palace_cli.palace import Palace
-from palace_cli.index.refresh import refresh, stale
+from palace_cli.index.refresh import refresh, stale, unindexed
 
 
 def lexical_docs(palace: Palace) -> dict[str, tuple[str, str]]:
@@ -197,20 +197,21 @@ def test_rebuild_flag_starts_over(palace):
     assert len(report.added) == 89 and report.rebuilt_lexical and len(lexical_docs(palace)) == 89
 
 
-def test_stale_lists_every_kind_of_change_without_changing_anything(palace):
+def test_unindexed_and_stale_list_every_kind_of_change_without_changing_anything(palace):
     refresh(palace, embedder=None)
     write(palace, "memories/storage-engines/new.md", note("new-one", "New One", "Fresh."))
     atomic_write(palace.root / "memories/storage-engines/b-tree.md",
                  (palace.root / "memories/storage-engines/b-tree.md").read_text() + "\nMore.\n")
     (palace.root / "memories/storage-engines/lsm-tree.md").unlink()
-    items = stale(palace)
+    items = unindexed(palace)
     assert "memories/storage-engines/new.md: not indexed" in items
     assert "memories/storage-engines/b-tree.md: changed since indexed" in items
     assert "memories/storage-engines/lsm-tree.md: deleted but still indexed" in items
-    assert "INDEX.md: generated index file out of date" in items
-    assert stale(palace) == items  # nothing was changed by looking
+    assert stale(palace) == ["INDEX.md: generated index file out of date",
+                             "index/storage-engines.md: generated index file out of date"]
+    assert unindexed(palace) == items  # nothing was changed by looking
     refresh(palace, embedder=None)
-    assert stale(palace) == []
+    assert stale(palace) == [] and unindexed(palace) == []
 
 
 def test_stale_without_a_cache_checks_only_the_generated_files(example_palace):

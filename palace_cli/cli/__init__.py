@@ -106,5 +106,5 @@ COMMAND_MODULES = {
     "supersede": "versions_cmd", "history": "versions_cmd", "similar": "retrieve_cmd",
     "lsp": "lsp_cmd",
     "edit": "curate_cmd", "rm": "curate_cmd", "mv": "curate_cmd", "backlinks": "curate_cmd", "tags": "curate_cmd",
-    "open": "curate_cmd",
+    "open": "curate_cmd", "git": "git_cmd",
 }

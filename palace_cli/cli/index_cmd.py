@@ -25,7 +25,8 @@ def report_problems_once(report) -> None:
 
 @click.command()
 @click.option("--rebuild", is_flag=True, help="Drop the caches under .palace/ and rebuild everything.")
-@click.option("--check", is_flag=True, help="Change nothing; exit 1 when anything is stale.")
+@click.option("--check", is_flag=True,
+              help="Change nothing; exit 1 when INDEX.md or index/*.md differ from what the notes produce.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @pass_ctx
 def index(ctx, rebuild, check, as_json):
@@ -43,7 +44,8 @@ def index(ctx, rebuild, check, as_json):
         else:
             for item in items:
                 render.out.print(item)
-            render.out.print("Everything is up to date." if not items else f"{plural(len(items), 'stale item')}.")
+            render.out.print("The generated index files match the notes." if not items else
+                             f"{plural(len(items), 'generated file')} out of date: run `palace index` and commit them.")
         raise SystemExit(1 if items else 0)
     report = refresh_with_progress(palace, rebuild=rebuild)
     if as_json:

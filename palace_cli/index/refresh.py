@@ -519,19 +519,14 @@ def cached_memories(store: NoteStore, light: bool = False) -> dict[str, Memory]:
     return memories
 
 
-def stale(palace: Palace) -> list[str]:
-    """What a refresh would change, without changing anything (for `palace index --check`).
-
-    With no cache at all (a fresh clone), only the generated index files are checked.
-    """
-    from .files import check_index_files
-
+def _notes_on_disk(palace: Palace) -> tuple[Scan, list[str]]:
+    """The memories the notes on disk hold now (a cached row stands in for a file whose stat or bytes match it,
+    the rest is parsed), and what the cache has not caught up with. Changes nothing."""
     store = palace.index.store
     problems: list[Problem] = []
     files = palace.note_files(problems)
     known = store.stat_rows()
-    have_cache = bool(known) or bool(store.session_stat_map())
-    out = []
+    behind = []
     fresh: list[Memory] = []
     changed: set[str] = set()
     for note_file in files:
@@ -545,21 +540,34 @@ def stale(palace: Palace) -> list[str]:
         if row and data is not None and _file_hash(data) == row.file_hash:
             continue
         changed.add(note_file.relpath)
-        if have_cache:
-            out.append(f"{note_file.relpath}: {'changed since indexed' if row else 'not indexed'}")
+        behind.append(f"{note_file.relpath}: {'changed since indexed' if row else 'not indexed'}")
         if data is not None:
             try:
                 fresh.append(parse_note(data, note_file.relpath, note_file.domain, warnings))
             except NoteError:
                 pass
     gone = sorted(set(known) - {f.relpath for f in files})
-    out += [f"{path}: deleted but still indexed" for path in gone]
-    out += stale_sessions(palace, store)
-    # The index files the notes on disk would produce: the cached notes that did not change, plus the changed ones.
+    behind += [f"{path}: deleted but still indexed" for path in gone]
+    behind += stale_sessions(palace, store)
     changed.update(gone)
     scan = Scan()
     for memory in sorted([m for m in store.light_memories() if m.path not in changed] + fresh, key=lambda m: m.path):
         scan.memories.setdefault(memory.id, memory)
-    out += [f"{path}: generated index file out of date" for path in check_index_files(palace, scan)]
-    return out
+    return scan, behind
 
+
+def stale(palace: Palace) -> list[str]:
+    """Generated index files that differ from what the notes on disk produce (for `palace index --check`).
+
+    Compared with the notes, never with the cache: a fresh clone (no .palace/) and a body-only edit that
+    leaves every index line as it was both pass. The cache only saves parsing notes it already holds.
+    """
+    from .files import check_index_files
+
+    scan, _ = _notes_on_disk(palace)
+    return [f"{path}: generated index file out of date" for path in check_index_files(palace, scan)]
+
+
+def unindexed(palace: Palace) -> list[str]:
+    """Notes the cache under .palace/ has not caught up with (new, changed, deleted): what a refresh would read."""
+    return _notes_on_disk(palace)[1]

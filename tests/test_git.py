@@ -1,0 +1,281 @@
+"""Real git: branches that add, edit and move notes merge without a conflict in generated files; the hooks run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from palace_cli import gitsetup
+from palace_cli.cli import cli
+from palace_cli.index.files import render_all
+from palace_cli.index.merge import merge_generated
+from palace_cli.palace import Palace
+
+pytestmark = pytest.mark.skipif(not (Path(sys.executable).parent / "palace").exists(),
+                                reason="the palace console script (which git's hooks call) is not installed")
+ENV = dict(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.com", GIT_COMMITTER_NAME="t",
+           GIT_COMMITTER_EMAIL="t@example.com", GIT_CONFIG_NOSYSTEM="1")
+
+
+def git(root: Path, *args, check: bool = True) -> subprocess.CompletedProcess:
+    done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, env=dict(os.environ, **ENV))
+    if check and done.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+    return done
+
+
+def palace(root: Path, *args, input=None):
+    return CliRunner().invoke(cli, ["--palace", str(root), *[str(a) for a in args]], input=input,
+                              catch_exceptions=False)
+
+
+def add(root: Path, subject: str, domain: str, image: str, content: str = "Facts.", **options) -> None:
+    extra = [x for key, value in options.items() for x in (f"--{key}", value)]
+    result = palace(root, "add", subject, "-d", domain, "--anchor", f"{subject.lower()} hook", "--image", image,
+                    "--content", content, "--no-edit", *extra)
+    assert result.exit_code == 0, result.output
+
+
+def commit(root: Path, message: str) -> None:
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", message)
+
+
+def generated(root: Path) -> dict[str, str]:
+    files = {"INDEX.md": (root / "INDEX.md").read_text()}
+    files.update({f"index/{p.name}": p.read_text() for p in sorted((root / "index").glob("*.md"))})
+    return files
+
+
+def expected(root: Path) -> dict[str, str]:
+    """What the notes on disk produce, parsed afresh (no cache)."""
+    from palace_cli.notes import load_note
+    from palace_cli.palace import Scan
+
+    p = Palace(root)
+    scan = Scan()
+    for note_file in p.note_files():
+        memory = load_note(root, note_file.relpath, note_file.domain)
+        scan.memories.setdefault(memory.id, memory)
+    return render_all(p, scan)
+
+
+@pytest.fixture
+def repo(example_palace) -> Path:
+    """The example palace in git, set up by `palace git setup`, with the setup committed."""
+    result = palace(example_palace, "git", "setup")
+    assert result.exit_code == 0, result.output
+    commit(example_palace, "palace git setup")
+    return example_palace
+
+
+def two_branches(root: Path) -> None:
+    """`ours` adds a note and edits one; `theirs` adds two notes (one in the same domain), edits and moves others."""
+    git(root, "checkout", "-qb", "theirs")
+    add(root, "Quotient Filter", "storage-engines", "A sieve of eleven silver spoons catches phantom peas.",
+        keywords="quotient,probabilistic")
+    add(root, "Hybrid Logical Clock", "consensus-coordination", "Nine cuckoo clocks argue over a tangerine.")
+    note = root / "memories/storage-engines/b-tree.md"
+    note.write_text(note.read_text().replace("anchor: ", "anchor: tall ", 1))
+    assert palace(root, "mv", "saga-pattern", "saga").exit_code == 0
+    assert palace(root, "mv", "cap-theorem", "--domain", "partitioning-replication").exit_code == 0
+    commit(root, "theirs")
+    git(root, "checkout", "-q", "-")
+    add(root, "Skip List", "storage-engines", "Seventeen kangaroos hop over lanterns on stacked shelves.",
+        keywords="skiplist")
+    note = root / "memories/storage-engines/lsm-tree.md"
+    note.write_text(note.read_text().replace("keywords: [", "keywords: [compaction-debt, ", 1))
+    assert palace(root, "index").exit_code == 0
+    commit(root, "ours")
+
+
+# ---- setup ----------------------------------------------------------------------------------
+
+
+def test_init_sets_up_git_and_setup_is_idempotent(tmp_path):
+    root = tmp_path / "kb"
+    assert CliRunner().invoke(cli, ["init", str(root)]).exit_code == 0
+    attributes = (root / ".gitattributes").read_text().splitlines()
+    assert attributes == ["reviews/*.jsonl merge=union", "INDEX.md merge=palace-index", "index/*.md merge=palace-index"]
+    assert ".obsidian/" in (root / ".gitignore").read_text().splitlines()
+    assert "palace-merge %O %A %B %P" in git(root, "config", "merge.palace-index.driver").stdout
+    hook = root / ".git/hooks/pre-merge-commit"
+    assert hook.exists() and os.access(hook, os.X_OK)
+    again = palace(root, "git", "setup")
+    assert again.exit_code == 0 and again.stdout.strip() == "Already set up."
+
+
+def test_setup_leaves_a_foreign_hook_alone(repo):
+    hook = repo / ".git/hooks/pre-commit"
+    hook.write_text("#!/bin/sh\nmy-own-checks\n")
+    result = palace(repo, "git", "setup", "--hook")
+    assert result.exit_code == 0 and "not palace's" in result.stderr and "index --check" in result.stderr
+    assert hook.read_text() == "#!/bin/sh\nmy-own-checks\n"
+
+
+def test_setup_outside_a_repository_says_so(tmp_path):
+    root = tmp_path / "kb"
+    root.mkdir()
+    (root / "palace.toml").write_text('[palace]\nname = "x"\n')
+    result = palace(root, "git", "setup")
+    assert result.exit_code == 1 and "not in a git repository" in result.stderr
+
+
+# ---- merges ---------------------------------------------------------------------------------
+
+
+def test_branches_adding_editing_and_moving_notes_merge_without_conflict(repo):
+    two_branches(repo)
+    merged = git(repo, "merge", "--no-edit", "theirs")
+    assert "CONFLICT" not in merged.stdout + merged.stderr
+    assert git(repo, "status", "--porcelain").stdout == ""  # the hook staged the regenerated files into the merge
+    assert generated(repo) == expected(repo)
+    assert palace(repo, "index", "--check").exit_code == 0
+    for path in ("memories/storage-engines/quotient-filter.md", "memories/storage-engines/skip-list.md",
+                 "memories/messaging-events/saga.md", "memories/partitioning-replication/cap-theorem.md"):
+        assert (repo / path).exists(), path
+    assert "[[saga]]" in (repo / "memories/consensus-coordination/two-phase-commit.md").read_text()
+    assert json.loads(palace(repo, "lint", "--json").stdout)["errors"] == 0
+
+
+def test_when_the_line_merge_is_not_exact_the_hook_stops_the_merge_for_git_commit(repo):
+    git(repo, "checkout", "-qb", "theirs")
+    add(repo, "Mid B", "storage-engines", "A bee rides eight trombones.")
+    commit(repo, "theirs")
+    git(repo, "checkout", "-q", "-")
+    add(repo, "Mid A", "storage-engines", "An ant lifts six pianos.")
+    commit(repo, "ours")
+    stopped = git(repo, "merge", "--no-edit", "theirs", check=False)
+    assert stopped.returncode != 0 and "CONFLICT" not in stopped.stdout
+    assert "git commit --no-edit" in stopped.stderr
+    git(repo, "commit", "--no-edit")
+    assert git(repo, "status", "--porcelain").stdout == ""
+    assert len(git(repo, "log", "-1", "--format=%P").stdout.split()) == 2  # the merge commit
+    lines = [line for line in git(repo, "show", "HEAD:INDEX.md").stdout.splitlines() if line.startswith("- Mid ")]
+    assert lines == ["- Mid A → mid a hook", "- Mid B → mid b hook"]
+    assert generated(repo) == expected(repo)
+
+
+def test_the_driver_alone_merges_cleanly_and_the_next_command_makes_it_exact(repo):
+    (repo / ".git/hooks/pre-merge-commit").unlink()
+    two_branches(repo)
+    merged = git(repo, "merge", "--no-edit", "theirs")
+    assert "CONFLICT" not in merged.stdout + merged.stderr
+    ours_domain = generated(repo)["index/storage-engines.md"]
+    assert ours_domain == expected(repo)["index/storage-engines.md"]  # a domain index merges exactly
+    palace(repo, "list")  # any command's refresh regenerates what the line merge could not order
+    assert generated(repo) == expected(repo)
+
+
+def test_a_rebase_replays_without_conflict(repo):
+    two_branches(repo)
+    git(repo, "checkout", "-q", "theirs")
+    rebased = git(repo, "rebase", "-q", "master" if git(repo, "rev-parse", "--verify", "-q", "master",
+                                                      check=False).returncode == 0 else "main", check=False)
+    assert rebased.returncode == 0, rebased.stdout + rebased.stderr
+    palace(repo, "index")
+    assert generated(repo) == expected(repo)
+
+
+def test_without_palace_the_driver_falls_back_to_a_union_merge(repo, monkeypatch):
+    monkeypatch.setattr(gitsetup, "_palace_commands", lambda: ["palace-is-not-installed"])
+    assert palace(repo, "git", "setup").exit_code == 0
+    (repo / ".git/hooks/pre-merge-commit").unlink()
+    two_branches(repo)
+    merged = git(repo, "merge", "--no-edit", "theirs")
+    assert "CONFLICT" not in merged.stdout + merged.stderr and "palace not found" in merged.stderr
+    check = palace(repo, "index", "--check")
+    assert check.exit_code == 1 and "out of date" in check.stdout
+    palace(repo, "index")
+    assert palace(repo, "index", "--check").exit_code == 0
+
+
+def test_a_file_of_your_own_in_index_conflicts_as_usual(repo):
+    own = repo / "index/notes-to-self.md"
+    own.write_text("# mine\n\nline\n")
+    commit(repo, "mine")
+    git(repo, "checkout", "-qb", "other")
+    own.write_text("# mine\n\ntheirs\n")
+    commit(repo, "theirs")
+    git(repo, "checkout", "-q", "-")
+    own.write_text("# mine\n\nours\n")
+    commit(repo, "ours")
+    merged = git(repo, "merge", "--no-edit", "other", check=False)
+    assert merged.returncode != 0 and "CONFLICT" in merged.stdout
+    assert "<<<<<<< ours" in own.read_text()
+
+
+def test_review_logs_merge_by_union(repo):
+    log = repo / "reviews/t.jsonl"
+    log.write_text('{"v": 1, "id": "paxos", "at": "2026-01-01T00:00:00Z", "rating": "good"}\n')
+    commit(repo, "a review")
+    git(repo, "checkout", "-qb", "laptop")
+    with log.open("a") as handle:
+        handle.write('{"v": 1, "id": "raft", "at": "2026-01-02T00:00:00Z", "rating": "hard"}\n')
+    commit(repo, "laptop review")
+    git(repo, "checkout", "-q", "-")
+    with log.open("a") as handle:
+        handle.write('{"v": 1, "id": "saga-pattern", "at": "2026-01-03T00:00:00Z", "rating": "easy"}\n')
+    commit(repo, "desktop review")
+    assert git(repo, "merge", "--no-edit", "laptop").returncode == 0
+    assert {json.loads(line)["id"] for line in log.read_text().splitlines()} == {"paxos", "raft", "saga-pattern"}
+
+
+# ---- the check and the pre-commit hook -------------------------------------------------------
+
+
+def test_check_compares_with_the_notes_never_the_cache(repo, tmp_path):
+    palace(repo, "index")
+    note = repo / "memories/storage-engines/b-tree.md"
+    note.write_text(note.read_text() + "\nOne more sentence at the end of the body.\n")
+    assert palace(repo, "index", "--check").exit_code == 0  # a body-only edit changes no index line
+    note.write_text(note.read_text().replace("anchor: ", "anchor: tall ", 1))
+    check = palace(repo, "index", "--check")
+    assert check.exit_code == 1 and "index/storage-engines.md: generated index file out of date" in check.stdout
+    git(repo, "checkout", "--", ".")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
+    assert not (clone / ".palace").exists()
+    assert palace(clone, "index", "--check").exit_code == 0
+
+
+def test_the_pre_commit_hook_refuses_stale_index_files(repo):
+    assert palace(repo, "git", "setup", "--hook").exit_code == 0
+    note = repo / "memories/storage-engines/b-tree.md"
+    note.write_text(note.read_text().replace("anchor: ", "anchor: tall ", 1))
+    git(repo, "add", "-A")
+    refused = git(repo, "commit", "-qm", "edited", check=False)
+    assert refused.returncode != 0 and "out of date" in refused.stdout + refused.stderr
+    palace(repo, "index")
+    git(repo, "add", "-A")
+    assert git(repo, "commit", "-qm", "edited", check=False).returncode == 0
+
+
+# ---- the line merge itself -------------------------------------------------------------------
+
+
+def test_merging_a_generated_file_with_itself_changes_nothing(example_palace):
+    for text in generated(example_palace).values():
+        assert merge_generated(text, text, text) == text
+
+
+def test_the_pre_commit_framework_hook_runs_the_check(example_palace):
+    import yaml
+
+    hooks = yaml.safe_load((Path(__file__).resolve().parent.parent / ".pre-commit-hooks.yaml").read_text())
+    assert [h["id"] for h in hooks] == ["palace-index-check"] and hooks[0]["pass_filenames"] is False
+    entry = hooks[0]["entry"].split()
+    assert entry[0] == "palace"
+    ok = subprocess.run([str(Path(sys.executable).parent / "palace"), *entry[1:]], cwd=example_palace,
+                        capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    (example_palace / "INDEX.md").write_text("scribbled\n")
+    stale = subprocess.run([str(Path(sys.executable).parent / "palace"), *entry[1:]], cwd=example_palace,
+                           capture_output=True, text=True)
+    assert stale.returncode == 1 and "INDEX.md: generated index file out of date" in stale.stdout
