@@ -279,3 +279,17 @@ def test_the_pre_commit_framework_hook_runs_the_check(example_palace):
     stale = subprocess.run([str(Path(sys.executable).parent / "palace"), *entry[1:]], cwd=example_palace,
                            capture_output=True, text=True)
     assert stale.returncode == 1 and "INDEX.md: generated index file out of date" in stale.stdout
+
+
+def test_the_session_list_merges_too():
+    from palace_cli.index.files import render_conversations_index
+
+    def header(started: str, turns: int) -> dict:
+        return {"source": "locomo", "started": started, "participants": ["Ann", "Ben"], "title": started, "turns": turns}
+
+    base = [("conversations/locomo/a.md", header("2024-01-01", 3))]
+    ours = base + [("conversations/locomo/b.md", header("2024-02-01", 4))]
+    theirs = base + [("conversations/locomo/c.md", header("2024-03-01", 5))]
+    both = base + ours[1:] + theirs[1:]
+    texts = [render_conversations_index(s) for s in (base, ours, theirs, both)]
+    assert merge_generated(*texts[:3]) == texts[3]

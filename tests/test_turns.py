@@ -14,7 +14,7 @@ from palace_cli.cli import cli
 from palace_cli.conversations import session_files
 from palace_cli.errors import UsageError
 from palace_cli.importers import import_path
-from palace_cli.index.refresh import stale
+from palace_cli.index.refresh import stale, unindexed
 from palace_cli.palace import Palace
 from palace_cli.retrieve import recall, search
 from palace_cli.verify import parse_context, verify_response
@@ -130,11 +130,11 @@ def test_refresh_is_incremental_for_session_files(talk):
     assert talk.refresh().changed is False
     (talk.root / "conversations/locomo/conv-2-s01.md").unlink()
     path.write_text(path.read_text() + "\n### Ben · D2:4\nAnd a slipper.\n")
-    assert stale(talk) == ["conversations/locomo/conv-1-s02.md: changed since indexed",
-                           "conversations/locomo/conv-2-s01.md: deleted but still indexed",
-                           "index/conversations.md: generated index file out of date"]
+    assert unindexed(talk) == ["conversations/locomo/conv-1-s02.md: changed since indexed",
+                               "conversations/locomo/conv-2-s01.md: deleted but still indexed"]
+    assert stale(talk) == ["index/conversations.md: generated index file out of date"]
     assert talk.refresh().removed == ["conversations/locomo/conv-2-s01.md"]
-    assert stale(talk) == []
+    assert stale(talk) == [] and unindexed(talk) == []
     assert search(talk, "happy new year", mode="lexical").hits == []
 
 
