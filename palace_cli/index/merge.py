@@ -83,7 +83,21 @@ def _entries(base: list[str], ours: list[str], theirs: list[str]) -> list[str]:
             anchor = entry
         elif entry not in gone and entry not in ours_set:
             after[anchor].append(entry)
-    return after[None] + [line for entry in kept for line in (entry, *after.get(entry, []))]
+    merged = after[None] + [line for entry in kept for line in (entry, *after.get(entry, []))]
+    # Lines both sides added at the same place: in text order, which is the generator's order for the session
+    # list (dates first) and usually for INDEX.md (subjects, sorted by id); a domain index is sorted by id later.
+    base_set, theirs_new = set(base), {e for entries in after.values() for e in entries}
+    out, run = [], []
+    for line in merged + [None]:
+        if line is not None and line not in base_set:
+            run.append(line)
+            continue
+        mixed = any(e in theirs_new for e in run) and any(e not in theirs_new for e in run)
+        out += sorted(run) if mixed else run
+        run = []
+        if line is not None:
+            out.append(line)
+    return out
 
 
 def _by_id(entries: list[str]) -> list[str]:
