@@ -280,7 +280,7 @@ def _holds(path: Path, text: str) -> bool:
 def propose_missing_token(palace: Palace, memory: Memory, taken: set[str]) -> Memory:
     """The memory with a verify token proposed from its Image and written to its frontmatter, when it has an
     Image but no token; unchanged otherwise. `taken` (the palace's tokens) gains the new one."""
-    if memory.verify or not memory.image:
+    if memory.verify or not memory.image or memory.plain:
         return memory
     token = propose_token(memory.image, memory.subject, memory.keywords, memory.content, taken, anchor=memory.anchor)
     if not token:

@@ -220,7 +220,7 @@ def move_memory(palace: Palace, ref: str, new_id: str | None = None, domain: str
         if changes or renames:
             plans[other.path] = (other, changes, renames)
     own_changes, own_renames = plans.pop(memory.path, (memory, {}, {}))[1:]
-    if id_changed:
+    if id_changed and not memory.plain:  # a note without frontmatter takes its id from its new file name
         previous = [i for i in memory.previous_ids if i != new_id] + [memory.id]
         own_changes = {**own_changes, "id": new_id, "previous_ids": list(dict.fromkeys(previous))}
 

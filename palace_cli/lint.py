@@ -150,6 +150,8 @@ class NoteChecker:
             severity = "error" if warning.code in ERROR_CODES else "warning"
             problems.append(Problem(memory.path, warning.line, severity, warning.code, warning.message))
         problems += _link_problems(memory, self.names)
+        if memory.plain:
+            return problems  # a plain note (no frontmatter) has no token to check; its warning says so
         key = phrase_key(memory.verify)
         others = {i: self.memories[i].verify for i in self.owners.get(key, []) if i != memory.id}
         exposed, own_exposed = _exposures(memory, self.secrets)

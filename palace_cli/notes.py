@@ -20,6 +20,8 @@ from .validity import DATE_FIELDS, LINK_FIELDS, TYPES, normalize_moment
 
 MAX_NOTE_BYTES = 1_000_000
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+ATTACHMENT = re.compile(r"\.(?:png|jpe?g|gif|svg|webp|bmp|avif|pdf|mp3|wav|ogg|m4a|flac|mp4|webm|mov|mkv|canvas|"
+                        r"excalidraw|base|csv|xlsx?|docx?|pptx?|zip)$", re.IGNORECASE)
 LINK_PATTERN = re.compile(r"\[\[([^\]|#]+)(?:[|#][^\]]*)?\]\]")
 SECTION_PATTERN = re.compile(r"^##[ \t]+(.+?)[ \t]*$", re.MULTILINE)
 TEXT_FIELDS = ("subject", "anchor", "verify")
@@ -63,6 +65,7 @@ class Memory:
     superseded_by: list[str] = field(default_factory=list)
     type: str = ""
     core: bool = False
+    plain: bool = False  # no frontmatter (an Obsidian note): id from the file name, no anchor or token to check
     image: str = ""
     content: str = ""
     body: str = ""
@@ -165,6 +168,10 @@ def read_note_text(path: Path, display: str | None = None) -> tuple[str, list[Wa
     return text, warnings
 
 
+class NoFrontmatter(NoteError):
+    """A file with no `---` frontmatter at all (not a broken one): in memories/ it is read as a plain note."""
+
+
 def split_frontmatter(text: str, shown: str) -> tuple[str, str, int]:
     """Split `---` frontmatter from the body; returns (yaml_text, body, body_first_line)."""
     lines = text.split("\n")
@@ -180,7 +187,7 @@ def split_frontmatter(text: str, shown: str) -> tuple[str, str, int]:
                 raise NoteError(shown, f"`---` must start at the beginning of a line (line {number} has text before it)",
                                 line=number)
             break
-        raise NoteError(shown, "no YAML frontmatter: a note must start with a `---` line", line=1)
+        raise NoFrontmatter(shown, "no YAML frontmatter: a note must start with a `---` line", line=1)
     if lines[0].rstrip(" \t") != "---":
         raise NoteError(shown, "the opening `---` must be alone on the first line", line=1)
     for number, line in enumerate(lines[1:], 2):
@@ -265,11 +272,36 @@ def _outside(position: int, fences: list[tuple[int, int]]) -> bool:
     return not any(a <= position <= b for a, b in fences)
 
 
+def is_attachment(target: str) -> bool:
+    """True for a `[[link]]` to a file that is not a note (`![[diagram.png]]`, as Obsidian embeds one)."""
+    return bool(ATTACHMENT.search(target.strip()))
+
+
 def body_link_lines(body: str, body_first_line: int) -> list[tuple[str, int]]:
-    """Every `[[link]]` of a body outside code fences, with its file line."""
+    """Every `[[link]]` to a note in a body, outside code fences, with its file line (attachments left out)."""
     fences = _fences(body)
     return [(m.group(1).strip(), body_first_line + body[: m.start()].count("\n"))
-            for m in LINK_PATTERN.finditer(body) if _outside(m.start(), fences)]
+            for m in LINK_PATTERN.finditer(body) if _outside(m.start(), fences) and not is_attachment(m.group(1))]
+
+
+def rest_of_body(body: str) -> str:
+    """Every word of a body outside its Image and Content sections and its `# ` title: the Links section with
+    its reasons, sections of your own (with their headings), text before the first section. Indexed too."""
+    fences = _fences(body)
+    headings = [m for m in SECTION_PATTERN.finditer(body) if _outside(m.start(), fences)]
+    first = headings[0].start() if headings else len(body)
+    parts = [line for line in body[:first].split("\n") if not re.match(r"#[ \t]", line)]  # the title is the subject
+    taken: set[str] = set()
+    for i, match in enumerate(headings):
+        name = match.group(1).strip().lower()
+        end = headings[i + 1].start() if i + 1 < len(headings) else len(body)
+        if name in ("image", "content") and name not in taken:
+            taken.add(name)  # the first of each is memory.image / memory.content, indexed in their own fields
+            continue
+        if name != "links":
+            parts.append(match.group(1))  # the name of a section of your own is words you wrote too
+        parts.append(body[match.end() : end])
+    return "\n".join(part.strip() for part in parts if part.strip())
 
 
 def rename_body_links(text: str, renames: dict[str, str]) -> str:
@@ -426,9 +458,11 @@ def parse_note(text: str, path: str, domain: str, warnings: list[Warning_] | Non
     conflicts = conflict_blocks(text)
     try:
         yaml_text, body, body_first_line = split_frontmatter(text, path)
-    except NoteError:
+    except NoteError as exc:
         if conflicts:  # the conflict is why the `---` lines are not where they should be
             raise NoteError(path, _conflict_message(*conflicts[0]), line=conflicts[0][0]) from None
+        if isinstance(exc, NoFrontmatter):
+            return plain_note(text, path, domain, warnings)
         raise
     for first, last in conflicts:
         if first < body_first_line:
@@ -505,6 +539,30 @@ def parse_note(text: str, path: str, domain: str, warnings: list[Warning_] | Non
         if not getattr(memory, name) and not any(n == name for n, _ in type_problems):
             memory.warnings.append(Warning_(field_lines.get(name, 2), "missing-field", f"missing required field `{name}`"))
     return memory
+
+
+def plain_note(text: str, path: str, domain: str, warnings: list[Warning_] | None = None) -> Memory:
+    """A Markdown file without frontmatter, as an Obsidian vault holds many: id from the file name, subject from
+    the first `# ` heading (else the file name), the text as its Content (or its `## Content` section)."""
+    stem = path.rsplit("/", 1)[-1].removesuffix(".md")
+    note_id = slugify(stem)
+    heading = next((m for m in re.finditer(r"^#[ \t]+(.+?)[ \t#]*$", text, re.MULTILINE)
+                    if _outside(m.start(), _fences(text))), None)
+    line = text[: heading.start()].count("\n") + 1 if heading else 1
+    sections = parse_sections(text, 1)
+    content, content_line = sections.get("content", ("", 0))
+    if not content:
+        content = (text[: heading.start()] + text[heading.end():] if heading else text).strip()
+        content_line = line
+    image, image_line = sections.get("image", ("", 0))
+    notice = Warning_(1, "no-frontmatter", f"no frontmatter: read as a plain note with id {note_id!r} (from the file "
+                                           "name); add frontmatter with an anchor and a verify token to study and "
+                                           "cite it as a memory")
+    return Memory(id=note_id, subject=heading.group(1).strip() if heading else stem, anchor="", verify="",
+                  domain=domain, path=path, plain=True, image=image, content=content, body=text, line=line,
+                  image_line=image_line, content_line=content_line,
+                  body_links=[link for link, _ in body_link_lines(text, 1)],
+                  warnings=list(warnings or []) + [notice], body_line=1)
 
 
 def load_note(root: Path, relpath: str, domain: str) -> Memory:

@@ -431,8 +431,24 @@ def _not_found_message(ref: str, memories: list[Memory]) -> str:
     except NotFound:
         near = []
     if not near:
+        near = _spelled_like(ref, memories)
+    if not near:
         return f"no memory {ref!r} (try `palace list` or `palace search`)"
     return f"no memory {ref!r}; did you mean: {', '.join(near)}?"
+
+
+def _spelled_like(ref: str, memories: list[Memory], limit: int = 5) -> list[str]:
+    """Ids of memories with an id, subject word or alias word spelled close to a word of `ref` (`blom`: bloom-filter)."""
+    owners: dict[str, list[str]] = {}
+    for memory in memories:
+        for word in {*words(memory.id), *words(memory.subject), *(w for a in memory.aliases for w in words(a))}:
+            if len(word) >= 3:
+                owners.setdefault(word, []).append(memory.id)
+    found: list[str] = []
+    for word in words(ref):
+        for close in get_close_matches(word, list(owners), n=3, cutoff=0.75):
+            found += [i for i in sorted(owners[close]) if i not in found]
+    return found[:limit]
 
 
 def _fuzzy(ref: str, memories: list[Memory]) -> Memory:

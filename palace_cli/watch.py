@@ -61,7 +61,7 @@ def relevant(relpath: str) -> bool:
     name = relpath.rsplit("/", 1)[-1]
     if name.startswith((".", "#")) or name.endswith(IGNORED_SUFFIXES) or name == "4913":
         return False  # editor swap, lock, backup and probe files; our own atomic-write temp files
-    return True
+    return not any(part.startswith(".") for part in relpath.split("/")[:-1])  # .obsidian/, .trash/: never read
 
 
 class _Handler(FileSystemEventHandler):

@@ -127,7 +127,6 @@ BAD_INPUTS = [
     ("dashes-not-first-line", b"\n\n---\nid: x\n---\n", 3, "must start at the beginning of the first line"),
     ("closing-indented", b"---\nid: x\n  ---\nbody\n", 3, "closing `---` must start"),
     ("not-closed", b"---\nid: x\nsubject: y\n", 1, "not closed"),
-    ("no-frontmatter", b"# Just markdown\n", 1, "no YAML frontmatter"),
     ("not-utf8", b"---\nid: x\nsubject: caf\xe9\n---\n", 3, "not UTF-8"),
     ("empty", b"", 1, "empty file"),
     ("only-whitespace", b"  \n\n", 1, "empty file"),

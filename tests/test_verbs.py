@@ -296,3 +296,8 @@ def test_lint_resolves_links_by_every_name_and_refuses_to_guess(example_palace):
     problems = json.loads(run(example_palace, "lint", "--json").stdout)["problems"]
     ambiguous = [p for p in problems if p["code"] == "ambiguous-link"]
     assert [p["path"] for p in ambiguous] == [OUTBOX] and "(copy, two-phase-commit)" in ambiguous[0]["message"]
+
+
+def test_a_misspelt_name_suggests_the_memory(example_palace):
+    result = run(example_palace, "show", "blom")
+    assert result.exit_code == 1 and "did you mean: bloom-filter?" in result.stderr

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import time
 from collections.abc import Mapping
 from contextlib import contextmanager
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 
 from ..conversations.model import TIME
 from ..errors import NoteError
-from ..notes import Memory, atomic_write, parse_note, read_note_text
+from ..notes import Memory, atomic_write, parse_note, read_note_text, rest_of_body
 from ..palace import INDEX_DIR, ROOT_INDEX, Palace, Problem, Scan
 from ..progress import Progress
 from . import Index
@@ -97,8 +98,11 @@ def _file_hash(data: str) -> str:
 
 
 def _doc(memory: Memory) -> Doc:
+    # A plain note without a `## Content` section has its whole text as content already.
+    whole = memory.plain and not re.search(r"^##[ \t]+content[ \t]*$", memory.body, re.IGNORECASE | re.MULTILINE)
     return Doc(memory.path, memory.id, memory.domain, memory.subject, " ".join(memory.keywords + memory.aliases),
-               memory.anchor, memory.image, memory.content, time=memory_time(memory))
+               memory.anchor, memory.image, memory.content, time=memory_time(memory),
+               rest="" if whole else rest_of_body(memory.body))
 
 
 def memory_time(memory: Memory) -> str:

@@ -13,11 +13,11 @@ from pathlib import Path
 
 from ..notes import Memory, Warning_
 
-SCHEMA_VERSION = "7"
+SCHEMA_VERSION = "8"
 MEMORY_FIELDS = frozenset(f.name for f in dataclasses.fields(Memory))
 # What the generated index files need; stored apart from `data` so they can be read without decoding bodies.
 LIGHT_FIELDS = ("id", "subject", "anchor", "verify", "domain", "path", "keywords", "aliases", "previous_ids", "links",
-                "line", "created", "valid_from", "valid_until", "supersedes", "superseded_by", "type", "core")
+                "line", "created", "valid_from", "valid_until", "supersedes", "superseded_by", "type", "core", "plain")
 
 
 def text_hash(memory: Memory) -> str:

@@ -28,14 +28,15 @@ from .scope import Scope
 
 # Query-time field weights. Chosen by measurement on example-palace/queries.jsonl
 # (see docs/search.md, "Field weights"); override in palace.toml [retrieval] field_weights.
-# `context` is a turn's neighbours' text (see index/turns.py); memories leave it empty.
-DEFAULT_FIELD_WEIGHTS = {"subject": 1.0, "keywords": 1.0, "anchor": 0.5, "image": 0.2, "content": 1.0, "domain": 0.0,
-                         "context": 0.5}
+# `context` is a turn's neighbours' text (see index/turns.py); memories leave it empty. `rest` is every other
+# word of a note's body (notes.rest_of_body), measured in docs/search.md ("The rest of the body").
+DEFAULT_FIELD_WEIGHTS = {"subject": 1.0, "keywords": 1.0, "anchor": 0.5, "image": 0.2, "content": 1.0, "rest": 0.2,
+                         "domain": 0.0, "context": 0.5}
 FIELDS = tuple(DEFAULT_FIELD_WEIGHTS)
 LOCK_TIMEOUT_S = 30.0
 
 
-SCHEMA_VERSION = "3"  # bump when the schema or analyzer changes: old indexes are rebuilt
+SCHEMA_VERSION = "4"  # bump when the schema or analyzer changes: old indexes are rebuilt
 SCHEMA_MARKER = "palace-schema"
 RETRIES = 3
 DAMAGE = (EOFError, struct.error, zlib.error, pickle.UnpicklingError, ValueError)
@@ -100,6 +101,7 @@ def _schema() -> Schema:
         anchor=TEXT(**text),
         image=TEXT(**text),
         content=TEXT(**text),
+        rest=TEXT(**text),
         domain=TEXT(**text),
         context=TEXT(**text),
     )
@@ -121,6 +123,7 @@ class Doc:
     time: str = ""
     session: str = ""
     context: str = ""
+    rest: str = ""  # every other word of a note's body (notes.rest_of_body)
 
 
 class TextIndex:
@@ -166,7 +169,7 @@ class TextIndex:
 
     def _add(self, writer, doc: Doc) -> None:
         fields = dict(path=doc.path, id=doc.id, kind=doc.kind, subject=doc.subject, keywords=doc.keywords,
-                      anchor=doc.anchor, image=doc.image, content=doc.content, context=doc.context)
+                      anchor=doc.anchor, image=doc.image, content=doc.content, context=doc.context, rest=doc.rest)
         if doc.domain:
             fields.update(domain_key=doc.domain, domain=doc.domain.replace("-", " "))
         if doc.time:

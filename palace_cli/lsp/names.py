@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..lint import NoteChecker
+from ..names import Names
 from ..tokens import normalize
 
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ class Snapshot:
         self.tokens = {i: m.verify for i, m in memories.items() if m.verify}
         self.checker = NoteChecker(memories)
         self.secrets = self.checker.secrets  # every verify token, to mask them in what hover shows
-        self._tiers: list[dict[str, list[str]]] = [{}, {}, {}, {}]  # stem or id, alias, subject, anchor
+        self.names = Names(memories.values())  # the one resolver: Palace.memory, lint and links use it too
         self._stems: dict[str, list[str]] = {}
         for path in broken:
             self._stems.setdefault(normalize(Path(path).stem), []).append(path)
@@ -76,12 +77,9 @@ class Snapshot:
         lines: list[str] = []
         self._line_ids: list[str] = []
         for memory in sorted(memories.values(), key=lambda m: m.id):
-            stem, subject = normalize(Path(memory.path).stem), normalize(memory.subject)
+            subject = normalize(memory.subject)
             aliases = [normalize(a) for a in memory.aliases]
             key_id = normalize(memory.id)
-            for tier, keys in enumerate(({stem, key_id}, set(aliases), {subject}, {normalize(memory.anchor)})):
-                for key in keys - {""}:
-                    self._tiers[tier].setdefault(key, []).append(memory.id)
             written = [(key_id, 0, memory.id), (subject, 2, memory.subject)]
             written += [(key, 1, alias) for key, alias in zip(aliases, memory.aliases)]
             for key, order, name in written:
@@ -122,20 +120,20 @@ class Snapshot:
         if ref in self.memories:
             return Resolved(self.memories[ref])
         path_ref = _norm_path(ref)
-        if path_ref in self.by_path:
-            return Resolved(self.by_path[path_ref])
+        by_path = self.names.path(path_ref)
+        if by_path is not None:
+            return Resolved(by_path)
         if path_ref in self.broken:
             return Resolved(broken=path_ref, problem=self.broken[path_ref][0])
         if path_ref.endswith(".md") or "/" in path_ref:
             return Resolved()
         wanted = normalize(ref)
         stems = self._stems.get(wanted, []) if wanted else []
-        for tier in self._tiers:
-            matches = tier.get(wanted, []) if wanted else []
+        for _rank, matches in self.names.by_rank(ref):
             if len(matches) == 1 and not stems:
-                return Resolved(self.memories[matches[0]])
+                return Resolved(matches[0])
             if len(matches) > 1:
-                return Resolved(candidates=sorted(matches))
+                return Resolved(candidates=sorted(m.id for m in matches))
             if stems:
                 return Resolved(broken=stems[0], problem=self.broken[stems[0]][0])
         return Resolved()
