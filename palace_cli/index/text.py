@@ -30,7 +30,7 @@ from .scope import Scope
 # (see docs/search.md, "Field weights"); override in palace.toml [retrieval] field_weights.
 # `context` is a turn's neighbours' text (see index/turns.py); memories leave it empty. `rest` is every other
 # word of a note's body (notes.rest_of_body), measured in docs/search.md ("The rest of the body").
-DEFAULT_FIELD_WEIGHTS = {"subject": 1.0, "keywords": 1.0, "anchor": 0.5, "image": 0.2, "content": 1.0, "rest": 0.2,
+DEFAULT_FIELD_WEIGHTS = {"subject": 1.0, "keywords": 1.0, "anchor": 0.5, "image": 0.2, "content": 1.0, "rest": 0.1,
                          "domain": 0.0, "context": 0.5}
 FIELDS = tuple(DEFAULT_FIELD_WEIGHTS)
 LOCK_TIMEOUT_S = 30.0
