@@ -22,7 +22,7 @@ from .palace import Palace
 from .retrieve import Recall, context_entry, recall
 from .tokens import STOPWORDS, contains_phrase, words
 from .validity import format_moment, parse_moment
-from .verify import Verdict, verify_response
+from .verify import CITATION, Verdict, verify_response
 
 MAX_TOKENS = 160
 ANSWER_INSTRUCTION = ("Answer the question in two or three sentences using only the memories above. "
@@ -187,10 +187,26 @@ def _abstain(answer: Answer, question: str, result: Recall, evidence: Evidence) 
     return answer
 
 
+def not_an_answer(text: str, terms: list[str], analyze) -> tuple[str, str] | None:
+    """(status, reason) when a generated text that cites its memories still answers nothing, else None: it
+    pastes its prompt back, loops on one sentence until the token limit, or (outside its citations) holds none
+    of the question's terms. SmolLM2-135M passes verification in each of these ways (docs/benchmarks.md)."""
+    from .quiz.llm import repetitive
+
+    if ECHO.search(text):
+        return "echo", "it pastes its context back instead of answering"
+    if repetitive(text):
+        return "loops", "it repeats itself until the token limit"
+    said = {term for term, _ in analyze(CITATION.sub(" ", text))}
+    if terms and not said.intersection(terms):
+        return "off-topic", "it cites a memory but says nothing about the question"
+    return None
+
+
 def _generated(answer: Answer, generator, prompt: str, handed: list[dict], tokens: dict[str, str], *,
-               use_cache: bool, max_tokens: int, rule: str, superseded: dict) -> bool:
-    """Ask the generator; True when its answer verifies (and is an answer, not its prompt pasted back) and is
-    now `answer`'s, else False with the reason in `answer.note` and the failed answer in `answer.generated`."""
+               use_cache: bool, max_tokens: int, rule: str, superseded: dict, terms: list[str], analyze) -> bool:
+    """Ask the generator; True when its answer verifies (and is an answer: not_an_answer) and is now
+    `answer`'s, else False with the reason in `answer.note` and the failed answer in `answer.generated`."""
     model = cached(generator, use_cache)
     try:
         text = model.complete(prompt, max_tokens=max_tokens, temperature=0.0)
@@ -200,14 +216,14 @@ def _generated(answer: Answer, generator, prompt: str, handed: list[dict], token
     verdict = verify_response(text, handed, tokens, rule=rule, superseded=superseded)
     shown = drop_repeats(text)
     answer.model, answer.cached = model.model_id, model.last_cached
-    if verdict.grounded and not ECHO.search(text):
+    failed = (verdict.status, verdict.reason) if not verdict.grounded else not_an_answer(text, terms, analyze)
+    if failed is None:
         answer.mode, answer.status, answer.text, answer.verdict = "generated", "grounded", shown, verdict
         answer.raw = text if shown != text.strip() else ""
         answer.reason = verdict.reason
         answer.memories = [{**m, "cited": m["id"] in verdict.cited_ids} for m in handed]
         return True
-    status, reason = (verdict.status, verdict.reason) if not verdict.grounded else (
-        "echo", "it pastes its context back instead of answering")
+    status, reason = failed
     answer.generated = {"answer": shown, "status": status, "reason": reason, "model": model.model_id}
     answer.note = f"the model's answer was not used ({status}: {reason})"
     return False
@@ -258,7 +274,8 @@ def ask(palace: Palace, question: str, *, k: int | None = None, profile: str = "
         answer.note = unfit_reason(generator, palace.config.models, use, task="cite its sources")
         if not answer.note and _generated(answer, generator, build_prompt(result.context, question), handed, tokens,
                                           use_cache=use_cache, max_tokens=max_tokens, rule=rule,
-                                          superseded=superseded):
+                                          superseded=superseded, terms=evidence.terms,
+                                          analyze=palace.index.text.words):
             return _finish(answer, started)
     text, verdict, chosen = extractive(palace, question, memories, handed, tokens, rule, superseded)
     by_id = {m.id: m for m in memories}

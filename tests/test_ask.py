@@ -30,7 +30,9 @@ class FakeModel:
     """What the test's own OpenAI-compatible server does and what it was asked."""
 
     def __init__(self):
-        self.mode = "echo"   # echo: cite the first token in the prompt; plain: no token; error; garbage; slow
+        # echo: answer and cite the first token in the prompt; empty: cite it, say nothing; plain: no token;
+        # error; garbage; slow
+        self.mode = "echo"
         self.requests: list[dict] = []
         self.url = ""
 
@@ -46,7 +48,9 @@ def _reply(state: FakeModel, body: dict) -> tuple[int, bytes]:
     token = re.search(r"(?m)^verify: (.+)$", prompt)
     text = "I do not know."
     if state.mode == "echo" and token:
-        text = f"From the memory. [verify: {token.group(1)}]"
+        text = f"It blocks from the memory. [verify: {token.group(1)}]"
+    if state.mode == "empty" and token:
+        text = f"The answer to the question above is: [verify: {token.group(1)}]"
     return 200, json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}).encode()
 
 
@@ -114,7 +118,7 @@ def test_endpoint_posts_a_chat_completion(endpoint, monkeypatch):
     monkeypatch.setenv("PALACE_TEST_KEY", "sk-test")
     generator = OpenAIGenerator(endpoint.url, "fake-1", api_key_env="PALACE_TEST_KEY")
     text = generator.complete("Context\nverify: fig tart\nQuestion?", max_tokens=12, stop=["\n\n"])
-    assert text == "From the memory. [verify: fig tart]"
+    assert text == "It blocks from the memory. [verify: fig tart]"
     request = endpoint.requests[0]
     assert request["path"] == "/v1/chat/completions"
     assert request["headers"]["Authorization"] == "Bearer sk-test"
@@ -202,7 +206,7 @@ def test_broken_cache_entry_is_a_miss(endpoint):
     model.complete("verify: fig tart")
     (entry,) = cache_dir().rglob("*.json")
     entry.write_text("{truncated", encoding="utf-8")
-    assert model.complete("verify: fig tart") == "From the memory. [verify: fig tart]"
+    assert model.complete("verify: fig tart") == "It blocks from the memory. [verify: fig tart]"
     assert len(endpoint.requests) == 2
 
 
@@ -214,7 +218,7 @@ def test_ask_grounded_answer_then_cache_then_no_cache(example_palace, endpoint):
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["status"] == "grounded" and data["verdict"]["cited"][0]["id"] == "two-phase-commit"
-    assert data["mode"] == "generated" and data["answer"] == "From the memory. [verify: mustard-yellow tuxedo]"
+    assert data["mode"] == "generated" and data["answer"] == "It blocks from the memory. [verify: mustard-yellow tuxedo]"
     assert data["memories"][0] == {**data["memories"][0], "id": "two-phase-commit", "cited": True}
     assert data["model"].startswith("fake-1@") and data["cached"] is False and data["signal"] == "lexical"
     assert len(endpoint.requests) == 1
@@ -251,6 +255,30 @@ def test_a_verifying_generated_answer_is_preferred_and_never_skips_the_model(exa
     never = json.loads(_run(example_palace, "ask", ANSWERABLE, "--json", "--generate", "never").stdout)
     assert never["mode"] == "extractive" and never["status"] == "grounded" and never["note"] == ""
     assert len(endpoint.requests) == 1   # "never" did not call the model
+
+
+def test_a_cited_answer_that_says_nothing_gives_way_to_the_extractive_one(example_palace, endpoint):
+    _configure(example_palace, endpoint)
+    endpoint.mode = "empty"
+    data = json.loads(_run(example_palace, "ask", ANSWERABLE, "--json").stdout)
+    assert (data["status"], data["mode"]) == ("grounded", "extractive")
+    assert data["generated"]["status"] == "off-topic" and "says nothing about the question" in data["note"]
+
+
+@pytest.mark.parametrize("text, failed", [
+    ("Two-phase commit blocks while the coordinator is down. [verify: fig tart]", None),
+    ("The answer to the question above is:\n\n[verify: fig tart]", "off-topic"),
+    ("It is a commit protocol. It is a commit protocol. It is a commit protocol. [verify: fig tart]", "loops"),
+    ("## Two-Phase Commit\nverify: fig tart", "echo"),
+    ("Yes, indeed. [verify: two-phase commit blocking]", "off-topic"),   # words inside a citation do not count
+])
+def test_not_an_answer(palace, text, failed):
+    from palace_cli.ask import not_an_answer
+    from palace_cli.extract import question_terms
+
+    analyze = palace.index.text.words
+    verdict = not_an_answer(text, question_terms(analyze, ANSWERABLE), analyze)
+    assert (verdict[0] if verdict else None) == failed
 
 
 def test_an_endpoint_that_is_down_costs_the_model_answer_not_the_answer(example_palace, endpoint):

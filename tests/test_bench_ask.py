@@ -74,3 +74,18 @@ def test_bench_ask_command_pools_sets_and_quotes(example_palace, few):
     assert "**extractive answers, System Design Palace**" in table.output
     missing = CliRunner().invoke(cli, ["bench", "ask", "--set", str(example_palace), str(few), "nope.jsonl"])
     assert missing.exit_code == 2 and "no such file: nope.jsonl" in missing.output
+
+
+def test_bench_ask_answer_counts_what_ask_itself_does(example_palace, few):
+    result = CliRunner().invoke(cli, ["bench", "ask", "--set", str(example_palace), str(few), "-",
+                                      "--answer", "never", "--json"])
+    assert result.exit_code == 0, result.output
+    asked = json.loads(result.stdout)["ask"]
+    assert asked["generate"] == "never"
+    groups = asked["System Design Palace"]
+    assert groups["answerable"]["questions"] == 6 and groups["absent"]["questions"] == 3
+    for group in groups.values():
+        assert sum(group["outcomes"].values()) == group["questions"]
+        assert set(group["outcomes"]) <= {"grounded extractive", "abstained"}   # never: no model, never ungrounded
+        assert group["model_answer_not_used"] == {}
+    assert groups["answerable"]["outcomes"].get("grounded extractive", 0) >= 4

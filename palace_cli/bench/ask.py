@@ -247,19 +247,54 @@ def quoting(items: list[Asked]) -> dict:
     return out
 
 
-def run_ask_bench(sets: list[tuple[Path, Path, Path | None]], progress: Progress | None = None) -> dict:
-    """The whole benchmark over (palace dir, queries file, answers file or None) sets."""
+# ---- what `ask` itself answers ----------------------------------------------------------------
+
+
+def outcomes(name: str, palace: Palace, queries_path: Path, generate: str, use_cache: bool = True,
+             progress: Progress | None = None) -> dict:
+    """`ask` run on every question (generate: auto, always, never): per answerable and absent questions, how
+    many were answered grounded (generated or extractive), ungrounded or abstained, and why a generated
+    answer was not used."""
+    from ..ask import ask
+
+    queries = load_queries(queries_path)
+    out: dict = {}
+    for position, q in enumerate(queries, start=1):
+        answer = ask(palace, q.query, generate=generate, use_cache=use_cache)
+        group = out.setdefault("absent" if not q.expected else "answerable",
+                               {"questions": 0, "outcomes": {}, "model_answer_not_used": {}, "top_expected": 0})
+        group["questions"] += 1
+        outcome = answer.status if answer.status == "abstained" else f"{answer.status} {answer.mode}"
+        group["outcomes"][outcome] = group["outcomes"].get(outcome, 0) + 1
+        if answer.generated:
+            why = answer.generated["status"]
+            group["model_answer_not_used"][why] = group["model_answer_not_used"].get(why, 0) + 1
+        if answer.status != "abstained" and answer.memories and answer.memories[0]["id"] in q.expected:
+            group["top_expected"] += 1
+        if progress:
+            progress(f"{name} ask", position, len(queries))
+    return out
+
+
+def run_ask_bench(sets: list[tuple[Path, Path, Path | None]], progress: Progress | None = None,
+                  generate: str | None = None, use_cache: bool = True) -> dict:
+    """The whole benchmark over (palace dir, queries file, answers file or None) sets; with `generate`, also
+    `ask` itself on every question (outcomes)."""
     started = time.perf_counter()
     items: list[Asked] = []
     timings: list[float] = []
     names = []
+    asked: dict = {}
     for root, queries_path, answers_path in sets:
         palace = Palace(root)
         name = palace.config.name
         names.append({"palace": name, "root": str(root), "queries": str(queries_path),
                       "answers": str(answers_path) if answers_path else None})
         items += collect(name, palace, queries_path, answers_path, progress, timings)
+        if generate:
+            asked[name] = outcomes(name, palace, queries_path, generate, use_cache, progress)
     return {"sets": names, "abstention": abstention(items), "extract": quoting(items),
+            **({"ask": {"generate": generate, **asked}} if generate else {}),
             "extract_ms_median": round(statistics.median(timings), 2) if timings else None,
             "wall_s": round(time.perf_counter() - started, 1)}
 
@@ -307,6 +342,20 @@ def markdown_report(summary: dict) -> str:
             e = where.get("e2e", {}).get(selection, {})
             lines.append(f"| {selection} | {o['hit']:.3f} | {o['recall']:.3f} | {o['words']:.0f} | "
                          f"{e.get('hit', 0):.3f} | {e.get('recall', 0):.3f} | {e.get('words', 0):.0f} |")
+        lines.append("")
+    if "ask" in summary:
+        lines += [f"**ask --generate {summary['ask']['generate']}**", "",
+                  "| palace | questions | outcomes | model answer not used | answered from an expected memory |",
+                  "|---" * 5 + "|"]
+        for name, groups in summary["ask"].items():
+            if name == "generate":
+                continue
+            for kind, g in groups.items():
+                shares = ", ".join(f"{k} {v} ({v / g['questions']:.1%})" for k, v in sorted(g["outcomes"].items()))
+                unused = ", ".join(f"{k} {v}" for k, v in sorted(g["model_answer_not_used"].items())) or "-"
+                answered = g["questions"] - g["outcomes"].get("abstained", 0)
+                expected = f"{g['top_expected']} of {answered}" if kind == "answerable" else "-"
+                lines.append(f"| {name}, {kind} | {g['questions']} | {shares} | {unused} | {expected} |")
         lines.append("")
     if summary.get("extract_ms_median") is not None:
         lines.append(f"choosing sentences took {summary['extract_ms_median']} ms per question (median); "

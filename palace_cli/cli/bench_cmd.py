@@ -180,9 +180,13 @@ def bench_retrieval(obj, queries_file, beir_dir, locomo_file, scopes, modes, pro
 @click.option("--set", "sets", nargs=3, multiple=True, metavar="PALACE QUERIES ANSWERS",
               help="A palace, its questions (JSON lines) and its answer phrases (JSON lines, or - for none); "
                    "repeat for each palace to pool. Default: this palace, its queries.jsonl, no answers.")
+@click.option("--answer", "generate", type=click.Choice(["auto", "always", "never"]), default=None,
+              help="Also run `ask --generate` so on every question and count grounded, extractive and abstained "
+                   "answers (always: the configured model answers every question; slow).")
+@click.option("--no-cache", is_flag=True, help="With --answer: ask the model again instead of reusing cached answers.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @click.pass_obj
-def bench_ask(obj, sets, as_json):
+def bench_ask(obj, sets, generate, no_cache, as_json):
     """When ask abstains (rules cross-validated over every set's questions pooled) and whether its extractive
     answers quote the labelled answer phrases.
 
@@ -207,7 +211,8 @@ def bench_ask(obj, sets, as_json):
         if not (root / "palace.toml").is_file():
             raise click.UsageError(f"{root} is not a palace (no palace.toml)")
     with render.err.status("asking") as status:
-        summary = run_ask_bench(chosen, progress=lambda name, i, n: status.update(f"{name} {i}/{n}"))
+        summary = run_ask_bench(chosen, progress=lambda name, i, n: status.update(f"{name} {i}/{n}"),
+                                generate=generate, use_cache=not no_cache)
     if as_json:
         render.emit_json(summary)
     else:
