@@ -51,7 +51,8 @@ def _head(palace: Palace, scan: Scan) -> str:
 
 
 def _line(memory: Memory) -> str:
-    return f"- {memory.subject} [{memory.domain}] ({memory.anchor}) id:{memory.id}\n"
+    anchor = f" ({memory.anchor})" if memory.anchor else ""  # a plain note (no frontmatter) has none
+    return f"- {memory.subject} [{memory.domain}]{anchor} id:{memory.id}\n"
 
 
 def _ordered(palace: Palace, scan: Scan) -> tuple[list[str], dict[str, float]]:

@@ -285,6 +285,46 @@ def test_the_pre_commit_framework_hook_runs_the_check(example_palace):
     assert stale.returncode == 1 and "INDEX.md: generated index file out of date" in stale.stdout
 
 
+def test_a_real_pre_commit_run_refuses_stale_index_files_and_passes_fresh_ones(repo, tmp_path):
+    """The pre-commit framework itself, with the hook as .pre-commit-hooks.yaml defines it (entry, files,
+    pass_filenames); only its language is `system`, so the run uses this palace instead of installing one."""
+    import yaml
+
+    framework = Path(sys.executable).parent / "pre-commit"
+    if not framework.exists():
+        pytest.skip("pre-commit is not installed (pip install pre-commit; it is in the dev extra)")
+    hook = yaml.safe_load((Path(__file__).resolve().parent.parent / ".pre-commit-hooks.yaml").read_text())[0]
+    config = {"repos": [{"repo": "local", "hooks": [dict(hook, language="system")]}]}
+    (repo / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config))
+    env = dict(os.environ, **ENV, PRE_COMMIT_HOME=str(tmp_path / "pre-commit-home"),
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+
+    def run_git(*args):  # stdout and stderr as one (git hands the hook's output to either)
+        return subprocess.run(["git", *args], cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, env=env)
+
+    installed = subprocess.run([str(framework), "install"], cwd=repo, capture_output=True, text=True, env=env)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    run_git("add", "-A")
+    assert run_git("commit", "-qm", "pre-commit config").returncode == 0
+    note = repo / "memories/storage-engines/b-tree.md"
+    note.write_text(note.read_text().replace("anchor: ", "anchor: tall ", 1))
+    run_git("add", "-A")
+    refused = run_git("commit", "-qm", "anchor edited, index not regenerated")
+    assert refused.returncode != 0 and "palace index files match the notes" in refused.stdout
+    assert "index/storage-engines.md: generated index file out of date" in refused.stdout
+    note.write_text(note.read_text() + "\nA sentence at the end of the body.\n")  # a body-only edit: nothing stale
+    assert palace(repo, "index").exit_code == 0
+    run_git("add", "-A")
+    passed = run_git("commit", "-qm", "anchor edited, index regenerated")
+    assert passed.returncode == 0 and "Passed" in passed.stdout, passed.stdout + passed.stderr
+    readme = repo / "README-notes.txt"  # a file outside `files:` does not run the hook
+    readme.write_text("x\n")
+    run_git("add", "-A")
+    skipped = run_git("commit", "-qm", "not a note")
+    assert skipped.returncode == 0 and "Skipped" in skipped.stdout, skipped.stdout + skipped.stderr
+
+
 def test_the_session_list_merges_too():
     from palace_cli.index.files import render_conversations_index
 

@@ -280,6 +280,25 @@ open(path, "w").write(text)''')
     assert "A walrus juggles" in (kb / "memories/systems/juggler.md").read_text()
 
 
+def test_a_domain_spelled_close_to_one_that_exists_is_refused_with_the_suggestion(example_palace):
+    args = ("Quotient filter", "--image", "Eleven silver spoons sieve phantom peas.", "--content", "Facts.",
+            "--no-edit")
+    before = sorted(p.name for p in (example_palace / "memories").iterdir())
+    typo = run(example_palace, "add", *args, "-d", "storge-engines")
+    assert typo.exit_code == 1 and "did you mean storage-engines?" in typo.stderr and "--new-domain" in typo.stderr
+    assert sorted(p.name for p in (example_palace / "memories").iterdir()) == before  # no folder, no note
+    prefix = run(example_palace, "add", *args, "-d", "storag")  # the start of one domain's name names it
+    assert prefix.exit_code == 0 and (example_palace / "memories/storage-engines/quotient-filter.md").exists()
+    meant = run(example_palace, "add", "Skip list", *args[1:], "-d", "storge-engines", "--new-domain")
+    assert meant.exit_code == 0 and (example_palace / "memories/storge-engines/skip-list.md").exists()
+
+
+def test_show_of_a_misspelt_name_suggests_and_of_a_known_name_shows(example_palace):
+    assert "did you mean: bloom-filter?" in run(example_palace, "show", "blom").stderr
+    shown = json.loads(run(example_palace, "show", "bloom filter", "--json").stdout)  # a subject, any case
+    assert shown["id"] == "bloom-filter"
+
+
 # ---- links resolve by id, path, file name, alias or subject ------------------------------------
 
 

@@ -209,13 +209,17 @@ def show(ctx, ref, as_json):
     print_ = render.out.print
     print_(f"[bold]{escape(memory.subject)}[/bold]  ({memory.id}, {escape(memory.domain)})", markup=True)
     print_(memory.location, markup=False)
-    print_(f"anchor: {memory.anchor}", markup=False)
+    if memory.anchor or not memory.plain:
+        print_(f"anchor: {memory.anchor}", markup=False)
+    else:
+        print_("no frontmatter: a plain note (no anchor, no verify token)", markup=False)
     for line in validity_lines(memory):
         print_(line, markup=False)
     if memory.keywords:
         print_("keywords: " + ", ".join(memory.keywords), markup=False)
-    print_("\n[bold]Image[/bold]", markup=True)
-    print_(memory.image, markup=False)
+    if memory.image or not memory.plain:
+        print_("\n[bold]Image[/bold]", markup=True)
+        print_(memory.image, markup=False)
     print_("\n[bold]Content[/bold]", markup=True)
     print_(memory.content, markup=False)
     if memory.all_links:
