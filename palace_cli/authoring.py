@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 
 from .config import CONFIG_NAME
+from .disk import disk_error, temp_prefix
 from .gitsetup import ATTRIBUTES, ensure_lines, setup_git
 from .errors import NoteError, PalaceError, UsageError
 from .notes import ID_PATTERN, Memory, atomic_write, check_note_size, edit_frontmatter, edit_section, inline_yaml, \
@@ -23,7 +24,9 @@ from .tokens import propose_token, token_problems
 from .validity import TYPES, Versions, today, yaml_moment
 from .versions import check_link, moment_option, old_note_changes, planned_edit
 
-IGNORED = (".palace/", ".obsidian/")  # the caches; an Obsidian vault's per-machine settings (docs/obsidian.md)
+# the caches; an Obsidian vault's per-machine settings (docs/obsidian.md); temp files of writes a killed
+# process left (the next command sweeps them)
+IGNORED = (".palace/", ".obsidian/", ".*.tmp")
 TEMPLATES = "templates"
 # `key: {field}` lines of a template's frontmatter; the placeholder becomes the field's YAML value.
 FIELD_PLACEHOLDER = re.compile(r"^([ \t]*[\w-]+:[ \t]*)\{(\w+)\}([ \t]*(?:#.*)?)$", re.MULTILINE)
@@ -106,9 +109,13 @@ def init_palace(directory: Path, name: str | None = None) -> Path:
 
 
 def _create(path: Path, text: str) -> None:
-    """Write a new file atomically, refusing (FileExistsError) when it already exists."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    """Write a new file atomically, refusing (FileExistsError) when it already exists; DiskError when the disk
+    refuses (read-only, full), with nothing left behind."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise disk_error(exc, f"cannot write {path}", "nothing was written") or exc
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(text.encode("utf-8"))
@@ -128,6 +135,10 @@ def _create(path: Path, text: str) -> None:
                 except BaseException:
                     os.unlink(path)  # ours, created a moment ago: never leave half a note
                     raise
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        raise disk_error(exc, f"cannot write {path}", "nothing was written") or exc
     finally:
         os.unlink(tmp)
 

@@ -59,3 +59,16 @@ class ModelError(PalaceError):
 
 class ImportFailed(PalaceError):
     """An import source is malformed; nothing was written."""
+
+
+class DiskError(OSError, PalaceError):
+    """A file could not be written (a read-only or full disk, permissions); what was there is as it was.
+
+    Also an OSError (with the errno), so code that handles a failed write as an OSError still does."""
+
+    def __init__(self, errno_: int | None, message: str):
+        super().__init__(errno_, message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message

@@ -583,10 +583,17 @@ def check_note_size(data: str | bytes, shown: str) -> None:
 
 
 def atomic_write(path: Path, data: str | bytes) -> None:
-    """Write via a temp file in the same directory, fsync, then rename: readers never see half a file."""
+    """Write via a temp file in the same directory, fsync, then rename: readers never see half a file.
+
+    A disk that refuses (read-only, full) raises DiskError with the file as it was and no temp file left."""
+    from .disk import disk_error, temp_prefix
+
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise disk_error(exc, f"cannot write {path}", "nothing was written") or exc
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(raw)
@@ -597,12 +604,12 @@ def atomic_write(path: Path, data: str | bytes) -> None:
         else:
             os.chmod(tmp, 0o644)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
-        raise
+        raise disk_error(exc, f"cannot write {path}", "it is as it was") or exc
 
 
 def _flow(value) -> str:

@@ -120,6 +120,9 @@ class Palace:
         self.root = Path(root).resolve()
         self.config: PalaceConfig = load_config(self.root)
         self._index: Index | None = None
+        self._cache_dir: Path | None = None
+        self.notices: list[str] = []  # one-line notices for the user (a face shows them, once)
+        self.notify = None  # called with each notice as it arises, when a face sets it (the CLI: stderr)
 
     @classmethod
     def find(cls, explicit: str | os.PathLike | None = None, start: Path | None = None) -> "Palace":
@@ -134,7 +137,21 @@ class Palace:
 
     @property
     def cache_dir(self) -> Path:
-        return self.root / CACHE_DIR
+        """Where the caches live: .palace/, or elsewhere when the palace cannot be written (see disk.locate_cache)."""
+        if self._cache_dir is None:
+            from .disk import locate_cache
+
+            self._cache_dir, notice = locate_cache(self.root / CACHE_DIR)
+            if notice:
+                self.notice(notice)
+        return self._cache_dir
+
+    def notice(self, message: str) -> None:
+        """Tell the user something once (a face decides how: the CLI prints it on stderr)."""
+        if message not in self.notices:
+            self.notices.append(message)
+            if self.notify is not None:
+                self.notify(message)
 
     def rel(self, path: Path) -> str:
         """Path relative to the root, forward slashes."""
@@ -148,8 +165,9 @@ class Palace:
 
     # ---- discovery ----------------------------------------------------------------------------
 
-    def note_files(self, problems: list[Problem] | None = None) -> list[NoteFile]:
-        """Every `memories/<domain>/**/*.md` file that memory_target accepts, sorted; the rest reported into problems.
+    def note_files(self, problems: list[Problem] | None = None, temps: list[str] | None = None) -> list[NoteFile]:
+        """Every `memories/<domain>/**/*.md` file that memory_target accepts, sorted; the rest reported into problems
+        (and the paths of hidden `*.tmp` files, temp files of writes, into temps when given).
 
         Real files and folders are read first, symlinks after: a link to a note or folder that is read
         through its own path is skipped (reported), so a note is never read twice and never loses its id
@@ -178,6 +196,8 @@ class Palace:
             for entry in entries:
                 name = entry.name
                 if name.startswith(".") or name in SKIPPED_DIRS:
+                    if temps is not None and name.endswith(".tmp"):
+                        temps.append(entry.path)
                     continue  # editor swap files, temp files of atomic writes
                 relpath = entry.path[prefix:].replace(os.sep, "/")
                 try:

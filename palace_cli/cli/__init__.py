@@ -40,6 +40,16 @@ class PalaceGroup(click.Group):
             sys.exit(130)
         except BrokenPipeError:
             sys.exit(1)
+        except Exception as exc:
+            # A write the core did not expect to fail (a read-only or full disk): one line, not a traceback.
+            from ..disk import disk_error
+
+            where = getattr(exc, "filename", None)
+            error = disk_error(exc, f"cannot write {where}" if where else "a write failed")
+            if error is None:
+                raise
+            click.echo(f"palace: {error}", err=True)
+            sys.exit(error.exit_code)
 
 
 class PalaceContext:
@@ -52,8 +62,15 @@ class PalaceContext:
     @property
     def palace(self) -> Palace:
         if self._palace is None:
-            self._palace = Palace.find(self.palace_dir)
+            self._palace = open_palace(self.palace_dir)
         return self._palace
+
+
+def open_palace(directory=None) -> Palace:
+    """The palace a command works on, its notices (a cache that moved) going to stderr as they arise."""
+    palace = Palace.find(directory)
+    palace.notify = lambda message: click.echo(f"palace: {message}", err=True)
+    return palace
 
 
 pass_ctx = click.make_pass_decorator(PalaceContext)

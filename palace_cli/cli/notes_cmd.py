@@ -13,11 +13,10 @@ from ..curate import has_tag
 from ..errors import NoteError, PalaceError
 from ..lint import lint as run_lint
 from ..notes import Memory
-from ..palace import Palace
 from ..similar import similar, warning_lines
 from ..tokens import fingerprint
 from ..validity import TYPES
-from . import pass_ctx, render
+from . import open_palace, pass_ctx, render
 
 
 def memory_summary(memory: Memory) -> dict:
@@ -261,7 +260,7 @@ def lint(ctx, directory, fix, strict, as_json):
 
     Example: palace lint --fix
     """
-    palace = Palace.find(directory) if directory else ctx.palace
+    palace = open_palace(directory) if directory else ctx.palace
     report = run_lint(palace, fix=fix)
     if as_json:
         render.emit_json(report.as_dict())

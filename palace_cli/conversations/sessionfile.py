@@ -254,12 +254,12 @@ def _tidy(lines: list[str]) -> str:
 # ---- files in a palace -----------------------------------------------------------------------
 
 
-def session_files(root: Path, problems: list | None = None) -> list[tuple[str, int, int]]:
+def session_files(root: Path, problems: list | None = None, temps: list | None = None) -> list[tuple[str, int, int]]:
     """(relative path, mtime_ns, size) of every `conversations/<source>/**/*.md`, sorted: for incremental refresh.
 
     A session file follows the rule of a memory (`palace.confined_target`): a link out of conversations/, a
     link loop, a FIFO or a name that cannot be printed is skipped, and reported into `problems` as
-    (path, code, message) when a list is given."""
+    (path, code, message) when a list is given; hidden `*.tmp` files (temp files of writes) go into `temps`."""
     from ..errors import NotAMemory
     from ..palace import BAD_NAME, BAD_NAME_MESSAGE, confined_target, shown_path
 
@@ -281,6 +281,8 @@ def session_files(root: Path, problems: list | None = None) -> list[tuple[str, i
         for entry in entries:
             name = entry.name
             if name.startswith("."):
+                if temps is not None and name.endswith(".tmp"):
+                    temps.append(entry.path)
                 continue
             relpath = entry.path[prefix:].replace(os.sep, "/")
             try:

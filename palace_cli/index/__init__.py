@@ -40,8 +40,13 @@ class Index:
     def __init__(self, palace: Palace):
         self.palace = palace
         cache = palace.cache_dir
-        cache.mkdir(parents=True, exist_ok=True)
-        self.store = NoteStore(cache / "notes.sqlite")
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+            self.store = NoteStore(cache / "notes.sqlite")
+        except Exception as exc:
+            from ..disk import disk_error
+
+            raise disk_error(exc, f"cannot open the cache under {cache}", where=cache) or exc
         self.text = TextIndex(cache / "whoosh")
         self.vectors = VectorStore(cache / "vectors")
         self._dense: Dense | None = None

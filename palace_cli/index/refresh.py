@@ -17,11 +17,13 @@ import time
 from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..conversations.model import TIME
+from ..disk import REFUSED, disk_error, sweep_temps
 from ..errors import NoteError
 from ..notes import Memory, atomic_write, parse_note, read_note_text, rest_of_body
-from ..palace import INDEX_DIR, ROOT_INDEX, Palace, Problem, Scan
+from ..palace import INDEX_DIR, REVIEWS, ROOT_INDEX, Palace, Problem, Scan
 from ..progress import Progress
 from . import Index
 from .files import (_generated_files_on_disk, assemble_root_index, conversations_index_path, render_conversations_index,
@@ -53,6 +55,7 @@ class RefreshReport:
     problems: list[Problem] = field(default_factory=list)
     index_files: list[str] = field(default_factory=list)
     rebuilt_lexical: bool = False
+    swept: list[str] = field(default_factory=list)  # temp files of killed writers, removed
     vectors: SyncReport | None = None
     dense: str = "off"  # "on", "off" (no model), or "disabled" (configured off)
     dense_reason: str = ""
@@ -67,7 +70,8 @@ class RefreshReport:
         return {
             "added": self.added, "updated": self.updated, "removed": self.removed, "unchanged": self.unchanged,
             "problems": [p.as_dict() for p in self.problems], "index_files": self.index_files,
-            "rebuilt_lexical": self.rebuilt_lexical, "dense": self.dense, "dense_reason": self.dense_reason,
+            "rebuilt_lexical": self.rebuilt_lexical, "swept": self.swept, "dense": self.dense,
+            "dense_reason": self.dense_reason,
             "embedded": self.vectors.embedded if self.vectors else 0,
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
         }
@@ -130,7 +134,18 @@ class _Stages:
 
 def refresh(palace: Palace, embedder=AUTO, progress: Progress | None = None, rebuild: bool = False,
             index_files: bool = True) -> RefreshReport:
-    """Bring every cache up to date with the notes on disk, doing work only for what changed."""
+    """Bring every cache up to date with the notes on disk, doing work only for what changed.
+
+    A disk that refuses a cache write (full, failing) raises DiskError; the notes are never touched, and what
+    the refresh had not committed is found and redone by the next one."""
+    try:
+        return _refresh(palace, embedder, progress, rebuild, index_files)
+    except Exception as exc:
+        raise disk_error(exc, f"cannot update the cache under {palace.cache_dir}", "the notes are untouched",
+                         where=palace.cache_dir) or exc
+
+
+def _refresh(palace: Palace, embedder, progress: Progress | None, rebuild: bool, index_files: bool) -> RefreshReport:
     idx = palace.index
     report = RefreshReport()
     stages = _Stages(report)
@@ -141,9 +156,12 @@ def refresh(palace: Palace, embedder=AUTO, progress: Progress | None = None, reb
                 idx.store.clear()
             idx.vectors.clear()
         version_before = idx.store.version()
-        changed_domains = _refresh_notes(palace, idx.store, report, progress)
+        temps: list[str] = []
+        changed_domains = _refresh_notes(palace, idx.store, report, progress, temps)
         stages.done("notes")
-        refresh_sessions(palace, idx.store, report, progress)
+        refresh_sessions(palace, idx.store, report, progress, temps)
+        report.swept = [palace.rel(Path(p)) for p in
+                        sweep_temps(temps, [palace.root, palace.root / INDEX_DIR, palace.root / REVIEWS])]
         stages.done("sessions")
         losers = _collect_problems(idx.store, report)
         if report.changed:
@@ -154,7 +172,12 @@ def refresh(palace: Palace, embedder=AUTO, progress: Progress | None = None, reb
         if index_files:
             if progress:
                 progress("index files", 0, 1)
-            _refresh_index_files(palace, idx.store, report, version_before, changed_domains, losers)
+            try:
+                _refresh_index_files(palace, idx.store, report, version_before, changed_domains, losers)
+            except OSError as exc:
+                if exc.errno not in REFUSED:
+                    raise
+                palace.notice(f"the generated index files are out of date and cannot be written ({exc.strerror})")
             stages.done("index files")
         if embedder is AUTO:
             _refresh_vectors_auto(palace, idx, losers, report, progress)
@@ -199,9 +222,10 @@ def _vectors_state(idx: Index, model_key: str) -> str:
     return f"{idx.store.version()}:{model_key}:{idx.vectors.generation()}"
 
 
-def _refresh_notes(palace: Palace, store: NoteStore, report: RefreshReport, progress: Progress | None) -> set[str]:
+def _refresh_notes(palace: Palace, store: NoteStore, report: RefreshReport, progress: Progress | None,
+                   temps: list[str]) -> set[str]:
     """Stat every note, read the ones whose stat changed, store the ones whose bytes changed; returns touched domains."""
-    files = palace.note_files(report.problems)
+    files = palace.note_files(report.problems, temps)
     known = store.stat_map()
     on_disk = set()
     work = []

@@ -159,8 +159,10 @@ def key_terms(session: Session, limit: int = KEY_TERMS) -> list[str]:
 # ---- the refresh of session files (index.refresh calls these) ----------------------------------------
 
 
-def refresh_sessions(palace: Palace, store: NoteStore, report: RefreshReport, progress: Progress | None) -> None:
-    """Stat every session file under conversations/, parse the ones whose bytes changed, store their turns."""
+def refresh_sessions(palace: Palace, store: NoteStore, report: RefreshReport, progress: Progress | None,
+                     temps: list[str] | None = None) -> None:
+    """Stat every session file under conversations/, parse the ones whose bytes changed, store their turns
+    (hidden temp files found on the way go into temps)."""
     from ..conversations import session_files
 
     unit = turn_unit(palace.config.retrieval)
@@ -171,7 +173,7 @@ def refresh_sessions(palace: Palace, store: NoteStore, report: RefreshReport, pr
                 store.bump_version()
             store.set_meta("turn_unit", f"{unit} {UNIT_FORMAT}")
     skipped: list[tuple[str, str, str]] = []
-    files = session_files(palace.root, skipped)
+    files = session_files(palace.root, skipped, temps)
     report.problems += [Problem(path, None, "error", code, message) for path, code, message in skipped]
     known = store.session_stat_map()
     work = [(relpath, mtime_ns, size) for relpath, mtime_ns, size in files

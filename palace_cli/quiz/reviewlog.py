@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import getpass
 import json
 import math
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ..disk import disk_error
 from ..errors import PalaceError
 from ..palace import REVIEWS, Palace, Problem
 
@@ -233,12 +235,24 @@ class ReviewLog:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         except OSError as exc:
             raise PalaceError(f"{self.palace.rel(self.path)}: cannot open the review log: {exc.strerror}") from None
+        size = None
         try:
+            size = os.fstat(fd).st_size
             # A crash mid-write can leave a torn last line; start on a fresh line so only that line is lost.
-            if os.fstat(fd).st_size and not _ends_with_newline(self.path):
+            if size and not _ends_with_newline(self.path):
                 line = "\n" + line
-            os.write(fd, line.encode("utf-8"))
+            raw = line.encode("utf-8")
+            if os.write(fd, raw) != len(raw):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # a short write: the disk filled up
             os.fsync(fd)
+        except OSError as exc:
+            if size is not None:
+                try:
+                    os.ftruncate(fd, size)  # the log as it was, not a torn line
+                except OSError:
+                    pass
+            raise disk_error(exc, f"{self.palace.rel(self.path)}: cannot append the review",
+                             "the log is as it was") or exc
         finally:
             os.close(fd)
 
