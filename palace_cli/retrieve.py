@@ -1,4 +1,9 @@
-"""Retrieval: flat search (lexical, dense, hybrid), hop 1 routing to domains, hop 2 ranking, context budget."""
+"""Retrieval: one ranking (lexical, dense, or both fused), the route it implies, and the context budget.
+
+Hop 1 never filters (docs/ranking-experiments.md, "Routing"): every rule that removed or reordered
+candidates by domain lost recall on some corpus. recall ranks flat and reports as its route the
+domains of the memories it hands over.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +15,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from .errors import UsageError
-from .index.catalog import MAX_PHRASE_WORDS, Catalog
+from .index.catalog import Catalog
 from .index.scope import Scope, make_scope
 from .notes import Memory
 from .palace import Palace
 from .profiles import BYTES_PER_TOKEN, PROFILES, Profile, tokens_of
 from .sessions_route import ROUTE_SHOWN, SessionRoute, reorder, route_sessions
-from .tokens import normalize
 from .validity import format_moment, parse_moment
 
 if TYPE_CHECKING:
@@ -24,13 +28,10 @@ if TYPE_CHECKING:
 
 MODES = ("lexical", "dense", "hybrid")
 RRF_K = 60
-CANDIDATES = 100
-# Hop 1: how the three routing signals are mixed, and when routing counts as sure.
-ROUTE_WEIGHTS = {"exact": 0.4, "lexical": 0.35, "dense": 0.25}
-ROUTE_CONFIDENT = 0.5      # top domain's share of the routing mass to route to it alone
-ROUTE_COVER = 0.8          # otherwise take domains until they hold this share of the mass...
-ROUTE_MAX_DOMAINS = 3      # ...but at most this many; past that, fall back to flat search
-MIN_DOMAINS_FOR_ROUTING = 2
+CANDIDATES = 100  # each ranker's list that fusion sees
+# Hybrid = 0.5 x min-max(BM25) + 0.5 x min-max(cosine): the best fusion over four corpora
+# (docs/ranking-experiments.md, "Fusion"); RRF k=60 was the weakest on three of them.
+FUSION_WEIGHTS = {"lexical": 0.5, "dense": 0.5}
 
 
 @dataclass
@@ -93,7 +94,7 @@ class Hit:
 
 @dataclass
 class DomainRoute:
-    """A domain chosen (or considered) by hop 1."""
+    """A domain of the hits handed over, with its share of their scores."""
 
     domain: str
     confidence: float
@@ -126,13 +127,12 @@ class SearchResult:
 
 @dataclass
 class Recall(SearchResult):
-    """Two-hop retrieval: the route, the hits, and the context they make within the budget."""
+    """Recall: the hits, the domains they sit in (the route), and the context they make within the budget."""
 
     profile: str = "reference"
-    hops: int = 2
+    hops: int = 1                 # one flat ranking (hop 1 no longer filters: see the module docstring)
     route: list[DomainRoute] = field(default_factory=list)
-    considered: list[DomainRoute] = field(default_factory=list)
-    fallback: bool = False
+    fallback: bool = False        # kept in the JSON for older callers: never true now
     reason: str = ""
     context: str = ""
     context_bytes: int = 0
@@ -215,6 +215,27 @@ def fuse_rrf(rankings: dict[str, list[tuple[str, float]]], k: int = RRF_K,
     return [(item, score, parts[item]) for item, score in ordered]
 
 
+def fuse_minmax(rankings: dict[str, list[tuple[str, float]]],
+                weights: dict[str, float] | None = None) -> list[tuple[str, float, dict[str, float]]]:
+    """Weighted sum of min-max normalised scores; a ranking whose scores are all equal gives each of its items 1,
+    an item missing from a ranking gets 0 from it; ties by id. Parts keep each raw score and rank."""
+    weights = FUSION_WEIGHTS if weights is None else weights
+    fused: dict[str, float] = defaultdict(float)
+    parts: dict[str, dict[str, float]] = defaultdict(dict)
+    for name, ranking in rankings.items():
+        if not ranking:
+            continue
+        weight = weights.get(name, 1.0)
+        low = min(score for _, score in ranking)
+        span = max(score for _, score in ranking) - low
+        for rank, (item, score) in enumerate(ranking, start=1):
+            fused[item] += weight * ((score - low) / span if span > 0 else 1.0)
+            parts[item][name] = score
+            parts[item][f"{name}_rank"] = rank
+    ordered = sorted(fused.items(), key=lambda pair: (-pair[1], pair[0]))
+    return [(item, score, parts[item]) for item, score in ordered]
+
+
 def _rank(palace: Palace, catalog: Catalog, query: str, mode: str, k: int, scope: Scope | None = None,
           hidden: frozenset[str] = frozenset()) -> tuple[list[Hit], str]:
     """Ranked hits in one mode, within the scope, leaving out the `hidden` ids; returns (hits, mode actually used)."""
@@ -229,8 +250,8 @@ def _rank(palace: Palace, catalog: Catalog, query: str, mode: str, k: int, scope
         used = "dense"
     else:
         depth = max(CANDIDATES, k)
-        ranked = fuse_rrf({"lexical": _lexical(palace, catalog, query, depth, scope, hidden),
-                           "dense": _dense(palace, catalog, query, depth, scope, hidden)})[:k]
+        ranked = fuse_minmax({"lexical": _lexical(palace, catalog, query, depth, scope, hidden),
+                              "dense": _dense(palace, catalog, query, depth, scope, hidden)})[:k]
         used = "hybrid"
     hits = []
     for unit_id, score, parts in ranked[:k]:
@@ -315,100 +336,7 @@ def search(palace: Palace, query: str, mode: str = "hybrid", k: int = 10, domain
                         format_moment(when), include_superseded, len(hidden))
 
 
-# ---- hop 1: routing -------------------------------------------------------------------------
-
-
-def _share(scores: dict[str, float]) -> dict[str, float]:
-    total = sum(v for v in scores.values() if v > 0)
-    return {d: v / total for d, v in scores.items() if v > 0} if total > 0 else {}
-
-
-def _exact_hits(catalog: Catalog, query: str) -> dict[str, float]:
-    words = normalize(query).split()
-    scores: dict[str, float] = defaultdict(float)
-    for size in range(MAX_PHRASE_WORDS, 0, -1):
-        for start in range(len(words) - size + 1):
-            phrase = " ".join(words[start : start + size])
-            for domain, weight in catalog.phrases.get(phrase, {}).items():
-                scores[domain] += weight * size  # longer phrases are stronger evidence
-    return dict(scores)
-
-
-def _descriptor_scores(palace: Palace, catalog: Catalog, query: str) -> dict[str, float]:
-    """BM25 of the query against each domain's descriptor (name, aliases, description, subjects, anchors, keywords)."""
-    text = palace.index.text
-    terms = text.terms(query)
-    if not terms:
-        return {}
-    if catalog.descriptor_stats is None:
-        docs = {d: text.terms(desc) for d, desc in catalog.descriptors.items()}
-        counts = {d: defaultdict(int) for d in docs}
-        for d, toks in docs.items():
-            for t in toks:
-                counts[d][t] += 1
-        df = defaultdict(int)
-        for d in counts:
-            for t in counts[d]:
-                df[t] += 1
-        lengths = {d: len(t) for d, t in docs.items()}
-        catalog.descriptor_stats = (counts, df, lengths, (sum(lengths.values()) / max(len(lengths), 1)) or 1.0)
-    counts, df, lengths, avg = catalog.descriptor_stats
-    n = len(counts)
-    scores = {}
-    for d, tf in counts.items():
-        score = 0.0
-        for t in terms:
-            f = tf.get(t, 0)
-            if f:
-                idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
-                score += idf * f * 2.2 / (f + 1.2 * (0.25 + 0.75 * lengths[d] / avg))
-        if score > 0:
-            scores[d] = score
-    return scores
-
-
-def _centroid_scores(palace: Palace, catalog: Catalog, query: str) -> dict[str, float]:
-    if catalog.centroids is None or not len(catalog.domain_names):
-        return {}
-    vector = palace.index.query_vector(query)
-    if vector is None:
-        return {}
-    import numpy as np
-
-    sims = catalog.centroids @ vector
-    # Softmax with a low temperature: cosine gaps between domains are small but meaningful.
-    weights = np.exp((sims - sims.max()) / 0.02)
-    return {d: float(w) for d, w in zip(catalog.domain_names, weights)}
-
-
-def route(palace: Palace, catalog: Catalog, query: str) -> tuple[list[DomainRoute], list[DomainRoute]]:
-    """Hop 1: every domain's routing confidence, best first; returns (chosen, considered)."""
-    signals = {"exact": _share(_exact_hits(catalog, query)),
-               "lexical": _share(_descriptor_scores(palace, catalog, query)),
-               "dense": _share(_centroid_scores(palace, catalog, query))}
-    active = {name: w for name, w in ROUTE_WEIGHTS.items() if signals[name]}
-    total_weight = sum(active.values())
-    combined: dict[str, float] = defaultdict(float)
-    parts: dict[str, dict[str, float]] = defaultdict(dict)
-    for name, weight in active.items():
-        for domain, share in signals[name].items():
-            combined[domain] += weight / total_weight * share
-            parts[domain][name] = share
-    considered = [DomainRoute(d, c, parts[d]) for d, c in sorted(combined.items(), key=lambda p: (-p[1], p[0]))]
-    if not considered:
-        return [], []
-    if considered[0].confidence >= ROUTE_CONFIDENT:
-        return considered[:1], considered
-    chosen, mass = [], 0.0
-    for candidate in considered:
-        chosen.append(candidate)
-        mass += candidate.confidence
-        if mass >= ROUTE_COVER:
-            break
-    return chosen, considered
-
-
-# ---- the two hops together ------------------------------------------------------------------
+# ---- recall: the ranking, the route it implies, the context ---------------------------------
 
 
 def recall(palace: Palace, query: str, k: int | None = None, domain: str | None = None, budget: int | None = None,
@@ -416,9 +344,9 @@ def recall(palace: Palace, query: str, k: int | None = None, domain: str | None 
            trim: bool | None = None, as_of=None, include_superseded: bool = False,
            budget_tokens: int | None = None, kind: str | None = None, since: str | None = None,
            until: str | None = None, turns: int | None = None, depth: int | None = None, sessions=None) -> Recall:
-    """Route to a domain (hop 1), rank the memories in it and the turns in scope (hop 2), and build the
-    context within the budget (budget_tokens, 4 bytes each; `budget` in bytes is kept for older callers;
-    default: the profile's): at most k memories and `turns` turns, best first.
+    """Rank the memories and turns in scope flat, build the context within the budget (budget_tokens, 4 bytes each; `budget` in bytes is kept for older callers;
+    default: the profile's): at most k memories and `turns` turns, best first. The route is the domains
+    of the memories handed over (hop 1 orders nothing and filters nothing); `fallback` is always false.
 
     Only memories valid now are ranked and handed over, or valid `as_of` a date (created standing in for
     a missing valid_from); include_superseded ranks every memory, marking those not valid.
@@ -440,35 +368,15 @@ def recall(palace: Palace, query: str, k: int | None = None, domain: str | None 
     depth = max(depth or 0, k + (turns if scope.turns and catalog.memory_count < len(catalog.ids) else 0))
     _, dense, dense_reason = palace.index.dense()
     result = Recall(query=query, mode=mode, hits=[], dense=dense, dense_reason=dense_reason, profile=profile,
-                    as_of=format_moment(when), include_superseded=include_superseded, left_out=len(hidden))
+                    as_of=format_moment(when), include_superseded=include_superseded, left_out=len(hidden), hops=1)
     if domain is not None:
-        result.route = [DomainRoute(scope.domains[0], 1.0, {"given": 1.0})]
-        result.hops, result.reason = 1, "domain given"
-        hits, result.mode = _rank(palace, catalog, query, mode, depth, scope, hidden)
+        result.reason = "domain given"
     elif not scope.memories or not catalog.memory_count:
-        result.hops, result.reason = 1, ("turns only: no domain to route to" if scope.memories or scope.kind == "turn"
-                                         else "no memory in scope: nothing to route")
-        hits, result.mode = _rank(palace, catalog, query, mode, depth, scope, hidden)
+        result.reason = ("turns only: no domain to route to" if scope.memories or scope.kind == "turn"
+                         else "no memory in scope: nothing to route")
     else:
-        chosen, result.considered = route(palace, catalog, query)
-        result.route = chosen
-        if len(catalog.domain_names) < MIN_DOMAINS_FOR_ROUTING:
-            result.hops, result.reason = 1, "one domain: nothing to route"
-            hits, result.mode = _rank(palace, catalog, query, mode, depth, scope, hidden)
-        elif not chosen or len(chosen) > ROUTE_MAX_DOMAINS:
-            result.fallback, result.hops = True, 1
-            result.reason = "routing unsure: searched every domain"
-            hits, result.mode = _rank(palace, catalog, query, mode, depth, scope, hidden)
-        else:
-            domains = [r.domain for r in chosen]
-            hits, result.mode = _rank(palace, catalog, query, mode, depth, scope.narrowed(domains=domains), hidden)
-            result.reason = "routed to one domain" if len(domains) == 1 else f"routing unsure: widened to {len(domains)} domains"
-            hits, widened = _guard(palace, catalog, query, mode, depth, hits, scope, domains, hidden)
-            if widened:
-                result.fallback = True
-                result.reason = f"a better match lay outside the routed domains: widened to {', '.join(widened)}"
-                result.route += [DomainRoute(d, next((c.confidence for c in result.considered if c.domain == d), 0.0),
-                                             {"guard": 1.0}) for d in widened]
+        result.reason = "ranked flat; the route is the domains of the memories handed over"
+    hits, result.mode = _rank(palace, catalog, query, mode, depth, scope, hidden)
     if scope.turns and catalog.memory_count < len(catalog.ids):
         result.sessions = route_sessions(palace, catalog, query, hits)
         hits = reorder(hits, result.sessions, turns)
@@ -481,8 +389,26 @@ def recall(palace: Palace, query: str, k: int | None = None, domain: str | None 
         result.linked = _linked(palace, catalog, result.hits, hidden, when)
     result.context, result.handed = assemble_context(result.hits + result.linked, spec, budget, result.as_of)
     result.context_bytes = len(result.context.encode("utf-8"))
+    offered = {id(h) for h in result.hits}
+    result.route = route_of([h for h in result.handed if id(h) in offered])
+    if domain is not None and not result.route:
+        result.route = [DomainRoute(scope.domains[0], 1.0, {"given": 1.0})]
     result.elapsed_ms = (time.perf_counter() - started) * 1000
     return result
+
+
+def route_of(hits: list[Hit]) -> list[DomainRoute]:
+    """The domains of the memories among `hits`, in the order of their best hit; confidence is each domain's
+    share of the hits' scores, parts count its hits."""
+    scores: dict[str, float] = {}
+    counts: dict[str, int] = defaultdict(int)
+    for hit in hits:
+        if hit.kind == "memory" and hit.domain:
+            scores[hit.domain] = scores.get(hit.domain, 0.0) + max(hit.score, 0.0)
+            counts[hit.domain] += 1
+    total = sum(scores.values())
+    return [DomainRoute(d, scores[d] / total if total > 0 else counts[d] / sum(counts.values()), {"hits": counts[d]})
+            for d in scores]
 
 
 def _trim_memories(hits: list[Hit]) -> list[Hit]:
@@ -505,8 +431,8 @@ def pick(hits: list[Hit], k: int, turns: int) -> list[Hit]:
 
 # A later hit is handed over only when it is close to the best: within this share of the best
 # BM25 score, or this far below the best cosine. Measured in docs/benchmarks.md ("context").
-TRIM_LEXICAL_SHARE = 0.5
-TRIM_DENSE_GAP = 0.08
+TRIM_LEXICAL_SHARE = 0.6
+TRIM_DENSE_GAP = 0.06
 
 
 def trim_hits(hits: list[Hit]) -> list[Hit]:
@@ -525,24 +451,6 @@ def trim_hits(hits: list[Hit]) -> list[Hit]:
             break  # hits are ranked: once one is far from the best, later ones are too
         kept.append(hit)
     return kept
-
-
-def _guard(palace, catalog, query, mode, depth, hits, scope: Scope, domains: list[str], hidden=frozenset()):
-    """Routing must never cost recall: when the flat lexical best is a memory outside the route and beats
-    the routed best, widen to its domain and rank again."""
-    probe = _lexical(palace, catalog, query, 3, scope, hidden)
-    if not probe:
-        return hits, []
-    best_id, best_score = probe[0]
-    best_domain = catalog.domains[catalog.row_of[best_id]]
-    if not best_domain or best_domain in domains:  # a turn (never routed away) or a routed memory
-        return hits, []
-    inside = _lexical(palace, catalog, query, 1, scope.narrowed(domains=domains), hidden)
-    if inside and inside[0][1] >= best_score * 0.9:
-        return hits, []
-    widened = [best_domain]
-    new_hits, _ = _rank(palace, catalog, query, mode, depth, scope.narrowed(domains=domains + widened), hidden)
-    return new_hits, widened
 
 
 def hit_confidence(hits: list[Hit]) -> float:

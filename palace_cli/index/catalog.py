@@ -1,16 +1,12 @@
-"""A light, per-process view of the indexed memories for ranking: ids, domains, routing phrases, vectors."""
+"""A light, per-process view of the indexed memories and turns for ranking: ids, domains, sessions, vectors."""
 
 from __future__ import annotations
 
-import json
-import math
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..conversations.model import TIME
-from ..tokens import normalize
 from ..validity import Versions
 from .scope import Scope
 
@@ -18,8 +14,6 @@ if TYPE_CHECKING:
     import numpy as np
 
     from . import Index
-
-MAX_PHRASE_WORDS = 5
 
 
 @dataclass
@@ -40,12 +34,8 @@ class Catalog:
     sessions: list[str] = field(default_factory=list)
     session_rows: dict[str, list[int]] = field(default_factory=dict)
     session_centroids: dict = field(default_factory=dict)  # session -> unit vector, filled on first use by routing
-    phrases: dict[str, dict[str, float]] = field(default_factory=dict)  # phrase -> domain -> weight
-    descriptors: dict[str, str] = field(default_factory=dict)            # domain -> descriptor text
     model_id: str | None = None
     matrix: np.ndarray | None = None                                      # rows aligned with ids
-    centroids: np.ndarray | None = None                                   # aligned with domain_names
-    descriptor_stats: tuple | None = None  # BM25 statistics of the descriptors, computed on first use by routing
     versions: Versions = field(default_factory=lambda: Versions([]))  # validity in time, version links
 
     def hidden(self, when=None) -> frozenset[str]:
@@ -103,10 +93,8 @@ def build_catalog(index: Index) -> Catalog:
     rows = index.store.catalog_rows()
     ids, paths, domains, hashes = [], [], [], []
     seen = set()
-    texts_by_domain: dict[str, list[str]] = defaultdict(list)
-    phrase_domains: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     kinds, times, sessions = [], [], []
-    for note_id, path, domain, text_hash, subject, anchor, keywords, aliases, created in rows:
+    for note_id, path, domain, text_hash, _subject, _anchor, _keywords, _aliases, created in rows:
         if note_id in seen:
             continue  # duplicate id: the first path keeps it, as in refresh
         seen.add(note_id)
@@ -117,28 +105,7 @@ def build_catalog(index: Index) -> Catalog:
         kinds.append("memory")
         times.append(created if isinstance(created, str) and TIME.fullmatch(created) else "")
         sessions.append("")
-        terms = json.loads(keywords or "[]") + json.loads(aliases or "[]")
-        texts_by_domain[domain] += [subject or "", anchor or ""] + terms
-        for phrase in [re.sub(r"\([^)]*\)", " ", subject or ""), anchor or "", *terms,
-                       *re.findall(r"\(([^)]*)\)", subject or "")]:
-            key = normalize(phrase)
-            if key and len(key.split()) <= MAX_PHRASE_WORDS:
-                phrase_domains[key][domain] += 1
-    config = index.palace.config
-    domain_names = sorted(set(domains) | set(config.domains))
-    for name in domain_names:
-        spec = config.domains.get(name)
-        names = [name.replace("-", " ")] + (spec.aliases if spec else [])
-        for alias in names:
-            phrase_domains[normalize(alias)][name] += 3  # an alias names the domain outright
-        texts_by_domain[name] += names + ([spec.description] if spec and spec.description else [])
-    # A phrase's weight for a domain: its share of that phrase's uses, damped for phrases used everywhere.
-    phrases = {}
-    n_domains = max(len(domain_names), 1)
-    for phrase, counts in phrase_domains.items():
-        total = sum(counts.values())
-        spread = math.log(1 + n_domains / len(counts))
-        phrases[phrase] = {d: spread * c / total for d, c in counts.items()}
+    domain_names = sorted(set(domains) | set(index.palace.config.domains))
     domain_index = defaultdict(list)
     for row, domain in enumerate(domains):
         domain_index[domain].append(row)
@@ -156,7 +123,6 @@ def build_catalog(index: Index) -> Catalog:
         ids=ids, paths=paths, domains=domains, text_hashes=hashes, row_of={i: r for r, i in enumerate(ids)},
         domain_names=domain_names, domain_rows=dict(domain_index), kinds=kinds, times=times, sessions=sessions,
         session_rows=dict(session_index),
-        phrases=phrases, descriptors={d: " ".join(t) for d, t in texts_by_domain.items()},
         versions=index.versions(),
     )
     if model_id and len(keys):
@@ -167,11 +133,4 @@ def build_catalog(index: Index) -> Catalog:
         if all(p >= 0 for p in picks):
             catalog.model_id = model_id
             catalog.matrix = np.ascontiguousarray(matrix[np.array(picks, dtype=np.int64)], dtype=np.float32)
-            centroids = np.zeros((len(domain_names), catalog.matrix.shape[1]), dtype=np.float32)
-            for i, name in enumerate(domain_names):
-                rows_ = catalog.domain_rows.get(name)
-                if rows_ is not None and len(rows_):
-                    mean = catalog.matrix[rows_].mean(axis=0)
-                    centroids[i] = mean / (np.linalg.norm(mean) or 1.0)
-            catalog.centroids = centroids
     return catalog

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..notes import Memory, Warning_
 
-SCHEMA_VERSION = "8"
+SCHEMA_VERSION = "9"  # 9: the embedded text puts the Content before the Image (new text hashes)
 MEMORY_FIELDS = frozenset(f.name for f in dataclasses.fields(Memory))
 # What the generated index files need; stored apart from `data` so they can be read without decoding bodies.
 LIGHT_FIELDS = ("id", "subject", "anchor", "verify", "domain", "path", "keywords", "aliases", "previous_ids", "links",
