@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -247,3 +248,34 @@ def test_every_command_takes_a_domain_alias(example_palace, command):
 
     result = CliRunner().invoke(cli, ["--palace", str(example_palace), *command, "-d", "consensus"])
     assert result.exit_code == 0, result.output
+
+
+def test_bench_retrieval_on_any_corpus_with_kinds(tmp_path):
+    """`bench retrieval --corpus DIR --queries FILE` imports a non-palace corpus once and breaks results down by kind;
+    a palace directory is benchmarked in place."""
+    corpus = Path(__file__).parent / "data" / "import" / "palace-json"
+    queries = tmp_path / "q.jsonl"
+    queries.write_text("\n".join(json.dumps(q) for q in [
+        {"qid": "1", "query": "paranoid accountant fireproof diary", "expected": ["st-001"], "kind": "scene"},
+        {"qid": "2", "query": "write-ahead log", "expected": ["st-001"], "kind": "direct"},
+        {"qid": "3", "query": "segmented log", "expected": ["st-002"], "kind": "direct"},
+    ]) + "\n")
+    runner = CliRunner()
+    args = ["bench", "retrieval", "--corpus", str(corpus), "--queries", str(queries), "--modes", "2hop,lexical", "--json"]
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["dataset"] == "palace-json" and summary["queries"] == 3
+    assert set(summary["kinds"]) == {"scene", "direct"}
+    assert summary["kinds"]["direct"]["queries"] == 2
+    direct = summary["kinds"]["direct"]["modes"]["lexical"]
+    assert direct["recall@1"] == 1.0 and direct["ci"]["mrr"] == [1.0, 1.0]
+    assert "--corpus" in summary["command"]
+    cached = [p for p in (Path(os.environ["PALACE_HOME"]) / "bench").iterdir() if p.name.startswith("palace-json-")]
+    assert len(cached) == 1 and (cached[0] / "bench-source.txt").is_file()
+    again = json.loads(runner.invoke(cli, args).stdout)
+    assert again["kinds"]["direct"]["modes"]["lexical"]["mrr"] == direct["mrr"]
+    assert len([p for p in cached[0].parent.iterdir() if p.name.startswith("palace-json-")]) == 1   # imported once
+    in_place = runner.invoke(cli, ["bench", "retrieval", "--corpus", str(cached[0]), "--queries", str(queries),
+                                   "--modes", "lexical"])
+    assert in_place.exit_code == 0 and "| direct | 2 |" in in_place.output

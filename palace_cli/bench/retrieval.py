@@ -84,6 +84,7 @@ class ModeRun:
     """Per-query results of one mode."""
 
     metrics: list[dict[str, float]] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)            # the kind of each answerable query, aligned
     context_bytes: list[int] = field(default_factory=list)
     context_hit: list[float] = field(default_factory=list)
     latencies_ms: list[float] = field(default_factory=list)
@@ -164,6 +165,7 @@ def run_retrieval_bench(palace: Palace, queries: list[Query], modes=ALL_MODES, p
             run.present_confidence.append(confidence)
             run.latencies_ms.append(elapsed)
             run.metrics.append(query_metrics(ranked, q.expected))
+            run.kinds.append(q.kind)
             run.context_bytes.append(context_bytes)
             run.context_hit.append(float(bool(set(handed) & set(q.expected))))
             run.fallbacks += int(fallback)
@@ -174,7 +176,31 @@ def run_retrieval_bench(palace: Palace, queries: list[Query], modes=ALL_MODES, p
             progress("queries", position + 1, len(queries))
     for mode in modes:
         summary["modes"][mode] = summarise(runs[mode])
+    kinds = sorted({q.kind for q in answerable if q.kind})
+    if kinds:
+        summary["kinds"] = {kind: {"queries": sum(1 for q in answerable if q.kind == kind),
+                                   "modes": {mode: summarise_kind(runs[mode], kind) for mode in modes}}
+                            for kind in kinds}
     return summary
+
+
+KIND_METRICS = ("recall@1", "recall@3", "mrr", "ndcg@10")
+
+
+def summarise_kind(run: ModeRun, kind: str) -> dict:
+    """Means and CIs of the main metrics (and context recall) over the queries of one kind."""
+    rows = [i for i, k in enumerate(run.kinds) if k == kind]
+    out: dict = {}
+    ci: dict = {}
+    for name in KIND_METRICS:
+        values = [run.metrics[i][name] for i in rows]
+        out[name] = round(statistics.fmean(values), 4) if values else 0.0
+        ci[name] = bootstrap_ci(values)
+    hits = [run.context_hit[i] for i in rows]
+    out["context_recall"] = round(statistics.fmean(hits), 4) if hits else 0.0
+    out["context_bytes"] = round(statistics.fmean([run.context_bytes[i] for i in rows]), 1) if rows else 0.0
+    out["ci"] = ci
+    return out
 
 
 def palace_domain(palace: Palace, note_id: str) -> str | None:
@@ -242,6 +268,12 @@ def markdown_table(summary: dict) -> str:
              for m, r in summary["modes"].items() if "route_accuracy" in r]
     extra += [f"{m}: abstention AUC {r['abstain_auc']:.3f} (confidence answerable {r['confidence_present_mean']:.3f}"
               f" vs absent {r['confidence_absent_mean']:.3f})" for m, r in summary["modes"].items() if "abstain_auc" in r]
+    if summary.get("kinds"):
+        extra += ["", "by kind (recall@1 / recall@3 / MRR):", "",
+                  "| kind | queries | " + " | ".join(summary["modes"]) + " |", "|---" * (len(summary["modes"]) + 2) + "|"]
+        for kind, row in summary["kinds"].items():
+            cells = [" / ".join(f"{m[name]:.3f}" for name in ("recall@1", "recall@3", "mrr")) for m in row["modes"].values()]
+            extra.append(f"| {kind} | {row['queries']} | " + " | ".join(cells) + " |")
     counts = summary.get("changed_fact_queries") or {}
     if counts.get("now") or counts.get("as_of"):
         extra += ["", f"facts that change ({counts['now']} queries about now, {counts['as_of']} as of a past date"
@@ -255,6 +287,37 @@ def markdown_table(summary: dict) -> str:
                 cells.append("-" if value is None else f"{value:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]")
             extra.append(f"| {mode} | {cells[0]} | {cells[1]} | {row['stale_handed']} | {row['stale_handed_as_of']} |")
     return "\n".join(lines + [""] + extra) + "\n"
+
+
+def corpus_palace(source: Path, workdir: Path | None = None, progress=None) -> tuple[Palace, Path]:
+    """A palace for any corpus and its default query file: DIR itself when it is a palace; a BEIR directory as
+    beir_palace makes it; anything else `palace import` reads (its format guessed) imported once into a
+    palace cached under $PALACE_HOME/bench, keyed by the source's files, sizes and times."""
+    import hashlib
+
+    from ..authoring import init_palace
+    from ..backends.install import models_dir
+    from ..importers import import_path
+
+    source = Path(source).expanduser().resolve()
+    if (source / "palace.toml").is_file():
+        return Palace(source), source / "queries.jsonl"
+    if (source / "corpus.jsonl").is_file():
+        return beir_palace(source, workdir, progress)
+    files = sorted(p for p in source.rglob("*") if p.is_file()) if source.is_dir() else [source]
+    if not files:
+        raise PalaceError(f"{source}: no files to import")
+    stamp = "\n".join(f"{p.relative_to(source) if p != source else p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}"
+                      for p in files)
+    digest = hashlib.sha256(stamp.encode("utf-8")).hexdigest()[:12]
+    root = Path(workdir) if workdir else models_dir().parent / "bench" / f"{source.name}-{digest}"
+    marker = root / "bench-source.txt"  # written once the import finished: a killed import is redone
+    if not marker.is_file():
+        if not (root / "palace.toml").exists():
+            init_palace(root, name=f"corpus {source.name}")
+        import_path(Palace(root), source, queries=root / "queries.jsonl", progress=progress)
+        marker.write_text(f"{source}\n", encoding="utf-8")
+    return Palace(root), root / "queries.jsonl"
 
 
 def beir_palace(beir_dir: Path, workdir: Path | None = None, progress=None) -> tuple[Palace, Path]:

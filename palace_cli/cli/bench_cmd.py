@@ -113,7 +113,11 @@ def bench_embed(model, n_short, n_notes, n_queries, locomo, max_tokens, rounds, 
 
 @click.command(name="retrieval")
 @click.option("--queries", "queries_file", type=click.Path(dir_okay=False, exists=True), default=None,
-              help="JSON-lines queries (default: queries.jsonl at the palace root).")
+              help="JSON-lines queries (default: queries.jsonl at the palace root); a `kind` per query gives "
+                   "a per-kind breakdown.")
+@click.option("--corpus", "corpus_dir", type=click.Path(exists=True), default=None,
+              help="Benchmark this corpus instead of the current palace: a palace directory, or anything "
+                   "`palace import` reads (imported once into a cached palace).")
 @click.option("--beir", "beir_dir", type=click.Path(file_okay=False, exists=True), default=None,
               help="A BEIR directory: imported once into a cached palace, then benchmarked on its test queries.")
 @click.option("--locomo", "locomo_file", type=click.Path(dir_okay=False, exists=True), default=None,
@@ -128,16 +132,16 @@ def bench_embed(model, n_short, n_notes, n_queries, locomo, max_tokens, rounds, 
               help="Rank every version of a changed fact (what the validity filter prevents).")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @click.pass_obj
-def bench_retrieval(obj, queries_file, beir_dir, locomo_file, scopes, modes, profile, limit, include_superseded, as_json):
+def bench_retrieval(obj, queries_file, corpus_dir, beir_dir, locomo_file, scopes, modes, profile, limit, include_superseded, as_json):
     """2-hop against flat lexical, dense and hybrid: recall@k, MRR, nDCG@10, context bytes, latency, 95% CIs;
     current@1 and stale handed on questions about facts that changed; evidence recall of turns with --locomo.
 
-    Example: palace bench retrieval --beir ../shared/data/scifact --json
+    Example: palace bench retrieval --corpus ../shared/data/memory-palace-skill --queries skill.queries.jsonl --json
     """
     from pathlib import Path
 
     from . import render
-    from ..bench.retrieval import beir_palace, load_queries, markdown_table, run_retrieval_bench
+    from ..bench.retrieval import beir_palace, corpus_palace, load_queries, markdown_table, run_retrieval_bench
     from .index_cmd import refresh_with_progress
 
     if locomo_file:
@@ -154,9 +158,14 @@ def bench_retrieval(obj, queries_file, beir_dir, locomo_file, scopes, modes, pro
             click.echo(markdown(summary))
         return
 
+    if beir_dir and corpus_dir:
+        raise click.UsageError("--beir and --corpus both name the corpus: give one")
     if beir_dir:
         palace, default_queries = beir_palace(Path(beir_dir), progress=lambda stage, done, total: None)
         dataset = Path(beir_dir).name
+    elif corpus_dir:
+        palace, default_queries = corpus_palace(Path(corpus_dir), progress=lambda stage, done, total: None)
+        dataset = Path(corpus_dir).resolve().name
     else:
         palace = obj.palace
         default_queries = palace.root / "queries.jsonl"
@@ -169,6 +178,8 @@ def bench_retrieval(obj, queries_file, beir_dir, locomo_file, scopes, modes, pro
     summary = run_retrieval_bench(palace, queries, modes=[m.strip() for m in modes.split(",") if m.strip()],
                                   profile=profile, dataset=dataset, include_superseded=include_superseded)
     summary["command"] = ("palace bench retrieval" + (f" --beir {beir_dir}" if beir_dir else "")
+                          + (f" --corpus {corpus_dir}" if corpus_dir else "")
+                          + (f" --queries {queries_file}" if queries_file else "")
                           + (" --include-superseded" if include_superseded else ""))
     if as_json:
         render.emit_json(summary)
