@@ -20,18 +20,18 @@ LENGTHS = "lengths"  # the stored field holding a document's exact length per te
 class LiveStats:
     """Document count, document frequencies and field lengths of a reader's live documents."""
 
-    def __init__(self, reader, fields: tuple[str, ...]):
+    def __init__(self, reader, fields: tuple[str, ...], lengths: dict[str, int] | None = None):
         self.reader = reader
         self.fields = fields
         self.doc_count = reader.doc_count()
         # (leaf reader, sorted deleted docnums) of every segment holding deleted documents
-        self.deleted = [(leaf, sorted(leaf.deleted_docs())) for leaf, _offset in reader.leaf_readers()
+        self.deleted = [(leaf, sorted(leaf.deleted_docs_set)) for leaf, _offset in reader.leaf_readers()
                         if leaf.has_deletions()]
-        self._lengths: dict[str, int] | None = None
+        self._lengths = lengths  # the field lengths of this generation, when a caller kept them
         self._frequencies: dict[tuple[str, str], int] = {}
 
-    def field_length(self, fieldname: str) -> int:
-        """Total length of a field over the live documents."""
+    def field_lengths(self) -> dict[str, int]:
+        """Total length of every text field over the live documents."""
         if self._lengths is None:
             gone = [0] * len(self.fields)
             for leaf, docnums in self.deleted:
@@ -40,9 +40,12 @@ class LiveStats:
                     for i, length in enumerate(stored[: len(gone)]):
                         gone[i] += length
             self._lengths = {name: self.reader.field_length(name) - gone[i] for i, name in enumerate(self.fields)}
-        if fieldname in self._lengths:
-            return self._lengths[fieldname]
-        return self.reader.field_length(fieldname)
+        return self._lengths
+
+    def field_length(self, fieldname: str) -> int:
+        """Total length of a field over the live documents."""
+        lengths = self.field_lengths()
+        return lengths[fieldname] if fieldname in lengths else self.reader.field_length(fieldname)
 
     def avg_field_length(self, fieldname: str) -> float:
         """Mean length of a field over the live documents."""
@@ -65,6 +68,9 @@ def _deleted_holding(leaf, fieldname: str, text, docnums: list[int]) -> int:
         return 0
     # The segment's own postings, deletions not filtered out (the reader's postings() would hide them).
     matcher = leaf._terms.matcher(fieldname, leaf._text_to_bytes(fieldname, text), leaf.schema[fieldname].format)
+    if leaf.doc_frequency(fieldname, text) <= len(docnums):  # a rare term: walk its postings
+        deleted = leaf.deleted_docs_set
+        return sum(1 for docnum in matcher.all_ids() if docnum in deleted)
     found = 0
     for docnum in docnums:
         if not matcher.is_active():
@@ -87,6 +93,8 @@ class LiveBM25F(BM25F):
 
     def idf(self, searcher, fieldname, text):
         frequency = self.stats.doc_frequency(fieldname, text)
+        if frequency <= 0:
+            return 0.0  # only deleted documents hold it: nothing it scores is ever seen
         return log(self.stats.doc_count / (frequency + 1)) + 1
 
     def scorer(self, searcher, fieldname, text, qf=1):

@@ -97,8 +97,11 @@ def refresh_lock(palace: Palace, progress: Progress | None = None):
         os.close(fd)  # closing the descriptor releases the lock
 
 
-def _file_hash(data: str) -> str:
-    return hashlib.sha256(data.encode("utf-8")).hexdigest()[:16]
+def _file_hash(data: str, warnings=()) -> str:
+    """Hash of a note's text and of what reading it warned about: a BOM or line ends added or removed change
+    the warnings, not the text."""
+    marks = "".join(f"\0{w.code}:{w.line}" for w in warnings)
+    return hashlib.sha256((data + marks).encode("utf-8")).hexdigest()[:16]
 
 
 def _doc(memory: Memory) -> Doc:
@@ -272,7 +275,7 @@ def _read_one(palace: Palace, store: NoteStore, note_file, row, report: RefreshR
         store.put_error(note_file.relpath, note_file.mtime_ns, note_file.size, "", exc.reason, exc.line)
         listed.append(note_file.relpath)
         return True
-    digest = _file_hash(text_data)
+    digest = _file_hash(text_data, warnings)
     if row and row[2] == digest:
         store.touch(note_file.relpath, note_file.mtime_ns, note_file.size)  # same bytes (touch, git checkout)
         report.unchanged += 1
@@ -565,7 +568,7 @@ def _notes_on_disk(palace: Palace) -> tuple[Scan, list[str]]:
             data, warnings = read_note_text(palace.root / note_file.relpath, note_file.relpath)
         except NoteError:
             data, warnings = None, []
-        if row and data is not None and _file_hash(data) == row.file_hash:
+        if row and data is not None and _file_hash(data, warnings) == row.file_hash:
             continue
         changed.add(note_file.relpath)
         behind.append(f"{note_file.relpath}: {'changed since indexed' if row else 'not indexed'}")

@@ -7,6 +7,7 @@ import hashlib
 import json
 import math
 import sqlite3
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,10 +15,19 @@ from pathlib import Path
 from ..notes import Memory, Warning_
 
 SCHEMA_VERSION = "9"  # 9: the embedded text puts the Content before the Image (new text hashes)
+RACY_NS = 2_000_000_000  # stat of a file changed in the last 2 s is not trusted (coarse clocks, network disks)
 MEMORY_FIELDS = frozenset(f.name for f in dataclasses.fields(Memory))
 # What the generated index files need; stored apart from `data` so they can be read without decoding bodies.
 LIGHT_FIELDS = ("id", "subject", "anchor", "verify", "domain", "path", "keywords", "aliases", "previous_ids", "links",
                 "line", "created", "valid_from", "valid_until", "supersedes", "superseded_by", "type", "core", "plain")
+
+
+def settled(mtime_ns: int) -> int:
+    """The mtime to record for a file: -1 (read it again next time) when it is too recent to trust.
+
+    A file rewritten within the file system's timestamp tick of being read, at the same size, would otherwise
+    look unchanged to the next refresh (git calls such an entry "racily clean")."""
+    return -1 if mtime_ns > time.time_ns() - RACY_NS else mtime_ns
 
 
 def text_hash(memory: Memory) -> str:
@@ -166,7 +176,7 @@ class NoteStore:
         light = json.dumps({name: getattr(memory, name) for name in LIGHT_FIELDS}, ensure_ascii=False)
         self.db.execute(
             "INSERT OR REPLACE INTO notes VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?)",
-            (memory.path, mtime_ns, size, file_hash, memory.id, memory.domain, text_hash(memory),
+            (memory.path, settled(mtime_ns), size, file_hash, memory.id, memory.domain, text_hash(memory),
              memory_to_json(memory), light),
         )
 
@@ -174,11 +184,11 @@ class NoteStore:
         self._mark_pending(path)
         self.db.execute(
             "INSERT OR REPLACE INTO notes VALUES (?, ?, ?, ?, NULL, NULL, NULL, NULL, ?, ?, NULL)",
-            (path, mtime_ns, size, file_hash, message, line),
+            (path, settled(mtime_ns), size, file_hash, message, line),
         )
 
     def touch(self, path: str, mtime_ns: int, size: int) -> None:
-        self.db.execute("UPDATE notes SET mtime_ns=?, size=? WHERE path=?", (mtime_ns, size, path))
+        self.db.execute("UPDATE notes SET mtime_ns=?, size=? WHERE path=?", (settled(mtime_ns), size, path))
 
     def delete(self, path: str) -> None:
         self._mark_pending(path)
@@ -331,14 +341,15 @@ class NoteStore:
         """Store a parsed session file and its turns (rows of TURN_COLUMNS after path, ord), replacing what was there."""
         self._mark_pending_session(path)
         self.db.execute("INSERT OR REPLACE INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (path, mtime_ns, size, file_hash, session_id, json.dumps(header, ensure_ascii=False, default=str),
+                        (path, settled(mtime_ns), size, file_hash, session_id,
+                         json.dumps(header, ensure_ascii=False, default=str),
                          json.dumps(problems, ensure_ascii=False) if problems else None))
         self.db.execute("DELETE FROM turns WHERE path=?", (path,))
         self.db.executemany("INSERT INTO turns VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                             [(path, ord_, *row) for ord_, row in enumerate(turns)])
 
     def touch_session(self, path: str, mtime_ns: int, size: int) -> None:
-        self.db.execute("UPDATE sessions SET mtime_ns=?, size=? WHERE path=?", (mtime_ns, size, path))
+        self.db.execute("UPDATE sessions SET mtime_ns=?, size=? WHERE path=?", (settled(mtime_ns), size, path))
 
     def delete_session(self, path: str) -> None:
         self._mark_pending_session(path)

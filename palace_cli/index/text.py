@@ -12,11 +12,10 @@ from pathlib import Path
 from typing import Iterable
 
 from whoosh import index as whoosh_index
-from whoosh import scoring
 from whoosh.analysis import Analyzer, Token
 from whoosh.analysis.filters import STOP_WORDS
 from whoosh.analysis.tokenizers import default_pattern
-from whoosh.fields import ID, TEXT, Schema
+from whoosh.fields import ID, STORED, TEXT, Schema
 from whoosh.lang.porter import stem
 from whoosh.query import And, Or, Term, TermRange
 from whoosh.writing import CLEAR
@@ -24,6 +23,7 @@ from whoosh.writing import CLEAR
 from ..errors import PalaceError
 from ..notes import atomic_write
 from ..progress import Progress
+from .livestats import LENGTHS, LiveBM25F, LiveStats
 from .scope import Scope
 
 # Query-time field weights. Chosen by measurement on example-palace/queries.jsonl
@@ -34,9 +34,10 @@ DEFAULT_FIELD_WEIGHTS = {"subject": 1.0, "keywords": 1.0, "anchor": 0.5, "image"
                          "domain": 0.0, "context": 0.5}
 FIELDS = tuple(DEFAULT_FIELD_WEIGHTS)
 LOCK_TIMEOUT_S = 30.0
+MAX_DELETED, MAX_DELETED_SHARE = 500, 0.01  # deleted documents kept before an update merges every segment
 
 
-SCHEMA_VERSION = "4"  # bump when the schema or analyzer changes: old indexes are rebuilt
+SCHEMA_VERSION = "5"  # bump when the schema or analyzer changes: old indexes are rebuilt
 SCHEMA_MARKER = "palace-schema"
 RETRIES = 3
 DAMAGE = (EOFError, struct.error, zlib.error, pickle.UnpicklingError, ValueError)
@@ -104,6 +105,7 @@ def _schema() -> Schema:
         rest=TEXT(**text),
         domain=TEXT(**text),
         context=TEXT(**text),
+        lengths=STORED,  # exact length per text field: statistics leave deleted documents out (livestats.py)
     )
 
 
@@ -133,6 +135,7 @@ class TextIndex:
         self.directory = Path(directory)
         self._index = None
         self._analyzer = PalaceAnalyzer()
+        self._lengths: tuple[int, dict[str, int]] | None = None  # (generation, live field lengths)
 
     def _current_schema(self) -> bool:
         try:
@@ -172,6 +175,7 @@ class TextIndex:
                       anchor=doc.anchor, image=doc.image, content=doc.content, context=doc.context, rest=doc.rest)
         if doc.domain:
             fields.update(domain_key=doc.domain, domain=doc.domain.replace("-", " "))
+        fields[LENGTHS] = tuple(self._length(fields.get(name) or "") for name in FIELDS)
         if doc.time:
             fields["time"] = doc.time
         if doc.session:
@@ -182,6 +186,9 @@ class TextIndex:
               delete_ids: Iterable[str] = ()) -> int:
         """Delete docs by path (and by memory id), then add `upserts`, in one commit under the write lock."""
         ix = self.open()
+        # Deleted documents stay in their segment until it is merged; past a bound, merge all (every search
+        # takes them back out of the statistics, at a cost that grows with their number).
+        optimize = ix.doc_count_all() - ix.doc_count() > max(MAX_DELETED, MAX_DELETED_SHARE * ix.doc_count())
         writer = ix.writer(timeout=LOCK_TIMEOUT_S, limitmb=256)
         try:
             upserts = list(upserts)
@@ -190,7 +197,7 @@ class TextIndex:
             for note_id in sorted(set(delete_ids)):
                 writer.delete_by_term("id", note_id)
             written = self._add_all(writer, upserts, progress, len(upserts))
-            writer.commit(optimize=False)
+            writer.commit(optimize=optimize)
         except BaseException:
             writer.cancel()
             raise
@@ -226,6 +233,20 @@ class TextIndex:
         self._index = None
         return written
 
+    def _length(self, text: str) -> int:
+        """The number of terms whoosh counts as a field's length (what the analyzer keeps)."""
+        words = (match.group().lower() for match in default_pattern.finditer(text))
+        return sum(1 for word in words if len(word) >= 2 and word not in STOP_WORDS)
+
+    def stats(self, reader) -> LiveStats:
+        """Statistics of the live documents of a reader of this index (field lengths kept per generation)."""
+        generation = reader.generation()
+        kept = self._lengths[1] if self._lengths and self._lengths[0] == generation else None
+        stats = LiveStats(reader, FIELDS, kept)
+        if kept is None and generation is not None:
+            self._lengths = (generation, stats.field_lengths())
+        return stats
+
     def terms(self, text: str) -> list[str]:
         """The analysed terms of a query (stemmed, stopwords removed), deduplicated in order."""
         seen = []
@@ -242,9 +263,9 @@ class TextIndex:
         """(documents in the index, term -> documents holding it in any field), the field counts' maximum
         standing in for their union."""
         with self.open(create=False).searcher() as searcher:
-            reader = searcher.reader()
-            frequencies = {term: max(reader.doc_frequency(name, term) for name in FIELDS) for term in set(terms)}
-            return searcher.doc_count(), frequencies
+            stats = self.stats(searcher.reader())
+            frequencies = {term: max(stats.doc_frequency(name, term) for name in FIELDS) for term in set(terms)}
+            return stats.doc_count, frequencies
 
     def search(self, text: str, limit: int = 10, domains: Iterable[str] | None = None,
                field_weights: dict[str, float] | None = None, exclude: Iterable[str] = (),
@@ -278,9 +299,9 @@ class TextIndex:
         mask = Or([Term("id", i) for i in exclude]) if exclude else None
         for attempt in range(RETRIES):
             try:
-                with self.open(create=False).searcher(weighting=scoring.BM25F(B=0.75, K1=1.2)) as searcher:
-                    results = searcher.search(query, limit=limit, filter=domain_filter, mask=mask)
-                    return [(hit["id"], float(hit.score)) for hit in results]
+                with self.open(create=False).searcher() as searcher:
+                    searcher.weighting = LiveBM25F(self.stats(searcher.reader()), B=0.75, K1=1.2)
+                    return _ranked(searcher, query, limit, filter=domain_filter, mask=mask)
             except (OSError, whoosh_index.IndexError):
                 # A concurrent commit merged away a segment this reader was opening: reopen and try again.
                 self._index = None
@@ -297,6 +318,20 @@ class TextIndex:
 
     def close(self) -> None:
         self._index = None
+
+
+def _ranked(searcher, query, limit: int | None, **options) -> list[tuple[str, float]]:
+    """[(id, score)] best first, equal scores in id order: whoosh breaks ties by document number, which differs
+    between an incrementally updated index and a fresh build, so ties at the cut are fetched whole."""
+    if limit is not None and limit <= 0:
+        return []
+    want = None if limit is None else limit + 8
+    while True:
+        results = searcher.search(query, limit=want, **options)
+        hits = sorted(((hit["id"], float(hit.score)) for hit in results), key=lambda h: (-h[1], h[0]))
+        if want is None or len(hits) < want or hits[limit - 1][1] > hits[-1][1]:
+            return hits if limit is None else hits[:limit]
+        want *= 2
 
 
 def _filter(scope: Scope):
