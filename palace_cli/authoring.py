@@ -16,6 +16,7 @@ from pathlib import Path
 from .config import CONFIG_NAME
 from .disk import disk_error, temp_prefix
 from .gitsetup import ATTRIBUTES, ensure_lines, setup_git
+from .index.locks import write_lock
 from .errors import NoteError, PalaceError, UsageError
 from .notes import ID_PATTERN, Memory, atomic_write, check_note_size, edit_frontmatter, edit_section, inline_yaml, \
     load_note, parse_note, slugify, split_frontmatter, update_frontmatter
@@ -248,6 +249,10 @@ def draft_memory(palace: Palace, subject: str, domain: str, *, anchor: str = "",
     if verify is None and image.strip():
         taken = {m.verify for m in scan.memories.values() if m.verify and m.id != note_id}
         verify = propose_token(image, subject, keywords, content, taken, anchor=anchor) or ""
+    if not anchor.strip() and image.strip():
+        # The domain index lists every memory by its anchor: without one, another odd phrase of the image
+        # (never a run of the token, which must not be printed in the index files).
+        anchor = propose_token(image, subject, keywords, content, {verify} if verify else set()) or ""
     fields = {"id": note_id, "subject": subject, "anchor": anchor.strip(), "keywords": keywords,
               "verify": (verify or "").strip(), "links": links, "created": date.today()}
     if type:
@@ -277,7 +282,8 @@ def add_memory(palace: Palace, subject: str, domain: str, **fields) -> Memory:
     supersedes, valid_from, type, core, ...). With `supersedes`, the new memory replaces those (from
     `valid_from`, default today in UTC): their frontmatter gains `superseded_by` and `valid_until`, their
     bodies stay as they are."""
-    return draft_memory(palace, subject, domain, **fields).save()
+    with write_lock(palace):  # the scan that proposes its token sees every note written before it
+        return draft_memory(palace, subject, domain, **fields).save()
 
 
 def _holds(path: Path, text: str) -> bool:

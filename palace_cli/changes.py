@@ -13,6 +13,7 @@ from pathlib import Path
 from .errors import NotFound, PalaceError, UsageError
 from .notes import (Memory, _read_for_write, atomic_write, check_note_size, edit_frontmatter, edit_section,
                     load_note, parse_note)
+from .index.locks import write_lock
 from .palace import Palace
 from .tokens import contains_phrase, propose_token
 from .validity import TYPES
@@ -127,6 +128,11 @@ def update_memory(palace: Palace, ref: str, fields: dict | None = None, sections
     fields, sections = dict(fields or {}), dict(sections or {})
     if not fields and not sections:
         raise UsageError("nothing to update: send fields (frontmatter values) or sections (## heading -> text)")
+    with write_lock(palace):  # its token is checked against every note written before this change
+        return _update(palace, ref, fields, sections)
+
+
+def _update(palace: Palace, ref: str, fields: dict, sections: dict) -> Memory:
     memory = palace.memory(ref)
     path = palace.root / memory.path
     changes = _changes(palace, memory, fields)

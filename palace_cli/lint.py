@@ -278,16 +278,19 @@ def propose_missing_tokens(palace: Palace, scan: Scan) -> tuple[list[str], list[
     and a problem for each note that could not be updated (one such note never stops the others)."""
     from .authoring import propose_missing_token
 
+    from .index.locks import write_lock
+
     fixed, failed = [], []
-    taken = {m.verify for m in scan.memories.values() if m.verify}
-    for memory in sorted(scan.memories.values(), key=lambda m: m.path):
-        try:
-            if propose_missing_token(palace, memory, taken) is not memory:
-                fixed.append(f"{memory.path}: proposed a verify token")
-        except (PalaceError, OSError) as exc:  # a bare-CR note, a frontmatter it cannot edit exactly, a read-only file
-            reason = getattr(exc, "reason", None) or getattr(exc, "strerror", None) or str(exc)
-            failed.append(Problem(memory.path, memory.field_line("verify"), "warning", "not-fixed",
-                                  f"could not write the proposed verify token: {reason}"))
+    with write_lock(palace):  # tokens another writer added since `scan` was read are taken too
+        taken = {m.verify for m in _notes(palace).memories.values() if m.verify}
+        for memory in sorted(scan.memories.values(), key=lambda m: m.path):
+            try:
+                if propose_missing_token(palace, memory, taken) is not memory:
+                    fixed.append(f"{memory.path}: proposed a verify token")
+            except (PalaceError, OSError) as exc:  # a bare-CR note, a frontmatter it cannot edit exactly, read-only
+                reason = getattr(exc, "reason", None) or getattr(exc, "strerror", None) or str(exc)
+                failed.append(Problem(memory.path, memory.field_line("verify"), "warning", "not-fixed",
+                                      f"could not write the proposed verify token: {reason}"))
     return fixed, failed
 
 

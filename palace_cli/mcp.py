@@ -229,6 +229,7 @@ class PalaceTools:
         from `valid_from` (default today)."""
         from .authoring import add_memory, token_warnings
         from .changes import link_ids, token_for
+        from .index.locks import write_lock
         from .notes import check_note_size, slugify
         from .similar import similar, warning_lines
 
@@ -249,11 +250,12 @@ class PalaceTools:
         check_note_size("".join([subject, anchor, image, content, verify or "", *(keywords or []), *(links or [])]),
                         self.palace.rel(target))
         links = link_ids(self.palace, links or [])
-        verify = token_for(self.palace, image, verify, subject=subject, keywords=keywords or [], content=content,
-                           anchor=anchor)
-        memory = add_memory(self.palace, subject, domain, anchor=anchor, image=image, content=content,
-                            keywords=keywords, links=links, verify=verify, note_id=id, supersedes=supersedes,
-                            valid_from=valid_from, type=type or "")
+        with write_lock(self.palace):  # the token is checked against every note written before this one
+            verify = token_for(self.palace, image, verify, subject=subject, keywords=keywords or [], content=content,
+                               anchor=anchor)
+            memory = add_memory(self.palace, subject, domain, anchor=anchor, image=image, content=content,
+                                keywords=keywords, links=links, verify=verify, note_id=id, supersedes=supersedes,
+                                valid_from=valid_from, type=type or "")
         self._fresh()
         lines = [f"added {memory.id} at {memory.location}", f"verify: {memory.verify or '(none)'}"]
         if memory.supersedes:

@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from palace_cli.cli import cli
+from palace_cli.palace import Palace
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -114,7 +115,8 @@ def test_add_opens_the_editor_and_proposes_a_token_from_what_was_written(kb, tmp
 def test_add_without_a_terminal_does_not_open_the_editor(kb, tmp_path):
     marker = tmp_path / "editor-ran"
     script = editor(tmp_path, f'open({str(marker)!r}, "w").write("x")')
-    result = run("add", "Quiet", "--domain", "d", cwd=kb, env={"EDITOR": script, "VISUAL": script})
+    result = run("add", "Quiet", "--domain", "d", "--image", "A mime in a silent disco.", cwd=kb,
+                 env={"EDITOR": script, "VISUAL": script})
     assert result.exit_code == 0 and not marker.exists()
 
 
@@ -158,11 +160,14 @@ def test_add_errors(kb, args, code, message):
 
 
 def test_add_over_the_size_limit_writes_nothing(kb):
-    before = sorted(kb.rglob("*"))
+    def palace_files():  # the cache under .palace/ (rebuildable, ignored by git) may appear: it holds the write lock
+        return sorted(p for p in kb.rglob("*") if ".palace" not in p.relative_to(kb).parts)
+
+    before = palace_files()
     result = run("add", "Big", "--domain", "d", "--content", "x" * 1_000_001, "--no-edit", cwd=kb)
     assert result.exit_code == 1 and result.stderr.startswith("palace: memories/d/big.md: the note would be")
     assert len(result.stderr.splitlines()) == 1
-    assert sorted(kb.rglob("*")) == before
+    assert palace_files() == before
 
 
 def test_add_removes_its_note_when_a_later_step_fails(kb, monkeypatch):
@@ -333,3 +338,22 @@ def test_every_bad_file_at_once_leaves_the_rest_working(messy, bad_files, odd_fi
         assert any(line.startswith(f"{relpath}: ") and line.endswith(f"[{code}]") for line in linted.stdout.splitlines())
     assert note_bytes(messy) == before
     assert "new\nline" not in (messy / "index" / "d.md").read_text()
+
+
+def test_add_without_the_editor_refuses_a_note_with_no_image_and_writes_nothing(kb):
+    result = run("add", "Raft", "--domain", "consensus", "--content", "Leader election.", "--no-edit", cwd=kb)
+    assert result.exit_code == 2 and "needs --image" in result.stderr
+    assert not (kb / "memories" / "consensus").exists()
+
+
+def test_add_without_an_anchor_proposes_one_from_the_image_apart_from_the_token(kb):
+    result = run("add", "Raft", "--domain", "consensus", "--image", "Five rafts of owls drift past a lighthouse "
+                 "while a drummer in a red helmet pounds a steady beat.", "--content", "Leader election.",
+                 "--no-edit", cwd=kb)
+    assert result.exit_code == 0, result.output
+    memory = Palace(kb).memory("raft")
+    assert memory.anchor and memory.verify and memory.verify not in memory.anchor and memory.anchor not in memory.verify
+    assert memory.anchor.lower() in memory.image.lower()
+    assert f"anchor: {memory.anchor} (proposed from the image" in result.output
+    report = json.loads(run("lint", "--json", cwd=kb).output)
+    assert report["errors"] == 0, report

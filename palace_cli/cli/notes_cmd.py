@@ -11,6 +11,7 @@ from ..wording import plural
 from ..authoring import draft_memory, init_palace, propose_missing_token, token_warnings
 from ..curate import has_tag
 from ..errors import NoteError, PalaceError
+from ..index.locks import write_lock
 from ..lint import lint as run_lint
 from ..notes import Memory
 from ..similar import similar, warning_lines
@@ -127,16 +128,25 @@ def add(ctx, subject, domain, new_domain, anchor, image, content, keywords, link
         valid_from, type_, core, edit, as_json):
     """Add a memory from templates/memory.md; opens $EDITOR in a terminal.
 
-    Example: palace add "Saga" -d distributed-systems --anchor "relay race of apologies" --no-edit
+    Example: pbpaste | palace add "Saga" -d distributed-systems --image "Relay runners hand over apology letters." --content -
     """
     palace = ctx.palace
     texts = _stdin_options(image=image, content=content)
-    draft = draft_memory(palace, subject, domain, anchor=anchor, image=texts["image"], content=texts["content"],
-                         keywords=_split_list(keywords), links=_split_list(links), verify=verify, note_id=note_id,
-                         new_domain=new_domain, supersedes=[i for s in supersedes for i in _split_list(s)],
-                         valid_from=valid_from, type=type_ or "", core=core)
-    path = draft.relpath
-    memory = _edit_draft(palace, draft) if (edit if edit is not None else _interactive()) else draft.save()
+    fields = dict(anchor=anchor, image=texts["image"], content=texts["content"], keywords=_split_list(keywords),
+                  links=_split_list(links), verify=verify, note_id=note_id, new_domain=new_domain,
+                  supersedes=[i for s in supersedes for i in _split_list(s)], valid_from=valid_from, type=type_ or "",
+                  core=core)
+    if edit if edit is not None else _interactive():
+        draft = draft_memory(palace, subject, domain, **fields)
+        path, memory = draft.relpath, _edit_draft(palace, draft)
+    else:
+        with write_lock(palace):  # the token proposed for it is checked against every note written before it
+            draft = draft_memory(palace, subject, domain, **fields)
+            if not fields["image"].strip():  # after the draft's own checks (an existing id, a bad id, the size)
+                raise click.UsageError("a memory added without the editor needs --image: a vivid scene of two to "
+                                       "four sentences; its verify token is a phrase of it (`--image -` reads it "
+                                       "from stdin). Or use --edit to write the note in $EDITOR")
+            path, memory = draft.relpath, draft.save()
     palace.refresh()
     if memory is None:
         raise SystemExit(1)
@@ -148,6 +158,9 @@ def add(ctx, subject, domain, new_domain, anchor, image, content, keywords, link
     render.out.print(f"Added {memory.id} at {memory.location}", markup=False)
     if memory.supersedes:
         render.out.print(f"supersedes {', '.join(memory.supersedes)} from {memory.valid_from}", markup=False)
+    if not (anchor or "").strip() and memory.anchor:
+        render.out.print(f"anchor: {memory.anchor} (proposed from the image; `palace edit {memory.id}` to change it)",
+                         markup=False)
     if memory.verify:
         render.out.print(f"verify token: {memory.verify}", markup=False)
     for message in token_warnings(palace, memory):

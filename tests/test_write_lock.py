@@ -1,0 +1,57 @@
+"""Writers that propose verify tokens take turns: concurrent adds never give two notes one token."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from palace_cli.palace import Palace
+
+# One scene for every writer: with the same notes in view, each would propose the same phrase.
+IMAGE = ("A copper kettle hums while nine violet lanterns spin on a velvet turntable, "
+         "and a bearded goose in roller skates juggles seven frozen pancakes.")
+
+
+def add_command(root: Path, i: int) -> list[str]:
+    return [sys.executable, "-c", "from palace_cli.cli import main; main()", "--palace", str(root), "add",
+            f"Widget {i}", "--domain", "distributed", "--anchor", f"hook number {i}", "--image", IMAGE,
+            "--content", f"Widget {i} retries {i} times.", "--no-edit"]
+
+
+def waiting_on(lock: Path) -> list[str]:
+    """The /proc/locks lines of processes blocked on this file's flock."""
+    inode = os.stat(lock).st_ino
+    lines = Path("/proc/locks").read_text().splitlines()
+    return [line for line in lines if "->" in line and line.split()[-3].endswith(f":{inode}")]
+
+
+def test_concurrent_adds_wait_for_the_write_lock_and_get_distinct_tokens(small_palace):
+    palace = Palace(small_palace)
+    lock = palace.cache_dir / "write.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    writers = 3
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)   # the test is the writer in front: every add must queue behind it
+    procs = [subprocess.Popen(add_command(small_palace, i), cwd=Path(__file__).resolve().parent.parent,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(writers)]
+    try:
+        deadline = time.monotonic() + 120
+        while len(waiting_on(lock)) < writers:
+            finished = [p for p in procs if p.poll() is not None]
+            assert not finished, "an add finished while another writer held the lock: " + finished[0].stderr.read()
+            assert time.monotonic() < deadline, "the adds never queued on the write lock"
+            time.sleep(0.05)
+        assert not list((small_palace / "memories" / "distributed").glob("widget-*.md"))
+    finally:
+        os.close(fd)
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    tokens = {m.id: m.verify for m in palace.scan(light=True).memories.values()}
+    new = [tokens[f"widget-{i}"] for i in range(writers)]
+    assert all(new), tokens
+    assert len(set(new) | {tokens["two-phase-commit"], tokens["saga"], tokens["bloom-filter"]}) == len(tokens)
