@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .config import CONFIG_NAME
 from .disk import disk_error, temp_prefix
-from .gitsetup import ATTRIBUTES, ensure_lines, setup_git
+from .gitsetup import ATTRIBUTES, IGNORED, ensure_lines, setup_git
 from .index.locks import write_lock
 from .errors import NoteError, PalaceError, UsageError
 from .notes import ID_PATTERN, Memory, atomic_write, check_note_size, edit_frontmatter, edit_section, inline_yaml, \
@@ -25,9 +25,6 @@ from .tokens import propose_token, token_problems
 from .validity import TYPES, Versions, today, yaml_moment
 from .versions import check_link, moment_option, old_note_changes, planned_edit
 
-# the caches; an Obsidian vault's per-machine settings (docs/obsidian.md); temp files of writes a killed
-# process left (the next command sweeps them)
-IGNORED = (".palace/", ".obsidian/", ".*.tmp")
 TEMPLATES = "templates"
 # `key: {field}` lines of a template's frontmatter; the placeholder becomes the field's YAML value.
 FIELD_PLACEHOLDER = re.compile(r"^([ \t]*[\w-]+:[ \t]*)\{(\w+)\}([ \t]*(?:#.*)?)$", re.MULTILINE)

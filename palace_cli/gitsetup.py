@@ -30,6 +30,9 @@ from .notes import atomic_write
 from .palace import INDEX_DIR, REVIEWS, ROOT_INDEX, Palace
 
 DRIVER = "palace-index"
+# The cache, an Obsidian vault's settings and the temp files of a writer killed mid-write (swept by the next
+# command) never belong in a commit.
+IGNORED = (".palace/", ".obsidian/", ".*.tmp")
 ATTRIBUTES = (f"{REVIEWS}/*.jsonl merge=union", f"{ROOT_INDEX} merge={DRIVER}", f"{INDEX_DIR}/*.md merge={DRIVER}")
 HOOK_MARK = "# installed by `palace git setup`"
 
@@ -39,13 +42,15 @@ class GitSetup:
     """What `palace git setup` did: files written, config set, hooks installed or left alone (with why)."""
 
     attributes: list[str] = field(default_factory=list)  # lines added to .gitattributes
+    ignored: list[str] = field(default_factory=list)     # lines added to .gitignore
     config: dict[str, str] = field(default_factory=dict)
     hooks: list[str] = field(default_factory=list)       # hook files written
     skipped: list[str] = field(default_factory=list)     # hooks left alone, with the reason
 
     def as_dict(self) -> dict:
         """JSON-ready form."""
-        return {"attributes": self.attributes, "config": self.config, "hooks": self.hooks, "skipped": self.skipped}
+        return {"attributes": self.attributes, "ignored": self.ignored, "config": self.config, "hooks": self.hooks,
+                "skipped": self.skipped}
 
 
 def _git(root: Path, *args: str, check: bool = True) -> str:
@@ -146,7 +151,8 @@ def setup_git(palace: Palace, hook: bool = False) -> GitSetup:
     top = repository_top(palace)
     if top is None:
         raise PalaceError(f"{palace.root} is not in a git repository; run `git init` first")
-    report = GitSetup(attributes=ensure_lines(palace.root / ".gitattributes", ATTRIBUTES))
+    report = GitSetup(attributes=ensure_lines(palace.root / ".gitattributes", ATTRIBUTES),
+                      ignored=ensure_lines(palace.root / ".gitignore", IGNORED))
     settings = {f"merge.{DRIVER}.name": "palace: merge generated index files line by line (regenerated after)",
                 f"merge.{DRIVER}.driver": driver_command()}
     for key, value in settings.items():

@@ -111,6 +111,18 @@ def test_init_sets_up_git_and_setup_is_idempotent(tmp_path):
     assert again.exit_code == 0 and again.stdout.strip() == "Already set up."
 
 
+def test_setup_ignores_temp_files_in_a_palace_made_before_they_were(tmp_path):
+    root = tmp_path / "kb"
+    assert CliRunner().invoke(cli, ["init", str(root)]).exit_code == 0
+    ignore = root / ".gitignore"
+    ignore.write_text("# mine\n.palace/\n")
+    done = palace(root, "git", "setup")
+    assert done.exit_code == 0 and ".gitignore: .*.tmp" in done.stdout
+    assert ignore.read_text().splitlines() == ["# mine", ".palace/", ".obsidian/", ".*.tmp"]
+    (root / "memories" / ".x.md.123.abc.tmp").write_text("half a note")
+    assert git(root, "check-ignore", "memories/.x.md.123.abc.tmp").returncode == 0
+
+
 def test_setup_leaves_a_foreign_hook_alone(repo):
     hook = repo / ".git/hooks/pre-commit"
     hook.write_text("#!/bin/sh\nmy-own-checks\n")

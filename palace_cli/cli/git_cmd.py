@@ -38,13 +38,15 @@ def setup(ctx, hook, as_json):
         return
     for line in report.attributes:
         render.out.print(f".gitattributes: {line}", markup=False)
+    for line in report.ignored:
+        render.out.print(f".gitignore: {line}", markup=False)
     for key in report.config:
         render.out.print(f"git config {key}", markup=False)
     for path in report.hooks:
         render.out.print(f"hook: {path}", markup=False)
     for reason in report.skipped:
         render.warn(f"hook not installed: {reason}")
-    if not (report.attributes or report.config or report.hooks):
+    if not (report.attributes or report.ignored or report.config or report.hooks):
         render.out.print("Already set up.", markup=False)
 
 
