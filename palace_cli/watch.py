@@ -125,8 +125,10 @@ class Watcher:
             self._cond.notify_all()
         if self._observer is not None:
             self._observer.stop()
-            self._observer.join(timeout=5)
-        if self._worker is not None and self._worker is not threading.current_thread():
+            if self._observer.ident is not None:  # never started: start() failed or has not got that far
+                self._observer.join(timeout=5)
+        if self._worker is not None and self._worker.ident is not None \
+                and self._worker is not threading.current_thread():
             self._worker.join()
         if not self._stopped.is_set():
             self._stopped.set()

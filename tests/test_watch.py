@@ -278,3 +278,18 @@ def test_cli_watch_stops_cleanly_on_sigterm(small_palace):
     out, err = process.communicate(timeout=WAIT_S)
     assert process.returncode == 143, err
     assert json.loads(out.splitlines()[-1])["event"] == "stopped"
+
+
+def test_stop_after_a_start_that_failed_halfway_joins_nothing_unstarted(small_palace, monkeypatch):
+    # The language server stops its watcher when shutdown comes, which may be before start() has started
+    # its threads: stop() must not join a thread that never ran.
+    watcher = Watcher(Palace(small_palace), lambda event: None)
+
+    def unreadable():
+        raise OSError(13, "Permission denied")
+
+    monkeypatch.setattr(watcher, "_watch_memories", unreadable)
+    with pytest.raises(OSError):
+        watcher.start()
+    watcher.stop()
+    assert watcher._stopped.is_set()

@@ -191,14 +191,16 @@ class PalaceServer:
         if self.shut_down:
             return
         watcher = Watcher(Palace(self.palace.root), self._watched, index_files=self._may_write_index_files)
-        self.watcher = watcher
         try:
             watcher.start()
         except Exception:
             log.error("the watcher did not start:\n%s", traceback.format_exc())
-            self.watcher = None
+            return
+        # Published once started: a shutdown that came meanwhile found no watcher to stop, so it is stopped here
+        # (stopping a half-started one would join threads that have not started).
+        self.watcher = watcher
         if self.shut_down:
-            self.stop()  # shutdown arrived while the watcher was starting
+            self.stop()
 
     def _may_write_index_files(self) -> bool:
         """The watcher regenerates INDEX.md and index/*.md unless the editor has one of them open."""
