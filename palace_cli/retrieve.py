@@ -430,7 +430,7 @@ def pick(hits: list[Hit], k: int, turns: int) -> list[Hit]:
 
 
 # A later hit is handed over only when it is close to the best: within this share of the best
-# BM25 score, or this far below the best cosine. Measured in docs/benchmarks.md ("context").
+# BM25 score, or this far below the best cosine. Measured in docs/ranking-experiments.md ("the trim").
 TRIM_LEXICAL_SHARE = 0.6
 TRIM_DENSE_GAP = 0.06
 

@@ -70,7 +70,7 @@ def test_stored_lengths_are_the_lengths_whoosh_counts(palace):
             for i, length in enumerate(stored["lengths"]):
                 totals[i] += length
         assert totals == [reader.field_length(name) for name in FIELDS]
-        assert totals[FIELDS.index("content")] > 1000
+        assert totals[FIELDS.index("text")] > 1000
 
 
 def test_an_update_past_the_deleted_bound_merges_them_away(tmp_path, monkeypatch):

@@ -114,8 +114,8 @@ def search(ctx, query, mode, k, domain, as_of, include_superseded, kind, since, 
 @click.option("--json", "as_json", is_flag=True, help="JSON output (the same as --format json).")
 @pass_ctx
 def recall(ctx, query, k, domain, budget, profile, fmt, as_of, include_superseded, kind, since, until, as_json):
-    """Two-hop retrieval: route to a domain, rank its memories and the conversation turns, hand over the
-    smallest context.
+    """Rank every memory and conversation turn (BM25 and embeddings fused), hand over the smallest context, and
+    name the domains it came from.
 
     Only memories valid now are handed over (--as-of DATE: valid then). Example:
     palace recall "why do retries need jitter?" --format prompt

@@ -1,7 +1,17 @@
-"""The lexical index: Whoosh BM25F over a memory's fields. The only module that imports whoosh."""
+"""The lexical index: Whoosh BM25 over one field per unit, plus the rest of a note's body. The only module that
+imports whoosh.
+
+A memory's subject, keywords and aliases, anchor, Image and Content are one field, `text`, saturated once by
+BM25 (k1 1.2, b 0.5, Robertson's idf); every other word of its body is a second field, `rest`, queried at
+0.1. A turn's `text` is its speaker, date in words and words, then its neighbours' words at half weight.
+Chosen by cross-validation over four corpora (docs/ranking-experiments.md): summing a BM25 per field
+counted a word found in the subject, anchor and Image three times, and the Image at 0.2 lost the
+questions that describe a scene.
+"""
 
 from __future__ import annotations
 
+import math
 import pickle
 import shutil
 import struct
@@ -20,24 +30,27 @@ from whoosh.lang.porter import stem
 from whoosh.query import And, Or, Term, TermRange
 from whoosh.writing import CLEAR
 
-from ..errors import PalaceError
+from ..errors import ConfigError, PalaceError
 from ..notes import atomic_write
 from ..progress import Progress
 from .livestats import LENGTHS, LiveBM25F, LiveStats
 from .scope import Scope
 
-# Query-time field weights. Chosen by measurement on example-palace/queries.jsonl
-# (see docs/search.md, "Field weights"); override in palace.toml [retrieval] field_weights.
-# `context` is a turn's neighbours' text (see index/turns.py); memories leave it empty. `rest` is every other
-# word of a note's body (notes.rest_of_body), measured in docs/search.md ("The rest of the body").
-DEFAULT_FIELD_WEIGHTS = {"subject": 1.0, "keywords": 1.0, "anchor": 0.5, "image": 0.2, "content": 1.0, "rest": 0.1,
-                         "domain": 0.0, "context": 0.5}
+# Query-time field weights: `text` holds what a unit is about, `rest` every other word of a note's body
+# (notes.rest_of_body), which at full weight pulled in the topics a Links section names; 0.1 costs nothing
+# measurable (docs/ranking-experiments.md). Override in palace.toml [retrieval] field_weights.
+DEFAULT_FIELD_WEIGHTS = {"text": 1.0, "rest": 0.1}
 FIELDS = tuple(DEFAULT_FIELD_WEIGHTS)
+K1, B = 1.2, 0.5
+# Tokens after this character in a field's value count at NEIGHBOUR_BOOST: a turn's neighbours. Whoosh's
+# Frequency format sums token boosts into the posting's weight, which is the frequency BM25 sees.
+NEIGHBOURS = "\x1e"
+NEIGHBOUR_BOOST = 0.5
 LOCK_TIMEOUT_S = 30.0
 MAX_DELETED, MAX_DELETED_SHARE = 500, 0.01  # deleted documents kept before an update merges every segment
 
 
-SCHEMA_VERSION = "5"  # bump when the schema or analyzer changes: old indexes are rebuilt
+SCHEMA_VERSION = "6"  # bump when the schema or analyzer changes: old indexes are rebuilt (6: one `text` field)
 SCHEMA_MARKER = "palace-schema"
 RETRIES = 3
 DAMAGE = (EOFError, struct.error, zlib.error, pickle.UnpicklingError, ValueError)
@@ -67,6 +80,9 @@ class PalaceAnalyzer(Analyzer):
         token = Token(positions, chars, removestops=removestops, mode=mode, **kwargs)
         stems = self._stems
         position = start_pos
+        neighbours = value.find(NEIGHBOURS)
+        if neighbours < 0:
+            neighbours = len(value)
         for match in default_pattern.finditer(value):
             word = match.group().lower()
             if len(word) < 2 or word in STOP_WORDS:
@@ -77,7 +93,7 @@ class PalaceAnalyzer(Analyzer):
                 if len(stems) < 200_000:
                     stems[word] = text
             token.text = text
-            token.boost = 1.0
+            token.boost = 1.0 if match.start() < neighbours else NEIGHBOUR_BOOST
             token.stopped = False
             if positions:
                 token.pos = position
@@ -97,16 +113,28 @@ def _schema() -> Schema:
         kind=ID(stored=True),
         time=ID(),
         session=ID(),
-        subject=TEXT(**text),
-        keywords=TEXT(**text),
-        anchor=TEXT(**text),
-        image=TEXT(**text),
-        content=TEXT(**text),
+        text=TEXT(**text),
         rest=TEXT(**text),
-        domain=TEXT(**text),
-        context=TEXT(**text),
         lengths=STORED,  # exact length per text field: statistics leave deleted documents out (livestats.py)
     )
+
+
+class RobertsonBM25(LiveBM25F):
+    """BM25 over the live documents (livestats.py) with Robertson's idf, ln(1 + (N - df + 0.5) / (df + 0.5)),
+    instead of whoosh's ln(N / (df + 1)) + 1: on LoCoMo's turns it gained 2 points of recall@10 in one field
+    and changed nothing elsewhere (docs/ranking-experiments.md)."""
+
+    def idf(self, searcher, fieldname, text):
+        frequency = self.stats.doc_frequency(fieldname, text)
+        if frequency <= 0:
+            return 0.0  # only deleted documents hold it: nothing it scores is ever seen
+        return math.log(1 + (self.stats.doc_count - frequency + 0.5) / (frequency + 0.5))
+
+
+def text_of(doc: Doc) -> str:
+    """What the `text` field holds for a unit: subject, keywords, anchor, Image, Content, then the neighbours."""
+    own = "\n".join(part for part in (doc.subject, doc.keywords, doc.anchor, doc.image, doc.content) if part)
+    return f"{own}\n{NEIGHBOURS}{doc.context}" if doc.context else own
 
 
 @dataclass
@@ -171,10 +199,9 @@ class TextIndex:
         return self.open().latest_generation()
 
     def _add(self, writer, doc: Doc) -> None:
-        fields = dict(path=doc.path, id=doc.id, kind=doc.kind, subject=doc.subject, keywords=doc.keywords,
-                      anchor=doc.anchor, image=doc.image, content=doc.content, context=doc.context, rest=doc.rest)
+        fields = dict(path=doc.path, id=doc.id, kind=doc.kind, text=text_of(doc), rest=doc.rest)
         if doc.domain:
-            fields.update(domain_key=doc.domain, domain=doc.domain.replace("-", " "))
+            fields["domain_key"] = doc.domain
         fields[LENGTHS] = tuple(self._length(fields.get(name) or "") for name in FIELDS)
         if doc.time:
             fields["time"] = doc.time
@@ -199,7 +226,7 @@ class TextIndex:
             written = self._add_all(writer, upserts, progress, len(upserts))
             writer.commit(optimize=optimize)
         except BaseException:
-            writer.cancel()
+            _cancel(writer)
             raise
         self._index = None  # reopen to see the new generation
         return written
@@ -228,7 +255,7 @@ class TextIndex:
             written = self._add_all(writer, docs, progress, total)
             writer.commit(mergetype=CLEAR)
         except BaseException:
-            writer.cancel()
+            _cancel(writer)
             raise
         self._index = None
         return written
@@ -270,19 +297,18 @@ class TextIndex:
     def search(self, text: str, limit: int = 10, domains: Iterable[str] | None = None,
                field_weights: dict[str, float] | None = None, exclude: Iterable[str] = (),
                only: Iterable[str] | None = None, scope: Scope | None = None) -> list[tuple[str, float]]:
-        """BM25F search: [(unit id, score)] best first, within the scope (or domains: memories only); empty when
+        """BM25 search: [(unit id, score)] best first, within the scope (or domains: memories only); empty when
         the query has no usable terms or nothing can be in scope.
 
         `exclude` leaves those ids out; `only` keeps just those (cheaper when most are left out)."""
         terms = self.terms(text)
         if not terms:
             return []
-        weights = field_weights or DEFAULT_FIELD_WEIGHTS
+        weights = field_weights_of(field_weights)
         clauses = [Term(field, term, boost=weight) for term in terms for field, weight in weights.items() if weight > 0]
         query = Or(clauses)
         # Whoosh's default binary tree of union matchers spends most of a long query in block-quality
-        # bookkeeping; the array matcher gives the same ranking (checked on SciFact) at about 2/3 of
-        # the median time and 1/3 of the p95.
+        # bookkeeping; the array matcher gives the same ranking at a fraction of the time.
         query.matcher_type = Or.ARRAY_MATCHER
         if domains is not None:
             scope = Scope(kind="memory", domains=tuple(domains))
@@ -300,7 +326,7 @@ class TextIndex:
         for attempt in range(RETRIES):
             try:
                 with self.open(create=False).searcher() as searcher:
-                    searcher.weighting = LiveBM25F(self.stats(searcher.reader()), B=0.75, K1=1.2)
+                    searcher.weighting = RobertsonBM25(self.stats(searcher.reader()), B=B, K1=K1)
                     return _ranked(searcher, query, limit, filter=domain_filter, mask=mask)
             except (OSError, whoosh_index.IndexError):
                 # A concurrent commit merged away a segment this reader was opening: reopen and try again.
@@ -332,6 +358,30 @@ def _ranked(searcher, query, limit: int | None, **options) -> list[tuple[str, fl
         if want is None or len(hits) < want or hits[limit - 1][1] > hits[-1][1]:
             return hits if limit is None else hits[:limit]
         want *= 2
+
+
+def _cancel(writer) -> None:
+    """Cancel a write; when the write failed half-way (a full disk while whoosh closed a segment file), cancel
+    can fail on the files already closed, and the first error, not that one, is what to report."""
+    try:
+        writer.cancel()
+    except (OSError, ValueError):
+        try:
+            writer._finish()  # what cancel does after closing the files: drop temp storage, release the write lock
+        except (OSError, ValueError):
+            pass
+
+
+def field_weights_of(configured: dict | None) -> dict[str, float]:
+    """The query's field weights: the defaults, with palace.toml's [retrieval] field_weights over them."""
+    if not configured:
+        return DEFAULT_FIELD_WEIGHTS
+    unknown = sorted(set(configured) - set(FIELDS))
+    if unknown:
+        raise ConfigError(f"palace.toml: [retrieval] field_weights names {', '.join(unknown)}; the lexical index has "
+                          f"the fields {', '.join(FIELDS)} (one `text` field since issue 16: subject, keywords, "
+                          "anchor, Image and Content together)")
+    return {**DEFAULT_FIELD_WEIGHTS, **{name: float(weight) for name, weight in configured.items()}}
 
 
 def _filter(scope: Scope):

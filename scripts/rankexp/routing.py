@@ -9,7 +9,7 @@ import numpy as np
 
 from .rank import Ranked, Runner, Variant
 
-# palace_cli/retrieve.py's routing rule
+# palace_cli/retrieve.py's routing rule until issue 16 removed it (commit 5e9cd30 has it)
 ROUTE_CONFIDENT, ROUTE_COVER, ROUTE_MAX_DOMAINS, GUARD_SHARE = 0.5, 0.8, 3, 0.9
 
 
@@ -17,14 +17,17 @@ def palace_routes(corpus, cache_dir: Path) -> dict[str, list[tuple[str, float]]]
     """qid -> palace's own hop-1 confidences (exact phrases, descriptor BM25, centroid cosine), cached on disk."""
     if corpus.palace is None:
         return {}
-    from palace_cli.retrieve import route
-
     dense = corpus.palace.index.dense().embedder
     model = (dense.model_id if dense else "lexical").replace("/", "_").replace("@", "_").replace(":", "_")
     path = Path(cache_dir) / f"routes-{corpus.name}-{len(corpus.docs)}-{len(corpus.queries)}-{model}.json"
     cached = json.loads(path.read_text()) if path.exists() else {}
     missing = [q for q in corpus.queries if q.qid not in cached]
     if missing:
+        try:
+            from palace_cli.retrieve import route
+        except ImportError:  # recall stopped routing (issue 16, this harness's recommendation 5)
+            raise SystemExit(f"{path} lacks {len(missing)} routes and palace no longer has hop 1 "
+                             "(palace_cli.retrieve.route): run the harness at commit 5e9cd30 to compute them") from None
         catalog = corpus.palace.index.catalog()
         for q in missing:
             _, considered = route(corpus.palace, catalog, q.text)
