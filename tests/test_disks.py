@@ -113,7 +113,8 @@ def test_a_read_only_palace_answers_every_read_command(tmp_path, cache):
         assert palace_run(readonly, "index").returncode == 0
     before = tree_digest(readonly)
     done = in_namespace(RUN_READ_ONLY, str(readonly), json.dumps(commands + [["add", "A new idea", "--domain",
-                                                                                  "storage-engines"]]))
+                                                                                  "storage-engines", "--image",
+                                                                                  "A lantern on a unicycle."]]))
     assert done.returncode == 0, done.stderr
     runs = json.loads(done.stdout)
     for run in runs[:-1]:
@@ -158,7 +159,7 @@ def test_a_palace_without_write_permission_answers_from_a_cache_elsewhere(tmp_pa
         done = palace_run(root, "search", "coordinator", "--mode", "lexical", "--json")
         assert done.returncode == 0 and json.loads(done.stdout)["hits"]
         assert done.stderr.count("cannot write the cache") == 1
-        add = palace_run(root, "add", "A new idea", "--domain", "storage-engines")
+        add = palace_run(root, "add", "A new idea", "--domain", "storage-engines", "--image", "A lantern on a unicycle.")
         assert add.returncode == 1 and "Permission denied; nothing was written" in add.stderr
         assert "Traceback" not in add.stderr
     finally:
