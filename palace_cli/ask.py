@@ -163,16 +163,16 @@ def needs_for(question: str, result: Recall) -> list[str]:
     return out
 
 
-def suggested_domain(result: Recall) -> str:
-    """The domain to name in the `palace add` suggestion: only one routed to alone, without falling back,
-    on the question's own words (exact or lexical routing evidence); else the placeholder DOMAIN."""
-    if len(result.route) != 1 or result.fallback or result.hops != 2:
-        return "DOMAIN"
-    parts = result.route[0].parts
-    return result.route[0].domain if parts.get("exact", 0) > 0 or parts.get("lexical", 0) > 0 else "DOMAIN"
+def suggested_domain(domains: list[str], question: str) -> str:
+    """The domain to name in the `palace add` suggestion: the one domain whose name the question says in its
+    own words; else the placeholder DOMAIN. (ask abstained, so where recall looked is no evidence of where
+    the missing memory belongs: recall ranks every domain flat.)"""
+    said = set(words(question))
+    named = [d for d in domains if set(words(d.replace("-", " ").replace("_", " "))) <= said]
+    return named[0] if len(named) == 1 else "DOMAIN"
 
 
-def _abstain(answer: Answer, question: str, result: Recall, evidence: Evidence) -> Answer:
+def _abstain(answer: Answer, question: str, result: Recall, evidence: Evidence, domains: list[str]) -> Answer:
     answer.text = "not in this palace"
     nearest = ", ".join(h.id for h in result.hits[:3]) or "none"
     if not result.hits:
@@ -183,7 +183,7 @@ def _abstain(answer: Answer, question: str, result: Recall, evidence: Evidence) 
         answer.reason = f"{evidence.describe()}; nearest memories: {nearest}"
     answer.needs = needs_for(question, result)
     topic = " ".join(answer.needs[:4]) or question
-    answer.suggestion = f'palace add "{topic}" --domain {suggested_domain(result)}'
+    answer.suggestion = f'palace add "{topic}" --domain {suggested_domain(domains, question)}'
     return answer
 
 
@@ -264,7 +264,7 @@ def ask(palace: Palace, question: str, *, k: int | None = None, profile: str = "
                     route=[r.domain for r in result.route], evidence=evidence,
                     memories=[{**m, "cited": False} for m in handed])
     if not result.hits or not result.context or not evidence.sure:
-        return _finish(_abstain(answer, question, result, evidence), started)
+        return _finish(_abstain(answer, question, result, evidence, palace.domains()), started)
     tokens = palace.index.store.tokens()
     superseded = superseded_among(palace, [m["id"] for m in handed])
     use = generate or use_generator(palace.config.models)

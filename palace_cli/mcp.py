@@ -153,7 +153,7 @@ class PalaceTools:
     def recall(self, query: str, k: int | None = None, domain: str | None = None,
                profile: ProfileName = "reference", max_tokens: int = 1000, as_of: str | None = None,
                kind: Kind | None = None, since: str | None = None, until: str | None = None) -> str:
-        """Two-hop recall: a route line, then the context block (each memory with its verify token, each
+        """Recall: a route line (the domains of what was handed over), then the context block (each memory with its verify token, each
         conversation turn under its session's date).
 
         Only memories valid now, or valid on the date `as_of` (YYYY-MM-DD)."""
@@ -394,8 +394,8 @@ class PalaceTools:
 # name: (description, read_only, destructive, idempotent). Descriptions are short on purpose: the whole
 # tool list is paid for in every agent's context (tests/test_mcp.py measures it).
 TOOLS = {
-    "recall": ("Two-hop retrieval: the memories (with verify tokens to cite) and conversation turns that answer "
-               "query.", True, False, True),
+    "recall": ("The smallest context that answers query: memories (with verify tokens to cite) and "
+               "conversation turns.", True, False, True),
     "search": ("Flat ranked search over memories and turns: one line per hit.", True, False, True),
     "get": ("A memory in full.", True, False, True),
     "add": ("Write a new memory; returns its verify token. To correct one, add the new version with supersedes.",

@@ -9,7 +9,7 @@ from palace_cli.abstention import ABSTAIN_BELOW, Evidence, thresholds, weigh
 from palace_cli.ask import extractive, suggested_domain
 from palace_cli.backends import CAPABLE_PARAMETERS, Generator, size_label, unfit_reason, use_generator
 from palace_cli.errors import ConfigError
-from palace_cli.retrieve import DomainRoute, Recall, context_entry, recall
+from palace_cli.retrieve import context_entry, recall
 
 
 @pytest.mark.parametrize("text, sentences", [
@@ -120,22 +120,16 @@ def test_a_bad_threshold_is_a_config_error(example_palace):
         thresholds(Palace(example_palace), "dense")
 
 
-def _route(parts, hops=2, fallback=False, domains=("biology",)):
-    result = Recall(query="q", mode="hybrid", hits=[], hops=hops, fallback=fallback)
-    result.route = [DomainRoute(d, 0.9, dict(parts)) for d in domains]
-    return result
-
-
-@pytest.mark.parametrize("result, named", [
-    (_route({"dense": 1.0}), "DOMAIN"),                      # "capital of France" routed on meaning alone
-    (_route({"lexical": 0.4, "dense": 0.6}), "biology"),
-    (_route({"exact": 1.0}), "biology"),
-    (_route({"exact": 1.0}, fallback=True), "DOMAIN"),
-    (_route({"exact": 1.0}, hops=1), "DOMAIN"),              # one domain (or one given): nothing was routed
-    (_route({"exact": 1.0}, domains=("a", "b")), "DOMAIN"),
+@pytest.mark.parametrize("question, named", [
+    ("what is the capital of France?", "DOMAIN"),                     # no domain is named: none is guessed
+    ("how do storage engines compact their files?", "storage-engines"),
+    ("which Storage Engines keep a write-ahead log?", "storage-engines"),
+    ("how does storage work?", "DOMAIN"),                             # half a name is not a name
+    ("caching and storage engines for the consensus log", "DOMAIN"),  # two domains named: no choice
 ])
-def test_suggestions_name_a_domain_only_on_a_sure_route(result, named):
-    assert suggested_domain(result) == named
+def test_suggestions_name_a_domain_only_when_the_question_says_it(question, named):
+    domains = ["caching-performance", "consensus", "storage-engines"]
+    assert suggested_domain(domains, question) == named
 
 
 # ---- is the generator worth asking -------------------------------------------------------------
