@@ -41,6 +41,17 @@ def test_cross_validation_is_perfect_on_separable_questions_and_reports_ranges()
     assert (result["precision"], result["recall"], result["abstained_answerable"]) == (1.0, 1.0, 0)
     low, high = result["confidence_range"]
     assert 0.15 < low <= high < 0.6
+    assert result["by_palace"]["b"] == {"answerable": 12, "answered": 12, "absent": 6, "abstained": 6}
+
+
+def test_cross_validation_counts_each_palace_apart():
+    """Palace b's absent questions score above every answerable one: no fold can abstain on them."""
+    items = [_asked("a", 0.1 + i / 100, 0.0, True) for i in range(6)]
+    items += [_asked("b", 0.95 + i / 1000, 0.0, True) for i in range(6)]
+    items += [_asked(p, 0.6 + i / 100, 0.0, False) for p in "ab" for i in range(12)]
+    counts = cross_validate(items, "dense", 2.0)["by_palace"]
+    assert counts == {"a": {"answerable": 12, "answered": 12, "absent": 6, "abstained": 6},
+                      "b": {"answerable": 12, "answered": 12, "absent": 6, "abstained": 0}}
 
 
 @pytest.fixture

@@ -168,6 +168,20 @@ def _folds(items: list[Asked]) -> list[int]:
     return fold
 
 
+def _by_palace(items: list[Asked], decisions: list[bool]) -> dict:
+    """Per palace: answerable questions and how many were answered, absent ones and how many abstained."""
+    out: dict = {}
+    for item, abstain in zip(items, decisions):
+        row = out.setdefault(item.palace, {"answerable": 0, "answered": 0, "absent": 0, "abstained": 0})
+        if item.absent:
+            row["absent"] += 1
+            row["abstained"] += abstain
+        else:
+            row["answerable"] += 1
+            row["answered"] += not abstain
+    return out
+
+
 def cross_validate(items: list[Asked], signal: str, coverage: float | None) -> dict:
     """Each question decided by thresholds fitted without its fold; the thresholds' range over folds."""
     fold = _folds(items)
@@ -181,6 +195,7 @@ def cross_validate(items: list[Asked], signal: str, coverage: float | None) -> d
             if k == f:
                 decisions[index] = _decide([items[index]], signal, *thresholds)[0]
     out = _score(items, signal, decisions)
+    out["by_palace"] = _by_palace(items, decisions)
     out["confidence_range"] = [min(t[0] for t in fitted), max(t[0] for t in fitted)]
     out["coverage_range"] = [min(t[1] for t in fitted), max(t[1] for t in fitted)]
     return out
@@ -333,6 +348,11 @@ def markdown_report(summary: dict) -> str:
                              f"{_thresholds(row)} | {row['precision']:.3f} | {row['recall']:.3f} | {row['f1']:.3f} | "
                              f"{row['abstained_answerable']} | {row['answered_absent']} | "
                              f"{row['answered_correctly']:.3f} |")
+        for key, label in (("confidence_only", "confidence only"), ("or_coverage_half", "or coverage >= 0.5")):
+            counts = "; ".join(f"{name} {c['answered']}/{c['answerable']} answerable answered, "
+                               f"{c['abstained']}/{c['absent']} absent abstained"
+                               for name, c in sorted(a[key]["by_palace"].items()))
+            lines += ["", f"{label}, cross-validated, per palace: {counts}"]
         lines.append("")
     for name, where in summary["extract"].items():
         lines += [f"**extractive answers, {name}**", "",
