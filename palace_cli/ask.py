@@ -32,6 +32,8 @@ NO_CONTEXT_INSTRUCTION = ("Answer the question in two or three sentences. "
 # A small model often pastes its prompt back (headings, verify lines, the question): that cites the token
 # without answering anything (docs/benchmarks.md, "echoes context"), so it does not count as an answer.
 ECHO = re.compile(r"(?im)^\s*(##\s|verify:|question:|content:|anchor:)")
+# Words an answer uses to talk about answering: "The answer to the question about X is:" says nothing new.
+ANSWER_TALK = "about answer answers question questions asked ask context memory memories note notes cite cited below above"
 
 
 @dataclass
@@ -190,16 +192,20 @@ def _abstain(answer: Answer, question: str, result: Recall, evidence: Evidence, 
 def not_an_answer(text: str, terms: list[str], analyze) -> tuple[str, str] | None:
     """(status, reason) when a generated text that cites its memories still answers nothing, else None: it
     pastes its prompt back, loops on one sentence until the token limit, or (outside its citations) holds none
-    of the question's terms. SmolLM2-135M passes verification in each of these ways (docs/benchmarks.md)."""
+    of the question's terms, or nothing but them. SmolLM2-135M passes verification in each of these ways (docs/benchmarks.md)."""
     from .quiz.llm import repetitive
 
     if ECHO.search(text):
         return "echo", "it pastes its context back instead of answering"
     if repetitive(text):
         return "loops", "it repeats itself until the token limit"
-    said = {term for term, _ in analyze(CITATION.sub(" ", text))}
+    pairs = analyze(CITATION.sub(" ", text))
+    said = {term for term, _ in pairs}
     if terms and not said.intersection(terms):
         return "off-topic", "it cites a memory but says nothing about the question"
+    new = {term for term, word in pairs if word.lower() not in STOPWORDS} - set(terms)
+    if terms and not new - {term for term, _ in analyze(ANSWER_TALK)}:
+        return "restates", "it restates the question without answering it"
     return None
 
 

@@ -48,7 +48,7 @@ def _reply(state: FakeModel, body: dict) -> tuple[int, bytes]:
     token = re.search(r"(?m)^verify: (.+)$", prompt)
     text = "I do not know."
     if state.mode == "echo" and token:
-        text = f"It blocks from the memory. [verify: {token.group(1)}]"
+        text = f"It blocks while the coordinator is down. [verify: {token.group(1)}]"
     if state.mode == "empty" and token:
         text = f"The answer to the question above is: [verify: {token.group(1)}]"
     return 200, json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}).encode()
@@ -118,7 +118,7 @@ def test_endpoint_posts_a_chat_completion(endpoint, monkeypatch):
     monkeypatch.setenv("PALACE_TEST_KEY", "sk-test")
     generator = OpenAIGenerator(endpoint.url, "fake-1", api_key_env="PALACE_TEST_KEY")
     text = generator.complete("Context\nverify: fig tart\nQuestion?", max_tokens=12, stop=["\n\n"])
-    assert text == "It blocks from the memory. [verify: fig tart]"
+    assert text == "It blocks while the coordinator is down. [verify: fig tart]"
     request = endpoint.requests[0]
     assert request["path"] == "/v1/chat/completions"
     assert request["headers"]["Authorization"] == "Bearer sk-test"
@@ -206,7 +206,7 @@ def test_broken_cache_entry_is_a_miss(endpoint):
     model.complete("verify: fig tart")
     (entry,) = cache_dir().rglob("*.json")
     entry.write_text("{truncated", encoding="utf-8")
-    assert model.complete("verify: fig tart") == "It blocks from the memory. [verify: fig tart]"
+    assert model.complete("verify: fig tart") == "It blocks while the coordinator is down. [verify: fig tart]"
     assert len(endpoint.requests) == 2
 
 
@@ -218,7 +218,7 @@ def test_ask_grounded_answer_then_cache_then_no_cache(example_palace, endpoint):
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["status"] == "grounded" and data["verdict"]["cited"][0]["id"] == "two-phase-commit"
-    assert data["mode"] == "generated" and data["answer"] == "It blocks from the memory. [verify: mustard-yellow tuxedo]"
+    assert data["mode"] == "generated" and data["answer"] == "It blocks while the coordinator is down. [verify: mustard-yellow tuxedo]"
     assert data["memories"][0] == {**data["memories"][0], "id": "two-phase-commit", "cited": True}
     assert data["model"].startswith("fake-1@") and data["cached"] is False and data["signal"] == "lexical"
     assert len(endpoint.requests) == 1
@@ -271,6 +271,9 @@ def test_a_cited_answer_that_says_nothing_gives_way_to_the_extractive_one(exampl
     ("It is a commit protocol. It is a commit protocol. It is a commit protocol. [verify: fig tart]", "loops"),
     ("## Two-Phase Commit\nverify: fig tart", "echo"),
     ("Yes, indeed. [verify: two-phase commit blocking]", "off-topic"),   # words inside a citation do not count
+    ("The answer to the question about two-phase commit is: [verify: fig tart]", "restates"),
+    ("Two-phase commit is a blocking protocol. [verify: fig tart]", "restates"),
+    ("Two-phase commit blocks: participants hold locks until the coordinator decides. [verify: fig tart]", None),
 ])
 def test_not_an_answer(palace, text, failed):
     from palace_cli.ask import not_an_answer
