@@ -119,6 +119,13 @@ def _schema() -> Schema:
     )
 
 
+# Up to this many clauses (6 terms in `text` and `rest`) a query uses whoosh's block-skipping matcher: at
+# 100,000 generated notes 5-word queries took p50 118 ms against 338 ms with the array matcher; 10 words
+# were a wash (401 against 516 ms p50, 992 against 750 ms p95) and 20 words 3x slower (2,682 against 903 ms).
+# At 1,000 notes both take 6-7 ms. (docs/benchmarks.md, "Short queries at 100,000 notes"; the top 10s were identical.)
+SHORT_QUERY_CLAUSES = 12
+
+
 class RobertsonBM25(LiveBM25F):
     """BM25 over the live documents (livestats.py) with Robertson's idf, ln(1 + (N - df + 0.5) / (df + 0.5)),
     instead of whoosh's ln(N / (df + 1)) + 1: on LoCoMo's turns it gained 2 points of recall@10 in one field
@@ -307,9 +314,11 @@ class TextIndex:
         weights = field_weights_of(field_weights)
         clauses = [Term(field, term, boost=weight) for term in terms for field, weight in weights.items() if weight > 0]
         query = Or(clauses)
-        # Whoosh's default binary tree of union matchers spends most of a long query in block-quality
-        # bookkeeping; the array matcher gives the same ranking at a fraction of the time.
-        query.matcher_type = Or.ARRAY_MATCHER
+        # Whoosh's default binary tree of union matchers skips blocks that cannot reach the top (block-max
+        # quality), which pays on a short query over a big index; on a long query its bookkeeping costs more
+        # than it skips, and the array matcher, which scores every match, is faster. Same ranking either way.
+        if len(clauses) > SHORT_QUERY_CLAUSES:
+            query.matcher_type = Or.ARRAY_MATCHER
         if domains is not None:
             scope = Scope(kind="memory", domains=tuple(domains))
         if scope is not None and not (scope.memories or scope.turns):
