@@ -243,26 +243,15 @@ def _refresh_notes(palace: Palace, store: NoteStore, report: RefreshReport, prog
     domains = {_domain_of(path) for path in gone}
     if not work and not gone:
         return domains
-    done = 0
-    for start in range(0, max(len(work), 1), COMMIT_EVERY):
-        with store.transaction():
-            changed = False
-            for note_file, row in work[start : start + COMMIT_EVERY]:
-                if _read_one(palace, store, note_file, row, report):
-                    changed = True
-                    domains.add(note_file.domain)
-                done += 1
-                if progress and done % 200 == 0:
-                    progress("reading notes", done, len(work))
-            if start + COMMIT_EVERY >= len(work):
-                for path in gone:
-                    store.delete(path)
-                    report.removed.append(path)
-                changed |= bool(gone)
-            if changed:
-                store.bump_version()
-    if progress and work:
-        progress("reading notes", len(work), len(work))
+
+    def read(item) -> bool:
+        note_file, row = item
+        if _read_one(palace, store, note_file, row, report):
+            domains.add(note_file.domain)
+            return True
+        return False
+
+    store.store_in_batches(work, COMMIT_EVERY, read, gone, store.delete, report.removed, progress, "reading notes")
     return domains
 
 

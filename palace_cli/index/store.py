@@ -157,6 +157,30 @@ class NoteStore:
         """Call inside the transaction that changed notes."""
         self.set_meta("version", str(self.version() + 1))
 
+    def store_in_batches(self, work: list, every: int, read_one, gone: list[str], forget, removed: list[str],
+                         progress=None, stage: str = "", report_every: int = 200) -> None:
+        """Read `work` into the store in transactions of `every` items (a killed build keeps what it committed):
+        `read_one(item)` stores one and says whether anything changed; the `gone` paths are forgotten in the
+        last transaction and appended to `removed`; the version moves in each transaction that changed."""
+        done = 0
+        for start in range(0, max(len(work), 1), every):
+            with self.transaction():
+                changed = False
+                for item in work[start : start + every]:
+                    changed |= read_one(item)
+                    done += 1
+                    if progress and done % report_every == 0:
+                        progress(stage, done, len(work))
+                if start + every >= len(work):
+                    for path in gone:
+                        forget(path)
+                        removed.append(path)
+                    changed |= bool(gone)
+                if changed:
+                    self.bump_version()
+        if progress and work:
+            progress(stage, len(work), len(work))
+
     def stat_map(self) -> dict[str, tuple[int, int, str]]:
         """path -> (mtime_ns, size, file_hash) of every cached file: the no-op refresh reads only this."""
         rows = self.db.execute("SELECT path, mtime_ns, size, file_hash FROM notes INDEXED BY notes_stat")

@@ -183,24 +183,9 @@ def refresh_sessions(palace: Palace, store: NoteStore, report: RefreshReport, pr
     gone = sorted(set(known) - {relpath for relpath, _, _ in files})
     if not work and not gone:
         return
-    done = 0
-    for start in range(0, max(len(work), 1), SESSIONS_EVERY):
-        with store.transaction():
-            changed = False
-            for relpath, mtime_ns, size in work[start : start + SESSIONS_EVERY]:
-                changed |= _read_session(palace, store, relpath, mtime_ns, size, known.get(relpath), unit, report)
-                done += 1
-                if progress and done % 20 == 0:
-                    progress("reading sessions", done, len(work))
-            if start + SESSIONS_EVERY >= len(work):
-                for path in gone:
-                    store.delete_session(path)
-                    report.removed.append(path)
-                changed |= bool(gone)
-            if changed:
-                store.bump_version()
-    if progress and work:
-        progress("reading sessions", len(work), len(work))
+    store.store_in_batches(
+        work, SESSIONS_EVERY, lambda item: _read_session(palace, store, *item, known.get(item[0]), unit, report),
+        gone, store.delete_session, report.removed, progress, "reading sessions", report_every=20)
 
 
 def _read_session(palace: Palace, store: NoteStore, relpath: str, mtime_ns: int, size: int, row, unit: str,
