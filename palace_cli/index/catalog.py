@@ -88,8 +88,7 @@ class Catalog:
 
 def build_catalog(index: Index) -> Catalog:
     """The catalog for the cache as it is now (Index.catalog() keeps one per process)."""
-    vectors = index.vectors
-    model_id, keys, matrix = vectors.load() if vectors.model_id() else (None, [], None)
+    stored = index.vectors.snapshot() if index.vectors.model_id() else None
     rows = index.store.catalog_rows()
     ids, paths, domains, hashes = [], [], [], []
     seen = set()
@@ -125,12 +124,8 @@ def build_catalog(index: Index) -> Catalog:
         session_rows=dict(session_index),
         versions=index.versions(),
     )
-    if model_id and len(keys):
-        import numpy as np  # only with vectors: lexical-only commands start without numpy
-
-        position = {k: i for i, k in enumerate(keys)}
-        picks = [position.get(h, -1) for h in hashes]
-        if all(p >= 0 for p in picks):
-            catalog.model_id = model_id
-            catalog.matrix = np.ascontiguousarray(matrix[np.array(picks, dtype=np.int64)], dtype=np.float32)
+    if stored is not None and len(stored):  # only with vectors: lexical-only commands start without numpy
+        matrix = stored.gather(hashes)  # straight from the base and its segments, nothing stacked first
+        if matrix is not None:
+            catalog.model_id, catalog.matrix = stored.model_id, matrix
     return catalog
