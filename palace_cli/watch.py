@@ -2,7 +2,8 @@
 
 Editors save in odd ways (write a swap or temp file and rename it over the note, rename the note to a
 backup first, create a folder and then a file in it). The watcher does not try to follow each file: any
-event that touches a note, a folder under memories/ or palace.toml marks the palace dirty, and once the
+event that touches a note, a session file, a folder under memories/ or conversations/, or palace.toml
+marks the palace dirty, and once the
 events go quiet for `debounce` seconds (or `max_delay` after the first one) it runs the same incremental
 refresh every command runs, which stats the whole tree and works out what changed. Idle, both threads
 block on the kernel (inotify) or on a condition variable: no polling.
@@ -20,6 +21,7 @@ from watchdog.events import FileSystemEventHandler
 from watchdog.observers import Observer
 
 from .config import CONFIG_NAME
+from .conversations import CONVERSATIONS
 from .errors import PalaceError
 from .palace import MEMORIES, Palace
 from .index.refresh import AUTO, RefreshReport, refresh
@@ -30,6 +32,7 @@ MAX_DELAY_S = 0.8
 RETRY_S = 2.0
 IGNORED_SUFFIXES = ("~", ".swp", ".swx", ".swo", ".tmp", ".part", ".crdownload")
 IGNORED_EVENTS = {"opened", "closed_no_write"}
+CONTENT_DIRS = (MEMORIES, CONVERSATIONS)  # what a refresh reads besides palace.toml; each watched recursively
 
 
 @dataclass
@@ -54,9 +57,9 @@ class WatchEvent:
 
 def relevant(relpath: str) -> bool:
     """True when an event on this path (relative to the root, '/'-separated) can change the palace."""
-    if relpath == CONFIG_NAME or relpath == MEMORIES:
+    if relpath == CONFIG_NAME or relpath in CONTENT_DIRS:
         return True
-    if not relpath.startswith(MEMORIES + "/"):
+    if not relpath.startswith(tuple(d + "/" for d in CONTENT_DIRS)):
         return False
     name = relpath.rsplit("/", 1)[-1]
     if name.startswith((".", "#")) or name.endswith(IGNORED_SUFFIXES) or name == "4913":
@@ -98,7 +101,7 @@ class Watcher:
         self._stopping = False
         self._stopped = threading.Event()
         self._observer = None
-        self._memories_watch = None
+        self._content_watches: dict[str, object] = {}
         self._worker = None
         self._root = str(palace.root)
 
@@ -108,7 +111,8 @@ class Watcher:
         """Start watching (the observer first, so nothing saved during the first refresh is missed)."""
         self._observer = Observer()
         self._observer.schedule(_Handler(self), self._root, recursive=False)
-        self._watch_memories()
+        for name in CONTENT_DIRS:
+            self._watch_content(name)
         self._observer.start()
         report = None
         if initial_refresh:
@@ -145,14 +149,15 @@ class Watcher:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def _watch_memories(self) -> None:
-        """(Re)watch memories/ recursively: it may appear after start, or be replaced by a git checkout."""
-        if self._memories_watch is not None:
-            self._observer.unschedule(self._memories_watch)
-            self._memories_watch = None
-        if self.palace.memories_dir.is_dir():
-            self._memories_watch = self._observer.schedule(_Handler(self), str(self.palace.memories_dir),
-                                                           recursive=True)
+    def _watch_content(self, name: str) -> None:
+        """(Re)watch memories/ or conversations/ recursively: it may appear after start (the first import
+        makes conversations/), or be replaced whole by a git checkout."""
+        old = self._content_watches.pop(name, None)
+        if old is not None:
+            self._observer.unschedule(old)
+        folder = self.palace.root / name
+        if folder.is_dir():
+            self._content_watches[name] = self._observer.schedule(_Handler(self), str(folder), recursive=True)
 
     # ---- events -----------------------------------------------------------------------------
 
@@ -163,9 +168,9 @@ class Watcher:
         relpath = path[len(self._root) + 1 :].replace(os.sep, "/")
         if not relevant(relpath):
             return
-        if relpath == MEMORIES:
+        if relpath in CONTENT_DIRS:
             try:
-                self._watch_memories()
+                self._watch_content(relpath)
             except (OSError, KeyError):
                 pass  # gone again; the refresh below sees whatever is there
         now = time.monotonic()

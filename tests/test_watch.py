@@ -14,10 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from conversation_fixtures import locomo_samples
+from palace_cli.authoring import init_palace
+from palace_cli.importers import import_path
 from palace_cli.index.files import check_index_files
 from palace_cli.notes import atomic_write
 from palace_cli.palace import Palace
 from palace_cli.index.refresh import refresh
+from palace_cli.retrieve import search
 from palace_cli.watch import Watcher, relevant
 
 WAIT_S = 30.0  # a guard against hanging, not a speed requirement: events normally land within a second
@@ -76,6 +80,9 @@ def watched(small_palace):
     ("memories/a/note.md", True),
     ("memories/a", True),
     ("memories", True),
+    ("conversations", True),
+    ("conversations/locomo/conv-1-s01.md", True),
+    ("conversations/locomo/.conv-1-s01.md.123.abc.tmp", False),
     ("palace.toml", True),
     ("memories/a/.note.md.swp", False),
     ("memories/a/.note.md.x1y2.tmp", False),  # our own atomic_write temp file
@@ -159,6 +166,28 @@ def test_rename_move_and_delete(watched, parse_notes):
     recorder.refresh_where(lambda r: r.removed == ["memories/distributed/bloom.md"])
     assert hits(palace, "lightbulbs") == []
     assert check_index_files(palace, parse_notes(palace)) == []
+
+
+def test_session_files_appearing_changing_and_going_are_indexed(watched, tmp_path):
+    """conversations/ is made by the first import (or a git pull) after the watcher started: it is watched
+    from then on, and a hand edit of a turn is searchable without any command."""
+    palace, recorder, _ = watched
+    (tmp_path / "locomo.json").write_text(json.dumps(locomo_samples()))
+    elsewhere = Palace(init_palace(tmp_path / "elsewhere", name="Elsewhere"))
+    import_path(elsewhere, tmp_path / "locomo.json")
+    shutil.copytree(elsewhere.root / "conversations", palace.root / "conversations")  # as a pull brings them
+    copied = sorted(str(p.relative_to(palace.root)) for p in (palace.root / "conversations").rglob("*.md"))
+    added: list[str] = []
+    recorder.refresh_where(lambda r: added.extend(r.added) or sorted(added) == copied)  # copytree: one or more
+    assert search(palace, "two pairs this week", mode="lexical", kind="turn").hits[0].id == "locomo-conv-1-s02/D2:3"
+    path = palace.root / "conversations/locomo/conv-1-s02.md"
+    path.write_text(path.read_text().replace("two pairs this week", "three loafers this week"))
+    event = recorder.refresh_where(lambda r: r.updated)
+    assert event.report.updated == ["conversations/locomo/conv-1-s02.md"]
+    assert search(palace, "loafers", mode="lexical").hits[0].id == "locomo-conv-1-s02/D2:3"
+    path.unlink()
+    recorder.refresh_where(lambda r: r.removed == ["conversations/locomo/conv-1-s02.md"])
+    assert search(palace, "loafers", mode="lexical").hits == []
 
 
 def test_memories_folder_replaced_whole(watched, tmp_path):
