@@ -120,6 +120,12 @@ def slugify(text: str) -> str:
 
 def _read_bytes(path: Path, shown: str) -> bytes:
     """The bytes of a regular file of at most MAX_NOTE_BYTES; NoteError for anything else."""
+    return read_capped(path, shown, MAX_NOTE_BYTES, "a note")
+
+
+def read_capped(path: Path, shown: str, limit: int, what: str) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes (`what` names it in errors); NoteError otherwise,
+    before reading a byte of a file that is too big, so a huge or endless file never fills memory."""
     try:
         # O_NONBLOCK: opening a FIFO named like a note must not wait for a writer forever.
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
@@ -130,16 +136,15 @@ def _read_bytes(path: Path, shown: str) -> bytes:
             info = os.fstat(handle.fileno())
             if not stat.S_ISREG(info.st_mode):
                 raise NoteError(shown, "not a regular file; not read")
-            if info.st_size > MAX_NOTE_BYTES:
-                raise NoteError(shown, f"file is {info.st_size:,} bytes, over the {MAX_NOTE_BYTES:,} byte limit "
-                                       "for a note")
-            data = handle.read(info.st_size + 1)  # not read(MAX + 1): that allocates a megabyte per note
+            if info.st_size > limit:
+                raise NoteError(shown, f"file is {info.st_size:,} bytes, over the {limit:,} byte limit for {what}")
+            data = handle.read(info.st_size + 1)  # not read(limit + 1): that allocates the whole limit per file
             if len(data) > info.st_size:  # it grew since the fstat: read on, up to just past the limit
-                data += handle.read(MAX_NOTE_BYTES + 1 - len(data))
+                data += handle.read(limit + 1 - len(data))
     except OSError as exc:
         raise NoteError(shown, f"cannot read: {exc.strerror}") from None
-    if len(data) > MAX_NOTE_BYTES:  # it grew after the size check
-        raise NoteError(shown, f"file is over the {MAX_NOTE_BYTES:,} byte limit for a note")
+    if len(data) > limit:  # it grew after the size check
+        raise NoteError(shown, f"file is over the {limit:,} byte limit for {what}")
     return data
 
 

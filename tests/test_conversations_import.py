@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -15,10 +16,12 @@ from conversation_fixtures import (CHAT, SESSION, chatgpt_conversations, claude_
 from palace_cli.authoring import init_palace
 from palace_cli.cli import cli
 from palace_cli.conversations import load_session, parse_session, session_files
+from palace_cli.conversations import importer
 from palace_cli.errors import UsageError
 from palace_cli.importers import import_path
 from palace_cli.lint import lint
 from palace_cli.palace import Palace
+from palace_cli.retrieve import search
 
 LOCOMO = SHARED / "data" / "locomo" / "locomo-dev5.json"
 
@@ -81,7 +84,7 @@ def test_reimport_changes_no_byte_and_no_mtime(empty, tmp_path):
     before = files(empty)
     report = import_path(empty, project)
     assert report.counts() == {"sessions": 1, "added": 0, "appended": 0, "updated": 0, "skipped": 1, "conflict": 0,
-                               "turns_written": 0}
+                               "refused": 0, "turns_written": 0}
     assert files(empty) == before
 
 
@@ -211,7 +214,7 @@ def test_cli_json_counts_problems_and_left_out(empty, tmp_path):
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["counts"] == {"sessions": 1, "added": 1, "appended": 0, "updated": 0, "skipped": 0, "conflict": 0,
-                              "turns_written": 4}
+                              "refused": 0, "turns_written": 4}
     assert data["left_out"] == {"branches": 1, "sidechains": 2, "system": 2, "thinking": 1, "tools": 1}
     assert data["problems"] == [(f"{project / (SESSION + '.jsonl')}:8: not valid JSON (Unterminated string "
                                  "starting at, column 201); line left out")]
@@ -238,6 +241,34 @@ def test_cli_conflict_exits_1_and_usage_errors_exit_2(empty, tmp_path):
     assert runner.invoke(cli, base + [str(tmp_path / "gpt"), "--include", "everything"]).exit_code == 2
     wrong = runner.invoke(cli, base + [str(tmp_path / "gpt"), "--format", "markdown", "--include", "tools"])
     assert wrong.exit_code == 2 and "--include is for conversation formats" in wrong.stderr
+
+
+def test_a_session_over_the_size_cap_is_refused_by_import_and_reported_by_refresh(empty, tmp_path, monkeypatch):
+    write_chatgpt(tmp_path / "gpt")
+    scratch = Palace(init_palace(tmp_path / "scratch", name="Scratch"))  # what an import writes, uncapped
+    import_path(scratch, tmp_path / "gpt")
+    sizes = {rel: size for rel, _, size in session_files(scratch.root)}
+    cap = (min(sizes.values()) + max(sizes.values())) // 2  # between the smallest and the biggest session file
+    monkeypatch.setattr(importer, "MAX_SESSION_BYTES", cap)
+    result = CliRunner().invoke(cli, ["--palace", str(empty.root), "import", str(tmp_path / "gpt")])
+    assert result.exit_code == 1, result.output
+    written = {rel for rel, _, _ in session_files(empty.root)}
+    assert written == {rel for rel, size in sizes.items() if size <= cap} and written != set(sizes)
+    refused = sorted(set(sizes) - written)
+    assert f"{len(refused)} refused (too big)" in result.stdout
+    assert f"{refused[0]}: the session file would be {sizes[refused[0]]:,} bytes, over the {cap:,} byte" in result.stderr
+    # A file that arrives some other way (a pull) and is over the reader's cap: reported, never read whole.
+    kept = empty.root / sorted(written)[0]
+    huge = kept.with_name("huge.md")
+    huge.write_bytes(kept.read_bytes().replace(b"\nid: ", b"\nid: huge-", 1))
+    os.truncate(huge, 40_000_000)  # sparse: no disk, and the reader refuses on the size before reading
+    report = empty.refresh()
+    problem = next(p for p in report.problems if p.path.endswith("huge.md"))
+    assert (problem.code, problem.message) == (
+        "session-unreadable", "file is 40,000,000 bytes, over the 32,000,000 byte limit for a session file")
+    assert any("huge.md" in str(p) and "byte limit" in str(p) for p in lint(empty).problems)
+    words = load_session(empty.root, sorted(written)[0]).turns[0].text
+    assert {h.path for h in search(empty, words, mode="lexical").hits} & written  # the others are indexed
 
 
 # ---- the LoCoMo dev set --------------------------------------------------------------------------

@@ -53,12 +53,13 @@ def import_(ctx, path, format_, domain, split, queries_path, cluster_with, clust
         render.emit_json(report.as_dict())
     else:
         _print(report)
-    if report.conflicts:
+    if report.conflicts or report.counts()["refused"]:
         raise SystemExit(1)
 
 
 def _conversations(report, as_json: bool) -> None:
-    """Problems on stderr; counts (or JSON) on stdout; exit 1 when a conflict left a session alone."""
+    """Problems on stderr; counts (or JSON) on stdout; exit 1 when a conflict or the size cap left a session
+    alone."""
     for problem in report.problems:
         render.warn(str(problem))
     if as_json:
@@ -69,7 +70,9 @@ def _conversations(report, as_json: bool) -> None:
         sessions = f"{c['sessions']} session" + ("" if c["sessions"] == 1 else "s")
         render.out.print(f"{verb} {report.source} ({report.format}): {sessions}: {c['added']} added, "
                          f"{c['appended']} appended, {c['updated']} updated, {c['skipped']} skipped (unchanged), "
-                         f"{c['conflict']} with conflicts; {c['turns_written']} turns written")
+                         f"{c['conflict']} with conflicts"
+                         + (f", {c['refused']} refused (too big)" if c["refused"] else "")
+                         + f"; {c['turns_written']} turns written")
         if report.left_out:
             shown = ", ".join(f"{kind} {count}" for kind, count in report.left_out.items())
             render.out.print(f"left out (see --include): {shown}")
@@ -77,7 +80,7 @@ def _conversations(report, as_json: bool) -> None:
             render.out.print(f"[red]conflict: {conflict}[/red]", markup=True)
     if report.refresh is not None and report.refresh.dense != "on" and report.refresh.dense_reason:
         render.note(report.refresh.dense_reason)
-    if report.conflicts:
+    if report.conflicts or report.counts()["refused"]:
         raise SystemExit(1)
 
 

@@ -22,8 +22,8 @@ from typing import Callable
 
 from ..notes import atomic_write, edit_frontmatter
 from .model import ReadProblem, Session, Turn, slug
-from .sessionfile import (CONVERSATIONS, append_turns, load_session, render_session, session_digest, session_files,
-                          turns_digest)
+from .sessionfile import (CONVERSATIONS, MAX_SESSION_BYTES, append_turns, load_session, render_session,
+                          session_digest, session_files, turns_digest)
 from .sources import read_conversations
 
 WRITERS = 8
@@ -52,7 +52,7 @@ class TurnConflict:
 
 @dataclass
 class SessionOutcome:
-    """What an import did to one session: added, appended, updated, skipped or conflict."""
+    """What an import did to one session: added, appended, updated, skipped, conflict or refused (too big)."""
 
     id: str
     path: str
@@ -81,7 +81,7 @@ class ConversationImport:
 
     def counts(self) -> dict[str, int]:
         """Sessions per action, and turns written."""
-        counts = {action: 0 for action in ("added", "appended", "updated", "skipped", "conflict")}
+        counts = {action: 0 for action in ("added", "appended", "updated", "skipped", "conflict", "refused")}
         for outcome in self.sessions:
             counts[outcome.action] += 1
         return {"sessions": len(self.sessions), **counts, "turns_written": sum(o.written for o in self.sessions)}
@@ -136,12 +136,29 @@ def import_conversations(palace, path, format: str, include: frozenset[str] = fr
         report.conflicts += conflicts
         if text is not None:
             writes.append((root / old.path, text))
+    writes = [item for item in writes if _within_cap(item, root, report)]
     if not dry_run and writes:
         with ThreadPoolExecutor(max_workers=WRITERS) as pool:  # each write fsyncs; threads overlap them
             for done, _ in enumerate(pool.map(lambda item: atomic_write(*item), writes), 1):
                 if progress:
                     progress("writing sessions", done, len(writes))
     return report
+
+
+def _within_cap(write: tuple[Path, str], root: Path, report: ConversationImport) -> bool:
+    """False (with a problem naming the session) for a session file the index would refuse to read."""
+    path, text = write
+    size = len(text.encode("utf-8"))
+    if size <= MAX_SESSION_BYTES:
+        return True
+    relpath = path.relative_to(root).as_posix()
+    report.problems.append(ReadProblem(relpath, None, f"the session file would be {size:,} bytes, over the "
+                                       f"{MAX_SESSION_BYTES:,} byte limit for a session file; not written "
+                                       "(split the session in the source, or import it with fewer parts)"))
+    for outcome in report.sessions:
+        if outcome.path == relpath:
+            outcome.action, outcome.written = "refused", 0
+    return False
 
 
 def _stamp(stamp_from: str, turns: list[Turn], note: str) -> dict:

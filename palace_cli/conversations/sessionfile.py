@@ -34,10 +34,13 @@ import yaml
 
 from .. import safeyaml
 from ..errors import NoteError
-from ..notes import dump_frontmatter, load_frontmatter
+from ..notes import dump_frontmatter, load_frontmatter, read_capped
 from .model import TIME, ReadProblem, Session, Turn, digest, iso_time, one_line
 
 CONVERSATIONS = "conversations"
+# A session file over this is reported and not indexed: a week of a busy agent's turns is a few MB; a file
+# of gigabytes is a mistake or an attack, and reading it would take the palace's memory down.
+MAX_SESSION_BYTES = 32_000_000
 SEP = " · "
 HEAD = "### "
 FIELDS = ("id", "source", "source_id", "title", "started", "participants")
@@ -319,12 +322,17 @@ def session_files(root: Path, problems: list | None = None, temps: list | None =
 def load_session(root: Path, relpath: str) -> Session:
     """Read and parse one session file of a palace (unreadable bytes are reported, never raised)."""
     try:
-        data = (Path(root) / relpath).read_bytes()
-    except OSError as exc:
+        data = read_session_bytes(root, relpath)
+    except NoteError as exc:
         session = parse_session("", relpath)
-        session.problems[:] = [ReadProblem(relpath, None, f"cannot read: {exc.strerror}")]
+        session.problems[:] = [ReadProblem(relpath, None, exc.reason)]
         return session
     return session_from_bytes(data, relpath)
+
+
+def read_session_bytes(root: Path, relpath: str) -> bytes:
+    """A session file's bytes; NoteError (with the reason) when it cannot be read or is over MAX_SESSION_BYTES."""
+    return read_capped(Path(root) / relpath, relpath, MAX_SESSION_BYTES, "a session file")
 
 
 def session_from_bytes(data: bytes, relpath: str) -> Session:

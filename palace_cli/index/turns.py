@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from ..conversations import Session
 from ..conversations.model import TIME
-from ..errors import ConfigError
+from ..errors import ConfigError, NoteError
 from ..palace import Problem
 from ..tokens import STOPWORDS
 
@@ -192,15 +192,14 @@ def _read_session(palace: Palace, store: NoteStore, relpath: str, mtime_ns: int,
                   report: RefreshReport) -> bool:
     """Read one session file whose stat changed; returns True when the cache changed."""
     from ..conversations import parse_session
-    from ..conversations.sessionfile import session_from_bytes
+    from ..conversations.sessionfile import read_session_bytes, session_from_bytes
 
     listed = report.updated if row else report.added
     try:
-        data = (palace.root / relpath).read_bytes()
-    except OSError as exc:
+        data = read_session_bytes(palace.root, relpath)
+    except NoteError as exc:  # unreadable, or too big to read: reported by every refresh until it changes
         session = parse_session("", relpath)
-        store.put_session(relpath, mtime_ns, size, "", session.id, session_header(session),
-                          [(None, f"cannot read: {exc.strerror}")], [])
+        store.put_session(relpath, mtime_ns, size, "", session.id, session_header(session), [(None, exc.reason)], [])
         listed.append(relpath)
         return True
     digest = hashlib.sha256(data).hexdigest()[:16]
@@ -218,6 +217,7 @@ def _read_session(palace: Palace, store: NoteStore, relpath: str, mtime_ns: int,
 def stale_sessions(palace: Palace, store: NoteStore) -> list[str]:
     """Session files not indexed, changed since indexed, or deleted but still indexed (none without a cache)."""
     from ..conversations import session_files
+    from ..conversations.sessionfile import read_session_bytes
 
     known = store.session_stat_map()
     if not known and not store.stat_map():
@@ -229,8 +229,8 @@ def stale_sessions(palace: Palace, store: NoteStore) -> list[str]:
         if row and row[:2] == (mtime_ns, size):
             continue
         try:
-            digest = hashlib.sha256((palace.root / relpath).read_bytes()).hexdigest()[:16]
-        except OSError:
+            digest = hashlib.sha256(read_session_bytes(palace.root, relpath)).hexdigest()[:16]
+        except NoteError:
             digest = None
         if row and digest == row[2]:
             continue
