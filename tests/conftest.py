@@ -14,6 +14,21 @@ EXAMPLE = REPO / "example-palace"
 SHARED = REPO.parent / "shared"
 
 
+def _namespaces() -> bool:
+    if not shutil.which("unshare"):
+        return False
+    return subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode == 0
+
+
+# Read-only bind mounts and small tmpfs mounts in an unprivileged user and mount namespace: no root needed,
+# and nothing outside the test sees them.
+needs_namespace = pytest.mark.skipif(not _namespaces(), reason="needs `unshare -rm` (user and mount namespaces) "
+                                     "to mount a read-only bind or a small tmpfs without root")
+# A launcher for a command that must see `$0` (its first argument) read-only: prefix it to the command.
+READ_ONLY_LAUNCHER = ("unshare", "-rm", "sh", "-c",
+                      'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" "$0" && exec "$@"')
+
+
 @pytest.fixture(autouse=True)
 def user_dirs(tmp_path_factory, monkeypatch):
     """Keep every test away from the real user config and data dirs (models come from a shared cache)."""

@@ -16,19 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLE, REPO, copy_palace
+from conftest import EXAMPLE, REPO, copy_palace, needs_namespace
 
 CLI = [sys.executable, "-c", "from palace_cli.cli import main; main()"]
-
-
-def _namespaces() -> bool:
-    if not shutil.which("unshare"):
-        return False
-    return subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode == 0
-
-
-needs_namespace = pytest.mark.skipif(not _namespaces(), reason="needs `unshare -rm` (user and mount namespaces) "
-                                     "to mount a read-only bind or a small tmpfs without root")
 
 
 def env() -> dict:

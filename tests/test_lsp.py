@@ -18,7 +18,7 @@ pytest.importorskip("pygls")
 from lsprotocol import types as lsp  # noqa: E402
 from pygls.lsp.client import LanguageClient  # noqa: E402
 
-from conftest import EXAMPLE, copy_palace  # noqa: E402
+from conftest import EXAMPLE, READ_ONLY_LAUNCHER, copy_palace, needs_namespace  # noqa: E402
 from palace_cli.errors import PalaceError  # noqa: E402
 from palace_cli.lint import lint, lint_note_text  # noqa: E402
 from palace_cli.lsp import buffer  # noqa: E402
@@ -38,7 +38,8 @@ CAPABILITIES = lsp.ClientCapabilities(workspace=lsp.WorkspaceClientCapabilities(
 class Editor:
     """pygls's LanguageClient driving `palace lsp` in a subprocess, with a synchronous face for tests."""
 
-    def __init__(self, root: Path, env: dict, cwd: Path | None = None, args: tuple = (), options=None):
+    def __init__(self, root: Path, env: dict, cwd: Path | None = None, args: tuple = (), options=None,
+                 launcher: tuple = ()):
         self.root = root
         self.loop = asyncio.new_event_loop()
         self.client = LanguageClient("palace-tests", "1")
@@ -46,13 +47,19 @@ class Editor:
         self.published: dict[str, int] = {}
         self.texts: dict[str, str] = {}
         self.versions: dict[str, int] = {}
+        self.messages: list[lsp.ShowMessageParams] = []
+
+        @self.client.feature(lsp.WINDOW_SHOW_MESSAGE)
+        def on_message(params: lsp.ShowMessageParams):
+            self.messages.append(params)
 
         @self.client.feature(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
         def on_diagnostics(params: lsp.PublishDiagnosticsParams):
             self.diagnostics[params.uri] = list(params.diagnostics)
             self.published[params.uri] = self.published.get(params.uri, 0) + 1
 
-        self.run(self.client.start_io(sys.executable, "-c", ENTRY, *args, "lsp", cwd=str(cwd or root), env=env))
+        command = (*launcher, sys.executable, "-c", ENTRY, *args, "lsp")
+        self.run(self.client.start_io(*command, cwd=str(cwd or root), env=env))
         self.initialized = self.run(self.client.initialize_async(lsp.InitializeParams(
             capabilities=CAPABILITIES, root_uri=(cwd or root).as_uri(), initialization_options=options,
             workspace_folders=[lsp.WorkspaceFolder((cwd or root).as_uri(), "palace")])))
@@ -498,6 +505,21 @@ def test_palace_found_from_the_first_file_opened(example_palace, tmp_path):
     uri = session.open(BTREE)
     session.diagnosed(uri)
     assert "Write-Ahead Log" in session.hover(uri, session.at(uri, "[[write-ahead-log]]", 4))
+    assert session.close() == 0
+
+
+@needs_namespace
+def test_a_read_only_palace_is_served_and_its_moved_cache_shown_once(example_palace, tmp_path):
+    session = Editor(example_palace, server_env(tmp_path), launcher=(*READ_ONLY_LAUNCHER, str(example_palace)))
+    uri = session.open(BTREE)
+    session.diagnosed(uri)
+    assert "Write-Ahead Log" in session.hover(uri, session.at(uri, "[[write-ahead-log]]", 4))
+    session.wait(lambda: session.messages, what="a window/showMessage")
+    elsewhere = tmp_path / "palace-home" / "cache" / "palaces"
+    [shown] = session.messages  # the reader and the watcher met the same condition: said once
+    assert shown.type == lsp.MessageType.Warning
+    assert shown.message.startswith(f"palace: cannot write the cache in {example_palace} (Read-only file system); "
+                                    f"using {elsewhere}/")
     assert session.close() == 0
 
 

@@ -53,7 +53,7 @@ def import_(ctx, path, format_, domain, split, queries_path, cluster_with, clust
         render.emit_json(report.as_dict())
     else:
         _print(report)
-    if report.conflicts or report.counts()["refused"]:
+    if report.conflicts:
         raise SystemExit(1)
 
 

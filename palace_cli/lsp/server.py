@@ -73,6 +73,8 @@ class PalaceServer:
         self._refreshed = False  # diagnostics wait for the watcher's first refresh
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: dict[str, asyncio.TimerHandle] = {}
+        self._noticed: list[str] = []  # palace notices (a cache that moved) shown once each
+        self._notice_lock = threading.Lock()
         self._register()
 
     # ---- wiring ---------------------------------------------------------------------------------
@@ -142,7 +144,7 @@ class PalaceServer:
         if self.palace is not None:
             return
         if self.explicit:
-            self.palace = Palace.find(self.explicit)
+            self.palace = self._with_notices(Palace.find(self.explicit))
             return
         for start in starts:
             try:
@@ -150,13 +152,37 @@ class PalaceServer:
             except PalaceError:
                 continue
             try:
-                self.palace = Palace(root)
+                self.palace = self._with_notices(Palace(root))
             except PalaceError as exc:  # a palace.toml that cannot be read: say so, in the editor's log
                 self._log(lsp.MessageType.Error, f"palace: {exc}")
             return
 
+    def _with_notices(self, palace: Palace) -> Palace:
+        palace.notify = self._notice
+        return palace
+
+    def _notice(self, message: str) -> None:
+        """A palace notice (its cache cannot be written and moved elsewhere, ...), shown once in the editor as
+        a warning: `palace` on the command line prints the same line on stderr. Called from any thread."""
+        with self._notice_lock:
+            if message in self._noticed:
+                return  # the server's palaces (reader, watcher) each meet the same condition
+            self._noticed.append(message)
+            if self._loop is not None:
+                self._loop.call_soon_threadsafe(self._show, message)
+
+    def _show(self, message: str) -> None:
+        log.warning("palace: %s", message)
+        try:
+            self.server.window_show_message(lsp.ShowMessageParams(lsp.MessageType.Warning, f"palace: {message}"))
+        except Exception:  # the client is gone
+            pass
+
     def initialized(self, params: lsp.InitializedParams) -> None:
-        self._loop = asyncio.get_running_loop()
+        with self._notice_lock:
+            self._loop = asyncio.get_running_loop()
+            for message in self._noticed:  # arose before the client could be told
+                self._show(message)
         if self.palace is None:
             self._log(lsp.MessageType.Info,
                       f"palace: no {CONFIG_NAME} above the workspace; waiting for a note to be opened")
@@ -180,7 +206,7 @@ class PalaceServer:
         from ..index.refresh import refresh
         from ..watch import Watcher
 
-        self._reader = Palace(self.palace.root)
+        self._reader = self._with_notices(Palace(self.palace.root))
         self._build()
         try:
             refresh(self._reader, embedder=None, index_files=self._may_write_index_files())
@@ -190,7 +216,8 @@ class PalaceServer:
         self._build(force=True)
         if self.shut_down:
             return
-        watcher = Watcher(Palace(self.palace.root), self._watched, index_files=self._may_write_index_files)
+        watcher = Watcher(self._with_notices(Palace(self.palace.root)), self._watched,
+                          index_files=self._may_write_index_files)
         try:
             watcher.start()
         except Exception:
