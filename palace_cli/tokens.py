@@ -17,14 +17,25 @@ MIN_WORDS, MAX_WORDS = 2, 5
 WORD = re.compile(r"[^\W_]+")
 
 
+PUNCTUATION = re.compile(r"[^\w\s]|_")
+SHORT_TEXT = 200  # names, subjects, aliases, tokens: normalised again and again by long-lived processes
+
+
 def normalize(text: str) -> str:
     """Lowercase, strip accents, hyphens/punctuation to spaces, collapse whitespace."""
+    return _normalize_short(text) if len(text) <= SHORT_TEXT else _normalize(text)
+
+
+def _normalize(text: str) -> str:
     if not text.isascii():  # NFKD and accent stripping change nothing in ASCII text
         text = unicodedata.normalize("NFKD", text)
         text = "".join(ch for ch in text if not unicodedata.combining(ch))
-    text = text.lower()
-    text = re.sub(r"[^\w\s]|_", " ", text)
-    return " ".join(text.split())
+    return " ".join(PUNCTUATION.sub(" ", text.lower()).split())
+
+
+# The language server rebuilds its name tables after every save: at 10,000 notes normalising the same
+# 90,000 names was 0.66 s of each 1.7 s rebuild. Short texts only, so the cache stays a few MB.
+_normalize_short = lru_cache(maxsize=1 << 17)(_normalize)
 
 
 def words(text: str) -> list[str]:

@@ -239,6 +239,21 @@ def test_cached_scan_matches_a_direct_parse(palace, parse_notes):
            {m.id: (m.subject, m.anchor, m.keywords, m.line) for m in direct.values()}
 
 
+def test_a_light_scan_after_an_edit_is_a_fresh_one_and_keeps_the_unchanged_memories(small_palace):
+    palace = Palace(small_palace)
+    refresh(palace, embedder=None)
+    before = palace.scan(light=True).memories
+    path = palace.root / before["bloom-filter"].path
+    path.write_text(path.read_text().replace("subject: ", "subject: Edited ", 1))
+    (palace.root / before["saga"].path).unlink()
+    refresh(palace, embedder=None)
+    after = palace.scan(light=True).memories
+    fresh = Palace(palace.root).scan(light=True).memories  # another process: nothing to reuse
+    assert after == fresh and "saga" not in after and after["bloom-filter"].subject.startswith("Edited ")
+    assert all(after[i] is before[i] for i in after if i != "bloom-filter")  # not decoded again
+    assert after["bloom-filter"] is not before["bloom-filter"]
+
+
 def test_a_new_domain_folder_and_a_vanished_domain(small_palace, parse_notes):
     palace = Palace(small_palace)
     refresh(palace, embedder=None)

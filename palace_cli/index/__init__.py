@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from ..backends import Embedder
     from ..names import Names
+    from ..notes import Memory
     from ..palace import Palace, Problem, Scan
     from ..validity import Versions
     from .catalog import Catalog
@@ -52,6 +53,7 @@ class Index:
         self._dense: Dense | None = None
         self._catalog: tuple[tuple, Catalog] | None = None
         self._scans: dict[bool, tuple[int, dict]] = {}
+        self._light_rows: dict[str, tuple[int, Memory]] = {}  # unchanged rows keep their Memory across versions
         self._names: tuple[int, Names] | None = None
         self._versions: tuple[int, Versions] | None = None
         self._query_vectors: dict[str, np.ndarray] = {}
@@ -119,7 +121,7 @@ class Index:
         version = self.store.version()
         cached = self._scans.get(light)
         if cached is None or cached[0] != version:
-            memories = cached_memories(self.store, light=light)
+            memories = cached_memories(self.store, light=light, reuse=self._light_rows if light else None)
             if not light:  # full memories carry their body links: resolve every link once per version
                 names = self.names()
                 for memory in memories.values():
