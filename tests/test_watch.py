@@ -314,10 +314,10 @@ def test_stop_after_a_start_that_failed_halfway_joins_nothing_unstarted(small_pa
     # its threads: stop() must not join a thread that never ran.
     watcher = Watcher(Palace(small_palace), lambda event: None)
 
-    def unreadable():
+    def unreadable(name):
         raise OSError(13, "Permission denied")
 
-    monkeypatch.setattr(watcher, "_watch_memories", unreadable)
+    monkeypatch.setattr(watcher, "_watch_content", unreadable)
     with pytest.raises(OSError):
         watcher.start()
     watcher.stop()
