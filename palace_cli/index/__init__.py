@@ -153,8 +153,9 @@ class Index:
         self._query_vectors.clear()
 
     def close(self) -> None:
-        """Close the note store's connection."""
+        """Close the note store's connection and the lexical index's open searcher."""
         self.store.close()
+        self.text.close()
 
 
 __all__ = ["Dense", "Index"]

@@ -15,6 +15,8 @@ import math
 import pickle
 import shutil
 import struct
+import sys
+import threading
 import time
 import zlib
 from dataclasses import dataclass
@@ -34,6 +36,7 @@ from ..errors import ConfigError, PalaceError
 from ..notes import atomic_write
 from ..progress import Progress
 from .livestats import LENGTHS, LiveBM25F, LiveStats
+from .postings import PostingCache, SegmentArrays, top_k
 from .scope import Scope
 
 # Query-time field weights: `text` holds what a unit is about, `rest` every other word of a note's body
@@ -119,11 +122,12 @@ def _schema() -> Schema:
     )
 
 
-# Up to this many clauses (6 terms in `text` and `rest`) a query uses whoosh's block-skipping matcher: at
-# 100,000 generated notes 5-word queries took p50 118 ms against 338 ms with the array matcher; 10 words
-# were a wash (401 against 516 ms p50, 992 against 750 ms p95) and 20 words 3x slower (2,682 against 903 ms).
-# At 1,000 notes both take 6-7 ms. (docs/benchmarks.md, "Short queries at 100,000 notes"; the top 10s were identical.)
-SHORT_QUERY_CLAUSES = 12
+# From this many documents (or whenever numpy is already loaded, as it is with embeddings) a query is scored
+# with numpy over whole posting lists (postings.py) instead of whoosh's array union matcher: the same scores,
+# and at 100,000 notes 5-20x faster; below, whoosh takes a few ms and a lexical command need not import numpy.
+# (Whoosh's default block-skipping union matcher is not exact: at 100,000 notes it left a common term's share
+# out of some documents' scores and changed 3 of 100 short queries' top 10s; docs/benchmarks.md.)
+SCAN_DOCS = 20_000
 
 
 class RobertsonBM25(LiveBM25F):
@@ -171,6 +175,11 @@ class TextIndex:
         self._index = None
         self._analyzer = PalaceAnalyzer()
         self._lengths: tuple[int, dict[str, int]] | None = None  # (generation, live field lengths)
+        # One searcher kept open between queries until another commit lands: opening one copies the segment's
+        # files into memory (whoosh's BufferFile), 50-100 ms at 100,000 notes. The lock serialises its use.
+        self._open: tuple | None = None  # (whoosh index, searcher, [(SegmentArrays, offset)] or None)
+        self._lock = threading.RLock()
+        self._postings = PostingCache()
 
     def _current_schema(self) -> bool:
         try:
@@ -191,7 +200,7 @@ class TextIndex:
 
     def reset(self) -> None:
         """Delete and recreate the index (it is a cache; the notes are the truth). Callers hold the refresh lock."""
-        self._index = None
+        self._forget()
         shutil.rmtree(self.directory, ignore_errors=True)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._index = whoosh_index.create_in(str(self.directory), _schema())
@@ -235,7 +244,7 @@ class TextIndex:
         except BaseException:
             _cancel(writer)
             raise
-        self._index = None  # reopen to see the new generation
+        self._forget()  # reopen to see the new generation
         return written
 
     def _add_all(self, writer, docs: Iterable[Doc], progress: Progress | None = None, total: int = 0) -> int:
@@ -250,7 +259,7 @@ class TextIndex:
 
     def rebuild(self, docs: Iterable[Doc], progress: Progress | None = None, total: int = 0) -> int:
         """Replace every document in one commit; readers see the old index until it lands."""
-        self._index = None  # look at the disk again: the directory may have been deleted under a cached handle
+        self._forget()  # look at the disk again: the directory may have been deleted under a cached handle
         try:
             ix = self.open()
             ix.latest_generation()
@@ -264,7 +273,7 @@ class TextIndex:
         except BaseException:
             _cancel(writer)
             raise
-        self._index = None
+        self._forget()
         return written
 
     def _length(self, text: str) -> int:
@@ -296,10 +305,50 @@ class TextIndex:
     def document_frequencies(self, terms: Iterable[str]) -> tuple[int, dict[str, int]]:
         """(documents in the index, term -> documents holding it in any field), the field counts' maximum
         standing in for their union."""
-        with self.open(create=False).searcher() as searcher:
-            stats = self.stats(searcher.reader())
+        with self._lock:
+            searcher = self._searcher()
+            stats = searcher.weighting.stats
             frequencies = {term: max(stats.doc_frequency(name, term) for name in FIELDS) for term in set(terms)}
             return stats.doc_count, frequencies
+
+    def _searcher(self):
+        """The kept searcher (its weighting holds the live statistics), reopened when a commit landed since."""
+        ix = self.open(create=False)
+        if self._open is not None:
+            kept_ix, searcher, _ = self._open
+            if kept_ix is ix and searcher.up_to_date():
+                return searcher
+            self._close_searcher()
+        searcher = ix.searcher()
+        try:
+            searcher.weighting = RobertsonBM25(self.stats(searcher.reader()), B=B, K1=K1)
+        except BaseException:
+            searcher.close()
+            raise
+        self._open = (ix, searcher, None)
+        return searcher
+
+    def _segments(self) -> list:
+        """[(SegmentArrays, docnum offset)] of the kept searcher's segments, made on first use."""
+        ix, searcher, segments = self._open
+        if segments is None:
+            segments = [(SegmentArrays(leaf), offset) for leaf, offset in searcher.reader().leaf_readers()]
+            self._open = (ix, searcher, segments)
+        return segments
+
+    def _close_searcher(self) -> None:
+        if self._open is not None:
+            searcher, self._open = self._open[1], None
+            try:
+                searcher.close()
+            except Exception:  # closing a reader whose files went away: nothing is left to release
+                pass
+
+    def _forget(self) -> None:
+        """Drop the open index and searcher: the next use reads the disk again."""
+        with self._lock:
+            self._close_searcher()
+            self._index = None
 
     def search(self, text: str, limit: int = 10, domains: Iterable[str] | None = None,
                field_weights: dict[str, float] | None = None, exclude: Iterable[str] = (),
@@ -314,11 +363,7 @@ class TextIndex:
         weights = field_weights_of(field_weights)
         clauses = [Term(field, term, boost=weight) for term in terms for field, weight in weights.items() if weight > 0]
         query = Or(clauses)
-        # Whoosh's default binary tree of union matchers skips blocks that cannot reach the top (block-max
-        # quality), which pays on a short query over a big index; on a long query its bookkeeping costs more
-        # than it skips, and the array matcher, which scores every match, is faster. Same ranking either way.
-        if len(clauses) > SHORT_QUERY_CLAUSES:
-            query.matcher_type = Or.ARRAY_MATCHER
+        query.matcher_type = Or.ARRAY_MATCHER  # scores every match: exact BM25, unlike the block-skipping tree
         if domains is not None:
             scope = Scope(kind="memory", domains=tuple(domains))
         if scope is not None and not (scope.memories or scope.turns):
@@ -334,25 +379,39 @@ class TextIndex:
         mask = Or([Term("id", i) for i in exclude]) if exclude else None
         for attempt in range(RETRIES):
             try:
-                with self.open(create=False).searcher() as searcher:
-                    searcher.weighting = RobertsonBM25(self.stats(searcher.reader()), B=B, K1=K1)
+                with self._lock:
+                    searcher = self._searcher()
+                    if _scan_wanted(searcher.doc_count()):
+                        triples = [(c.fieldname, c.text, c.boost) for c in clauses]
+                        return self._scanned(searcher, triples, limit, domain_filter, mask)
                     return _ranked(searcher, query, limit, filter=domain_filter, mask=mask)
             except (OSError, whoosh_index.IndexError):
                 # A concurrent commit merged away a segment this reader was opening: reopen and try again.
-                self._index = None
+                self._forget()
                 if attempt == RETRIES - 1:
                     raise
                 time.sleep(0.05 * (attempt + 1))
             except DAMAGE as exc:
                 # A damaged file (a disk fault, a hand edit): forget the index so the next refresh rebuilds it.
                 (self.directory / SCHEMA_MARKER).unlink(missing_ok=True)
-                self._index = None
+                self._forget()
                 raise PalaceError(f"the search index under {self.directory} is damaged ({type(exc).__name__}); "
                                   "it is rebuilt by the next command, or now by `palace index`") from None
         return []
 
+    def _scanned(self, searcher, clauses, limit: int | None, allowed, masked) -> list[tuple[str, float]]:
+        """What _ranked returns, scored by postings.top_k: [(id, score)] best first, ties in id order."""
+        if limit is not None and limit <= 0:
+            return []
+        allowed = None if allowed is None else set(searcher.docs_for_query(allowed))
+        masked = None if masked is None else set(searcher.docs_for_query(masked))
+        best = top_k(searcher, self._segments(), clauses, searcher.weighting, limit, self._postings, allowed, masked)
+        hits = sorted(((searcher.stored_fields(docnum)["id"], score) for docnum, score in best),
+                      key=lambda h: (-h[1], h[0]))
+        return hits if limit is None else hits[:limit]
+
     def close(self) -> None:
-        self._index = None
+        self._forget()
 
 
 def _ranked(searcher, query, limit: int | None, **options) -> list[tuple[str, float]]:
@@ -367,6 +426,11 @@ def _ranked(searcher, query, limit: int | None, **options) -> list[tuple[str, fl
         if want is None or len(hits) < want or hits[limit - 1][1] > hits[-1][1]:
             return hits if limit is None else hits[:limit]
         want *= 2
+
+
+def _scan_wanted(documents: int) -> bool:
+    """Whether to score with numpy (postings.py) rather than whoosh's matcher: a big index, or numpy already paid for."""
+    return documents >= SCAN_DOCS or "numpy" in sys.modules
 
 
 def _cancel(writer) -> None:
