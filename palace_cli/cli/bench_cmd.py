@@ -262,6 +262,50 @@ def bench_lsp(size, requests, seed, workdir, as_json):
                 f"load {machine['load_avg_1m']}, calibration loop {machine['calibration_s']} s")
 
 
+@click.command(name="recall")
+@click.option("--size", type=int, default=1000, show_default=True, help="Notes in the synthetic palace.")
+@click.option("--words", default="5,10,20", show_default=True, help="Comma-separated query lengths (words).")
+@click.option("--modes", default="lexical", show_default=True, help="Comma-separated: lexical, hybrid, dense.")
+@click.option("--queries", "count", type=int, default=25, show_default=True, help="Timed queries per length and mode.")
+@click.option("--warmup", type=int, default=10, show_default=True, help="Untimed queries first.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the notes and the queries.")
+@click.option("--stand-in-vectors", "stand_in", is_flag=True,
+              help="Fill the vector store with random unit vectors (latency only, never quality) when the palace "
+                   "has none; the query embedding stays real.")
+@click.option("--workdir", type=click.Path(file_okay=False), default=None,
+              help="Keep the generated palace here and reuse it next time (default: a temp dir, removed).")
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+def bench_recall(size, words, modes, count, warmup, seed, stand_in, workdir, as_json):
+    """Warm `recall` latency (p50/p95 wall, CPU) on a synthetic palace, per query length and mode.
+
+    Example: palace bench recall --size 100000 --modes lexical,hybrid --stand-in-vectors --workdir /tmp/b
+    """
+    from . import render
+    from ..bench.recall_bench import run
+
+    try:
+        lengths = [int(part) for part in words.split(",") if part.strip()]
+    except ValueError:
+        raise click.BadParameter("query lengths are whole numbers, e.g. 5,10,20", param_hint="--words") from None
+    wanted = [part.strip() for part in modes.split(",") if part.strip()]
+    unknown = sorted(set(wanted) - {"lexical", "hybrid", "dense"})
+    if unknown:
+        raise click.BadParameter(f"unknown mode {', '.join(unknown)}; choose lexical, hybrid, dense", param_hint="--modes")
+    results = run(size, lengths, wanted, count, warmup, seed, workdir, stand_in, progress=render.progress_lines())
+    if as_json:
+        render.emit_json(results)
+        return
+    render.table(["mode", "words", "p50 ms", "p95 ms", "CPU p50 ms", "first sight p50 ms", "load"],
+                 [[r["mode"], r["words"], r["warm"]["p50_ms"], r["warm"]["p95_ms"], r["warm"]["cpu_p50_ms"],
+                   r["first_sight"]["p50_ms"], r["load_avg_1m"]] for r in results["rows"]])
+    machine = results["machine"]
+    note = (f"{results['notes']:,} notes; {machine['cpus']} CPUs, load {machine['load_avg_1m']}-"
+            f"{machine['load_avg_1m_after']}, calibration loop {machine['calibration_s']} s")
+    if results.get("stand_in_vectors"):
+        note += "; vectors are random stand-ins (latency only)"
+    render.note(note)
+
+
 @click.command(name="similar")
 @click.option("--duplicates", "duplicates_file", type=click.Path(dir_okay=False, exists=True), default=None,
               help="JSON-lines rewrites of existing memories (default: duplicates.jsonl at the palace root).")
@@ -294,6 +338,7 @@ def bench_similar(obj, duplicates_file, methods, as_json):
 
 
 bench.add_command(bench_retrieval)
+bench.add_command(bench_recall)
 bench.add_command(bench_lsp)
 bench.add_command(bench_similar)
 bench.add_command(bench_verify)

@@ -410,6 +410,10 @@ class TextIndex:
                       key=lambda h: (-h[1], h[0]))
         return hits if limit is None else hits[:limit]
 
+    def forget_postings(self) -> None:
+        """Empty the decoded-postings cache (a benchmark times queries whose terms it has not seen)."""
+        self._postings.clear()
+
     def close(self) -> None:
         self._forget()
 
