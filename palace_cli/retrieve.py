@@ -365,19 +365,21 @@ def recall(palace: Palace, query: str, k: int | None = None, domain: str | None 
     catalog = _prepare(palace, do_refresh)
     hidden = frozenset() if include_superseded else catalog.hidden(when)
     scope = scope_of(palace, kind, since, until, domain, sessions)
-    depth = max(depth or 0, k + (turns if scope.turns and catalog.memory_count < len(catalog.ids) else 0))
+    memory_count = catalog.memory_count  # counted over every row on each call: 2-3 ms at 100,000 notes
+    has_turns = memory_count < len(catalog.ids)
+    depth = max(depth or 0, k + (turns if scope.turns and has_turns else 0))
     _, dense, dense_reason = palace.index.dense()
     result = Recall(query=query, mode=mode, hits=[], dense=dense, dense_reason=dense_reason, profile=profile,
                     as_of=format_moment(when), include_superseded=include_superseded, left_out=len(hidden), hops=1)
     if domain is not None:
         result.reason = "domain given"
-    elif not scope.memories or not catalog.memory_count:
+    elif not scope.memories or not memory_count:
         result.reason = ("turns only: no domain to route to" if scope.memories or scope.kind == "turn"
                          else "no memory in scope: nothing to route")
     else:
         result.reason = "ranked flat; the route is the domains of the memories handed over"
     hits, result.mode = _rank(palace, catalog, query, mode, depth, scope, hidden)
-    if scope.turns and catalog.memory_count < len(catalog.ids):
+    if scope.turns and has_turns:
         result.sessions = route_sessions(palace, catalog, query, hits)
         hits = reorder(hits, result.sessions, turns)
     result.ranked = hits
