@@ -77,6 +77,15 @@ def test_a_cache_smaller_than_a_term_changes_nothing(updated, monkeypatch):
         assert text._postings._size <= 40
 
 
+def test_an_empty_index_finds_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(text_module, "_scan_wanted", lambda documents: True)
+    root = generate_palace(tmp_path / "p", 1, seed=5, embedder="off")
+    next(root.rglob("memories/*/*.md")).unlink()
+    palace = Palace(root)
+    palace.refresh(embedder=None)  # a build of nothing: whoosh's index has no segment at all
+    assert palace.index.text.search("cache") == []
+
+
 def test_the_kept_searcher_sees_commits_from_this_and_other_processes(tmp_path, monkeypatch):
     monkeypatch.setattr(text_module, "_scan_wanted", lambda documents: True)
     root = generate_palace(tmp_path / "p", 40, seed=5, embedder="off")

@@ -1,4 +1,5 @@
-"""The lexical index: Whoosh BM25 over one field per unit, plus the rest of a note's body. The only module that
+"""The lexical index: Whoosh BM25 over one field per unit, plus the rest of a note's body. With its two helpers,
+livestats.py (statistics of the live documents) and postings.py (the numpy scorer), the only module that
 imports whoosh.
 
 A memory's subject, keywords and aliases, anchor, Image and Content are one field, `text`, saturated once by
@@ -126,7 +127,7 @@ def _schema() -> Schema:
 # with numpy over whole posting lists (postings.py) instead of whoosh's array union matcher: the same scores,
 # and at 100,000 notes 5-20x faster; below, whoosh takes a few ms and a lexical command need not import numpy.
 # (Whoosh's default block-skipping union matcher is not exact: at 100,000 notes it left a common term's share
-# out of some documents' scores and changed 3 of 100 short queries' top 10s; docs/benchmarks.md.)
+# out of some documents' scores and changed the top 10 of 4 of 75 two-word queries; docs/benchmarks.md.)
 SCAN_DOCS = 20_000
 
 
@@ -332,7 +333,8 @@ class TextIndex:
         """[(SegmentArrays, docnum offset)] of the kept searcher's segments, made on first use."""
         ix, searcher, segments = self._open
         if segments is None:
-            segments = [(SegmentArrays(leaf), offset) for leaf, offset in searcher.reader().leaf_readers()]
+            segments = [(SegmentArrays(leaf), offset) for leaf, offset in searcher.reader().leaf_readers()
+                        if leaf.segment() is not None]  # an empty index has one reader and no segment
             self._open = (ix, searcher, segments)
         return segments
 
