@@ -30,6 +30,26 @@ def test_synthetic_notes_are_deterministic_and_valid(tmp_path, parse_notes):
     assert len(scan.by_domain()) >= 3
 
 
+def query_word_spread(root) -> float:
+    """The mean share of notes holding a word a query could draw from a note (alphabetic, over 4 letters)."""
+    words = [{w for w in path.read_text().split() if w.isalpha() and len(w) > 4}
+             for path in sorted(root.rglob("memories/*/*.md"))]
+    holding = {}
+    for note in words:
+        for word in note:
+            holding[word] = holding.get(word, 0) + 1
+    drawn = [holding[word] / len(words) for note in words for word in note]
+    return sum(drawn) / len(drawn)
+
+
+def test_the_zipf_vocabulary_spreads_words_thinner(tmp_path, parse_notes):
+    small = generate_palace(tmp_path / "s", 150, seed=2)
+    zipf = generate_palace(tmp_path / "z", 150, seed=2, vocabulary="zipf")
+    assert query_word_spread(zipf) < 0.7 * query_word_spread(small)  # about half at this size
+    scan = parse_notes(Palace(zipf))
+    assert len(scan.memories) == 150 and scan.problems == []
+
+
 def test_edit_note_changes_only_the_content(tmp_path, parse_notes):
     root = generate_palace(tmp_path / "p", 5)
     path = sorted(root.rglob("*.md"))[0]

@@ -22,7 +22,9 @@ def test_lexical_rows_per_query_length(tmp_path):
     assert "stand_in_vectors" not in results
     assert (tmp_path / "w" / "palace-60" / "palace.toml").exists()  # kept under --workdir, reused next time
     again = run(60, [3], ["lexical"], count=3, warmup=1, workdir=tmp_path / "w")
-    assert again["notes"] == 60
+    assert again["notes"] == 60 and again["vocabulary"] == "small"
+    zipf = run(40, [3], ["lexical"], count=2, warmup=0, workdir=tmp_path / "w", vocabulary="zipf")
+    assert zipf["notes"] == 40 and (tmp_path / "w" / "palace-40-zipf").is_dir()
 
 
 def test_hybrid_over_stand_in_vectors_labels_them(with_models, tmp_path):

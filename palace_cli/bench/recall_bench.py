@@ -70,7 +70,7 @@ def _timed(palace, query: str, mode: str, first_sight: bool) -> tuple[float, flo
 def _summary(times: list[float]) -> dict:
     ordered = sorted(times)
     return {"p50_ms": round(statistics.median(ordered), 1),
-            "p95_ms": round(ordered[max(0, int(round(0.95 * len(ordered))) - 1)], 1), "n": len(ordered)}
+            "p95_ms": round(ordered[max(0, round(0.95 * len(ordered)) - 1)], 1), "n": len(ordered)}
 
 
 def measure(palace, mode: str, words: int, count: int, warmup: int, seed: int) -> dict:
@@ -104,7 +104,8 @@ def stand_in_vectors(palace, seed: int = 0) -> dict:
 
 
 def run(size: int, words: list[int], modes: list[str], count: int = 25, warmup: int = 10, seed: int = 0,
-        workdir: Path | None = None, stand_in: bool = False, progress: Progress | None = None) -> dict:
+        workdir: Path | None = None, stand_in: bool = False, progress: Progress | None = None,
+        vocabulary: str = "small") -> dict:
     """Generate (or reuse, under workdir) a palace of `size` notes, index it, and time warm recall."""
     from ..palace import Palace
 
@@ -113,12 +114,12 @@ def run(size: int, words: list[int], modes: list[str], count: int = 25, warmup: 
             progress(message, 0, 0)
 
     base = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="palace-bench-recall-"))
-    root = base / f"palace-{size}"
+    root = base / (f"palace-{size}" if vocabulary == "small" else f"palace-{size}-{vocabulary}")
     try:
         if not (root / "palace.toml").exists():
             say(f"generating {size:,} synthetic notes in {root}")
             dense = any(mode != "lexical" for mode in modes)
-            generate_palace(root, size, seed=seed, embedder="default" if dense else "off")
+            generate_palace(root, size, seed=seed, embedder="default" if dense else "off", vocabulary=vocabulary)
         palace = Palace(root)
         say(f"indexing {root} (lexical only)")
         started = time.perf_counter()
@@ -126,7 +127,7 @@ def run(size: int, words: list[int], modes: list[str], count: int = 25, warmup: 
         results: dict = {"notes": len(palace.index.catalog().ids), "refresh_s": round(time.perf_counter() - started, 2),
                          "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
                                      "load_avg_1m": _load(), "calibration_s": round(calibration_s(), 3)},
-                         "seed": seed, "rows": []}
+                         "seed": seed, "vocabulary": vocabulary, "rows": []}
         if any(mode != "lexical" for mode in modes):
             if palace.index.catalog().matrix is None:
                 if not stand_in:

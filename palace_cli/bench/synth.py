@@ -44,6 +44,7 @@ SCENE_WORDS = (
 
 FILLER = ("the a of and to in on with while as each every then until when her his their its one two three "
           "seven forty hundred").split()
+VOCABULARIES = ("small", "zipf")
 SYLLABLES = "ka lo mi ra ten vor shu bel dan qui sel mar tor zen pa ri os un el ga fi no ze lu".split()
 
 
@@ -58,7 +59,9 @@ def _pseudo_words(rng: random.Random, count: int) -> list[str]:
 class NoteFactory:
     """Makes SMASHIN notes whose sizes, vocabulary and link density resemble hand-written ones."""
 
-    def __init__(self, seed: int = 0, size: int = 1000):
+    def __init__(self, seed: int = 0, size: int = 1000, vocabulary: str = "small"):
+        if vocabulary not in VOCABULARIES:
+            raise ValueError(f"unknown vocabulary {vocabulary!r}; choose from {', '.join(VOCABULARIES)}")
         self.rng = random.Random(seed)
         self.size = size
         tail = _pseudo_words(random.Random(seed + 1), max(500, size // 4))
@@ -67,6 +70,8 @@ class NoteFactory:
         self.topic_cumulative = list(itertools.accumulate(1.0 / (rank + 8) for rank in range(len(self.topic))))
         self.scene_pool = self._pool(0.35, 0.40)
         self.content_pool = self._pool(0.35, 0.10)
+        if vocabulary == "zipf":
+            self.scene_pool = self.content_pool = self._zipf(seed, size)
         self.domains = [f"domain-{i:02d}-" + "-".join(random.Random(seed + i).sample(TOPIC_WORDS, 2))
                         for i in range(max(3, min(40, int(size ** 0.5 / 3))))]
         self.ids: list[str] = []
@@ -78,6 +83,13 @@ class NoteFactory:
         weights = [filler / len(FILLER)] * len(FILLER) + [scene / len(SCENE_WORDS)] * len(SCENE_WORDS)
         weights += [(1.0 - filler - scene) / (rank + 8) / topic_total for rank in range(len(self.topic))]
         return FILLER + SCENE_WORDS + self.topic, list(itertools.accumulate(weights))
+
+    def _zipf(self, seed: int, size: int) -> tuple[list[str], list[float]]:
+        """One Zipfian (s = 1) over every word, filler first, then topics, scenes and a tail growing with the
+        palace: as in written text, a few words are in every note and most in very few."""
+        tail = _pseudo_words(random.Random(seed + 2), max(5000, size // 2))
+        words = list(dict.fromkeys(FILLER + TOPIC_WORDS + SCENE_WORDS + tail))
+        return words, list(itertools.accumulate(1.0 / (rank + 1) for rank in range(len(words))))
 
     def _topic(self, k: int) -> list[str]:
         return self.rng.choices(self.topic, cum_weights=self.topic_cumulative, k=k)
@@ -139,13 +151,16 @@ embedder = "{embedder}"
 """
 
 
-def generate_palace(root: Path, size: int, seed: int = 0, embedder: str = "default") -> Path:
-    """Write a palace of `size` synthetic notes under root (which must not exist yet); returns root."""
+def generate_palace(root: Path, size: int, seed: int = 0, embedder: str = "default", vocabulary: str = "small") -> Path:
+    """Write a palace of `size` synthetic notes under root (which must not exist yet); returns root.
+
+    vocabulary "small": a few hundred common words fill most of every note (most queries match most notes,
+    a worst case for search); "zipf": one Zipfian over a vocabulary growing with the palace."""
     root = Path(root)
     root.mkdir(parents=True)
     (root / "palace.toml").write_text(PALACE_TOML.format(embedder=embedder), encoding="utf-8")
     (root / ".gitignore").write_text(".palace/\n", encoding="utf-8")
-    factory = NoteFactory(seed, size)
+    factory = NoteFactory(seed, size, vocabulary)
     made = set()
     for index in range(size):
         domain, note_id, text = factory.note(index)

@@ -269,13 +269,16 @@ def bench_lsp(size, requests, seed, workdir, as_json):
 @click.option("--queries", "count", type=int, default=25, show_default=True, help="Timed queries per length and mode.")
 @click.option("--warmup", type=int, default=10, show_default=True, help="Untimed queries first.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the notes and the queries.")
+@click.option("--vocabulary", type=click.Choice(["small", "zipf"]), default="small", show_default=True,
+              help="small: a few hundred words fill every note (most queries match most notes); zipf: one "
+                   "Zipfian over a vocabulary growing with the palace.")
 @click.option("--stand-in-vectors", "stand_in", is_flag=True,
               help="Fill the vector store with random unit vectors (latency only, never quality) when the palace "
                    "has none; the query embedding stays real.")
 @click.option("--workdir", type=click.Path(file_okay=False), default=None,
               help="Keep the generated palace here and reuse it next time (default: a temp dir, removed).")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
-def bench_recall(size, words, modes, count, warmup, seed, stand_in, workdir, as_json):
+def bench_recall(size, words, modes, count, warmup, seed, vocabulary, stand_in, workdir, as_json):
     """Warm `recall` latency (p50/p95 wall, CPU) on a synthetic palace, per query length and mode.
 
     Example: palace bench recall --size 100000 --modes lexical,hybrid --stand-in-vectors --workdir /tmp/b
@@ -291,7 +294,8 @@ def bench_recall(size, words, modes, count, warmup, seed, stand_in, workdir, as_
     unknown = sorted(set(wanted) - {"lexical", "hybrid", "dense"})
     if unknown:
         raise click.BadParameter(f"unknown mode {', '.join(unknown)}; choose lexical, hybrid, dense", param_hint="--modes")
-    results = run(size, lengths, wanted, count, warmup, seed, workdir, stand_in, progress=render.progress_lines())
+    results = run(size, lengths, wanted, count, warmup, seed, workdir, stand_in, progress=render.progress_lines(),
+                  vocabulary=vocabulary)
     if as_json:
         render.emit_json(results)
         return
@@ -299,8 +303,8 @@ def bench_recall(size, words, modes, count, warmup, seed, stand_in, workdir, as_
                  [[r["mode"], r["words"], r["warm"]["p50_ms"], r["warm"]["p95_ms"], r["warm"]["cpu_p50_ms"],
                    r["first_sight"]["p50_ms"], r["load_avg_1m"]] for r in results["rows"]])
     machine = results["machine"]
-    note = (f"{results['notes']:,} notes; {machine['cpus']} CPUs, load {machine['load_avg_1m']}-"
-            f"{machine['load_avg_1m_after']}, calibration loop {machine['calibration_s']} s")
+    note = (f"{results['notes']:,} notes ({results['vocabulary']} vocabulary); {machine['cpus']} CPUs, "
+            f"load {machine['load_avg_1m']}-{machine['load_avg_1m_after']}, calibration loop {machine['calibration_s']} s")
     if results.get("stand_in_vectors"):
         note += "; vectors are random stand-ins (latency only)"
     render.note(note)

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from itertools import chain
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import numpy as np
@@ -162,7 +163,8 @@ def top_k(searcher, segments: list[tuple[SegmentArrays, int]], clauses, weightin
             B = weighting._field_B.get(fieldname, weighting.B)
             idf = searcher.idf(fieldname, text)
             avgfl = weighting.stats.avg_field_length(fieldname) or 1
-            ids, tf = cache.get((arrays.segment_id, fieldname, term), lambda: term_postings(leaf, fieldname, term))
+            ids, tf = cache.get((arrays.segment_id, fieldname, term),
+                                lambda leaf=leaf, fieldname=fieldname, term=term: term_postings(leaf, fieldname, term))
             tf = tf.astype(np.float64)  # whoosh scores in doubles: so must we, for the same ranking
             fl = arrays.lengths(fieldname)[ids]
             part = idf * ((tf * (K1 + 1)) / (tf + K1 * ((1 - B) + B * fl / avgfl)))
