@@ -256,4 +256,4 @@ def small_palace(tmp_path) -> Path:
     return root
 
 
-from conftest_models import installed_models, real_embedder, real_generator, with_models  # noqa: E402,F401
+from conftest_models import embedder_file, installed_models, real_embedder, real_generator, with_models  # noqa: E402,F401

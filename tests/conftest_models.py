@@ -20,13 +20,30 @@ def model_cache_home() -> Path:
 
 @pytest.fixture(scope="session")
 def installed_models() -> dict:
-    """Install the default models into the shared cache; return {role: ModelInfo}."""
+    """Install the default models into the shared cache (the embedder in the weight type this CPU suits);
+    return {role: ModelInfo}."""
     from palace_cli.backends.install import install
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PALACE_HOME", str(model_cache_home()))
         infos = install()
     return {info.role: info for info in infos}
+
+
+@pytest.fixture(scope="session")
+def embedder_file(installed_models):
+    """A function: weight type -> the installed all-MiniLM-L6-v2 file of that type (installed beside the
+    default when missing, without changing which is the default)."""
+    from palace_cli.backends.install import install
+
+    def file_of(qtype: str) -> Path:
+        if installed_models["embedder"].type == qtype:
+            return installed_models["embedder"].path
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("PALACE_HOME", str(model_cache_home()))
+            return install(embedder_type=qtype, make_default=False)[0].path
+
+    return file_of
 
 
 @pytest.fixture
@@ -39,7 +56,8 @@ def with_models(installed_models, monkeypatch) -> Path:
 
 @pytest.fixture(scope="session")
 def real_embedder(installed_models):
-    """The real llama.cpp all-MiniLM-L6-v2 embedder, loaded once, cutting texts where palace's default does."""
+    """The real llama.cpp all-MiniLM-L6-v2 embedder (the default weight type), loaded once, cutting texts where
+    palace's default does."""
     from palace_cli.backends.llamacpp import LlamaCppEmbedder
     from palace_cli.backends.install import EMBEDDER
 

