@@ -467,7 +467,7 @@ def test_ask_by_default_quotes_instead_of_asking_the_small_model(example_palace,
 
 
 def test_the_readme_tour_saga_question_is_answered(tmp_path, with_models):
-    """The README's fresh palace: one Saga note, asked in other words than it uses (cosine 0.20, below the
+    """The README's fresh palace: one Saga note, asked in other words than it uses (cosine 0.20-0.21, below the
     dense threshold; three of the question's four terms are in the note or its domain)."""
     root = tmp_path / "kb"
     assert CliRunner().invoke(cli, ["init", str(root)]).exit_code == 0
