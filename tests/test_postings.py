@@ -67,6 +67,17 @@ def test_the_numpy_scorer_equals_whooshs_array_matcher(updated, monkeypatch):
     assert compared > 150
 
 
+def test_a_big_index_read_through_file_handles_ranks_the_same(updated, monkeypatch):
+    monkeypatch.setattr(text_module, "MAP_MAX_BYTES", 0)
+    unmapped = Palace(updated.root)
+    assert not unmapped.index.text.open().storage.supports_mmap
+    assert updated.index.text.open().storage.supports_mmap
+    for query in queries(updated, 10, seed=4):
+        for scan in (False, True):
+            monkeypatch.setattr(text_module, "_scan_wanted", lambda documents, scan=scan: scan)
+            assert unmapped.index.text.search(query) == updated.index.text.search(query), query
+
+
 def test_a_cache_smaller_than_a_term_changes_nothing(updated, monkeypatch):
     text = updated.index.text
     monkeypatch.setattr(text, "_postings", PostingCache(capacity=40))

@@ -13,6 +13,7 @@ questions that describe a scene.
 from __future__ import annotations
 
 import math
+import os
 import pickle
 import shutil
 import struct
@@ -29,6 +30,7 @@ from whoosh.analysis import Analyzer, Token
 from whoosh.analysis.filters import STOP_WORDS
 from whoosh.analysis.tokenizers import default_pattern
 from whoosh.fields import ID, STORED, TEXT, Schema
+from whoosh.filedb.filestore import FileStorage
 from whoosh.lang.porter import stem
 from whoosh.query import And, Or, Term, TermRange
 from whoosh.writing import CLEAR
@@ -129,6 +131,11 @@ def _schema() -> Schema:
 # (Whoosh's default block-skipping union matcher is not exact: at 100,000 notes it left a common term's share
 # out of some documents' scores and changed the top 10 of 4 of 75 two-word queries; docs/benchmarks.md.)
 SCAN_DOCS = 20_000
+# Above this many bytes of segments the index is read through file handles instead of whoosh's memory map,
+# where every opened segment file is copied whole into memory (its BufferFile) and kept as long as the
+# searcher is: at 100,000 notes that held 265 MB more and took 120-180 ms more CPU to open, for 3-4 ms less
+# per query (docs/benchmarks.md). Below it, the map is faster (6.0 against 7.6 ms CPU at 1,000 notes).
+MAP_MAX_BYTES = 64 * 1024 * 1024
 
 
 class RobertsonBM25(LiveBM25F):
@@ -192,7 +199,7 @@ class TextIndex:
         """Open the index, creating it when missing or built by an older palace; raises PalaceError when absent."""
         if self._index is None:
             if whoosh_index.exists_in(str(self.directory)) and self._current_schema():
-                self._index = whoosh_index.open_dir(str(self.directory))
+                self._index = _storage(self.directory).open_index()
             elif create:
                 self.reset()
             else:
@@ -432,6 +439,15 @@ def _ranked(searcher, query, limit: int | None, **options) -> list[tuple[str, fl
         if want is None or len(hits) < want or hits[limit - 1][1] > hits[-1][1]:
             return hits if limit is None else hits[:limit]
         want *= 2
+
+
+def _storage(directory: Path) -> FileStorage:
+    """The index's files: memory-mapped when small, read through file handles when big (MAP_MAX_BYTES)."""
+    try:
+        size = sum(entry.stat().st_size for entry in os.scandir(directory) if entry.name.endswith(".seg"))
+    except OSError:
+        size = 0
+    return FileStorage(str(directory), supports_mmap=size <= MAP_MAX_BYTES)
 
 
 def _scan_wanted(documents: int) -> bool:
