@@ -2,6 +2,11 @@
 
     PYTHONPATH=. python scripts/vector_store_bench.py [--rows 100000] [--dim 384] [--edits 12] [--dir DIR]
                                                       [--no-segments]
+    PYTHONPATH=. python scripts/vector_store_bench.py --palace 100000 [--dir DIR]
+
+`--palace N` times the whole path instead: a generated palace of N notes (palace_cli/bench/synth.py) built
+with the stand-in, then five `refresh()` runs after one note's Content was rewritten: the refresh, its
+vectors stage, and how many note texts the vector sync read back from the cache.
 
 A hashing stand-in embedder (one seeded random unit vector per text) takes the place of the model, so
 only the store is timed: embedding 100,000 notes takes hours on this machine. Bytes written are the
@@ -63,6 +68,38 @@ def top(matrix: np.ndarray, query: np.ndarray, k: int = 100) -> list[int]:
     return best[np.argsort(-scores[best], kind="stable")].tolist()
 
 
+def palace_edits(notes: int, workdir: Path | None) -> dict:
+    """One edit + its (stand-in) embedding through the real refresh of a generated palace."""
+    import palace_cli.index.refresh as refresh_module
+    from palace_cli.bench.synth import edit_note, generate_palace
+    from palace_cli.palace import Palace
+
+    root = Path(tempfile.mkdtemp(prefix="vector-bench-palace-", dir=workdir))
+    try:
+        palace = Palace(generate_palace(root / "p", notes, seed=0, embedder="none"))
+        embedder = StandIn(384)
+        _, build_ms, _ = timed(lambda: refresh_module.refresh(palace, embedder=embedder))
+        reads = [0]
+        read = refresh_module._LazyTexts.__getitem__
+
+        def counted(self, key):
+            reads[0] += 1
+            return read(self, key)
+
+        refresh_module._LazyTexts.__getitem__ = counted
+        files = sorted(palace.memories_dir.rglob("*.md"))
+        runs = []
+        for generation in range(1, 6):
+            edit_note(files[(generation * 7919) % len(files)], generation, 0)
+            reads[0] = 0
+            report, ms, _ = timed(lambda: refresh_module.refresh(palace, embedder=embedder))
+            runs.append((round(ms), round(report.timings.get("vectors", 0) * 1000), reads[0]))
+        return {"notes": notes, "build_ms": round(build_ms), "one_edit_refresh_ms": [r[0] for r in runs],
+                "vectors_stage_ms": [r[1] for r in runs], "texts_read": [r[2] for r in runs]}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=100_000)
@@ -71,7 +108,14 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=None, help="where to put the store (default: a temp dir)")
     parser.add_argument("--no-segments", action="store_true",
                         help="compact on every write: the whole-matrix rewrite the store did before segments")
+    parser.add_argument("--palace", type=int, default=0, metavar="N",
+                        help="time one edit through the real refresh of a generated palace of N notes instead")
     args = parser.parse_args()
+    if args.palace:
+        load = [round(x, 2) for x in os.getloadavg()]
+        print(json.dumps({**palace_edits(args.palace, args.dir), "load_avg_before": load,
+                          "load_avg_after": [round(x, 2) for x in os.getloadavg()]}))
+        return
     if args.no_segments:
         vectors.MAX_DELTAS = 0
     root = Path(tempfile.mkdtemp(prefix="vector-bench-", dir=args.dir))

@@ -255,11 +255,12 @@ class VectorStore:
 
     def _publish(self, old: dict | None, manifest: dict) -> None:
         """Make the fsynced files of `manifest` durable by name, replace the manifest, sweep what nobody names."""
-        directory = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(directory)  # the new names reach the disk before the manifest that points at them
-        finally:
-            os.close(directory)
+        if hasattr(os, "O_DIRECTORY"):  # POSIX: the new names reach the disk before the manifest naming them
+            directory = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(directory)
+            finally:
+                os.close(directory)
         atomic_write(self.directory / "manifest.json", json.dumps(manifest, indent=1))
         # Keep the previous set's files for readers that read the old manifest a moment ago; drop older ones,
         # and segments and temp files a killed writer left behind (open readers keep their mapping on POSIX).
