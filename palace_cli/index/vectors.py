@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import time
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping
@@ -122,6 +121,8 @@ class VectorStore:
 
     def snapshot(self) -> VectorSet | None:
         """The stored set as the manifest names it now; None when nothing is stored or the files are unreadable."""
+        import zipfile  # here: numpy loads it anyway, commands without vectors need not
+
         for attempt in range(3):
             manifest = self._manifest()
             if not manifest:
