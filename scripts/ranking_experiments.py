@@ -5,7 +5,7 @@
     prepare [--corpus C]                       import the palaces, embed everything once (cached)
     check                                      the harness's BM25 equals palace's whoosh ranking, its analyzer palace's
     run --corpus C --variant SPEC [...]        one table of variants on one corpus (first variant is the baseline)
-    table NAME [--corpus C ...]                a named experiment: lexical, fusion, embed, routing, units, loco
+    table NAME [--corpus C ...]                a named experiment: lexical, fusion, embed, routing, units, loco, ideas
     all                                        every table, as docs/ranking-experiments.md prints them
 
 A SPEC is key=value pairs over today's flat hybrid, e.g. "model=concat w.keywords=0 w.anchor=0 w.image=1
@@ -34,9 +34,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variant", action="append", default=[], help="repeatable; the first is the baseline")
     parser.add_argument("--unit", default="turn", help=f"LoCoMo retrieval unit, e.g. {', '.join(LOCOMO_UNITS)}")
     parser.add_argument("--cache", type=Path, default=Path(os.environ.get("RANKEXP_CACHE", "~/.cache/palace-rankexp")))
+    parser.add_argument("--embedder", type=Path, default=os.environ.get("RANKEXP_EMBEDDER") or None,
+                        help="a GGUF file to pin the embedder to (default: the installed default model)")
     parser.add_argument("--lexical-only", action="store_true", help="no embedder: lexical variants only")
     args = parser.parse_args(argv)
-    lab = experiments.Lab(args.cache.expanduser(), dense=not args.lexical_only, unit=args.unit)
+    lab = experiments.Lab(args.cache.expanduser(), dense=not args.lexical_only, unit=args.unit,
+                          embedder_path=args.embedder.expanduser() if args.embedder else None)
     corpora = args.corpus or list(CORPORA)
     if args.command == "prepare":
         for name in corpora:

@@ -4,7 +4,8 @@ imports whoosh.
 
 A memory's subject, keywords and aliases, anchor, Image and Content are one field, `text`, saturated once by
 BM25 (k1 1.2, b 0.5, Robertson's idf); every other word of its body is a second field, `rest`, queried at
-0.1. A turn's `text` is its speaker, date in words and words, then its neighbours' words at half weight.
+0.1; the same parts' adjacent word pairs are a third, `pairs`, queried at 0.25 with the query's pairs. A
+turn's `text` is its speaker, date in words and words, then its neighbours' words at half weight.
 Chosen by cross-validation over four corpora (docs/ranking-experiments.md): summing a BM25 per field
 counted a word found in the subject, anchor and Image three times, and the Image at 0.2 lost the
 questions that describe a scene.
@@ -45,18 +46,24 @@ from .scope import Scope
 # Query-time field weights: `text` holds what a unit is about, `rest` every other word of a note's body
 # (notes.rest_of_body), which at full weight pulled in the topics a Links section names; 0.1 costs nothing
 # measurable (docs/ranking-experiments.md). Override in palace.toml [retrieval] field_weights.
-DEFAULT_FIELD_WEIGHTS = {"text": 1.0, "rest": 0.1}
+# `pairs` holds each part's adjacent terms joined (`replic_lag`): a query that keeps two of a memory's words
+# together gains a little over one that only shares them. At 0.25 it gained the unseen skill corpus 0.009 MRR
+# (recall@1 0.772 -> 0.789) and changed example-palace, SciFact and LoCoMo by under 0.004, none significantly
+# (docs/ranking-experiments.md, "Ideas after the recommendation").
+DEFAULT_FIELD_WEIGHTS = {"text": 1.0, "rest": 0.1, "pairs": 0.25}
 FIELDS = tuple(DEFAULT_FIELD_WEIGHTS)
+WORD_FIELDS = ("text", "rest")  # the fields whose terms are words (a query's terms are looked up in these)
 K1, B = 1.2, 0.5
 # Tokens after this character in a field's value count at NEIGHBOUR_BOOST: a turn's neighbours. Whoosh's
 # Frequency format sums token boosts into the posting's weight, which is the frequency BM25 sees.
 NEIGHBOURS = "\x1e"
 NEIGHBOUR_BOOST = 0.5
+PARTS = "\x1f"  # between the parts of the `pairs` field's value: no pair spans two parts (nor NEIGHBOURS)
 LOCK_TIMEOUT_S = 30.0
 MAX_DELETED, MAX_DELETED_SHARE = 500, 0.01  # deleted documents kept before an update merges every segment
 
 
-SCHEMA_VERSION = "6"  # bump when the schema or analyzer changes: old indexes are rebuilt (6: one `text` field)
+SCHEMA_VERSION = "7"  # bump when the schema or analyzer changes: old indexes are rebuilt (7: the `pairs` field)
 SCHEMA_MARKER = "palace-schema"
 RETRIES = 3
 DAMAGE = (EOFError, struct.error, zlib.error, pickle.UnpicklingError, ValueError)
@@ -109,6 +116,31 @@ class PalaceAnalyzer(Analyzer):
             yield token
 
 
+class PairAnalyzer(PalaceAnalyzer):
+    """Adjacent pairs of PalaceAnalyzer's terms, `first_second`, never across PARTS or NEIGHBOURS; a pair counts at
+    the smaller of its words' boosts (a neighbour's pairs at NEIGHBOUR_BOOST)."""
+
+    def __call__(self, value, positions=False, chars=False, keeporiginal=False, removestops=True, start_pos=0,
+                 start_char=0, tokenize=True, mode="", **kwargs):
+        pair = Token(positions, chars, removestops=removestops, mode=mode, **kwargs)
+        previous, previous_start, previous_end, previous_boost, position = None, 0, 0, 1.0, start_pos
+        for token in super().__call__(value, chars=True, mode=mode):
+            start = token.startchar
+            if previous is not None:
+                gap = value[previous_end:start]
+                if PARTS not in gap and NEIGHBOURS not in gap:
+                    pair.text = f"{previous}_{token.text}"
+                    pair.boost = min(previous_boost, token.boost)
+                    pair.stopped = False
+                    if positions:
+                        pair.pos = position
+                        position += 1
+                    if chars:
+                        pair.startchar, pair.endchar = start_char + previous_start, start_char + token.endchar
+                    yield pair
+            previous, previous_start, previous_end, previous_boost = token.text, start, token.endchar, token.boost
+
+
 def _schema() -> Schema:
     analyzer = PalaceAnalyzer()
     text = dict(analyzer=analyzer, phrase=False)  # BM25F needs frequencies, not positions: a smaller, faster index
@@ -121,6 +153,7 @@ def _schema() -> Schema:
         session=ID(),
         text=TEXT(**text),
         rest=TEXT(**text),
+        pairs=TEXT(analyzer=PairAnalyzer(), phrase=False),
         lengths=STORED,  # exact length per text field: statistics leave deleted documents out (livestats.py)
     )
 
@@ -156,6 +189,11 @@ def text_of(doc: Doc) -> str:
     return f"{own}\n{NEIGHBOURS}{doc.context}" if doc.context else own
 
 
+def pairs_of(doc: Doc) -> str:
+    """What the `pairs` field holds: the unit's own parts with PARTS between them, not a turn's neighbours."""
+    return PARTS.join(part for part in (doc.subject, doc.keywords, doc.anchor, doc.image, doc.content) if part)
+
+
 @dataclass
 class Doc:
     """The fields the lexical index holds for one unit: a memory, or a turn (path: its session file)."""
@@ -182,6 +220,7 @@ class TextIndex:
         self.directory = Path(directory)
         self._index = None
         self._analyzer = PalaceAnalyzer()
+        self._pairs = PairAnalyzer()
         self._lengths: tuple[int, dict[str, int]] | None = None  # (generation, live field lengths)
         # One searcher kept open between queries until another commit lands: opening one copies the segment's
         # files into memory (whoosh's BufferFile), 50-100 ms at 100,000 notes. The lock serialises its use.
@@ -223,10 +262,12 @@ class TextIndex:
         return self.open().latest_generation()
 
     def _add(self, writer, doc: Doc) -> None:
-        fields = dict(path=doc.path, id=doc.id, kind=doc.kind, text=text_of(doc), rest=doc.rest)
+        fields = dict(path=doc.path, id=doc.id, kind=doc.kind, text=text_of(doc), rest=doc.rest,
+                      pairs=pairs_of(doc))
         if doc.domain:
             fields["domain_key"] = doc.domain
-        fields[LENGTHS] = tuple(self._length(fields.get(name) or "") for name in FIELDS)
+        fields[LENGTHS] = (self._length(fields["text"]), self._length(doc.rest),
+                           sum(1 for _ in self._pairs(fields["pairs"])))
         if doc.time:
             fields["time"] = doc.time
         if doc.session:
@@ -298,6 +339,10 @@ class TextIndex:
             self._lengths = (generation, stats.field_lengths())
         return stats
 
+    def pair_terms(self, text: str) -> list[str]:
+        """The adjacent pairs of a query's analysed terms (the `pairs` field's terms), deduplicated in order."""
+        return list(dict.fromkeys(token.text for token in self._pairs(text)))
+
     def terms(self, text: str) -> list[str]:
         """The analysed terms of a query (stemmed, stopwords removed), deduplicated in order."""
         seen = []
@@ -316,7 +361,7 @@ class TextIndex:
         with self._lock:
             searcher = self._searcher()
             stats = searcher.weighting.stats
-            frequencies = {term: max(stats.doc_frequency(name, term) for name in FIELDS) for term in set(terms)}
+            frequencies = {term: max(stats.doc_frequency(name, term) for name in WORD_FIELDS) for term in set(terms)}
             return stats.doc_count, frequencies
 
     def _searcher(self):
@@ -370,7 +415,10 @@ class TextIndex:
         if not terms:
             return []
         weights = field_weights_of(field_weights)
-        clauses = [Term(field, term, boost=weight) for term in terms for field, weight in weights.items() if weight > 0]
+        clauses = [Term(field, term, boost=weights[field]) for term in terms for field in WORD_FIELDS
+                   if weights[field] > 0]
+        if weights["pairs"] > 0:
+            clauses += [Term("pairs", pair, boost=weights["pairs"]) for pair in self.pair_terms(text)]
         query = Or(clauses)
         query.matcher_type = Or.ARRAY_MATCHER  # scores every match: exact BM25, unlike the block-skipping tree
         if domains is not None:

@@ -86,6 +86,29 @@ class Corpus:
                                   for g, rows in self.groups.items()}
         return self._lexical[key]
 
+    def bigram_index(self, lex, kind: str = "adjacent") -> dict[str, LexicalIndex]:
+        """group -> index of one field `text` holding each lexical field's adjacent term pairs (a_b); a LoCoMo
+        turn's neighbours (`context`) give none, as in palace's `pairs` field."""
+        key = ("bigram", lex.stem, lex.stopwords, kind)
+        if key not in self._lexical:
+            from .rank import bigrams
+            from .text import analyzer
+
+            analyse = analyzer(lex.stem, lex.stopwords)
+            skip = {"rest", "domain", "context"}
+
+            def text(doc: Doc) -> str:
+                pairs = []
+                for name, value in doc.fields.items():
+                    if name not in skip:
+                        terms = analyse(value)
+                        pairs += bigrams(terms, kind)
+                return " ".join(pairs)
+
+            self._lexical[key] = {g: LexicalIndex.build([{"text": text(self.docs[r])} for r in rows], "none", False)
+                                  for g, rows in self.groups.items()}
+        return self._lexical[key]
+
     def embed_texts(self, variant: str) -> list[str]:
         """The text embedded for each doc under an embedding-text variant (`palace` is today's)."""
         if variant == "palace" or self.name in ("scifact", "locomo"):  # one text per unit there

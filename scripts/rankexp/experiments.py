@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import numpy as np
+
 from . import corpora
 from .dense import EmbeddingCache
 from .evaluate import Result, bootstrap_ci, paired, run
@@ -17,8 +19,9 @@ PRIMARY = {"example": "mrr", "skill": "mrr", "scifact": "ndcg@10", "locomo": "re
 class Lab:
     """Loads each corpus once, shares one embedding cache, and memoises results per (corpus, unit, variant)."""
 
-    def __init__(self, cache: Path, dense: bool = True, unit: str = "turn"):
+    def __init__(self, cache: Path, dense: bool = True, unit: str = "turn", embedder_path: Path | None = None):
         self.cache_dir = Path(cache)
+        self.embedder_path = embedder_path
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.dense = dense
         self.unit = unit
@@ -32,7 +35,7 @@ class Lab:
         if self._embedder is None and self.dense:
             from palace_cli.backends import load_embedder
 
-            self._embedder = load_embedder()
+            self._embedder = load_embedder(self.embedder_path)
             if self._embedder is None:
                 raise SystemExit("no embedding model: set PALACE_HOME=~/.cache/palace-test-home (or --lexical-only)")
         return self._embedder
@@ -86,8 +89,9 @@ def check(lab: Lab) -> str:
     from .text import analyzer
 
     lines = []
-    # palace's index is one `text` field plus `rest` at 0.1 since issue 16 (before: the per-field sum, Variant())
-    palace_lexical = parse_variant(f"fuse=lexical {CONCAT} b=0.5 side.rest=0.1")
+    # palace's index is one `text` field plus `rest` at 0.1 since issue 16 (before: the per-field sum, Variant()),
+    # and word pairs at 0.25 since section 6
+    palace_lexical = parse_variant(f"fuse=lexical {CONCAT} b=0.5 side.rest=0.1 bigram=0.25")
     palace_analyzer, ours = PalaceAnalyzer(), analyzer("porter", True)
     for name in ("example", "skill"):
         runner = lab.runner(name)
@@ -95,14 +99,18 @@ def check(lab: Lab) -> str:
         texts = [t for d in corpus.docs for t in d.fields.values()] + [q.text for q in corpus.queries]
         same_terms = sum([t.text for t in palace_analyzer(x)] == ours(x) for x in texts)
         text_index = corpus.palace.index.text
-        same = close = 0
+        same, gaps = 0, []
         for qi, q in enumerate(corpus.queries):
             theirs = text_index.search(q.text, limit=10)
-            mine = top(runner.lexical_scores(palace_lexical, qi), corpus.id_rank, 10)
+            scores = runner.lexical_scores(palace_lexical, qi) + 0.25 * runner.bigram_scores(palace_lexical, qi)
+            mine = top(scores, corpus.id_rank, 10)
             same += [i for i, _ in theirs] == [corpus.docs[r].id for r, _ in mine]
-            close += all(abs(a[1] - b[1]) < 1e-4 * max(1.0, a[1]) for a, b in zip(theirs, mine))
-        lines.append(f"{name}: analyzer terms equal on {same_terms}/{len(texts)} texts; "
-                     f"top-10 ids equal on {same}/{len(corpus.queries)} queries, scores equal on {close}")
+            exact = dict(mine)
+            gaps += [abs(s - exact[corpus.row_of[i]]) / exact[corpus.row_of[i]] for i, s in theirs
+                     if corpus.row_of.get(i) in exact]
+        lines.append(f"{name}: analyzer terms equal on {same_terms}/{len(texts)} texts; top-10 ids equal on "
+                     f"{same}/{len(corpus.queries)} queries; a shared hit's score differs by {np.median(gaps):.2%} "
+                     f"(median), {max(gaps):.2%} at most (whoosh keeps lengths in one byte)")
     return "\n".join(lines) + "\n" + whoosh_one_field(lab)
 
 
@@ -566,8 +574,78 @@ def before_after_table(lab: Lab, names: list[str]) -> str:
     return "\n".join(out)
 
 
+BUILT = f"{RECOMMENDED} trim_lex=0.6 trim_dense=0.06"  # what palace ranks with since issue 16
+IDEAS = [("built (issue 16)", ""),
+         ("alpha per query from the lists' top gaps, 0.25", "peak=0.25"),
+         ("alpha per query, 0.5", "peak=0.5"),
+         ("alpha per query, 1", "peak=1"),
+         ("lexical feedback (RM3-like): top 3, 10 terms, 0.3", "prf=3:10:0.3"),
+         ("lexical feedback: top 3, 10 terms, 0.15", "prf=3:10:0.15"),
+         ("lexical feedback: top 3, 5 terms, 0.3", "prf=3:5:0.3"),
+         ("lexical feedback: top 2, 10 terms, 0.3", "prf=2:10:0.3"),
+         ("lexical feedback: top 5, 10 terms, 0.3", "prf=5:10:0.3"),
+         ("dense feedback (Rocchio): top 3 at 0.15", "rocchio=3:0.15"),
+         ("dense feedback: top 1 at 0.2", "rocchio=1:0.2"),
+         ("subject as a phrase in the query: +0.1 fused", "phrase=0.1"),
+         ("subject as a phrase: +0.2 fused", "phrase=0.2"),
+         ("word-pair BM25 at 0.1", "bigram=0.1"),
+         ("word-pair BM25 at 0.15", "bigram=0.15"),
+         ("**word-pair BM25 at 0.25**", "bigram=0.25"),
+         ("word-pair BM25 at 0.35", "bigram=0.35"),
+         ("word-pair BM25 at 0.5", "bigram=0.5"),
+         ("word-pair BM25 at 1", "bigram=1"),
+         ("word pairs in either order, 0.25", "bigram=0.25 pairs=unordered"),
+         ("word pairs within two positions, 0.25", "bigram=0.25 pairs=skip"),
+         ("word pairs 0.25 + subject phrase 0.1", "bigram=0.25 phrase=0.1"),
+         ("fusion over each list's top 20", "depth=20"),
+         ("fusion over each list's top 50", "depth=50"),
+         ("vectors: whole + (head, Image) + (head, Content), max", "mv=parts"),
+         ("vectors: parts, half whole half max", "mv=parts mv_w=0.5"),
+         ("vectors: parts + (head, keywords), max", "mv=parts3"),
+         ("vectors: whole + (head, Image), max", "mv=image"),
+         ("vectors: whole + 120-word chunks, max", "mv=chunks:120"),
+         ("vectors: chunks, half whole half max", "mv=chunks:120 mv_w=0.5"),
+         ("vectors: whole + the unit alone (LoCoMo turn; subject: content), max", "mv=turn"),
+         ("vectors: unit alone, half whole half max", "mv=turn mv_w=0.5"),
+         ("vectors: parts, max + word pairs 0.25", "mv=parts bigram=0.25"),
+         ("vectors: parts3, max + word pairs 0.25", "mv=parts3 bigram=0.25")]
+IDEAS_DENSE_ONLY_PALACES = ("mv=parts", "mv=image", "mv=chunks")  # SciFact has no Image/Content parts: no row
+
+
+def ideas_table(lab: Lab, names: list[str]) -> str:
+    """Section 6: ideas tried on the built ranking; LoCoMo with its built unit (window2+date)."""
+    head = ["idea", "spec"]
+    for name in names:
+        head += ([f"{name} r@1", f"{name} r@3"] if name != "locomo" else []) + [f"{name} {PRIMARY[name]} Δ [95% CI] W/L"]
+    rows = []
+    base = {n: lab.result(n, parse_variant(BUILT), "window2+date") for n in names}
+    for label, extra in IDEAS:
+        cells = [label, f"`{extra}`" if extra else "(the built ranking)"]
+        for name in names:
+            skip = name == "scifact" and extra.startswith(IDEAS_DENSE_ONLY_PALACES)
+            r = None if skip else lab.result(name, parse_variant(f"{BUILT} {extra}".strip()), "window2+date")
+            if name != "locomo":
+                cells += ["—", "—"] if r is None else [fmt(r.mean("recall@1")), fmt(r.mean("recall@3"))]
+            metric = PRIMARY[name]
+            if r is None:
+                cells.append("—")
+            elif not extra:
+                cells.append(fmt(r.mean(metric)))
+            else:
+                cells.append(f"{fmt(r.mean(metric))} {paired(base[name], r, metric).cell()}")
+        rows.append(cells)
+    return _markdown("Ideas on the built ranking (flat; LoCoMo unit window2+date)", head, rows)
+
+
+def ideas_kinds_table(lab: Lab, names: list[str]) -> str:
+    """recall@1 / MRR per question kind for the built ranking and the ideas that won somewhere."""
+    rows = [("built", BUILT)] + [(label.strip("*"), f"{BUILT} {extra}") for label, extra in IDEAS
+                                 if extra in ("bigram=0.25", "prf=3:10:0.3", "mv=parts", "mv=parts bigram=0.25")]
+    return kinds_table(lab, names, rows)
+
+
 TABLES: dict = {"lexical": lexical_table, "analysis": analysis_table, "k1b": k1b_table, "fusion": fusion_table,
                 "embed": embed_table, "routing": routing_table, "units": units_table,
                 "categories": categories, "kinds": kinds_table,
                 "loco": loco_table, "finalists": finalists_table, "context": context_table,
-                "before-after": before_after_table}
+                "before-after": before_after_table, "ideas": ideas_table, "ideas-kinds": ideas_kinds_table}

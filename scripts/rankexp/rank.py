@@ -30,6 +30,15 @@ class Variant:
     route: str = "flat"       # flat | today | today-noguard | keep:F | top:N | boost:B | reorder:K | aggregate:N
     trim_lex: float = 0.5     # palace's trim: a later hit is handed over when its BM25 >= this share of the best's...
     trim_dense: float = 0.08  # ...or its cosine is within this of the best's (1 = no trim)
+    # ideas after issue 16's recommendation (docs/ranking-experiments.md, section 6)
+    mv: str = ""              # several vectors per doc: parts | chunks:N (words) | turn (LoCoMo: the turn alone too)
+    mv_w: float = 1.0         # cosine = (1 - mv_w) x whole text's + mv_w x the best of whole and parts
+    prf: str = ""             # lexical RM3-style feedback K:M:B: top K fused docs give M terms at weight B
+    rocchio: str = ""         # dense feedback K:B: query vector + B x mean of the top K fused docs' vectors
+    peak: float = 0.0         # alpha per query: 0.5 + peak x (lexical list's top gap - dense list's top gap)
+    phrase: float = 0.0       # fused bonus when the doc's subject (2+ terms) appears as a phrase in the query
+    bigram: float = 0.0       # BM25 over word bigrams of the one field, added at this weight to the lexical score
+    pairs: str = "adjacent"   # which term pairs: adjacent (a_b) | unordered (adjacent, either order) | skip (within 2)
 
     def spec(self) -> str:
         """key=value pairs that differ from the defaults (parse_variant reads them back)."""
@@ -129,9 +138,43 @@ class Runner:
         index = self.corpus.lexical(lex.stem, lex.stopwords)[q.group]
         return index.score(self.terms(lex, q.text), lex)
 
-    def dense_scores(self, v: Variant, qi: int) -> np.ndarray:
+    def dense_scores(self, v: Variant, qi: int, query: np.ndarray | None = None) -> np.ndarray:
         rows = self.corpus.groups[self.corpus.queries[qi].group]
-        return self.doc_vectors(v.embed)[rows] @ self.query_vectors()[qi]
+        q = self.query_vectors()[qi] if query is None else query
+        whole = self.doc_vectors(v.embed)[rows] @ q
+        if not v.mv:
+            return whole
+        parts, owner = self.part_vectors(v)
+        pos = {int(r): i for i, r in enumerate(rows)}
+        best = whole.copy()
+        if len(owner):
+            cos = parts @ q
+            for j, row in enumerate(owner):
+                i = pos.get(int(row))
+                if i is not None and cos[j] > best[i]:
+                    best[i] = cos[j]
+        return (1 - v.mv_w) * whole + v.mv_w * best
+
+    def part_vectors(self, v: Variant) -> tuple[np.ndarray, np.ndarray]:
+        """Extra vectors per doc (text parts or chunks) and the doc row each belongs to."""
+        key = ("mv", v.mv, v.embed)
+        if key not in self._lists:
+            texts, owner = [], []
+            kind, _, arg = v.mv.partition(":")
+            for row, d in enumerate(self.corpus.docs):
+                for text in doc_parts(self.corpus, d, kind, arg, v.embed):
+                    texts.append(text)
+                    owner.append(row)
+            vectors = self.cache.get(texts, f"{self.corpus.name} parts ({v.mv})") if texts else np.zeros((0, 384))
+            self._lists[key] = (vectors, np.array(owner, dtype=np.int64))
+        return self._lists[key]
+
+    def bigram_scores(self, v: Variant, qi: int) -> np.ndarray:
+        q = self.corpus.queries[qi]
+        index = self.corpus.bigram_index(v.lex, v.pairs)[q.group]
+        terms = list(dict.fromkeys(bigrams(analyzer(v.lex.stem, v.lex.stopwords)(q.text), v.pairs)))
+        cfg = replace(v.lex, stem="none", stopwords=False, side=(), weights=(("text", 1.0),))
+        return index.score(terms, cfg)
 
     def rank(self, v: Variant, qi: int, mask: np.ndarray | None = None) -> Ranked:
         """Flat (or masked to some domains) ranking of one query in the variant's fusion."""
@@ -140,20 +183,23 @@ class Runner:
         id_rank = corpus.id_rank[rows]
         lex_list, dense_list = [], []
         depth = max(DEPTH, KEEP, v.depth)
+        lex_scores = cos = None
         if v.fuse != "dense":
-            key = ("lex", v.lex, qi, depth)
-            if mask is not None or key not in self._lists:
-                scores = self.lexical_scores(v, qi)
+            key = ("lex", v.lex, v.bigram, v.pairs, qi, depth)
+            if mask is not None or key not in self._lists or v.prf:
+                lex_scores = self.lexical_scores(v, qi)
+                if v.bigram:
+                    lex_scores = lex_scores + v.bigram * self.bigram_scores(v, qi)
                 if mask is not None:
-                    scores = np.where(mask, scores, 0.0)
-                lex_list = top(scores, id_rank, depth)
+                    lex_scores = np.where(mask, lex_scores, 0.0)
+                lex_list = top(lex_scores, id_rank, depth)
                 if mask is None:
                     self._lists[key] = lex_list
             else:
                 lex_list = self._lists[key]
         if v.fuse != "lexical" and self.cache is not None:
-            key = ("dense", v.embed, qi, depth)
-            if mask is not None or key not in self._lists:
+            key = ("dense", v.embed, v.mv, v.mv_w, qi, depth)
+            if mask is not None or key not in self._lists or v.rocchio:
                 cos = self.dense_scores(v, qi)
                 if mask is not None:
                     cos = np.where(mask, cos, -np.inf)
@@ -163,9 +209,133 @@ class Runner:
             else:
                 dense_list = self._lists[key]
         lex_list, dense_list = lex_list[: v.depth], dense_list[: v.depth]
-        order = fuse(v, lex_list, dense_list, id_rank)[:KEEP]
+        order = fuse(v, lex_list, dense_list, id_rank)
+        if v.phrase:
+            order = self.phrase_boost(v, qi, order, lex_list, dense_list, id_rank)
+        if v.prf or v.rocchio:
+            feedback = order[: int((v.prf or v.rocchio).split(":")[0])]
+            if v.prf and lex_list:
+                lex_scores = self.expanded_lexical(v, qi, lex_scores, feedback, order)
+                if mask is not None:
+                    lex_scores = np.where(mask, lex_scores, 0.0)
+                lex_list = top(lex_scores, id_rank, depth)[: v.depth]
+            if v.rocchio and dense_list:
+                _, share = v.rocchio.split(":")
+                vectors = self.doc_vectors(v.embed)[rows[feedback]]
+                query = self.query_vectors()[qi] + float(share) * vectors.mean(axis=0)
+                cos = self.dense_scores(v, qi, query / np.linalg.norm(query))
+                if mask is not None:
+                    cos = np.where(mask, cos, -np.inf)
+                dense_list = top(cos, id_rank, depth, positive=False)[: v.depth]
+            order = fuse(v, lex_list, dense_list, id_rank)
+            if v.phrase:
+                order = self.phrase_boost(v, qi, order, lex_list, dense_list, id_rank)
+        order = order[:KEEP]
         return Ranked([int(rows[i]) for i in order], {int(rows[i]): s for i, s in lex_list},
                       {int(rows[i]): s for i, s in dense_list})
+
+    def expanded_lexical(self, v: Variant, qi: int, scores: np.ndarray, feedback: list[int], order) -> np.ndarray:
+        """RM3-style: terms of the feedback docs weighted by tf/len x idf x the doc's rank weight, top M added at B."""
+        q = self.corpus.queries[qi]
+        _, m, share = v.prf.split(":")
+        rows = self.corpus.groups[q.group]
+        index = self.corpus.lexical(v.lex.stem, v.lex.stopwords)[q.group]
+        analyse = analyzer(v.lex.stem, v.lex.stopwords)
+        original = set(self.terms(v.lex, q.text))
+        weights: dict[str, float] = {}
+        n = len(rows)
+        for rank, local in enumerate(feedback):
+            doc = self.corpus.docs[int(rows[local])]
+            terms = [t for f, w in v.lex.weights if w for t in analyse(doc.fields.get(f, ""))]
+            if not terms:
+                continue
+            counts: dict[str, int] = {}
+            for t in terms:
+                counts[t] = counts.get(t, 0) + 1
+            for t, c in counts.items():
+                if t in original:
+                    continue
+                df = max((len(index.fields[f].postings[t][0]) for f in index.fields
+                          if f in dict(v.lex.weights) and t in index.fields[f].postings), default=0)
+                if df < 2 or df > n / 2:  # a word only this doc has, or half the corpus has, says nothing
+                    continue
+                idf = np.log(1 + (n - df + 0.5) / (df + 0.5))
+                weights[t] = weights.get(t, 0.0) + (c / len(terms)) * idf / (rank + 1)
+        chosen = sorted(weights.items(), key=lambda p: (-p[1], p[0]))[: int(m)]
+        if not chosen:
+            return scores
+        out = scores.copy()
+        top_weight = chosen[0][1]
+        for term, weight in chosen:
+            out = out + float(share) * (weight / top_weight) * index.score([term], v.lex)
+        return out
+
+    def phrase_boost(self, v: Variant, qi: int, order, lex_list, dense_list, id_rank) -> list[int]:
+        """Move up docs whose subject's terms (2 or more) occur in order, adjacent, in the query's terms."""
+        q = self.corpus.queries[qi]
+        rows = self.corpus.groups[q.group]
+        qterms = analyzer(v.lex.stem, v.lex.stopwords)(q.text)
+        joined = " " + " ".join(qterms) + " "
+        base = fuse_scores(v, lex_list, dense_list)
+        boosted = {}
+        for i in order:
+            doc = self.corpus.docs[int(rows[i])]
+            sterms = analyzer(v.lex.stem, v.lex.stopwords)(doc.fields.get("subject", ""))
+            hit = len(sterms) >= 2 and (" " + " ".join(sterms) + " ") in joined
+            boosted[i] = base.get(i, 0.0) + (v.phrase if hit else 0.0)
+        return sorted(boosted, key=lambda i: (-boosted[i], id_rank[i]))
+
+
+def doc_parts(corpus: Corpus, d, kind: str, arg: str, embed: str) -> list[str]:
+    """The extra texts embedded for one doc under a multi-vector variant."""
+    if kind == "turn":  # LoCoMo window units: the turn alone, as the turn+date unit embeds it
+        line = f"{d.fields['subject']}: {d.fields['content']}" if "subject" in d.fields else d.fields["content"]
+        return [f"{d.fields['date']}\n{line}" if "date" in d.fields else line]
+    if d.memory is None:  # SciFact: title, then chunks of the abstract
+        if kind != "chunks":
+            return []
+        title, words = d.fields.get("subject", ""), d.fields.get("content", "").split()
+        size = int(arg or 120)
+        return [f"{title}\n{' '.join(words[i:i + size])}" for i in range(size, len(words), size)]
+    f = d.fields
+    head = "\n".join(x for x in (f["subject"], f["anchor"]) if x)
+    if kind == "parts3":
+        keys = f"{head}\n{f['keywords']}" if f["keywords"] else head
+        return [keys] + doc_parts(corpus, d, "parts", arg, embed)
+    if kind == "image":
+        return [f"{head}\n{f['image']}"] if f["image"] else []
+    if kind == "parts":
+        return [t for t in (f"{head}\n{f['image']}" if f["image"] else "", f"{head}\n{f['content']}" if f["content"] else "") if t]
+    if kind == "chunks":
+        words = f"{f['content']}\n{f['image']}".split()
+        size = int(arg or 120)
+        return [f"{f['subject']}\n{' '.join(words[i:i + size])}" for i in range(0, len(words), size)]
+    raise SystemExit(f"unknown multi-vector kind {kind!r}")
+
+
+def bigrams(terms: list[str], kind: str = "adjacent") -> list[str]:
+    """Term pairs joined by '_': adjacent ones, adjacent in either order, or within two positions."""
+    pairs = list(zip(terms, terms[1:]))
+    if kind == "skip":
+        pairs += list(zip(terms, terms[2:]))
+    if kind in ("unordered", "skip"):
+        pairs = [tuple(sorted(p)) for p in pairs]
+    return [f"{a}_{b}" for a, b in pairs]
+
+
+def fuse_scores(v: Variant, lex_list, dense_list) -> dict[int, float]:
+    """The min-max fused score per local row (for bonuses added after fusion)."""
+    score: dict[int, float] = {}
+    for weight, ranking in ((v.alpha, lex_list), (1 - v.alpha, dense_list)):
+        if not ranking:
+            continue
+        values = np.array([s for _, s in ranking])
+        low, spread = values.min(), values.max() - values.min()
+        if spread == 0:
+            low, spread = values.min() - 1.0, 1.0
+        for i, s in ranking:
+            score[i] = score.get(i, 0.0) + weight * (s - low) / spread
+    return score
 
 
 def fuse(v: Variant, lex_list, dense_list, id_rank) -> list[int]:
@@ -180,7 +350,10 @@ def fuse(v: Variant, lex_list, dense_list, id_rank) -> list[int]:
             for rank, (i, _) in enumerate(ranking, start=1):
                 score[i] = score.get(i, 0.0) + weight / (v.rrf_k + rank)
     elif v.fuse in ("minmax", "zscore"):
-        for weight, ranking in ((v.alpha, lex_list), (1 - v.alpha, dense_list)):
+        alpha = v.alpha
+        if v.peak:
+            alpha = min(0.9, max(0.1, alpha + v.peak * (_gap(lex_list) - _gap(dense_list))))
+        for weight, ranking in ((alpha, lex_list), (1 - alpha, dense_list)):
             values = np.array([s for _, s in ranking])
             if v.fuse == "minmax":
                 low, spread = values.min(), values.max() - values.min()
@@ -201,6 +374,14 @@ def fuse(v: Variant, lex_list, dense_list, id_rank) -> list[int]:
     else:
         raise SystemExit(f"unknown fusion {v.fuse!r}")
     return sorted(score, key=lambda i: (-score[i], id_rank[i]))
+
+
+def _gap(ranking) -> float:
+    """How far the first score stands above the second, as a share of the list's range (1: alone at the top)."""
+    if len(ranking) < 2:
+        return 1.0
+    spread = ranking[0][1] - ranking[-1][1]
+    return (ranking[0][1] - ranking[1][1]) / spread if spread > 0 else 0.0
 
 
 # ---- the context handed over ----------------------------------------------------------------
