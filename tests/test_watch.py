@@ -260,7 +260,12 @@ def test_cli_watch_is_idle_when_nothing_happens_and_ctrl_c_exits_130(small_palac
         assert event["event"] == "refreshed" and event["report"]["added"] == ["memories/storage/okapi.md"]
     finally:
         process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=WAIT_S)
+        try:
+            out, err = process.communicate(timeout=WAIT_S)
+        except subprocess.TimeoutExpired:  # never leave a watcher running after the test
+            process.kill()
+            out, err = process.communicate()
+            raise AssertionError(f"palace watch did not stop within {WAIT_S} s of Ctrl-C; stderr: {err}") from None
     assert process.returncode == 130, err
     assert json.loads(out.splitlines()[-1])["event"] == "stopped"
     assert "Traceback" not in err
@@ -288,7 +293,12 @@ def test_watcher_and_several_commands_at_once(small_palace, parse_notes):
             json.loads(out)
     finally:
         process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=WAIT_S)
+        try:
+            out, err = process.communicate(timeout=WAIT_S)
+        except subprocess.TimeoutExpired:  # never leave a watcher running after the test
+            process.kill()
+            out, err = process.communicate()
+            raise AssertionError(f"palace watch did not stop within {WAIT_S} s of Ctrl-C; stderr: {err}") from None
     assert process.returncode == 130, err
     assert not any(json.loads(line)["event"] == "error" for line in out.splitlines()), out
     palace = Palace(small_palace)
