@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config):
+    # A suite started in the background by a non-interactive shell (`pytest &`, nohup) inherits SIGINT ignored,
+    # and so would every process a test starts: the Ctrl-C tests (quiz, watch) would wait for an exit that never
+    # comes. The processes the tests start get Ctrl-C as a user at a terminal has it.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 EXAMPLE = REPO / "example-palace"
 SHARED = REPO.parent / "shared"
 
