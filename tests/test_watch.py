@@ -241,6 +241,17 @@ def _start_cli_watch(root: Path, env: dict) -> subprocess.Popen:
     return process
 
 
+def _interrupt(process: subprocess.Popen) -> tuple[str, str]:
+    """Ctrl-C, then (stdout, stderr); a watcher that does not stop is killed, never left running."""
+    process.send_signal(signal.SIGINT)
+    try:
+        return process.communicate(timeout=WAIT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        err = process.communicate()[1]
+        raise AssertionError(f"palace watch did not stop within {WAIT_S} s of Ctrl-C; stderr: {err}") from None
+
+
 def _cpu_ticks(pid: int) -> int:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return int(fields[11]) + int(fields[12])  # utime + stime, in clock ticks
@@ -259,13 +270,7 @@ def test_cli_watch_is_idle_when_nothing_happens_and_ctrl_c_exits_130(small_palac
         event = json.loads(process.stdout.readline())
         assert event["event"] == "refreshed" and event["report"]["added"] == ["memories/storage/okapi.md"]
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            out, err = process.communicate(timeout=WAIT_S)
-        except subprocess.TimeoutExpired:  # never leave a watcher running after the test
-            process.kill()
-            out, err = process.communicate()
-            raise AssertionError(f"palace watch did not stop within {WAIT_S} s of Ctrl-C; stderr: {err}") from None
+        out, err = _interrupt(process)
     assert process.returncode == 130, err
     assert json.loads(out.splitlines()[-1])["event"] == "stopped"
     assert "Traceback" not in err
@@ -292,13 +297,7 @@ def test_watcher_and_several_commands_at_once(small_palace, parse_notes):
             assert worker.returncode == 0, err
             json.loads(out)
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            out, err = process.communicate(timeout=WAIT_S)
-        except subprocess.TimeoutExpired:  # never leave a watcher running after the test
-            process.kill()
-            out, err = process.communicate()
-            raise AssertionError(f"palace watch did not stop within {WAIT_S} s of Ctrl-C; stderr: {err}") from None
+        out, err = _interrupt(process)
     assert process.returncode == 130, err
     assert not any(json.loads(line)["event"] == "error" for line in out.splitlines()), out
     palace = Palace(small_palace)
