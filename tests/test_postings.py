@@ -111,3 +111,22 @@ def test_the_kept_searcher_sees_commits_from_this_and_other_processes(tmp_path, 
     note.write_text(note.read_text().replace("A zyzzogeton appears.\n", "", 1))
     palace.refresh(embedder=None)  # a commit of its own
     assert palace.index.text.search("zyzzogeton") == []
+
+
+def test_the_cache_counts_a_term_once_when_two_threads_load_it():
+    import threading
+
+    import numpy as np
+
+    cache, started = PostingCache(capacity=10), threading.Barrier(2)
+
+    def load():
+        started.wait()  # both threads are past the first look-up before either stores
+        return np.arange(4), np.ones(4)
+
+    threads = [threading.Thread(target=cache.get, args=(("seg", "term"), load)) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert cache._size == 4 and len(cache._items) == 1

@@ -47,6 +47,8 @@ class PostingCache:
         if size > self.capacity:
             return found
         with self._lock:
+            if key in self._items:  # another thread loaded it meanwhile: count it once
+                return self._items[key]
             self._items[key] = found
             self._size += size
             while self._size > self.capacity:
