@@ -20,16 +20,16 @@ __version__ = "0.1.0"
 # Public name -> the module that defines it.
 _EXPORTS = {
     "Palace": "palace", "Scan": "palace", "Problem": "palace",
-    "Memory": "notes",
-    "init_palace": "authoring", "add_memory": "authoring", "update_memory": "changes",
-    "move_memory": "curate", "remove_memory": "curate", "backlinks": "curate",
-    "recall": "retrieve", "search": "retrieve", "context_entry": "retrieve",
-    "Recall": "retrieve", "SearchResult": "retrieve", "Hit": "retrieve",
-    "verify_response": "verify", "Verdict": "verify",
-    "ask": "ask", "verify_answer": "ask", "handed_memories": "ask", "Answer": "ask",
-    "lint": "lint", "LintReport": "lint",
-    "wake_up": "wakeup",
-    "supersede": "versions", "history": "versions", "similar": "similar",
+    "Memory": "core.notes",
+    "init_palace": "editing.authoring", "add_memory": "editing.authoring", "update_memory": "editing.changes",
+    "move_memory": "editing.curate", "remove_memory": "editing.curate", "backlinks": "editing.curate",
+    "recall": "search.retrieve", "search": "search.retrieve", "context_entry": "search.retrieve",
+    "Recall": "search.retrieve", "SearchResult": "search.retrieve", "Hit": "search.retrieve",
+    "verify_response": "answers.verify", "Verdict": "answers.verify",
+    "ask": "answers.ask", "verify_answer": "answers.ask", "handed_memories": "answers.ask", "Answer": "answers.ask",
+    "lint": "editing.lint", "LintReport": "editing.lint",
+    "wake_up": "search.wakeup",
+    "supersede": "editing.versions", "history": "editing.versions", "similar": "search.similar",
     "import_path": "importers",
     "RefreshReport": "index.refresh",
     "PalaceError": "errors", "NotAPalace": "errors", "NotFound": "errors", "Ambiguous": "errors",
@@ -57,19 +57,19 @@ def __dir__():
 
 
 if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eagerly
-    from .ask import Answer, ask, handed_memories, verify_answer
-    from .authoring import add_memory, init_palace
-    from .changes import update_memory
-    from .curate import backlinks, move_memory, remove_memory
-    from .errors import (Ambiguous, ConfigError, ModelError, NotAPalace, NoteError, NotFound, PalaceError,
+    from palace_cli.answers.ask import Answer, ask, handed_memories, verify_answer
+    from palace_cli.editing.authoring import add_memory, init_palace
+    from palace_cli.editing.changes import update_memory
+    from palace_cli.editing.curate import backlinks, move_memory, remove_memory
+    from palace_cli.errors import (Ambiguous, ConfigError, ModelError, NotAPalace, NoteError, NotFound, PalaceError,
                          UsageError)
-    from .importers import import_path
-    from .index.refresh import RefreshReport
-    from .lint import LintReport, lint
-    from .notes import Memory
-    from .palace import Palace, Problem, Scan
-    from .retrieve import Hit, Recall, SearchResult, context_entry, recall, search
-    from .similar import similar
-    from .verify import Verdict, verify_response
-    from .versions import history, supersede
-    from .wakeup import wake_up
+    from palace_cli.importers import import_path
+    from palace_cli.index.refresh import RefreshReport
+    from palace_cli.editing.lint import LintReport, lint
+    from palace_cli.core.notes import Memory
+    from palace_cli.palace import Palace, Problem, Scan
+    from palace_cli.search.retrieve import Hit, Recall, SearchResult, context_entry, recall, search
+    from palace_cli.search.similar import similar
+    from palace_cli.answers.verify import Verdict, verify_response
+    from palace_cli.editing.versions import history, supersede
+    from palace_cli.search.wakeup import wake_up

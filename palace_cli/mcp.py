@@ -18,15 +18,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
-from . import __version__
-from .errors import NotAMemory, NotFound, PalaceError, UsageError
-from .notes import Memory
-from .palace import CACHE_DIR, INDEX_DIR, MEMORIES, REVIEWS, ROOT_INDEX, Palace
-from .profiles import PROFILES
-from .quiz.strategies import STRATEGIES
-from .retrieve import recall as core_recall, search as core_search
-from .validity import TYPES
-from .wakeup import BYTES_PER_TOKEN
+from palace_cli import __version__
+from palace_cli.errors import NotAMemory, NotFound, PalaceError, UsageError
+from palace_cli.core.notes import Memory
+from palace_cli.palace import CACHE_DIR, INDEX_DIR, MEMORIES, REVIEWS, ROOT_INDEX, Palace
+from palace_cli.search.profiles import PROFILES
+from palace_cli.study.strategies import STRATEGIES
+from palace_cli.search.retrieve import recall as core_recall, search as core_search
+from palace_cli.core.validity import TYPES
+from palace_cli.search.wakeup import BYTES_PER_TOKEN
 
 LEARNER = "agent:mcp"
 ProfileName = Literal[tuple(PROFILES)]  # type: ignore[valid-type]  # enums in the tool schemas
@@ -227,11 +227,11 @@ class PalaceTools:
         Refused, nothing written, without an image (it holds the token), with a token the image cannot give,
         or with a link to no memory. `supersedes` corrects memories: they stay, marked superseded by this one
         from `valid_from` (default today)."""
-        from .authoring import add_memory, token_warnings
-        from .changes import link_ids, token_for
-        from .index.locks import write_lock
-        from .notes import check_note_size, slugify
-        from .similar import similar, warning_lines
+        from palace_cli.editing.authoring import add_memory, token_warnings
+        from palace_cli.editing.changes import link_ids, token_for
+        from palace_cli.index.locks import write_lock
+        from palace_cli.core.notes import check_note_size, slugify
+        from palace_cli.search.similar import similar, warning_lines
 
         _plain_name(domain, "domain")
         if id is not None:
@@ -270,8 +270,8 @@ class PalaceTools:
 
     def update(self, id: str, fields: dict[str, Any] | None = None, sections: dict[str, str] | None = None) -> str:
         """Change a memory in place: frontmatter `fields` and `## sections`, every other byte kept."""
-        from .authoring import token_warnings
-        from .changes import update_memory
+        from palace_cli.editing.authoring import token_warnings
+        from palace_cli.editing.changes import update_memory
 
         self._fresh()
         memory = update_memory(self.palace, self._memory(id).id, fields, sections)
@@ -283,8 +283,8 @@ class PalaceTools:
 
     def verify(self, response: str, ids: list[str], rule: Literal["any", "all"] = "any") -> str:
         """Check an answer against the memories it was handed (their ids): cited, uncited, foreign tokens."""
-        from .ask import verify_answer
-        from .retrieve import context_entry
+        from palace_cli.answers.ask import verify_answer
+        from palace_cli.search.retrieve import context_entry
 
         if not ids:
             raise UsageError("give the ids of the memories handed to the model (recall lists them on its hits line)")
@@ -308,8 +308,8 @@ class PalaceTools:
         return "\n".join(lines)
 
     def _study(self, strategy: str = "due", domain: str | None = None):
-        from .quiz.reviewlog import ReviewLog
-        from .quiz.session import StudySession
+        from palace_cli.study.reviewlog import ReviewLog
+        from palace_cli.study.session import StudySession
 
         if domain is not None:
             _plain_name(domain, "domain")
@@ -333,8 +333,8 @@ class PalaceTools:
 
     def quiz_grade(self, question: str, answer: str) -> str:
         """Grade an answer to a quiz_next question, append the review (learner agent:mcp), say what comes next."""
-        from .quiz.examiner import KINDS
-        from .quiz.reviewlog import RATING_NAMES
+        from palace_cli.study.examiner import KINDS
+        from palace_cli.study.reviewlog import RATING_NAMES
 
         parts = question.strip().split(":")
         if len(parts) != 4 or parts[1] not in KINDS or not parts[2].isdigit():
@@ -365,7 +365,7 @@ class PalaceTools:
 
     def wake_up(self, max_tokens: int = 800) -> str:
         """Identity and the most important memories, one line each."""
-        from .wakeup import wake_up
+        from palace_cli.search.wakeup import wake_up
 
         _budget(max_tokens)
         check_layout(self.palace)
@@ -373,7 +373,7 @@ class PalaceTools:
 
     def status(self, max_tokens: int = 400) -> str:
         """Counts by domain, dense ranking on or off, and what `palace lint` finds (the same call)."""
-        from .lint import lint
+        from palace_cli.editing.lint import lint
 
         _budget(max_tokens)
         report = self._fresh()

@@ -17,14 +17,14 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from .config import PalaceConfig, find_root, load_config
-from .errors import Ambiguous, NoteError, NotAMemory, NotFound, UsageError
-from .notes import Memory
-from .tokens import STOPWORDS, normalize, root, words
+from palace_cli.core.config import PalaceConfig, find_root, load_config
+from palace_cli.errors import Ambiguous, NoteError, NotAMemory, NotFound, UsageError
+from palace_cli.core.notes import Memory
+from palace_cli.core.tokens import STOPWORDS, normalize, root, words
 
 if TYPE_CHECKING:
-    from .index import Index
-    from .index.refresh import RefreshReport
+    from palace_cli.index import Index
+    from palace_cli.index.refresh import RefreshReport
 
 MEMORIES = "memories"
 INDEX_DIR = "index"
@@ -139,7 +139,7 @@ class Palace:
     def cache_dir(self) -> Path:
         """Where the caches live: .palace/, or elsewhere when the palace cannot be written (see disk.locate_cache)."""
         if self._cache_dir is None:
-            from .disk import locate_cache
+            from palace_cli.core.disk import locate_cache
 
             self._cache_dir, notice = locate_cache(self.root / CACHE_DIR)
             if notice:
@@ -307,14 +307,14 @@ class Palace:
     def index(self) -> Index:
         """The caches under .palace/ (opened on first use, once per process)."""
         if self._index is None:
-            from .index import Index
+            from palace_cli.index import Index
 
             self._index = Index(self)
         return self._index
 
     def refresh(self, **options) -> RefreshReport:
         """Bring the caches up to date with the notes on disk (see `index.refresh.refresh` for options)."""
-        from .index.refresh import refresh
+        from palace_cli.index.refresh import refresh
 
         return refresh(self, **options)
 
@@ -352,7 +352,7 @@ class Palace:
         error names the close domains; `insist` creates it anyway. Without either, an unknown name is a
         NotFound listing the domains.
         """
-        from .notes import slugify
+        from palace_cli.core.notes import slugify
 
         wanted = (name or "").strip()
         if not wanted:

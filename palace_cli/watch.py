@@ -20,12 +20,12 @@ from typing import Callable
 from watchdog.events import FileSystemEventHandler
 from watchdog.observers import Observer
 
-from .config import CONFIG_NAME
-from .conversations import CONVERSATIONS
-from .errors import PalaceError
-from .palace import MEMORIES, Palace
-from .index.refresh import AUTO, RefreshReport, refresh
-from .progress import Progress
+from palace_cli.core.config import CONFIG_NAME
+from palace_cli.conversations import CONVERSATIONS
+from palace_cli.errors import PalaceError
+from palace_cli.palace import MEMORIES, Palace
+from palace_cli.index.refresh import AUTO, RefreshReport, refresh
+from palace_cli.progress import Progress
 
 DEBOUNCE_S = 0.2
 MAX_DELAY_S = 0.8

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from palace_cli.authoring import init_palace
+from palace_cli.editing.authoring import init_palace
 from palace_cli.conversations import parse_session, read_conversations, session_files
 from palace_cli.importers import import_path
 from palace_cli.palace import Palace

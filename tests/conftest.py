@@ -80,7 +80,7 @@ def palace(example_palace):
 def _parse_notes(palace):
     """Every note parsed straight from disk, bypassing the cache: what the cache and the generated files are
     checked against (the first path keeps a duplicated id, as in the cache)."""
-    from palace_cli.notes import load_note
+    from palace_cli.core.notes import load_note
     from palace_cli.palace import Scan
 
     scan = Scan()
@@ -247,7 +247,7 @@ def messy(tmp_path) -> Path:
 @pytest.fixture
 def small_palace(tmp_path) -> Path:
     """A tiny palace of three notes in two domains, built through the core API."""
-    from palace_cli.authoring import add_memory, init_palace
+    from palace_cli.editing.authoring import add_memory, init_palace
     from palace_cli.palace import Palace
 
     root = init_palace(tmp_path / "small", name="Small")

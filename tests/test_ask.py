@@ -12,14 +12,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from click.testing import CliRunner
 
-from palace_cli.abstention import ABSTAIN_BELOW
-from palace_cli.ask import abstain_threshold, ask, build_prompt
+from palace_cli.answers.abstention import ABSTAIN_BELOW
+from palace_cli.answers.ask import abstain_threshold, ask, build_prompt
 from palace_cli.backends import Generator, generator_from_config
 from palace_cli.backends.openai import OpenAIGenerator, chat_url
 from palace_cli.bench.verify import adversarial_answer, detection_metrics, run_verify_bench
 from palace_cli.cli import cli
 from palace_cli.errors import ConfigError, ModelError
-from palace_cli.generation import CachedGenerator, cache_dir, cache_key
+from palace_cli.backends.cache import CachedGenerator, cache_dir, cache_key
 from palace_cli.palace import Palace
 
 ANSWERABLE = "How does two-phase commit guarantee atomicity, and why is it a blocking protocol?"
@@ -276,8 +276,8 @@ def test_a_cited_answer_that_says_nothing_gives_way_to_the_extractive_one(exampl
     ("Two-phase commit blocks: participants hold locks until the coordinator decides. [verify: fig tart]", None),
 ])
 def test_not_an_answer(palace, text, failed):
-    from palace_cli.ask import not_an_answer
-    from palace_cli.extract import question_terms
+    from palace_cli.answers.ask import not_an_answer
+    from palace_cli.answers.extract import question_terms
 
     analyze = palace.index.text.words
     verdict = not_an_answer(text, question_terms(analyze, ANSWERABLE), analyze)
@@ -416,7 +416,7 @@ def test_bench_verify_cli_without_a_generator(example_palace, few_queries):
     ("Answer: yes\n\nAnswer: yesterday", "Answer: yes\n\nAnswer: yesterday"),
 ])
 def test_drop_repeats_keeps_first_occurrences(text, shown):
-    from palace_cli.ask import drop_repeats
+    from palace_cli.answers.ask import drop_repeats
 
     assert drop_repeats(text) == shown
 

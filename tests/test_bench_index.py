@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from palace_cli.bench.index_bench import run
 from palace_cli.bench.synth import edit_note, generate_palace
 from palace_cli.cli import cli
-from palace_cli.lint import note_problems
+from palace_cli.editing.lint import note_problems
 from palace_cli.palace import Palace
 
 

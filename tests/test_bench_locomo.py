@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import SHARED
-from palace_cli.authoring import init_palace
+from palace_cli.editing.authoring import init_palace
 from palace_cli.bench.locomo import load_questions, question_metrics, run_locomo_bench
 from palace_cli.cli import cli
 from palace_cli.errors import PalaceError

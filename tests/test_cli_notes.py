@@ -171,7 +171,7 @@ def test_add_over_the_size_limit_writes_nothing(kb):
 
 
 def test_add_removes_its_note_when_a_later_step_fails(kb, monkeypatch):
-    import palace_cli.authoring as authoring
+    import palace_cli.editing.authoring as authoring
 
     def fail(*args):
         raise OSError(5, "Input/output error")

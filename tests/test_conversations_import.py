@@ -13,15 +13,15 @@ from conftest import SHARED
 from conversation_fixtures import (CHAT, SESSION, chatgpt_conversations, claude_code_lines, locomo_samples,
                                    write_chatgpt, write_claude_code)
 
-from palace_cli.authoring import init_palace
+from palace_cli.editing.authoring import init_palace
 from palace_cli.cli import cli
 from palace_cli.conversations import load_session, parse_session, session_files
-from palace_cli.conversations import importer
+from palace_cli.conversations import writer as importer
 from palace_cli.errors import UsageError
 from palace_cli.importers import import_path
-from palace_cli.lint import lint
+from palace_cli.editing.lint import lint
 from palace_cli.palace import Palace
-from palace_cli.retrieve import search
+from palace_cli.search.retrieve import search
 
 LOCOMO = SHARED / "data" / "locomo" / "locomo-dev5.json"
 

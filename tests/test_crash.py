@@ -14,7 +14,7 @@ import pytest
 
 from palace_cli.bench.synth import generate_palace
 from palace_cli.index.files import check_index_files
-from palace_cli.notes import atomic_write
+from palace_cli.core.notes import atomic_write
 from palace_cli.palace import Palace
 from palace_cli.index.refresh import refresh, stale, unindexed
 
@@ -203,7 +203,7 @@ def talk_samples(conversations: int = 3, sessions: int = 20, turns: int = 15) ->
 def talk_template(tmp_path_factory) -> Path:
     import json
 
-    from palace_cli.authoring import init_palace
+    from palace_cli.editing.authoring import init_palace
     from palace_cli.importers import import_path
 
     base = tmp_path_factory.mktemp("crash-talk")
@@ -266,7 +266,7 @@ def test_kill_during_an_incremental_refresh_of_session_files(talk_template, tmp_
     assert ("conversations/locomo/" + files[6].name, "duplicate-session-id") in expected["problems"]
     assert_sessions_repaired(root, expected)
     palace = Palace(root)
-    from palace_cli.retrieve import search
+    from palace_cli.search.retrieve import search
 
     assert [h.id for h in search(palace, "zanzibar2", mode="lexical", k=1).hits] == \
            [f"locomo-{files[2].stem}/D{int(files[2].stem.split('-s')[1])}:3"]

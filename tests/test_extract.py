@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from palace_cli import extract as ex
-from palace_cli.abstention import ABSTAIN_BELOW, Evidence, thresholds, weigh
-from palace_cli.ask import extractive, suggested_domain
+from palace_cli.answers import extract as ex
+from palace_cli.answers.abstention import ABSTAIN_BELOW, Evidence, thresholds, weigh
+from palace_cli.answers.ask import extractive, suggested_domain
 from palace_cli.backends import CAPABLE_PARAMETERS, Generator, size_label, unfit_reason, use_generator
 from palace_cli.errors import ConfigError
-from palace_cli.retrieve import context_entry, recall
+from palace_cli.search.retrieve import context_entry, recall
 
 
 @pytest.mark.parametrize("text, sentences", [

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from palace_cli import gitsetup
+from palace_cli.editing import gitsetup
 from palace_cli.cli import cli
 from palace_cli.index.files import render_all
 from palace_cli.index.merge import merge_generated
@@ -55,7 +55,7 @@ def generated(root: Path) -> dict[str, str]:
 
 def expected(root: Path) -> dict[str, str]:
     """What the notes on disk produce, parsed afresh (no cache)."""
-    from palace_cli.notes import load_note
+    from palace_cli.core.notes import load_note
     from palace_cli.palace import Scan
 
     p = Palace(root)

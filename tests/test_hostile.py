@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from palace_cli.cli import cli
 from palace_cli.errors import PalaceError
-from palace_cli.lint import lint
+from palace_cli.editing.lint import lint
 from palace_cli.mcp import PalaceTools
-from palace_cli.notes import MAX_NOTE_BYTES
+from palace_cli.core.notes import MAX_NOTE_BYTES
 from palace_cli.palace import Palace, shown_path
 
 HOSTILE_EXAMPLES = int(os.environ.get("PALACE_HYPOTHESIS_EXAMPLES", "50"))

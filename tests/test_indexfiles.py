@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from palace_cli.index.files import HIDDEN, check_index_files, render_all, write_index_files
-from palace_cli.notes import update_frontmatter
+from palace_cli.core.notes import update_frontmatter
 from palace_cli.palace import Palace, Scan
-from palace_cli.tokens import PhraseIndex, contains_phrase, find_phrases
+from palace_cli.core.tokens import PhraseIndex, contains_phrase, find_phrases
 
 
 def generated(root: Path) -> dict[str, str]:
@@ -174,7 +174,7 @@ def test_tokens_printed_by_other_fields_are_hidden(small_palace, parse_notes):
 
 
 def test_link_targets_are_escaped(tmp_path, parse_notes):
-    from palace_cli.authoring import add_memory, init_palace
+    from palace_cli.editing.authoring import add_memory, init_palace
 
     root = init_palace(tmp_path / "p")
     palace = Palace(root)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from palace_cli.index.files import write_index_files
-from palace_cli.lint import lint
-from palace_cli.notes import update_frontmatter
+from palace_cli.editing.lint import lint
+from palace_cli.core.notes import update_frontmatter
 from palace_cli.palace import Palace
 
 NOTE = """---

@@ -20,13 +20,13 @@ from pygls.lsp.client import LanguageClient  # noqa: E402
 
 from conftest import EXAMPLE, READ_ONLY_LAUNCHER, copy_palace, needs_namespace  # noqa: E402
 from palace_cli.errors import PalaceError  # noqa: E402
-from palace_cli.lint import lint, lint_note_text  # noqa: E402
+from palace_cli.editing.lint import lint, lint_note_text  # noqa: E402
 from palace_cli.lsp import buffer  # noqa: E402
 from palace_cli.lsp.names import Snapshot  # noqa: E402
-from palace_cli.notes import parse_note, update_frontmatter  # noqa: E402
+from palace_cli.core.notes import parse_note, update_frontmatter  # noqa: E402
 from palace_cli.palace import Palace  # noqa: E402
-from palace_cli.retrieve import search  # noqa: E402
-from palace_cli.tokens import contains_phrase, fingerprint  # noqa: E402
+from palace_cli.search.retrieve import search  # noqa: E402
+from palace_cli.core.tokens import contains_phrase, fingerprint  # noqa: E402
 
 ENTRY = "from palace_cli.cli import main; main()"
 BTREE = "memories/storage-engines/b-tree.md"

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from palace_cli.errors import NoteError
-from palace_cli.notes import (
+from palace_cli.core.notes import (
     edit_frontmatter,
     edit_section,
     inline_yaml,

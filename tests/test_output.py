@@ -109,7 +109,7 @@ def test_a_bad_budget_is_a_usage_error(palace):
 
 def test_counts_read_as_english(tmp_path):
     from palace_cli import Palace, add_memory, init_palace
-    from palace_cli.wording import plural
+    from palace_cli.core.wording import plural
 
     assert [plural(n, "memory") for n in (0, 1, 2)] == ["0 memories", "1 memory", "2 memories"]
     palace = Palace(init_palace(tmp_path / "kb"))
@@ -121,8 +121,8 @@ def test_counts_read_as_english(tmp_path):
 
 
 def test_the_interval_on_each_rating_key_is_the_one_the_rating_gives(palace):
-    from palace_cli.quiz.reviewlog import Review
-    from palace_cli.quiz.scheduler import replay
+    from palace_cli.study.reviewlog import Review
+    from palace_cli.study.scheduler import replay
 
     start = datetime(2026, 1, 1, tzinfo=timezone.utc)
     reviews = [Review("saga", start + timedelta(days=d), 3) for d in (0, 1, 4, 15)]

@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from palace_cli.config import find_root, load_config
+from palace_cli.core.config import find_root, load_config
 from palace_cli.errors import Ambiguous, ConfigError, NotAMemory, NoteError, NotAPalace, NotFound
-from palace_cli.lint import lint
+from palace_cli.editing.lint import lint
 from palace_cli.palace import Palace
 
 # ---- root discovery --------------------------------------------------------------------------

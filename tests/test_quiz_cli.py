@@ -48,8 +48,8 @@ def test_unknown_domain_is_an_error_with_the_list(example_palace):
 
 
 def test_study_core_imports_neither_click_nor_rich():
-    code = ("import sys, palace_cli.smashin, palace_cli.quiz.session, palace_cli.quiz.stats, "
-            "palace_cli.quiz.redqueen, palace_cli.quiz.evolver; "
+    code = ("import sys, palace_cli.study.smashin, palace_cli.study.session, palace_cli.study.stats, "
+            "palace_cli.study.redqueen, palace_cli.study.evolver; "
             "print(sorted(m for m in ('click', 'rich') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

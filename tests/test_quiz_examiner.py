@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from palace_cli.palace import Palace
-from palace_cli.quiz.evaluator import Element, grade
-from palace_cli.quiz.examiner import KINDS, Examiner, subject_forms
-from palace_cli.quiz.reviewlog import Review, ReviewLog
-from palace_cli.quiz.scheduler import replay
-from palace_cli.quiz.session import StudySession
-from palace_cli.quiz.strategies import keyword_neighbours, select, vector_neighbours
+from palace_cli.study.evaluator import Element, grade
+from palace_cli.study.examiner import KINDS, Examiner, subject_forms
+from palace_cli.study.reviewlog import Review, ReviewLog
+from palace_cli.study.scheduler import replay
+from palace_cli.study.session import StudySession
+from palace_cli.study.strategies import keyword_neighbours, select, vector_neighbours
 from palace_cli.index.vectors import VectorStore
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
@@ -197,7 +197,7 @@ def test_adversarial_pairs_confusable_memories_back_to_back(example):
 
 
 def test_adversarial_neighbours_come_from_bm25_when_the_search_index_is_built(example_palace):
-    from palace_cli.quiz.session import stored_neighbours
+    from palace_cli.study.session import stored_neighbours
     from palace_cli.index.refresh import refresh
 
     palace = Palace(example_palace)

@@ -13,9 +13,9 @@ import pytest
 from fsrs import Card, Rating, Scheduler
 
 from palace_cli.palace import Palace
-from palace_cli.quiz.reviewlog import Review, ReviewLog, parse_rating
-from palace_cli.quiz.scheduler import card_id, replay
-from palace_cli.quiz.stats import due_items, study_stats
+from palace_cli.study.reviewlog import Review, ReviewLog, parse_rating
+from palace_cli.study.scheduler import card_id, replay
+from palace_cli.study.stats import due_items, study_stats
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
 GIT_ENV = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.com",

@@ -10,11 +10,11 @@ from click.testing import CliRunner
 
 from palace_cli.cli import cli
 from palace_cli.palace import Palace
-from palace_cli.quiz.examiner import leaks, validate
-from palace_cli.quiz.llm import parse_generated, repetitive
-from palace_cli.quiz.redqueen import run_red_queen
-from palace_cli.quiz.reviewlog import ReviewLog
-from palace_cli.quiz.scheduler import replay
+from palace_cli.study.examiner import leaks, validate
+from palace_cli.study.llm import parse_generated, repetitive
+from palace_cli.study.redqueen import run_red_queen
+from palace_cli.study.reviewlog import ReviewLog
+from palace_cli.study.scheduler import replay
 
 
 @pytest.mark.parametrize("reply, parsed", [
@@ -38,7 +38,7 @@ ROUTE_PROMPT = "Which anchor?\nA) twin stages and a lever\nB) royal taster bird\
     ("royal taster bird", "royal taster bird"),  # no letter: the text is graded
 ])
 def test_route_choice(reply, chosen):
-    from palace_cli.quiz.llm import route_choice
+    from palace_cli.study.llm import route_choice
 
     assert route_choice(reply, ROUTE_PROMPT) == chosen
 
@@ -49,7 +49,7 @@ def test_repetition_is_detected():
 
 
 def test_generated_questions_are_validated_or_refused(real_generator, palace):
-    from palace_cli.quiz.llm import generate_question
+    from palace_cli.study.llm import generate_question
 
     memories = palace.scan().memories
     outcomes = []
@@ -122,7 +122,7 @@ def test_redqueen_without_a_model_says_how_to_get_one(example_palace):
 
 def test_evolve_with_the_real_generator_keeps_the_note_safe(real_generator, palace):
     from palace_cli.errors import PalaceError
-    from palace_cli.quiz.evolver import evolve
+    from palace_cli.study.evolver import evolve
 
     memory = palace.memory("secondary-index")
     path = palace.root / memory.path
@@ -146,7 +146,7 @@ def test_evolve_with_the_real_generator_keeps_the_note_safe(real_generator, pala
 
 
 def test_a_session_offers_every_third_question_to_the_generator(real_generator, example_palace):
-    from palace_cli.quiz.session import StudySession
+    from palace_cli.study.session import StudySession
 
     session = StudySession(Palace(example_palace), strategy="random", n=3, seed=2, generator=real_generator)
     asked = []

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import copy_palace
 from palace_cli.index.files import check_index_files
-from palace_cli.notes import atomic_write
+from palace_cli.core.notes import atomic_write
 from palace_cli.palace import Palace
 from palace_cli.index.refresh import refresh, stale, unindexed
 
@@ -223,7 +223,7 @@ def test_stale_without_a_cache_checks_only_the_generated_files(example_palace):
 
 
 def test_cached_scan_matches_a_direct_parse(palace, parse_notes):
-    from palace_cli.names import Names
+    from palace_cli.core.names import Names
 
     cached = palace.scan()
     direct = parse_notes(palace).memories
@@ -329,7 +329,7 @@ def test_vectors_embed_only_what_changed(small_palace, real_embedder):  # noqa: 
     assert counting.texts == 3  # no-op
     # a rename and a frontmatter-only change keep their vectors
     os.rename(palace.root / "memories/storage/bloom-filter.md", palace.root / "memories/distributed/bloom-filter.md")
-    from palace_cli.notes import update_frontmatter
+    from palace_cli.core.notes import update_frontmatter
 
     update_frontmatter(palace.root / "memories/distributed/saga.md", {"created": "2020-01-01"})
     report = refresh(palace, embedder=counting)

@@ -12,9 +12,9 @@ from click.testing import CliRunner
 
 from palace_cli.cli import cli
 from palace_cli.errors import NotFound, UsageError
-from palace_cli.profiles import PROFILES
+from palace_cli.search.profiles import PROFILES
 from palace_cli.index.refresh import refresh
-from palace_cli.retrieve import Hit, build_context, fuse_minmax, fuse_rrf, recall, search, trim_hits
+from palace_cli.search.retrieve import Hit, build_context, fuse_minmax, fuse_rrf, recall, search, trim_hits
 
 
 @pytest.mark.parametrize("query, domain", [
@@ -170,7 +170,7 @@ def test_cli_search_json_and_prompt(example_palace):
 
 
 def test_wake_up_is_deterministic_and_within_budget(palace):
-    from palace_cli.wakeup import wake_up
+    from palace_cli.search.wakeup import wake_up
 
     first = wake_up(palace, budget_tokens=300)
     second = wake_up(palace, budget_tokens=300)

@@ -9,9 +9,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from palace_cli.authoring import init_palace
+from palace_cli.editing.authoring import init_palace
 from palace_cli.palace import Palace
-from palace_cli.retrieve import recall, search
+from palace_cli.search.retrieve import recall, search
 
 WORDS = ("kiln pottery beagle marathon violin harbor lantern orchard quilt saddle comet meadow glacier bakery "
          "puzzle canoe tulip falcon ledger cactus velvet summit trolley walnut prism garnet hammock").split()

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from palace_cli.cli import cli
 from palace_cli.palace import Palace
-from palace_cli.similar import similar
+from palace_cli.search.similar import similar
 
 # A rewrite of the example palace's write-ahead-log note, as someone who forgot it was there might write it.
 WAL_AGAIN = {

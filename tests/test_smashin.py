@@ -9,9 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from palace_cli.cli import cli
-from palace_cli.lint import lint
+from palace_cli.editing.lint import lint
 from palace_cli.palace import Palace
-from palace_cli.smashin import FACTOR_KEYS, agreement, detect, score_memory
+from palace_cli.study.smashin import FACTOR_KEYS, agreement, detect, score_memory
 
 LABELS = Path(__file__).parent / "data" / "smashin_labels.jsonl"
 
@@ -93,7 +93,7 @@ def test_scorer_agrees_with_hand_labels(palace, split, min_accuracy, min_kappa):
 
 
 def test_agreement_statistics_on_a_known_table():
-    from palace_cli.smashin import SmashinScore, FactorResult
+    from palace_cli.study.smashin import SmashinScore, FactorResult
 
     def scored(keys):
         return SmashinScore("m", "p", [FactorResult(k, k, k in keys) for k in FACTOR_KEYS])
@@ -146,7 +146,7 @@ def test_evolve_without_a_generator_names_missing_factors_and_refuses_to_accept(
 
 
 def test_accepting_an_image_changes_only_the_image_section(palace):
-    from palace_cli.quiz.evolver import _note_hash, accept_image
+    from palace_cli.study.evolver import _note_hash, accept_image
 
     memory = palace.memory("secondary-index")
     path = palace.root / memory.path
@@ -166,7 +166,7 @@ def test_accepting_an_image_changes_only_the_image_section(palace):
 
 def test_accept_refuses_an_image_without_the_verify_token_or_a_changed_note(palace):
     from palace_cli.errors import PalaceError
-    from palace_cli.quiz.evolver import _note_hash, accept_image
+    from palace_cli.study.evolver import _note_hash, accept_image
 
     memory = palace.memory("rebalancing")
     path = palace.root / memory.path

@@ -8,11 +8,11 @@ import random
 
 import pytest
 
-from palace_cli.authoring import add_memory, init_palace
+from palace_cli.editing.authoring import add_memory, init_palace
 from palace_cli.importers import import_path
 from palace_cli.palace import Palace
-from palace_cli.retrieve import recall, search
-from palace_cli.sessions_route import reorder, route_sessions
+from palace_cli.search.retrieve import recall, search
+from palace_cli.search.sessions import reorder, route_sessions
 
 WORDS = ("kiln pottery beagle marathon violin harbor lantern orchard quilt saddle comet meadow glacier bakery "
          "puzzle canoe tulip falcon ledger cactus velvet summit trolley walnut anchor prism garnet hammock").split()

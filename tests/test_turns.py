@@ -9,15 +9,15 @@ import pytest
 from click.testing import CliRunner
 
 from conversation_fixtures import locomo_samples
-from palace_cli.authoring import init_palace
+from palace_cli.editing.authoring import init_palace
 from palace_cli.cli import cli
 from palace_cli.conversations import session_files
 from palace_cli.errors import UsageError
 from palace_cli.importers import import_path
 from palace_cli.index.refresh import stale, unindexed
 from palace_cli.palace import Palace
-from palace_cli.retrieve import recall, search
-from palace_cli.verify import parse_context, verify_response
+from palace_cli.search.retrieve import recall, search
+from palace_cli.answers.verify import parse_context, verify_response
 
 
 def sessions_palace(root, samples=None) -> Palace:

@@ -1,4 +1,4 @@
-"""Validity in time, pure: dates and moments, boundaries, the version graph (palace_cli/validity.py)."""
+"""Validity in time, pure: dates and moments, boundaries, the version graph (palace_cli/core/validity.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import date, datetime, timedelta, timezone
 
 import pytest
 
-from palace_cli.validity import NEVER, Entry, Versions, format_moment, parse_moment
+from palace_cli.core.validity import NEVER, Entry, Versions, format_moment, parse_moment
 
 
 def utc(*parts) -> datetime:

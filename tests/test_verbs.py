@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from palace_cli.cli import cli
-from palace_cli.editor import editor_command
+from palace_cli.editing.editor import editor_command
 
 TWO_PC = "memories/consensus-coordination/two-phase-commit.md"
 SAGA = "memories/messaging-events/saga-pattern.md"

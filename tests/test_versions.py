@@ -11,17 +11,17 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from palace_cli.authoring import add_memory, init_palace
+from palace_cli.editing.authoring import add_memory, init_palace
 from palace_cli.cli import cli
 from palace_cli.errors import UsageError
-from palace_cli.lint import lint
+from palace_cli.editing.lint import lint
 from palace_cli.palace import Palace
-from palace_cli.quiz.reviewlog import Review, ReviewLog
-from palace_cli.quiz.session import StudySession
-from palace_cli.quiz.stats import due_items, study_stats
-from palace_cli.retrieve import recall, search
-from palace_cli.versions import history, supersede
-from palace_cli.wakeup import wake_up
+from palace_cli.study.reviewlog import Review, ReviewLog
+from palace_cli.study.session import StudySession
+from palace_cli.study.stats import due_items, study_stats
+from palace_cli.search.retrieve import recall, search
+from palace_cli.editing.versions import history, supersede
+from palace_cli.search.wakeup import wake_up
 
 GIT_ENV = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.com",
                GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.com")
@@ -477,7 +477,7 @@ def test_two_branches_superseding_one_note_merge_to_a_fork_that_lint_explains(te
 
 def test_example_palace_update_chains_and_their_queries_agree(palace):
     from palace_cli.bench.retrieval import load_queries
-    from palace_cli.validity import parse_moment
+    from palace_cli.core.validity import parse_moment
 
     palace.refresh(embedder=None)
     versions = palace.index.versions()

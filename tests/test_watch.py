@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from conversation_fixtures import locomo_samples
-from palace_cli.authoring import init_palace
+from palace_cli.editing.authoring import init_palace
 from palace_cli.importers import import_path
 from palace_cli.index.files import check_index_files
-from palace_cli.notes import atomic_write
+from palace_cli.core.notes import atomic_write
 from palace_cli.palace import Palace
 from palace_cli.index.refresh import refresh
-from palace_cli.retrieve import search
+from palace_cli.search.retrieve import search
 from palace_cli.watch import Watcher, relevant
 
 WAIT_S = 30.0  # a guard against hanging, not a speed requirement: events normally land within a second

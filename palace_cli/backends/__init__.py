@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from ..errors import ConfigError, ModelError
+from palace_cli.errors import ConfigError, ModelError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -45,19 +45,19 @@ class Generator(ABC):
 
 
 def _llamacpp_embedder(path: Path, **options) -> Embedder:
-    from .llamacpp import LlamaCppEmbedder
+    from palace_cli.backends.llamacpp import LlamaCppEmbedder
 
     return LlamaCppEmbedder(path, **options)
 
 
 def _llamacpp_generator(path: Path, **options) -> Generator:
-    from .llamacpp import LlamaCppGenerator
+    from palace_cli.backends.llamacpp import LlamaCppGenerator
 
     return LlamaCppGenerator(path, **options)
 
 
 def _openai_generator(url: str, model: str, **options) -> Generator:
-    from .openai import OpenAIGenerator
+    from palace_cli.backends.openai import OpenAIGenerator
 
     return OpenAIGenerator(url, model, **options)
 
@@ -124,7 +124,7 @@ def model_setting(models: dict, role: str, root: Path | None = None) -> ModelSet
         return ModelSetting(role, "endpoint", endpoint=endpoint,
                             endpoint_model=str(models.get("endpoint_model", "") or ""))
     if value.lower() in ("", "default"):
-        from .install import default_model_path
+        from palace_cli.backends.install import default_model_path
 
         return ModelSetting(role, "default", default_model_path(role))
     path = Path(value).expanduser()
@@ -159,7 +159,7 @@ def embedder_key(path: Path) -> str:
 
 
 def _options(role: str, path: Path) -> tuple:
-    from .install import default_model_options
+    from palace_cli.backends.install import default_model_options
 
     return tuple(sorted(default_model_options(role, path).items()))
 

@@ -18,10 +18,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Mapping
 
-from ..errors import ModelError
-from ..progress import Progress
-from . import sha256_file
-from .weights import EMBEDDER_TYPES
+from palace_cli.errors import ModelError
+from palace_cli.progress import Progress
+from palace_cli.backends import sha256_file
+from palace_cli.backends.weights import EMBEDDER_TYPES
 
 __all__ = [
     "ModelError", "ModelInfo", "models_dir", "install", "list_models",
@@ -161,7 +161,7 @@ def install(progress: Progress | None = None, force: bool = False, embedder_type
             progress(message, 0, 0)
 
     if embedder_type is None:
-        from .weights import embedder_type_here
+        from palace_cli.backends.weights import embedder_type_here
 
         choice = embedder_type_here()
         say(f"embedder weights: {choice.qtype} ({choice.reason})")

@@ -11,8 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import ModelError
-from . import Embedder, Generator, file_model_id
+from palace_cli.errors import ModelError
+from palace_cli.backends import Embedder, Generator, file_model_id
 
 if TYPE_CHECKING:
     import numpy as np

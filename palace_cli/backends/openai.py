@@ -11,8 +11,8 @@ import socket
 import urllib.error
 import urllib.request
 
-from ..errors import ModelError
-from . import Generator
+from palace_cli.errors import ModelError
+from palace_cli.backends import Generator
 
 DEFAULT_TIMEOUT = 120.0
 

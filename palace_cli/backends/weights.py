@@ -51,8 +51,8 @@ def cpu_flags(cpuinfo: str) -> set[str] | None:
 
 def embedder_type_here() -> WeightChoice:
     """The weight type for this machine: asks the installed llama.cpp, and reads /proc/cpuinfo on Linux."""
-    from ..errors import ModelError
-    from .llamacpp import system_info
+    from palace_cli.errors import ModelError
+    from palace_cli.backends.llamacpp import system_info
 
     try:
         info = system_info()

@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .. import extract as ex
-from ..abstention import ABSTAIN_BELOW, weigh
-from ..errors import PalaceError
-from ..palace import Palace
-from ..retrieve import recall
-from ..tokens import normalize
-from .retrieval import load_queries
-from .verify import detection_metrics
+from palace_cli.answers import extract as ex
+from palace_cli.answers.abstention import ABSTAIN_BELOW, weigh
+from palace_cli.errors import PalaceError
+from palace_cli.palace import Palace
+from palace_cli.search.retrieve import recall
+from palace_cli.core.tokens import normalize
+from palace_cli.bench.retrieval import load_queries
+from palace_cli.bench.verify import detection_metrics
 
 Progress = Callable[[str, int, int], None]
 FOLDS = 6
@@ -270,7 +270,7 @@ def outcomes(name: str, palace: Palace, queries_path: Path, generate: str, use_c
     """`ask` run on every question (generate: auto, always, never): per answerable and absent questions, how
     many were answered grounded (generated or extractive), ungrounded or abstained, and why a generated
     answer was not used."""
-    from ..ask import ask
+    from palace_cli.answers.ask import ask
 
     queries = load_queries(queries_path)
     out: dict = {}

@@ -16,9 +16,9 @@ import statistics
 import time
 from pathlib import Path
 
-from ..progress import Progress
-from .index_bench import calibration_s
-from .synth import NoteFactory
+from palace_cli.progress import Progress
+from palace_cli.bench.index_bench import calibration_s
+from palace_cli.bench.synth import NoteFactory
 
 # name -> LlamaCppEmbedder options; each adds one change to the one before
 CONFIGS: dict[str, dict] = {
@@ -58,7 +58,7 @@ def query_texts(count: int, seed: int = 0, locomo: Path | None = None) -> list[s
 
 def note_texts(count: int, seed: int = 0) -> list[str]:
     """The embedded text (subject, anchor, keywords, image, content) of `count` synthetic 1.7 KB notes."""
-    from ..notes import parse_note
+    from palace_cli.core.notes import parse_note
 
     factory = NoteFactory(seed, max(count, 1000))
     texts = []
@@ -77,8 +77,8 @@ def run(model: Path, shorts: list[str], notes: list[str], queries: list[str] | N
     """
     import numpy as np
 
-    from ..backends.install import default_model_options
-    from ..backends.llamacpp import LlamaCppEmbedder
+    from palace_cli.backends.install import default_model_options
+    from palace_cli.backends.llamacpp import LlamaCppEmbedder
 
     names = configs or list(CONFIGS)
     # the new configurations cut where palace would: the default model's own limit, unless told otherwise

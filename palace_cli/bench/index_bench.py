@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..progress import Progress
-from .synth import edit_note, generate_palace
+from palace_cli.progress import Progress
+from palace_cli.bench.synth import edit_note, generate_palace
 
 REPEATS = 5
 
@@ -42,9 +42,9 @@ def _size_on_disk(path: Path) -> int:
 
 def measure(root: Path, embed: bool, seed: int = 0) -> dict:
     """Measure one generated palace in this process (the worker side): builds, refreshes, sizes, memory."""
-    from ..palace import Palace
-    from ..index.refresh import refresh
-    from ..index.store import RACY_NS
+    from palace_cli.palace import Palace
+    from palace_cli.index.refresh import refresh
+    from palace_cli.index.store import RACY_NS
 
     palace = Palace(root)
     n = len(palace.note_files())

@@ -25,13 +25,13 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import PalaceError
-from ..index.scope import Scope
-from ..palace import Palace
-from ..profiles import PROFILES
-from ..retrieve import assemble_context, hit_confidence, pick, recall, search
-from ..wakeup import BYTES_PER_TOKEN
-from .retrieval import _auc, bootstrap_ci
+from palace_cli.errors import PalaceError
+from palace_cli.index.scope import Scope
+from palace_cli.palace import Palace
+from palace_cli.search.profiles import PROFILES
+from palace_cli.search.retrieve import assemble_context, hit_confidence, pick, recall, search
+from palace_cli.search.wakeup import BYTES_PER_TOKEN
+from palace_cli.bench.retrieval import _auc, bootstrap_ci
 
 MODES = ("2hop", "lexical", "dense", "hybrid")
 CUTOFFS = (1, 5, 10, 25, 50)

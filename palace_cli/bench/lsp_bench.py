@@ -22,9 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..progress import Progress
-from .index_bench import calibration_s
-from .synth import generate_palace
+from palace_cli.progress import Progress
+from palace_cli.bench.index_bench import calibration_s
+from palace_cli.bench.synth import generate_palace
 
 ENTRY = "from palace_cli.cli import main; main()"
 
@@ -72,7 +72,7 @@ async def _session(root: Path, requests: int, seed: int, say) -> dict:
     from lsprotocol import types as lsp
     from pygls.lsp.client import LanguageClient
 
-    from ..palace import Palace
+    from palace_cli.palace import Palace
 
     rng = random.Random(seed)
     memories = sorted(Palace(root).index.scan(light=True).memories.values(), key=lambda m: m.id)
@@ -164,7 +164,7 @@ def run(size: int = 10_000, requests: int = 200, seed: int = 0, workdir: Path | 
 
 
 def _run(root: Path, size: int, requests: int, seed: int, say) -> dict:
-    from ..palace import Palace
+    from palace_cli.palace import Palace
 
     if not (root / "palace.toml").exists():
         root.parent.mkdir(parents=True, exist_ok=True)
@@ -186,8 +186,8 @@ def _run(root: Path, size: int, requests: int, seed: int, say) -> dict:
 def _table_rebuilds(root: Path, edits: int = 5) -> dict:
     """CPU and wall ms of rebuilding the server's tables after each of `edits` saves of one note (the note
     restored afterwards); the first build of the process is reported apart, as nothing is reused in it."""
-    from ..lsp.names import Snapshot
-    from ..palace import Palace
+    from palace_cli.lsp.names import Snapshot
+    from palace_cli.palace import Palace
 
     palace = Palace(root)
     palace.refresh(embedder=None)

@@ -22,10 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..errors import UsageError
-from ..progress import Progress
-from .index_bench import calibration_s
-from .synth import generate_palace
+from palace_cli.errors import UsageError
+from palace_cli.progress import Progress
+from palace_cli.bench.index_bench import calibration_s
+from palace_cli.bench.synth import generate_palace
 
 STAND_IN = "stand-in:random-unit-vectors"  # the model id prefix of latency-only vectors
 
@@ -57,7 +57,7 @@ def queries(root: Path, words: int, count: int, seed: int) -> list[str]:
 
 
 def _timed(palace, query: str, mode: str, first_sight: bool) -> tuple[float, float]:
-    from ..retrieve import recall
+    from palace_cli.search.retrieve import recall
 
     if first_sight:
         palace.index.text.forget_postings()
@@ -107,7 +107,7 @@ def run(size: int, words: list[int], modes: list[str], count: int = 25, warmup: 
         workdir: Path | None = None, stand_in: bool = False, progress: Progress | None = None,
         vocabulary: str = "small") -> dict:
     """Generate (or reuse, under workdir) a palace of `size` notes, index it, and time warm recall."""
-    from ..palace import Palace
+    from palace_cli.palace import Palace
 
     def say(message: str) -> None:
         if progress:

@@ -12,11 +12,11 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import PalaceError
-from ..palace import Palace
-from ..profiles import PROFILES
-from ..retrieve import build_context, hit_confidence, recall, search, trim_hits
-from ..validity import parse_moment
+from palace_cli.errors import PalaceError
+from palace_cli.palace import Palace
+from palace_cli.search.profiles import PROFILES
+from palace_cli.search.retrieve import build_context, hit_confidence, recall, search, trim_hits
+from palace_cli.core.validity import parse_moment
 
 ALL_MODES = ("2hop", "lexical", "dense", "hybrid")
 CUTOFFS = (1, 3, 5, 10)
@@ -295,9 +295,9 @@ def corpus_palace(source: Path, workdir: Path | None = None, progress=None) -> t
     palace cached under $PALACE_HOME/bench, keyed by the source's files, sizes and times."""
     import hashlib
 
-    from ..authoring import init_palace
-    from ..backends.install import models_dir
-    from ..importers import import_path
+    from palace_cli.editing.authoring import init_palace
+    from palace_cli.backends.install import models_dir
+    from palace_cli.importers import import_path
 
     source = Path(source).expanduser().resolve()
     if (source / "palace.toml").is_file():
@@ -322,9 +322,9 @@ def corpus_palace(source: Path, workdir: Path | None = None, progress=None) -> t
 
 def beir_palace(beir_dir: Path, workdir: Path | None = None, progress=None) -> tuple[Palace, Path]:
     """A palace holding a BEIR corpus (imported once, then reused), and its query file."""
-    from ..authoring import init_palace
-    from ..importers import import_path
-    from ..backends.install import models_dir
+    from palace_cli.editing.authoring import init_palace
+    from palace_cli.importers import import_path
+    from palace_cli.backends.install import models_dir
 
     beir_dir = Path(beir_dir).expanduser().resolve()
     if not (beir_dir / "corpus.jsonl").is_file():

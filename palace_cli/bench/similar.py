@@ -18,10 +18,10 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import PalaceError
-from ..palace import Palace
-from ..similar import METHODS, similar, threshold
-from .retrieval import _auc
+from palace_cli.errors import PalaceError
+from palace_cli.palace import Palace
+from palace_cli.search.similar import METHODS, similar, threshold
+from palace_cli.bench.retrieval import _auc
 
 SHOWN = 3  # `add` names at most the three nearest memories
 GRIDS = {"dense": [round(0.5 + 0.05 * i, 2) for i in range(10)],

@@ -22,14 +22,14 @@ from typing import Callable
 
 import numpy as np
 
-from ..ask import build_prompt
-from ..generation import cached
-from ..palace import Palace
-from ..profiles import PROFILES
-from ..retrieve import Hit, build_context, search
-from ..tokens import contains_phrase
-from ..verify import Verdict, verify_response
-from .retrieval import BOOTSTRAP, Query, load_queries
+from palace_cli.answers.ask import build_prompt
+from palace_cli.backends.cache import cached
+from palace_cli.palace import Palace
+from palace_cli.search.profiles import PROFILES
+from palace_cli.search.retrieve import Hit, build_context, search
+from palace_cli.core.tokens import contains_phrase
+from palace_cli.answers.verify import Verdict, verify_response
+from palace_cli.bench.retrieval import BOOTSTRAP, Query, load_queries
 
 CONDITIONS = ("grounded", "no-context", "wrong-context", "adversarial")
 BENCH_MAX_TOKENS = 80

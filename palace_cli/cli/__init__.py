@@ -7,8 +7,8 @@ import sys
 
 import click
 
-from ..errors import PalaceError, UsageError
-from ..palace import Palace
+from palace_cli.errors import PalaceError, UsageError
+from palace_cli.palace import Palace
 
 
 class PalaceGroup(click.Group):
@@ -42,7 +42,7 @@ class PalaceGroup(click.Group):
             sys.exit(1)
         except Exception as exc:
             # A write the core did not expect to fail (a read-only or full disk): one line, not a traceback.
-            from ..disk import disk_error
+            from palace_cli.core.disk import disk_error
 
             where = getattr(exc, "filename", None)
             error = disk_error(exc, f"cannot write {where}" if where else "a write failed")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .verify_cmd import bench_verify
+from palace_cli.cli.verify_cmd import bench_verify
 
 
 @click.group()
@@ -28,8 +28,8 @@ def bench_index(sizes, seed, embed_max, workdir, keep, as_json):
 
     Example: palace bench index --sizes 1000,10000 --json
     """
-    from . import render
-    from ..bench.index_bench import run
+    from palace_cli.cli import render
+    from palace_cli.bench.index_bench import run
 
     try:
         wanted = [int(part) for part in sizes.split(",") if part.strip()]
@@ -72,10 +72,10 @@ def bench_embed(model, n_short, n_notes, n_queries, locomo, max_tokens, rounds, 
     """
     from pathlib import Path
 
-    from . import render
-    from ..bench.embed_bench import CONFIGS, note_texts, query_texts, run, short_texts
-    from ..errors import ModelError
-    from ..backends.install import default_model_path
+    from palace_cli.cli import render
+    from palace_cli.bench.embed_bench import CONFIGS, note_texts, query_texts, run, short_texts
+    from palace_cli.errors import ModelError
+    from palace_cli.backends.install import default_model_path
 
     path = Path(model) if model else default_model_path("embedder")
     if path is None:
@@ -140,12 +140,12 @@ def bench_retrieval(obj, queries_file, corpus_dir, beir_dir, locomo_file, scopes
     """
     from pathlib import Path
 
-    from . import render
-    from ..bench.retrieval import beir_palace, corpus_palace, load_queries, markdown_table, run_retrieval_bench
-    from .index_cmd import refresh_with_progress
+    from palace_cli.cli import render
+    from palace_cli.bench.retrieval import beir_palace, corpus_palace, load_queries, markdown_table, run_retrieval_bench
+    from palace_cli.cli.index_cmd import refresh_with_progress
 
     if locomo_file:
-        from ..bench.locomo import markdown, run_locomo_bench
+        from palace_cli.bench.locomo import markdown, run_locomo_bench
 
         refresh_with_progress(obj.palace)
         summary = run_locomo_bench(obj.palace, Path(locomo_file), modes=[m.strip() for m in modes.split(",") if m.strip()],
@@ -209,8 +209,8 @@ def bench_ask(obj, sets, generate, no_cache, as_json):
     """
     from pathlib import Path
 
-    from . import render
-    from ..bench.ask import markdown_report, run_ask_bench
+    from palace_cli.cli import render
+    from palace_cli.bench.ask import markdown_report, run_ask_bench
 
     chosen = [(Path(root), Path(queries), None if answers == "-" else Path(answers)) for root, queries, answers in sets]
     if not chosen:
@@ -242,8 +242,8 @@ def bench_lsp(size, requests, seed, workdir, as_json):
 
     Example: palace bench lsp --size 10000 --workdir /tmp/palace-bench
     """
-    from . import render
-    from ..bench.lsp_bench import run
+    from palace_cli.cli import render
+    from palace_cli.bench.lsp_bench import run
 
     results = run(size, requests, seed, workdir, progress=render.progress_lines())
     if as_json:
@@ -283,8 +283,8 @@ def bench_recall(size, words, modes, count, warmup, seed, vocabulary, stand_in, 
 
     Example: palace bench recall --size 100000 --modes lexical,hybrid --stand-in-vectors --workdir /tmp/b
     """
-    from . import render
-    from ..bench.recall_bench import run
+    from palace_cli.cli import render
+    from palace_cli.bench.recall_bench import run
 
     try:
         lengths = [int(part) for part in words.split(",") if part.strip()]
@@ -323,8 +323,8 @@ def bench_similar(obj, duplicates_file, methods, as_json):
     """
     from pathlib import Path
 
-    from . import render
-    from ..bench.similar import load_duplicates, markdown_report, run_similar_bench
+    from palace_cli.cli import render
+    from palace_cli.bench.similar import load_duplicates, markdown_report, run_similar_bench
 
     palace = obj.palace
     path = Path(duplicates_file) if duplicates_file else palace.root / "duplicates.jsonl"

@@ -7,13 +7,13 @@ import subprocess
 
 import click
 
-from ..curate import backlinks as find_backlinks, move_memory, remove_memory, tags as all_tags
-from ..editor import editor_command
-from ..errors import NoteError, PalaceError
-from ..lint import lint_note_text
-from ..notes import load_note
-from ..wording import plural
-from . import pass_ctx, render
+from palace_cli.editing.curate import backlinks as find_backlinks, move_memory, remove_memory, tags as all_tags
+from palace_cli.editing.editor import editor_command
+from palace_cli.errors import NoteError, PalaceError
+from palace_cli.editing.lint import lint_note_text
+from palace_cli.core.notes import load_note
+from palace_cli.core.wording import plural
+from palace_cli.cli import pass_ctx, render
 
 
 def run_editor(path, line: int | None = None) -> None:

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import click
 
-from ..gitsetup import setup_git, stage
-from ..index.files import MARKER, render_all
-from ..index.merge import merge_generated
-from ..wording import plural
-from . import pass_ctx, render
+from palace_cli.editing.gitsetup import setup_git, stage
+from palace_cli.index.files import MARKER, render_all
+from palace_cli.index.merge import merge_generated
+from palace_cli.core.wording import plural
+from palace_cli.cli import pass_ctx, render
 
 
 @click.group(name="git")

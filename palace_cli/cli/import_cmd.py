@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import click
 
-from ..wording import plural
-from ..conversations.model import INCLUDABLE
-from . import render
-from ..importers import FORMATS, import_path
-from ..importers.markdown import SPLITS
-from . import pass_ctx
+from palace_cli.core.wording import plural
+from palace_cli.conversations.model import INCLUDABLE
+from palace_cli.cli import render
+from palace_cli.importers import FORMATS, import_path
+from palace_cli.importers.markdown import SPLITS
+from palace_cli.cli import pass_ctx
 
 
 def _run_with_progress(palace, path, **options):

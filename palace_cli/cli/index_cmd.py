@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import click
 
-from . import render
-from ..wording import plural
-from ..errors import UsageError
-from ..index.refresh import stale
-from . import pass_ctx
+from palace_cli.cli import render
+from palace_cli.core.wording import plural
+from palace_cli.errors import UsageError
+from palace_cli.index.refresh import stale
+from palace_cli.cli import pass_ctx
 
 
 def refresh_with_progress(palace, rebuild: bool = False):

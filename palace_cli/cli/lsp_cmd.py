@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from . import pass_ctx
+from palace_cli.cli import pass_ctx
 
 
 @click.command()
@@ -23,10 +23,10 @@ def lsp(ctx, stdio):
     Example: palace lsp   # started by the editor, not by hand
     """
     try:
-        from ..lsp import serve
+        from palace_cli.lsp import serve
     except ImportError as exc:
         raise click.ClickException(f"the language server needs pygls: pip install 'palace-cli[lsp]' ({exc})")
-    from ..config import find_root
+    from palace_cli.core.config import find_root
 
     if ctx.palace_dir or os.environ.get("PALACE_DIR"):
         find_root(explicit=ctx.palace_dir)  # a wrong --palace fails here, with a message, not inside the editor

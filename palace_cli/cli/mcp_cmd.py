@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..errors import UsageError
-from . import pass_ctx
+from palace_cli.errors import UsageError
+from palace_cli.cli import pass_ctx
 
 
 @click.command()
@@ -19,7 +19,7 @@ def mcp(ctx):
 
     if importlib.util.find_spec("mcp") is None:  # the SDK is an extra
         raise UsageError("the MCP server needs the mcp package: pip install 'palace-cli[mcp]'")
-    from ..mcp import serve
+    from palace_cli.mcp import serve
 
     serve(ctx.palace)
 

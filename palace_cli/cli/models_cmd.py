@@ -6,8 +6,8 @@ import json
 
 import click
 
-from ..backends import install as models
-from . import render
+from palace_cli.backends import install as models
+from palace_cli.cli import render
 
 
 @click.group("models")

@@ -7,17 +7,17 @@ import sys
 import click
 from rich.markup import escape
 
-from ..wording import plural
-from ..authoring import draft_memory, init_palace, propose_missing_token, token_warnings
-from ..curate import has_tag
-from ..errors import NoteError, PalaceError
-from ..index.locks import write_lock
-from ..lint import lint as run_lint
-from ..notes import Memory
-from ..similar import similar, warning_lines
-from ..tokens import fingerprint
-from ..validity import TYPES
-from . import open_palace, pass_ctx, render
+from palace_cli.core.wording import plural
+from palace_cli.editing.authoring import draft_memory, init_palace, propose_missing_token, token_warnings
+from palace_cli.editing.curate import has_tag
+from palace_cli.errors import NoteError, PalaceError
+from palace_cli.index.locks import write_lock
+from palace_cli.editing.lint import lint as run_lint
+from palace_cli.core.notes import Memory
+from palace_cli.search.similar import similar, warning_lines
+from palace_cli.core.tokens import fingerprint
+from palace_cli.core.validity import TYPES
+from palace_cli.cli import open_palace, pass_ctx, render
 
 
 def memory_summary(memory: Memory) -> dict:
@@ -82,7 +82,7 @@ def _edit_draft(palace, draft) -> Memory | None:
     import tempfile
     from pathlib import Path
 
-    from .curate_cmd import run_editor
+    from palace_cli.cli.curate_cmd import run_editor
 
     with tempfile.TemporaryDirectory(prefix="palace-add-") as folder:
         path = Path(folder) / f"{draft.id}.md"

@@ -15,7 +15,7 @@ def _walk(command: click.Command, path: list[str]):
 
 def cli_reference() -> str:
     """Markdown: one section per command with its help text, as `palace ... --help` prints it."""
-    from . import cli
+    from palace_cli.cli import cli
 
     parts = []
     for path, command in _walk(cli, ["palace"]):

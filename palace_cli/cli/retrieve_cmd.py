@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
-from ..profiles import BYTES_PER_TOKEN, PROFILES, tokens_of
-from ..retrieve import MODES, recall as run_recall, search as run_search
-from ..wording import plural
-from . import pass_ctx, render
+from palace_cli.search.profiles import BYTES_PER_TOKEN, PROFILES, tokens_of
+from palace_cli.search.retrieve import MODES, recall as run_recall, search as run_search
+from palace_cli.core.wording import plural
+from palace_cli.cli import pass_ctx, render
 
 
 class Budget(click.ParamType):
@@ -146,7 +146,7 @@ def wake_up(ctx, budget, as_json):
 
     Example: palace wake-up --budget 800
     """
-    from ..wakeup import DEFAULT_BUDGET, wake_up as run_wake_up
+    from palace_cli.search.wakeup import DEFAULT_BUDGET, wake_up as run_wake_up
 
     result = run_wake_up(ctx.palace, budget_tokens=DEFAULT_BUDGET if budget is None else budget // BYTES_PER_TOKEN)
     if as_json:
@@ -170,7 +170,7 @@ def similar(ctx, ref, text, k, method, include_superseded, as_json):
     Those at or above the warning threshold are marked close: candidates for `palace supersede` or a
     link; nothing is ever merged. Example: palace similar write-through-cache
     """
-    from ..similar import similar as run_similar
+    from palace_cli.search.similar import similar as run_similar
 
     result = run_similar(ctx.palace, ref=ref, text=text, k=k, include_superseded=include_superseded, method=method)
     if as_json:

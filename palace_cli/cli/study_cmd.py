@@ -13,12 +13,12 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from . import render
-from ..errors import UsageError
-from ..quiz.strategies import STRATEGIES
-from ..wording import plural
-from ..smashin import FACTORS, agreement, factor, level, score_memory, threshold
-from . import pass_ctx
+from palace_cli.cli import render
+from palace_cli.errors import UsageError
+from palace_cli.study.strategies import STRATEGIES
+from palace_cli.core.wording import plural
+from palace_cli.study.smashin import FACTORS, agreement, factor, level, score_memory, threshold
+from palace_cli.cli import pass_ctx
 
 RATING_KEYS = {"1": 1, "2": 2, "3": 3, "4": 4}
 RATING_STYLE = {1: ("again", "red"), 2: ("hard", "yellow"), 3: ("good", "green"), 4: ("easy", "cyan")}
@@ -160,7 +160,7 @@ def quiz(ctx, domain, strategy, count, profile, use_llm, seed):
 
     Example: palace quiz --strategy weak-spots -n 5
     """
-    from ..quiz.session import StudySession, resolve_generator
+    from palace_cli.study.session import StudySession, resolve_generator
 
     palace = ctx.palace
     generator = resolve_generator(palace) if use_llm else None
@@ -213,7 +213,7 @@ def due(ctx, domain, learner, limit, as_json):
 
     Example: palace due --json
     """
-    from ..quiz.stats import due_items
+    from palace_cli.study.stats import due_items
 
     items, new, schedule, log_problems = due_items(ctx.palace, learner, domain=domain)
     _warn_log(log_problems)
@@ -259,7 +259,7 @@ def stats(ctx, learner, as_json):
 
     Example: palace stats
     """
-    from ..quiz.stats import study_stats
+    from palace_cli.study.stats import study_stats
 
     data = study_stats(ctx.palace, learner)
     if as_json:
@@ -376,8 +376,8 @@ def evolve(ctx, ref, accept, as_json):
 
     Example: palace evolve two-phase-commit --accept
     """
-    from ..quiz.evolver import evolve as run_evolve
-    from ..quiz.session import usable_generator
+    from palace_cli.study.evolver import evolve as run_evolve
+    from palace_cli.study.session import usable_generator
 
     palace = ctx.palace
     generator, why_not = usable_generator(palace, "propose a better image")
@@ -414,9 +414,9 @@ def redqueen(ctx, rounds, strategy, count, domain, seed, as_json):
 
     Example: palace redqueen --rounds 3 -n 10
     """
-    from ..errors import ModelError
-    from ..quiz.redqueen import run_red_queen
-    from ..quiz.session import usable_generator
+    from palace_cli.errors import ModelError
+    from palace_cli.study.redqueen import run_red_queen
+    from palace_cli.study.session import usable_generator
 
     palace = ctx.palace
     generator, why_not = usable_generator(palace, "recall memories from their anchors")

@@ -7,11 +7,11 @@ import sys
 import click
 from rich.markup import escape
 
-from . import render
-from ..errors import NotAPalace, UsageError
-from ..profiles import PROFILES
-from ..verify import RULES, Verdict, parse_context
-from . import pass_ctx
+from palace_cli.cli import render
+from palace_cli.errors import NotAPalace, UsageError
+from palace_cli.search.profiles import PROFILES
+from palace_cli.answers.verify import RULES, Verdict, parse_context
+from palace_cli.cli import pass_ctx
 
 
 def _read(source: str, what: str) -> str:
@@ -74,7 +74,7 @@ def verify(ctx, response_file, memory_refs, context_file, rule, as_of, as_json):
     """
     if bool(memory_refs) == bool(context_file):
         raise UsageError("give the handed-over memories with --memory ID ... or --context FILE (one of them)")
-    from ..ask import handed_memories, verify_answer
+    from palace_cli.answers.ask import handed_memories, verify_answer
 
     response = _read(response_file, "response")
     if memory_refs:
@@ -121,7 +121,7 @@ def ask(ctx, question, k, profile, threshold, generate, max_tokens, rule, no_cac
     (extractive), each followed by its memory's verify token. Exit 0 for a grounded answer, 1 when it
     abstains or the answer fails verification. Example: palace ask "why do retries need jitter?"
     """
-    from ..ask import MAX_TOKENS, ask as run_ask
+    from palace_cli.answers.ask import MAX_TOKENS, ask as run_ask
 
     answer = run_ask(ctx.palace, question, k=k, profile=profile, threshold=threshold, rule=rule, generate=generate,
                      max_tokens=max_tokens or MAX_TOKENS, use_cache=not no_cache)
@@ -165,8 +165,8 @@ def bench_verify(ctx, queries, max_tokens, limit, no_generate, no_cache, as_json
 
     Example: palace --palace example-palace bench verify
     """
-    from ..backends import generator_from_config
-    from ..bench.verify import markdown_report, run_verify_bench
+    from palace_cli.backends import generator_from_config
+    from palace_cli.bench.verify import markdown_report, run_verify_bench
 
     palace = ctx.palace
     generator = None if no_generate else generator_from_config(palace.config.models, palace.root)

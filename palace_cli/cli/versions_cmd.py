@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from . import pass_ctx, render
+from palace_cli.cli import pass_ctx, render
 
 
 @click.command()
@@ -21,7 +21,7 @@ def supersede(ctx, old, new, valid_from, as_json):
     over NEW, and an answer citing OLD's token is stale. Example:
     palace supersede team-standup standup-v3 --valid-from 2026-03-02
     """
-    from ..versions import supersede as run_supersede
+    from palace_cli.editing.versions import supersede as run_supersede
 
     link = run_supersede(ctx.palace, old, new, valid_from=valid_from)
     if as_json:
@@ -47,7 +47,7 @@ def history(ctx, ref, no_git, as_json):
 
     Example: palace history team-standup --json
     """
-    from ..versions import history as run_history
+    from palace_cli.editing.versions import history as run_history
 
     result = run_history(ctx.palace, ref, with_git=not no_git)
     if as_json:

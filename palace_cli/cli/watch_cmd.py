@@ -9,8 +9,8 @@ import time
 
 import click
 
-from ..wording import plural
-from . import pass_ctx, render
+from palace_cli.core.wording import plural
+from palace_cli.cli import pass_ctx, render
 
 
 def _line(event) -> str:
@@ -47,8 +47,8 @@ def watch(ctx, debounce, as_json):
 
     Example: palace watch   # in a spare terminal while you edit notes
     """
-    from ..watch import Watcher
-    from .index_cmd import report_problems_once
+    from palace_cli.watch import Watcher
+    from palace_cli.cli.index_cmd import report_problems_once
 
     def on_event(event):
         if as_json:

@@ -21,12 +21,12 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from ..errors import ImportFailed, NoteError
-from ..notes import load_frontmatter
-from .model import (ReadProblem, ReadResult, Session, Turn, clean_text, iso_time, one_line, participants_of, session_id,
+from palace_cli.errors import ImportFailed, NoteError
+from palace_cli.core.notes import load_frontmatter
+from palace_cli.conversations.model import (ReadProblem, ReadResult, Session, Turn, clean_text, iso_time, one_line, participants_of, session_id,
                     slug)
-from .sessionfile import split_text, is_session_text, parse_session
-from .sources import files_under, read_text, shown
+from palace_cli.conversations.sessionfile import split_text, is_session_text, parse_session
+from palace_cli.conversations.sources import files_under, read_text, shown
 
 FORMAT = "chat-markdown"
 SOURCE = "chat"

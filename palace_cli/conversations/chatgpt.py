@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .model import (ReadProblem, ReadResult, Session, Turn, clean_text, iso_time, one_line, participants_of, session_id,
+from palace_cli.conversations.model import (ReadProblem, ReadResult, Session, Turn, clean_text, iso_time, one_line, participants_of, session_id,
                     slug, text_id, unique_turn_ids)
-from .sources import read_export, thinking_block, threads, tool_line
+from palace_cli.conversations.sources import read_export, thinking_block, threads, tool_line
 
 FORMAT = SOURCE = "chatgpt"
 TOOL_OUTPUT = {"execution_output", "tether_browsing_display", "tether_quote", "system_error", "computer_output"}

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .model import (ReadProblem, ReadResult, Session, Turn, clean_text, iso_time, one_line, participants_of, session_id,
+from palace_cli.conversations.model import (ReadProblem, ReadResult, Session, Turn, clean_text, iso_time, one_line, participants_of, session_id,
                     slug, text_id, unique_turn_ids)
-from .sources import block_text, read_export, thinking_block, threads, tool_line
+from palace_cli.conversations.sources import block_text, read_export, thinking_block, threads, tool_line
 
 FORMAT = SOURCE = "claude-ai"
 SPEAKERS = {"human": "user", "assistant": "assistant"}

@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..errors import ImportFailed
-from .model import (ReadProblem, ReadResult, Session, Turn, clean_text, iso_time, one_line, participants_of, session_id,
+from palace_cli.errors import ImportFailed
+from palace_cli.conversations.model import (ReadProblem, ReadResult, Session, Turn, clean_text, iso_time, one_line, participants_of, session_id,
                     slug, unique_turn_ids)
-from .sources import block_text, files_under, shown, thinking_block, threads, tool_line
+from palace_cli.conversations.sources import block_text, files_under, shown, thinking_block, threads, tool_line
 
 FORMAT = SOURCE = "claude-code"
 MESSAGES = ("user", "assistant", "system")

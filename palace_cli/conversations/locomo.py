@@ -14,8 +14,8 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from .model import ReadProblem, ReadResult, Session, Turn, clean_text, participants_of, slug, text_id, unique_turn_ids
-from .sources import json_records, read_text, shown
+from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, participants_of, slug, text_id, unique_turn_ids
+from palace_cli.conversations.sources import json_records, read_text, shown
 
 FORMAT = SOURCE = "locomo"
 SESSION_KEY = re.compile(r"session_(\d+)")

@@ -32,10 +32,10 @@ from pathlib import Path
 
 import yaml
 
-from .. import safeyaml
-from ..errors import NoteError
-from ..notes import dump_frontmatter, load_frontmatter, read_capped
-from .model import TIME, ReadProblem, Session, Turn, digest, iso_time, one_line
+from palace_cli.core import safeyaml
+from palace_cli.errors import NoteError
+from palace_cli.core.notes import dump_frontmatter, load_frontmatter, read_capped
+from palace_cli.conversations.model import TIME, ReadProblem, Session, Turn, digest, iso_time, one_line
 
 CONVERSATIONS = "conversations"
 # A session file over this is reported and not indexed: a week of a busy agent's turns is a few MB; a file
@@ -263,8 +263,8 @@ def session_files(root: Path, problems: list | None = None, temps: list | None =
     A session file follows the rule of a memory (`palace.confined_target`): a link out of conversations/, a
     link loop, a FIFO or a name that cannot be printed is skipped, and reported into `problems` as
     (path, code, message) when a list is given; hidden `*.tmp` files (temp files of writes) go into `temps`."""
-    from ..errors import NotAMemory
-    from ..palace import BAD_NAME, BAD_NAME_MESSAGE, confined_target, shown_path
+    from palace_cli.errors import NotAMemory
+    from palace_cli.palace import BAD_NAME, BAD_NAME_MESSAGE, confined_target, shown_path
 
     base = Path(root) / CONVERSATIONS
     found = []

@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from ..errors import ImportFailed, UsageError
-from .model import INCLUDABLE, ReadProblem, ReadResult, one_line
+from palace_cli.errors import ImportFailed, UsageError
+from palace_cli.conversations.model import INCLUDABLE, ReadProblem, ReadResult, one_line
 
 FORMATS = ("claude-code", "chatgpt", "claude-ai", "locomo", "chat-markdown")
 SKIP_DIRS = {".git", ".palace", "node_modules", ".venv", "__pycache__", ".obsidian", ".trash"}
@@ -26,15 +26,15 @@ def read_conversations(path: Path, format: str, include: frozenset[str] = frozen
     if unknown:
         raise UsageError(f"cannot include {', '.join(sorted(unknown))}; choose from {', '.join(INCLUDABLE)}")
     if format == "claude-code":
-        from .claude_code import read
+        from palace_cli.conversations.claude_code import read
     elif format == "chatgpt":
-        from .chatgpt import read
+        from palace_cli.conversations.chatgpt import read
     elif format == "claude-ai":
-        from .claude_ai import read
+        from palace_cli.conversations.claude_ai import read
     elif format == "locomo":
-        from .locomo import read
+        from palace_cli.conversations.locomo import read
     elif format == "chat-markdown":
-        from .chat_text import read
+        from palace_cli.conversations.chat_text import read
     else:
         raise UsageError(f"unknown conversation format {format!r}; use one of {', '.join(FORMATS)}")
     return read(Path(path), frozenset(include))
@@ -246,8 +246,8 @@ def _is_claude_code(path: Path) -> bool:
 
 
 def _is_chat_text(path: Path) -> bool:
-    from .chat_text import looks_like_chat
-    from .sessionfile import is_session_text
+    from palace_cli.conversations.chat_text import looks_like_chat
+    from palace_cli.conversations.sessionfile import is_session_text
 
     text = _peek(path)
     return is_session_text(text) or looks_like_chat(text)

@@ -21,12 +21,12 @@ from datetime import date
 from pathlib import Path
 from typing import Callable
 
-from ..conversations.sources import FORMATS as CONVERSATION_FORMATS
-from ..errors import ImportFailed, NoteError, UsageError
-from ..notes import ID_PATTERN, Memory, atomic_write, check_note_size, dump_frontmatter
-from ..palace import Palace
-from ..progress import Progress
-from ..tokens import contains_phrase, propose_token
+from palace_cli.conversations.sources import FORMATS as CONVERSATION_FORMATS
+from palace_cli.errors import ImportFailed, NoteError, UsageError
+from palace_cli.core.notes import ID_PATTERN, Memory, atomic_write, check_note_size, dump_frontmatter
+from palace_cli.palace import Palace
+from palace_cli.progress import Progress
+from palace_cli.core.tokens import contains_phrase, propose_token
 
 NOTE_FORMATS = ("memory-palace-json", "markdown", "beir")
 FORMATS = NOTE_FORMATS + CONVERSATION_FORMATS
@@ -178,7 +178,7 @@ def check_unique(records: list[Record]) -> None:
 def detect_format(path: Path) -> str:
     """The format of a file or directory, from its names (and, for conversations, a look inside); UsageError when it cannot tell."""
     path = Path(path)
-    from ..conversations import detect
+    from palace_cli.conversations import detect
 
     conversation = detect(path)
     if conversation is not None:
@@ -194,7 +194,7 @@ def detect_format(path: Path) -> str:
         if (path / "corpus.jsonl").is_file():
             return "beir"
         has_json = any(p.suffix.lower() == ".json" for p in path.iterdir() if p.is_file())
-        from .markdown import markdown_files
+        from palace_cli.importers.markdown import markdown_files
 
         has_md = bool(markdown_files(path))
         if has_json and not has_md:
@@ -211,11 +211,11 @@ def detect_format(path: Path) -> str:
 def read(path: Path, format: str, options: dict) -> Batch:
     """Read and validate a source in the given format (ImportFailed on the first malformed record)."""
     if format == "memory-palace-json":
-        from .memory_palace_json import read_memory_palace_json as reader
+        from palace_cli.importers.memory_palace_json import read_memory_palace_json as reader
     elif format == "markdown":
-        from .markdown import read_markdown as reader
+        from palace_cli.importers.markdown import read_markdown as reader
     elif format == "beir":
-        from .beir import read_beir as reader
+        from palace_cli.importers.beir import read_beir as reader
     else:
         raise UsageError(f"unknown format {format!r}; use one of {', '.join(FORMATS)}")
     return reader(Path(path), options)
@@ -226,8 +226,8 @@ def import_path(palace: Palace, path, format: str | None = None, progress: Progr
                 cluster_with: str = "auto", clusters: int | None = None, dry_run: bool = False,
                 include: frozenset[str] | tuple = ()):
     """Import a file or directory into the palace: memories (an ImportReport; validates everything before
-    writing anything) or conversations (a ConversationImport; see palace_cli.conversations.importer)."""
-    from ..index.refresh import AUTO
+    writing anything) or conversations (a ConversationImport; see palace_cli.conversations.writer)."""
+    from palace_cli.index.refresh import AUTO
 
     path = Path(path).expanduser()
     if not path.exists():
@@ -296,8 +296,8 @@ def import_path(palace: Palace, path, format: str | None = None, progress: Progr
 def _import_conversations(palace: Palace, path: Path, format: str, include, dry_run: bool,
                           progress: Progress | None, note_options: dict):
     """Conversations go to conversations/<source>/, through their own package."""
-    from ..conversations.importer import import_conversations
-    from ..conversations.sessionfile import CONVERSATIONS
+    from palace_cli.conversations.writer import import_conversations
+    from palace_cli.conversations.sessionfile import CONVERSATIONS
 
     given = [name for name, value in note_options.items() if value is not None]
     if given:
@@ -421,7 +421,7 @@ def declare_domains(palace: Palace, specs: dict[str, dict]) -> list[str]:
                 lines.append(f"{key} = {json.dumps(value, ensure_ascii=False)}")
         lines.append("")
     atomic_write(config_path, "\n".join(lines))
-    from ..config import load_config
+    from palace_cli.core.config import load_config
 
     palace.config = load_config(palace.root)
     return list(new)

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..backends import Embedder
-from ..errors import ImportFailed, UsageError
-from ..notes import slugify
-from ..progress import Progress
-from . import Batch, Record, json_line_error, map_ids
-from .clustering import cluster
+from palace_cli.backends import Embedder
+from palace_cli.errors import ImportFailed, UsageError
+from palace_cli.core.notes import slugify
+from palace_cli.progress import Progress
+from palace_cli.importers import Batch, Record, json_line_error, map_ids
+from palace_cli.importers.clustering import cluster
 
 FORMAT = "beir"
 EMBED_BATCH = 128  # the embedder packs a batch into few sequences; bigger batches keep both workers busy

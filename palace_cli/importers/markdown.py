@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..errors import ImportFailed, NoteError, UsageError
-from ..notes import ID_PATTERN, load_frontmatter, parse_sections, slugify, split_frontmatter
-from . import Batch, Record
+from palace_cli.errors import ImportFailed, NoteError, UsageError
+from palace_cli.core.notes import ID_PATTERN, load_frontmatter, parse_sections, slugify, split_frontmatter
+from palace_cli.importers import Batch, Record
 
 FORMAT = "markdown"
 SUFFIXES = (".md", ".markdown")

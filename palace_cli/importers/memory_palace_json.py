@@ -15,9 +15,9 @@ import json
 import re
 from pathlib import Path
 
-from ..errors import ImportFailed
-from ..notes import slugify
-from . import Batch, Record, check_unique, json_line_error, map_ids, safe_id
+from palace_cli.errors import ImportFailed
+from palace_cli.core.notes import slugify
+from palace_cli.importers import Batch, Record, check_unique, json_line_error, map_ids, safe_id
 
 FORMAT = "memory-palace-json"
 # memory key -> Record attribute; several spellings of one field (paper: snake_case, skill: camelCase)

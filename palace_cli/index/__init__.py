@@ -10,19 +10,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from .store import NoteStore
-from .text import TextIndex
-from .vectors import VectorStore
+from palace_cli.index.store import NoteStore
+from palace_cli.index.text import TextIndex
+from palace_cli.index.vectors import VectorStore
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..backends import Embedder
-    from ..names import Names
-    from ..notes import Memory
-    from ..palace import Palace, Problem, Scan
-    from ..validity import Versions
-    from .catalog import Catalog
+    from palace_cli.backends import Embedder
+    from palace_cli.core.names import Names
+    from palace_cli.core.notes import Memory
+    from palace_cli.palace import Palace, Problem, Scan
+    from palace_cli.core.validity import Versions
+    from palace_cli.index.catalog import Catalog
 
 
 class Dense(NamedTuple):
@@ -45,7 +45,7 @@ class Index:
             cache.mkdir(parents=True, exist_ok=True)
             self.store = NoteStore(cache / "notes.sqlite")
         except Exception as exc:
-            from ..disk import disk_error
+            from palace_cli.core.disk import disk_error
 
             raise disk_error(exc, f"cannot open the cache under {cache}", where=cache) or exc
         self.text = TextIndex(cache / "whoosh")
@@ -64,7 +64,7 @@ class Index:
     def dense(self) -> Dense:
         """The configured embedder, loaded once per process (palace.toml [models] embedder)."""
         if self._dense is None:
-            from ..backends import load_model, model_setting
+            from palace_cli.backends import load_model, model_setting
 
             setting = model_setting(self.palace.config.models, "embedder", self.palace.root)
             if setting.kind == "off":
@@ -92,7 +92,7 @@ class Index:
 
     def catalog(self) -> Catalog:
         """The ranking catalog for the cache as it is now (rebuilt when notes or vectors changed)."""
-        from .catalog import build_catalog
+        from palace_cli.index.catalog import build_catalog
 
         key = (self.store.version(), self.vectors.generation())
         if self._catalog is None or self._catalog[0] != key:
@@ -103,7 +103,7 @@ class Index:
         """The version graph of the cache as it is now (validity in time; kept while no note changes)."""
         import json
 
-        from ..validity import Entry, Versions
+        from palace_cli.core.validity import Entry, Versions
 
         version = self.store.version()
         if self._versions is None or self._versions[0] != version:
@@ -115,8 +115,8 @@ class Index:
 
     def scan(self, light: bool = False) -> Scan:
         """Every indexed memory by id (light: only the fields listings show) with the last refresh's problems."""
-        from ..palace import Scan
-        from .refresh import cached_memories
+        from palace_cli.palace import Scan
+        from palace_cli.index.refresh import cached_memories
 
         version = self.store.version()
         cached = self._scans.get(light)
@@ -132,7 +132,7 @@ class Index:
 
     def names(self) -> Names:
         """The names of every indexed memory (ids, paths, file names, aliases, subjects, anchors), once per version."""
-        from ..names import Names
+        from palace_cli.core.names import Names
 
         version = self.store.version()
         if self._names is None or self._names[0] != version:

@@ -6,14 +6,14 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..conversations.model import TIME
-from ..validity import Versions
-from .scope import Scope
+from palace_cli.conversations.model import TIME
+from palace_cli.core.validity import Versions
+from palace_cli.index.scope import Scope
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from . import Index
+    from palace_cli.index import Index
 
 
 @dataclass

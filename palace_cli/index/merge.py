@@ -15,7 +15,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from ..wording import plural
+from palace_cli.core.wording import plural
 
 ENTRY = "- "
 DOMAIN_COUNT = re.compile(r"^\d[\d,]* memor(?:y|ies)\. ", re.IGNORECASE)

@@ -19,19 +19,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..conversations.model import TIME
-from ..disk import REFUSED, disk_error, sweep_temps
-from ..errors import NoteError
-from ..notes import Memory, atomic_write, parse_note, read_note_text, rest_of_body
-from ..palace import INDEX_DIR, REVIEWS, ROOT_INDEX, Palace, Problem, Scan
-from ..progress import Progress
-from . import Index
-from .files import (_generated_files_on_disk, assemble_root_index, conversations_index_path, render_conversations_index,
+from palace_cli.conversations.model import TIME
+from palace_cli.core.disk import REFUSED, disk_error, sweep_temps
+from palace_cli.errors import NoteError
+from palace_cli.core.notes import Memory, atomic_write, parse_note, read_note_text, rest_of_body
+from palace_cli.palace import INDEX_DIR, REVIEWS, ROOT_INDEX, Palace, Problem, Scan
+from palace_cli.progress import Progress
+from palace_cli.index import Index
+from palace_cli.index.files import (_generated_files_on_disk, assemble_root_index, conversations_index_path, render_conversations_index,
                     render_domain_index, render_root_section, write_index_files)
-from .store import NoteStore
-from .text import Doc, TextIndex
-from .turns import date_words, refresh_sessions, stale_sessions, unit_text
-from .vectors import SyncReport
+from palace_cli.index.store import NoteStore
+from palace_cli.index.text import Doc, TextIndex
+from palace_cli.index.turns import date_words, refresh_sessions, stale_sessions, unit_text
+from palace_cli.index.vectors import SyncReport
 
 try:
     import fcntl
@@ -195,7 +195,7 @@ def _refresh(palace: Palace, embedder, progress: Progress | None, rebuild: bool,
 
 def _embedder_file(palace: Palace):
     """The model file palace.toml asks for, without loading it: a Path, None (not installed) or "disabled"."""
-    from ..backends import model_setting
+    from palace_cli.backends import model_setting
 
     setting = model_setting(palace.config.models, "embedder", palace.root)
     return "disabled" if setting.kind == "off" else setting.path
@@ -204,7 +204,7 @@ def _embedder_file(palace: Palace):
 def _refresh_vectors_auto(palace: Palace, idx: Index, losers: set[str], report: RefreshReport,
                           progress: Progress | None) -> None:
     """Vectors with the configured embedder, loading the model only when some vector is missing or stale."""
-    from ..backends import embedder_key
+    from palace_cli.backends import embedder_key
 
     path = _embedder_file(palace)
     key = None
@@ -584,7 +584,7 @@ def stale(palace: Palace) -> list[str]:
     Compared with the notes, never with the cache: a fresh clone (no .palace/) and a body-only edit that
     leaves every index line as it was both pass. The cache only saves parsing notes it already holds.
     """
-    from .files import check_index_files
+    from palace_cli.index.files import check_index_files
 
     scan, _ = _notes_on_disk(palace)
     return [f"{path}: generated index file out of date" for path in check_index_files(palace, scan)]

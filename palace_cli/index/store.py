@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..notes import Memory, Warning_
+from palace_cli.core.notes import Memory, Warning_
 
 SCHEMA_VERSION = "9"  # 9: the embedded text puts the Content before the Image (new text hashes)
 RACY_NS = 2_000_000_000  # stat of a file changed in the last 2 s is not trusted (coarse clocks, network disks)

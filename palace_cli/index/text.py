@@ -36,12 +36,12 @@ from whoosh.lang.porter import stem
 from whoosh.query import And, Or, Term, TermRange
 from whoosh.writing import CLEAR
 
-from ..errors import ConfigError, PalaceError
-from ..notes import atomic_write
-from ..progress import Progress
-from .livestats import LENGTHS, LiveBM25F, LiveStats
-from .postings import PostingCache, SegmentArrays, top_k
-from .scope import Scope
+from palace_cli.errors import ConfigError, PalaceError
+from palace_cli.core.notes import atomic_write
+from palace_cli.progress import Progress
+from palace_cli.index.livestats import LENGTHS, LiveBM25F, LiveStats
+from palace_cli.index.postings import PostingCache, SegmentArrays, top_k
+from palace_cli.index.scope import Scope
 
 # Query-time field weights: `text` holds what a unit is about, `rest` every other word of a note's body
 # (notes.rest_of_body), which at full weight pulled in the topics a Links section names; 0.1 costs nothing

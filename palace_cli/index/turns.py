@@ -23,17 +23,17 @@ from collections import Counter
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from ..conversations import Session
-from ..conversations.model import TIME
-from ..errors import ConfigError, NoteError
-from ..palace import Problem
-from ..tokens import STOPWORDS
+from palace_cli.conversations import Session
+from palace_cli.conversations.model import TIME
+from palace_cli.errors import ConfigError, NoteError
+from palace_cli.palace import Problem
+from palace_cli.core.tokens import STOPWORDS
 
 if TYPE_CHECKING:
-    from ..palace import Palace
-    from ..progress import Progress
-    from .refresh import RefreshReport
-    from .store import NoteStore
+    from palace_cli.palace import Palace
+    from palace_cli.progress import Progress
+    from palace_cli.index.refresh import RefreshReport
+    from palace_cli.index.store import NoteStore
 
 SESSIONS_EVERY = 200  # session files per transaction (each holds many turns)
 UNITS = ("turn", "window1", "window2", "exchange")
@@ -164,7 +164,7 @@ def refresh_sessions(palace: Palace, store: NoteStore, report: RefreshReport, pr
                      temps: list[str] | None = None) -> None:
     """Stat every session file under conversations/, parse the ones whose bytes changed, store their turns
     (hidden temp files found on the way go into temps)."""
-    from ..conversations import session_files
+    from palace_cli.conversations import session_files
 
     unit = turn_unit(palace.config.retrieval)
     if store.get_meta("turn_unit") != f"{unit} {UNIT_FORMAT}":  # the first refresh, or a new unit: rows made again
@@ -191,8 +191,8 @@ def refresh_sessions(palace: Palace, store: NoteStore, report: RefreshReport, pr
 def _read_session(palace: Palace, store: NoteStore, relpath: str, mtime_ns: int, size: int, row, unit: str,
                   report: RefreshReport) -> bool:
     """Read one session file whose stat changed; returns True when the cache changed."""
-    from ..conversations import parse_session
-    from ..conversations.sessionfile import read_session_bytes, session_from_bytes
+    from palace_cli.conversations import parse_session
+    from palace_cli.conversations.sessionfile import read_session_bytes, session_from_bytes
 
     listed = report.updated if row else report.added
     try:
@@ -216,8 +216,8 @@ def _read_session(palace: Palace, store: NoteStore, relpath: str, mtime_ns: int,
 
 def stale_sessions(palace: Palace, store: NoteStore) -> list[str]:
     """Session files not indexed, changed since indexed, or deleted but still indexed (none without a cache)."""
-    from ..conversations import session_files
-    from ..conversations.sessionfile import read_session_bytes
+    from palace_cli.conversations import session_files
+    from palace_cli.conversations.sessionfile import read_session_bytes
 
     known = store.session_stat_map()
     if not known and not store.stat_map():

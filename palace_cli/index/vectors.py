@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 if TYPE_CHECKING:
     import numpy as np
 
-from ..notes import atomic_write
-from ..progress import Progress
+from palace_cli.core.notes import atomic_write
+from palace_cli.progress import Progress
 
 BATCH = 128  # texts per embed_batch: enough packed decodes to keep every embedder worker busy
 CHECKPOINT_S = 60.0

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 def serve(palace_dir: str | None = None, stdin=None, stdout=None) -> int:
     """Run the palace language server on stdio until the client exits; returns the exit code."""
-    from .server import serve as run
+    from palace_cli.lsp.server import serve as run
 
     return run(palace_dir, stdin, stdout)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..notes import FENCE, LINK_PATTERN
-from ..validity import LINK_FIELDS as VERSION_FIELDS
+from palace_cli.core.notes import FENCE, LINK_PATTERN
+from palace_cli.core.validity import LINK_FIELDS as VERSION_FIELDS
 
 LINK_FIELDS = ("links", *VERSION_FIELDS)  # frontmatter fields whose items are memory ids
 FIELDS = ("id", "subject", "anchor", "keywords", "verify", "links", "aliases", "created", "importance", "type",

@@ -15,14 +15,14 @@ from urllib.parse import unquote, urlparse
 
 from lsprotocol import types as lsp
 
-from ..errors import PalaceError
-from ..notes import ID_PATTERN, Memory, parse_note, slugify
-from ..palace import Palace, Problem
-from ..tokens import PhraseIndex, fingerprint, propose_token
-from ..validity import TYPES
-from . import buffer
-from .buffer import LINK_FIELDS, Link, Span
-from .names import Match, Resolved, Snapshot
+from palace_cli.errors import PalaceError
+from palace_cli.core.notes import ID_PATTERN, Memory, parse_note, slugify
+from palace_cli.palace import Palace, Problem
+from palace_cli.core.tokens import PhraseIndex, fingerprint, propose_token
+from palace_cli.core.validity import TYPES
+from palace_cli.lsp import buffer
+from palace_cli.lsp.buffer import LINK_FIELDS, Link, Span
+from palace_cli.lsp.names import Match, Resolved, Snapshot
 
 SOURCE = "palace"
 EXCERPT_CHARS = 400
@@ -325,7 +325,7 @@ def workspace_symbols(ctx: Context, query: str, limit: int = 50) -> list[lsp.Sym
     if not query.strip():
         memories = [m.memory for m in ctx.snapshot.match("", limit)]
     else:
-        from ..retrieve import search
+        from palace_cli.search.retrieve import search
 
         result = search(ctx.palace, query, k=limit, do_refresh=False)
         memories = [ctx.snapshot.by_path.get(hit.path) or hit.memory for hit in result.hits]
@@ -340,7 +340,7 @@ def diagnostics(ctx: Context, doc: Document) -> list[lsp.Diagnostic]:
     """Lint's problems for the buffer's unsaved text (notes under memories/ only)."""
     if not doc.is_note:
         return []
-    from ..lint import lint_note_text
+    from palace_cli.editing.lint import lint_note_text
 
     problems = lint_note_text(ctx.palace, doc.relpath, doc.text, ctx.snapshot.checker)
     lines = doc.lines
@@ -386,7 +386,7 @@ def code_actions(ctx: Context, doc: Document, diagnostics_: list[lsp.Diagnostic]
 
 def propose_token_action(ctx: Context, doc: Document, fixes: list[lsp.Diagnostic]) -> lsp.CodeAction | None:
     """Set `verify:` to a phrase proposed from the Image (unguessable, unused elsewhere in the palace)."""
-    from ..notes import edit_frontmatter
+    from palace_cli.core.notes import edit_frontmatter
 
     memory = doc.memory()
     if memory is None or not memory.image:
@@ -425,7 +425,7 @@ def _link_fixes(ctx: Context, doc: Document, diagnostic: lsp.Diagnostic) -> list
 
 def new_memory_text(ctx: Context, note_id: str, subject: str, domain: str, linked_from: str | None) -> str:
     """A new note from the palace's template (as `palace add` writes it), linking back to the note it came from."""
-    from ..authoring import memory_template, render_memory
+    from palace_cli.editing.authoring import memory_template, render_memory
 
     template, where = memory_template(ctx.palace)
     fields = {"id": note_id, "subject": subject, "anchor": "", "keywords": [], "verify": "",

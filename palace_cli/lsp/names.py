@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..lint import NoteChecker
-from ..names import Names
-from ..tokens import normalize
+from palace_cli.editing.lint import NoteChecker
+from palace_cli.core.names import Names
+from palace_cli.core.tokens import normalize
 
 if TYPE_CHECKING:
-    from ..notes import Memory
-    from ..palace import Palace
+    from palace_cli.core.notes import Memory
+    from palace_cli.palace import Palace
 
 LIMIT = 50
 FUZZY_MAX = 12  # letters; past that an abbreviation is unlikely and the scan is slow

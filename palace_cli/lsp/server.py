@@ -20,12 +20,12 @@ from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
 from pygls.workspace.position_codec import ServerTextPosition
 
-from ..config import CONFIG_NAME, find_root
-from ..errors import PalaceError
-from ..palace import INDEX_DIR, ROOT_INDEX, Palace
-from . import features
-from .features import Context, Document, path_of, relpath_in
-from .names import Snapshot
+from palace_cli.core.config import CONFIG_NAME, find_root
+from palace_cli.errors import PalaceError
+from palace_cli.palace import INDEX_DIR, ROOT_INDEX, Palace
+from palace_cli.lsp import features
+from palace_cli.lsp.features import Context, Document, path_of, relpath_in
+from palace_cli.lsp.names import Snapshot
 
 DEBOUNCE_S = 0.3  # quiet time after a keystroke before the buffer is linted
 # What initializationOptions {"disable": [...]} can turn off, and the requests each name stands for.
@@ -57,7 +57,7 @@ class PalaceServer:
     """The palace language server: `serve()` runs it on stdio."""
 
     def __init__(self, palace_dir: str | None = None):
-        from .. import __version__
+        from palace_cli import __version__
 
         self.explicit = palace_dir
         self.server = LanguageServer("palace", __version__)
@@ -203,8 +203,8 @@ class PalaceServer:
     def _background(self) -> None:
         """Serve from the cache as it is at once; refresh the notes (lint waits for that, not for embeddings);
         then keep everything current with a watcher, as `palace watch` does."""
-        from ..index.refresh import refresh
-        from ..watch import Watcher
+        from palace_cli.index.refresh import refresh
+        from palace_cli.watch import Watcher
 
         self._reader = self._with_notices(Palace(self.palace.root))
         self._build()

@@ -127,7 +127,7 @@ class Corpus:
 
 def _body_rest(memory) -> str:
     """Body text outside the Image and Content sections (Links, unknown sections): invisible today (issue 14)."""
-    from palace_cli.notes import parse_sections
+    from palace_cli.core.notes import parse_sections
 
     sections = parse_sections(memory.body, 0)
     rest = [text for name, (text, _) in sections.items() if name not in ("image", "content")]
@@ -186,7 +186,7 @@ def example_corpus(cache: Path, embedder) -> Corpus:
 
 def skill_corpus(cache: Path, embedder) -> Corpus:
     """The public memory-palace skill's 93 memories, imported as `palace import` does."""
-    from palace_cli.authoring import init_palace
+    from palace_cli.editing.authoring import init_palace
     from palace_cli.importers import import_path
     from palace_cli.palace import Palace
 

@@ -409,8 +409,8 @@ def context_size(corpus: Corpus, rows: list[int]) -> int:
     """Bytes of palace's reference-profile context for memories; tokens of the units for LoCoMo."""
     if corpus.name == "locomo":
         return sum(tokens(corpus.docs[r].context) for r in rows)
-    from palace_cli.profiles import PROFILES
-    from palace_cli.retrieve import Hit, build_context
+    from palace_cli.search.profiles import PROFILES
+    from palace_cli.search.retrieve import Hit, build_context
 
     spec = PROFILES["reference"]
     hits = [Hit(corpus.docs[r].id, "", corpus.docs[r].domain, "", 0, 0.0, {}, corpus.docs[r].memory) for r in rows]

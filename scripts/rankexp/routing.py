@@ -9,7 +9,7 @@ import numpy as np
 
 from .rank import Ranked, Runner, Variant
 
-# palace_cli/retrieve.py's routing rule until issue 16 removed it (commit 5e9cd30 has it)
+# palace_cli/search/retrieve.py's routing rule until issue 16 removed it (commit 5e9cd30 has it)
 ROUTE_CONFIDENT, ROUTE_COVER, ROUTE_MAX_DOMAINS, GUARD_SHARE = 0.5, 0.8, 3, 0.9
 
 
@@ -24,7 +24,7 @@ def palace_routes(corpus, cache_dir: Path) -> dict[str, list[tuple[str, float]]]
     missing = [q for q in corpus.queries if q.qid not in cached]
     if missing:
         try:
-            from palace_cli.retrieve import route
+            from palace_cli.retrieve import route  # the module before issue 21
         except ImportError:  # recall stopped routing (issue 16, this harness's recommendation 5)
             raise SystemExit(f"{path} lacks {len(missing)} routes and palace no longer has hop 1 "
                              "(palace_cli.retrieve.route): run the harness at commit 5e9cd30 to compute them") from None

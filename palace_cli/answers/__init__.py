@@ -1,0 +1,1 @@
+"""Answering from the palace: ask, abstention, extractive answers, verify-token checks."""

@@ -1,0 +1,218 @@
+"""Verify-token checks: did an answer cite the memories it was handed, and only those? Pure functions."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from palace_cli.errors import PalaceError, UsageError
+from palace_cli.core.tokens import find_phrases, fold, normalize, words
+
+RULES = ("any", "all")
+# How a model is told to cite (see retrieve.build_context): "[verify: the token]".
+CITATION = re.compile(r"\[\s*verify\s*:\s*([^\]\n]{0,200}?)\s*\]", re.IGNORECASE)
+
+
+@dataclass
+class Citation:
+    """A token found in the answer: whose it is, the token, and whether it was spelled exactly."""
+
+    id: str
+    token: str
+    exact: bool
+    words: tuple[int, int] = (0, 0)  # [first, end) word offsets in the normalised answer
+
+    def as_dict(self) -> dict:
+        return {"id": self.id, "token": self.token, "match": "exact" if self.exact else "variant"}
+
+
+@dataclass
+class Verdict:
+    """The outcome of checking one answer against the memories handed to the model."""
+
+    grounded: bool
+    status: str  # grounded | uncited | incomplete | foreign | stale | empty | unverifiable
+    reason: str
+    rule: str = "any"
+    handed: list[str] = field(default_factory=list)
+    cited: list[Citation] = field(default_factory=list)
+    uncited: list[str] = field(default_factory=list)
+    foreign: list[Citation] = field(default_factory=list)
+    partial: list[dict] = field(default_factory=list)
+    unknown_citations: list[str] = field(default_factory=list)
+    untokened: list[str] = field(default_factory=list)
+    foreign_checked: bool = True
+    stale: list[dict] = field(default_factory=list)  # cited memories not valid at the moment asked about
+    as_of: str = ""
+
+    @property
+    def exit_code(self) -> int:
+        """0 when grounded, 1 when a hallucination is suspected (like `git diff --exit-code`)."""
+        return 0 if self.grounded else 1
+
+    @property
+    def cited_ids(self) -> list[str]:
+        """Ids of the handed memories whose token the answer cites, in order of first citation."""
+        return [c.id for c in self.cited]
+
+    def as_dict(self) -> dict:
+        """The JSON contract of `palace verify --json`."""
+        return {
+            "grounded": self.grounded, "status": self.status, "reason": self.reason, "rule": self.rule,
+            "handed": self.handed, "cited": [c.as_dict() for c in self.cited], "uncited": self.uncited,
+            "foreign": [c.as_dict() for c in self.foreign], "partial": self.partial,
+            "unknown_citations": self.unknown_citations, "untokened": self.untokened,
+            "foreign_checked": self.foreign_checked, "stale": self.stale, "as_of": self.as_of or None,
+        }
+
+
+def verify_response(response: str, handed: list[dict], all_tokens: dict[str, str] | None = None,
+                    rule: str = "any", superseded: dict[str, dict] | None = None, as_of: str = "") -> Verdict:
+    """Check `response` against the handed memories ({id, verify} each) and every token of the palace.
+
+    Grounded means: no token of a memory outside the context appears, no cited memory is in
+    `superseded` (id -> {superseded_by, valid_until}: not valid at the moment asked about), and at least
+    one (rule "any") or every (rule "all") handed memory that has a token is cited. Matching ignores case,
+    accents, punctuation, hyphens, whitespace, how a compound is spaced and plural endings.
+    """
+    if rule not in RULES:
+        raise UsageError(f"unknown rule {rule!r}; choose from {', '.join(RULES)}")
+    handed_tokens: dict[str, str] = {}
+    untokened: list[str] = []
+    order: list[str] = []
+    for entry in handed:
+        memory_id, token = str(entry["id"]), str(entry.get("verify") or "")
+        if memory_id in order:
+            continue
+        order.append(memory_id)
+        if words(token):
+            handed_tokens[memory_id] = token
+        else:
+            untokened.append(memory_id)
+    others = {i: t for i, t in (all_tokens or {}).items() if i not in handed_tokens and i not in untokened and words(t)}
+    verdict = Verdict(False, "", "", rule=rule, handed=order, untokened=untokened,
+                      foreign_checked=all_tokens is not None, as_of=as_of)
+
+    matches = _maximal(find_phrases(response, {**others, **handed_tokens}), set(handed_tokens))
+    seen: set[str] = set()
+    for memory_id, start, end, exact in matches:
+        if memory_id in seen:
+            continue
+        seen.add(memory_id)
+        token = handed_tokens.get(memory_id) or others[memory_id]
+        citation = Citation(memory_id, token, exact, (start, end))
+        (verdict.cited if memory_id in handed_tokens else verdict.foreign).append(citation)
+    verdict.uncited = [i for i in order if i in handed_tokens and i not in seen]
+    verdict.stale = [{"id": c.id, **(superseded or {})[c.id]} for c in verdict.cited if c.id in (superseded or {})]
+    citations = [c for c in CITATION.findall(response)]
+    verdict.partial = _partials(response, citations, {i: handed_tokens[i] for i in verdict.uncited})
+    known = list(handed_tokens.values()) + [c.token for c in verdict.foreign]
+    partial_tokens = [p["token"] for p in verdict.partial]
+    verdict.unknown_citations = [c for c in citations
+                                 if not any(_overlaps(c, t) for t in known + partial_tokens)]
+
+    _decide(verdict, response, handed_tokens)
+    return verdict
+
+
+def _decide(verdict: Verdict, response: str, handed_tokens: dict[str, str]) -> None:
+    if not normalize(response):
+        verdict.status, verdict.reason = "empty", "the answer is empty"
+    elif verdict.foreign:
+        names = ", ".join(c.id for c in verdict.foreign)
+        verdict.status = "foreign"
+        verdict.reason = f"the answer cites the token of {names}, which was not in its context"
+    elif verdict.stale:
+        verdict.status = "stale"
+        when = f"on {verdict.as_of}" if verdict.as_of else "now"
+        verdict.reason = "the answer cites " + "; ".join(_stale_reason(s, when) for s in verdict.stale)
+    elif not handed_tokens:
+        verdict.status = "unverifiable"
+        verdict.reason = "no memory in the context has a verify token, so nothing can be checked"
+    elif not verdict.cited:
+        verdict.status = "uncited"
+        verdict.reason = "the answer cites no verify token of its context"
+        if verdict.partial:
+            verdict.reason += f" (part of {', '.join(p['id'] for p in verdict.partial)}'s token appears)"
+    elif verdict.rule == "all" and verdict.uncited:
+        verdict.status = "incomplete"
+        verdict.reason = f"rule 'all': {', '.join(verdict.uncited)} not cited"
+    else:
+        verdict.grounded, verdict.status = True, "grounded"
+        verdict.reason = f"cites {', '.join(verdict.cited_ids)}"
+
+
+def _stale_reason(stale: dict, when: str) -> str:
+    if stale.get("status") == "future":
+        return f"{stale['id']}, which was not yet valid {when} (valid from {stale.get('valid_from')})"
+    if stale.get("superseded_by"):
+        return f"{stale['id']}, which is not valid {when} (superseded by {', '.join(stale['superseded_by'])})"
+    return f"{stale['id']}, which is not valid {when} (valid until {stale.get('valid_until')})"
+
+
+def _maximal(matches: list[tuple[str, int, int, bool]], handed: set[str]) -> list[tuple[str, int, int, bool]]:
+    """Drop matches lying inside a longer match (a short token inside a longer one is not cited);
+    for the same span, a handed memory wins over a foreign one with the same token."""
+    kept = []
+    for match in matches:
+        _, start, end, _ = match
+        if any(s <= start and end <= e and (e - s) > (end - start) for _, s, e, _ in matches):
+            continue
+        same = [m for m in matches if m[1] == start and m[2] == end]
+        if match[0] not in handed and any(m[0] in handed for m in same):
+            continue
+        kept.append(match)
+    return sorted(kept, key=lambda m: (m[1], m[0]))
+
+
+def _run(haystack: list[str], needle: list[str]) -> int:
+    """Length of the longest run of consecutive needle words found consecutively in the haystack."""
+    best = 0
+    for i in range(len(haystack)):
+        for j in range(len(needle)):
+            n = 0
+            while i + n < len(haystack) and j + n < len(needle) and haystack[i + n] == needle[j + n]:
+                n += 1
+            best = max(best, n)
+    return best
+
+
+def _overlaps(citation: str, token: str) -> bool:
+    """True when at least half of the token's words appear in the citation text (folded)."""
+    cited = {fold(w) for w in words(citation)}
+    token_words = [fold(w) for w in words(token)]
+    return bool(token_words) and 2 * sum(w in cited for w in token_words) >= len(token_words)
+
+
+def _partials(response: str, citations: list[str], uncited: dict[str, str]) -> list[dict]:
+    """Uncited handed tokens of which part appears: two or more consecutive words, or half the
+    words inside a [verify: ...] citation. Reported to explain a miss, never counted as a citation."""
+    if not uncited:
+        return []
+    text = [fold(w) for w in words(response)]
+    out = []
+    for memory_id, token in uncited.items():
+        token_words = [fold(w) for w in words(token)]
+        run = _run(text, token_words)
+        if (run >= 2 and run < len(token_words)) or any(_overlaps(c, token) for c in citations):
+            out.append({"id": memory_id, "token": token, "words_matched": run, "of": len(token_words)})
+    return out
+
+
+def parse_context(text: str, source: str = "context") -> list[dict]:
+    """The handed memories ({id, subject, verify}) from `recall --format json` output, or a JSON list."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested thousands of levels deep
+        raise PalaceError(f"{source}: not JSON ({exc}); write it with `palace recall QUERY --format json`") from None
+    entries = data.get("memories") if isinstance(data, dict) else data
+    if not isinstance(entries, list):
+        raise PalaceError(f"{source}: no \"memories\" list; write it with `palace recall QUERY --format json`")
+    handed = []
+    for position, entry in enumerate(entries):
+        if not isinstance(entry, dict) or "id" not in entry:
+            raise PalaceError(f"{source}: memories[{position}] has no id")
+        handed.append({"id": str(entry["id"]), "subject": str(entry.get("subject", "")),
+                       "verify": str(entry.get("verify") or "")})
+    return handed

@@ -1,0 +1,288 @@
+"""Writing imported sessions into a palace: idempotent, append-only for grown sessions, never over a hand edit.
+
+Each session file carries `imported: {from, turns, record, note}`: how many of the source's turns
+were imported, a hash of those turns as the source gave them (`record`), and a hash of the file as
+last written whole (`note`). On re-import:
+
+- the source's first `turns` turns still hash to `record`: the source only grew. Its new turns are
+  appended; nothing else is touched, whatever the person changed in the file (edits, deletions).
+  No new turns: nothing is written at all.
+- they do not (the source changed turns it had given before: a regenerated answer, an edited
+  ChatGPT branch): if the file still hashes to `note`, nobody edited it, and it is rewritten to
+  the source's turns (turns only the file has are kept in place). If it was edited, every turn
+  that differs, or that the source has and the file lacks, is a conflict and the file is left alone.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from palace_cli.core.notes import atomic_write, edit_frontmatter
+from palace_cli.conversations.model import ReadProblem, Session, Turn, slug
+from palace_cli.conversations.sessionfile import (CONVERSATIONS, MAX_SESSION_BYTES, append_turns, load_session, render_session,
+                          session_digest, session_files, turns_digest)
+from palace_cli.conversations.sources import read_conversations
+
+WRITERS = 8
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class TurnConflict:
+    """A turn (or a session) left as the palace has it, because the source and a hand edit disagree."""
+
+    session: str
+    turn: str | None
+    path: str
+    line: int | None
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else self.path
+        return f"{where}: {self.session}" + (f" turn {self.turn}" if self.turn else "") + f": {self.reason}"
+
+    def as_dict(self) -> dict:
+        """JSON-ready form."""
+        return {"session": self.session, "turn": self.turn, "path": self.path, "line": self.line,
+                "reason": self.reason}
+
+
+@dataclass
+class SessionOutcome:
+    """What an import did to one session: added, appended, updated, skipped, conflict or refused (too big)."""
+
+    id: str
+    path: str
+    action: str
+    turns: int  # turns the source has (after what is left out)
+    written: int  # turns this import wrote (new or changed)
+
+    def as_dict(self) -> dict:
+        """JSON-ready form."""
+        return {"id": self.id, "path": self.path, "action": self.action, "turns": self.turns,
+                "written": self.written}
+
+
+@dataclass
+class ConversationImport:
+    """What a conversation import did, session by session, and what it could not read or left out."""
+
+    format: str
+    source: str
+    dry_run: bool = False
+    sessions: list[SessionOutcome] = field(default_factory=list)
+    conflicts: list[TurnConflict] = field(default_factory=list)
+    problems: list[ReadProblem] = field(default_factory=list)
+    left_out: dict[str, int] = field(default_factory=dict)
+    refresh: object = None  # the RefreshReport of the refresh that indexed the imported turns
+
+    def counts(self) -> dict[str, int]:
+        """Sessions per action, and turns written."""
+        counts = {action: 0 for action in ("added", "appended", "updated", "skipped", "conflict", "refused")}
+        for outcome in self.sessions:
+            counts[outcome.action] += 1
+        return {"sessions": len(self.sessions), **counts, "turns_written": sum(o.written for o in self.sessions)}
+
+    def as_dict(self) -> dict:
+        """JSON-ready summary."""
+        return {"format": self.format, "source": self.source, "dry_run": self.dry_run, "counts": self.counts(),
+                "sessions": [o.as_dict() for o in self.sessions],
+                "conflicts": [c.as_dict() for c in self.conflicts],
+                "problems": [str(p) for p in self.problems], "left_out": self.left_out}
+
+
+def existing_sessions(root: Path) -> list[Session]:
+    """Every session file of a palace, parsed (problems in each session's `.problems`)."""
+    return [load_session(root, relpath) for relpath, _, _ in session_files(root)]
+
+
+def import_conversations(palace, path, format: str, include: frozenset[str] = frozenset(), dry_run: bool = False,
+                         progress: Progress | None = None) -> ConversationImport:
+    """Import every session of a conversation source into `conversations/<source>/`; safe to rerun."""
+    path = Path(path)
+    result = read_conversations(path, format, include)
+    report = ConversationImport(format, str(path), dry_run, problems=list(result.problems),
+                                left_out=dict(sorted(result.left_out.items())))
+    root = palace.root
+    stamp_from = f"{format}:{path.name}"
+    on_disk = existing_sessions(root)
+    by_key: dict[tuple[str, str], Session] = {}
+    for existing in on_disk:
+        by_key.setdefault((existing.source, existing.source_id), existing)
+    ids = {s.id for s in on_disk}
+    paths = {s.path for s in on_disk}
+    writes: list[tuple[Path, str]] = []
+    seen: set[tuple[str, str]] = set()
+    for session in result.sessions:
+        key = (session.source, session.source_id)
+        if key in seen:
+            report.problems.append(ReadProblem(str(path), None, f"session {session.source_id} of {session.source} "
+                                               "appears twice in the source; the second is left out"))
+            continue
+        seen.add(key)
+        old = by_key.get(key)
+        if old is None:
+            relpath = _new_path(root, session, ids, paths)
+            session.imported = None
+            session.imported = _stamp(stamp_from, session.turns, session_digest(session))
+            writes.append((root / relpath, render_session(session)))
+            report.sessions.append(SessionOutcome(session.id, relpath, "added", len(session.turns), len(session.turns)))
+            continue
+        outcome, text, conflicts = _merge(root, old, session, stamp_from)
+        report.sessions.append(outcome)
+        report.conflicts += conflicts
+        if text is not None:
+            writes.append((root / old.path, text))
+    writes = [item for item in writes if _within_cap(item, root, report)]
+    if not dry_run and writes:
+        with ThreadPoolExecutor(max_workers=WRITERS) as pool:  # each write fsyncs; threads overlap them
+            for done, _ in enumerate(pool.map(lambda item: atomic_write(*item), writes), 1):
+                if progress:
+                    progress("writing sessions", done, len(writes))
+    return report
+
+
+def _within_cap(write: tuple[Path, str], root: Path, report: ConversationImport) -> bool:
+    """False (with a problem naming the session) for a session file the index would refuse to read."""
+    path, text = write
+    size = len(text.encode("utf-8"))
+    if size <= MAX_SESSION_BYTES:
+        return True
+    relpath = path.relative_to(root).as_posix()
+    report.problems.append(ReadProblem(relpath, None, f"the session file would be {size:,} bytes, over the "
+                                       f"{MAX_SESSION_BYTES:,} byte limit for a session file; not written "
+                                       "(split the session in the source, or import it with fewer parts)"))
+    for outcome in report.sessions:
+        if outcome.path == relpath:
+            outcome.action, outcome.written = "refused", 0
+    return False
+
+
+def _stamp(stamp_from: str, turns: list[Turn], note: str) -> dict:
+    return {"from": stamp_from, "turns": len(turns), "record": turns_digest(turns), "note": note}
+
+
+def _new_path(root: Path, session: Session, ids: set[str], paths: set[str]) -> str:
+    """A free session id and file path for a new session (a short suffix when either is taken).
+
+    Folder and file names are slugs: a session file from elsewhere cannot name a path outside
+    conversations/<source>/ through its `source`.
+    """
+    base_id, n = session.id, 2
+    while session.id in ids:
+        session.id = f"{base_id}-{n}"
+        n += 1
+    ids.add(session.id)
+    folder = f"{CONVERSATIONS}/{slug(session.source) or 'unknown'}"
+    stem = slug(session.stem, 120) or slug(session.id, 120) or "session"
+    relpath, n = f"{folder}/{stem}.md", 2
+    while relpath in paths or (root / relpath).exists():
+        relpath = f"{folder}/{stem}-{n}.md"
+        n += 1
+    paths.add(relpath)
+    session.path = relpath
+    return relpath
+
+
+def _merge(root: Path, old: Session, new: Session, stamp_from: str
+           ) -> tuple[SessionOutcome, str | None, list[TurnConflict]]:
+    """(outcome, new file text or None to leave it, conflicts) for a session already in the palace."""
+    stamp = old.imported
+    source = new.turns
+    new.id, new.path = old.id, old.path
+
+    def outcome(action: str, written: int = 0) -> SessionOutcome:
+        return SessionOutcome(old.id, old.path, action, len(source), written)
+
+    if stamp is None:
+        conflict = TurnConflict(old.id, None, old.path, 1, "this session's file has no import stamp (`imported`), "
+                                "so it is not known what was imported; left as it is")
+        return outcome("conflict"), None, [conflict]
+    try:
+        imported = int(stamp["turns"])
+    except (TypeError, ValueError):
+        conflict = TurnConflict(old.id, None, old.path, 1, "the import stamp's `turns` is not a number; left as it is")
+        return outcome("conflict"), None, [conflict]
+    untouched = stamp.get("note") == session_digest(old)
+    have = {}
+    for turn in old.turns:
+        have.setdefault(turn.id, turn)
+
+    if imported <= len(source) and turns_digest(source[:imported]) == stamp.get("record"):
+        fresh, conflicts = [], []
+        for turn in source[imported:]:
+            mine = have.get(turn.id)
+            if mine is None:
+                fresh.append(turn)
+            elif mine.key() != turn.key():
+                conflicts.append(TurnConflict(old.id, turn.id, old.path, mine.line,
+                                              "the source has a different turn with this id; left as it is"))
+        if conflicts:
+            return outcome("conflict"), None, conflicts
+        header_moved = untouched and new.header() != old.header()
+        if not fresh and not header_moved:
+            return outcome("skipped"), None, []
+        if untouched:
+            merged = _whole(new, old.turns + fresh, old.preamble)
+            merged.imported = _stamp(stamp_from, source, session_digest(merged))
+            return outcome("appended" if fresh else "updated", len(fresh)), render_session(merged), []
+        bom, text = _read(root, old.path)
+        text = edit_frontmatter(text, {"imported": {**_stamp(stamp_from, source, ""), "note": stamp.get("note")}},
+                                old.path)
+        plain = text.replace("\r\n", "\n")
+        full = append_turns(plain, fresh)
+        if plain != text:  # a file with CRLF line ends: its bytes as they are, the new lines with CRLF too
+            full = text + full[len(plain):].replace("\n", "\r\n")
+        return outcome("appended", len(fresh)), bom + full, []
+
+    changed = [(have[t.id], t) for t in source if t.id in have and have[t.id].key() != t.key()]
+    missing = [t for t in source if t.id not in have]
+    if untouched:
+        merged = _whole(new, _interleave(old.turns, source), old.preamble)
+        merged.imported = _stamp(stamp_from, source, session_digest(merged))
+        return outcome("updated", len(changed) + len(missing)), render_session(merged), []
+    if changed or missing:
+        conflicts = [TurnConflict(old.id, mine.id, old.path, mine.line,
+                                  "differs from the source, which changed turns it had given before, and the "
+                                  "file was edited since it was imported; left as it is") for mine, _ in changed]
+        conflicts += [TurnConflict(old.id, turn.id, old.path, None,
+                                   "in the source but not in the file, which was edited since it was imported "
+                                   "(deleted there?); not added") for turn in missing]
+        return outcome("conflict"), None, conflicts
+    # Edited, and the source only lost turns the file still has: record the source as it now is.
+    bom, text = _read(root, old.path)
+    text = edit_frontmatter(text, {"imported": {**_stamp(stamp_from, source, ""), "note": stamp.get("note")}}, old.path)
+    return outcome("updated"), bom + text, []
+
+
+def _whole(header: Session, turns: list[Turn], preamble: str) -> Session:
+    """A session to render whole: the source's header fields, these turns."""
+    return Session(id=header.id, source=header.source, source_id=header.source_id, title=header.title,
+                   started=header.started, participants=list(header.participants), turns=turns,
+                   meta=dict(header.meta), preamble=preamble, path=header.path)
+
+
+def _interleave(mine: list[Turn], source: list[Turn]) -> list[Turn]:
+    """The source's turns in its order, with turns only the file has kept after the turn they followed."""
+    in_source = {t.id for t in source}
+    after: dict[str | None, list[Turn]] = {}
+    anchor = None
+    for turn in mine:
+        if turn.id in in_source:
+            anchor = turn.id
+        else:
+            after.setdefault(anchor, []).append(turn)
+    out = list(after.get(None, []))
+    for turn in source:
+        out.append(turn)
+        out += after.get(turn.id, [])
+    return out
+
+
+def _read(root: Path, relpath: str) -> tuple[str, str]:
+    """(BOM or "", text) of a session file about to be edited in place."""
+    text = (root / relpath).read_bytes().decode("utf-8")
+    return ("\ufeff", text[1:]) if text.startswith("\ufeff") else ("", text)

@@ -1,0 +1,177 @@
+"""What a disk can refuse: a palace that cannot be written (its cache moves elsewhere), a full disk (one clear
+error), and the temp files of writes that a killed process left behind (swept, never a live writer's)."""
+
+from __future__ import annotations
+
+import atexit
+import errno
+import hashlib
+import os
+import re
+import shutil
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
+
+from palace_cli.errors import DiskError
+
+# A place that refuses writes: the cache moves to one that takes them.
+REFUSED = {errno.EROFS, errno.EACCES, errno.EPERM}
+# A disk that takes no more: nothing moves (the user cache is usually on the same disk); one clear error.
+FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+DISK = REFUSED | FULL | {errno.EIO}
+SQLITE_DISK = ("SQLITE_FULL", "SQLITE_READONLY", "SQLITE_IOERR", "SQLITE_CANTOPEN")  # and their extended codes
+# `.<name>.<pid>.<mkstemp's 8 characters>.tmp`: the pid says whether the writer still runs.
+TEMP = re.compile(r"^\.(.+?)(?:\.(\d+))?\.[a-z0-9_]{8}\.tmp$")
+UNOWNED_STALE_S = 3600  # a temp file without a pid (an older palace wrote it) is swept after an hour
+SEED_SKIP = ("lock", "*-shm", ".*.tmp")
+
+
+def temp_prefix(path: Path) -> str:
+    """The mkstemp prefix for a temp file beside `path`: hidden, named after it, carrying this process's pid."""
+    return f".{path.name}.{os.getpid()}."
+
+
+def disk_error(exc: BaseException, doing: str, outcome: str = "", where: Path | None = None) -> DiskError | None:
+    """A DiskError saying `doing` failed, why, and `outcome` (what was kept), when exc is a disk refusing a write;
+    else None. `where` lets SQLite's "disk I/O error" say when the real cause is a full disk."""
+    if isinstance(exc, DiskError):
+        return exc
+    if isinstance(exc, OSError) and exc.errno in DISK:
+        code, why = exc.errno, exc.strerror
+    elif isinstance(exc, sqlite3.Error) and getattr(exc, "sqlite_errorname", "").startswith(SQLITE_DISK):
+        code = errno.ENOSPC if exc.sqlite_errorname.startswith("SQLITE_FULL") else errno.EIO
+        why = str(exc)
+        if code == errno.EIO and where is not None and _full(where):
+            code, why = errno.ENOSPC, f"{why} ({os.strerror(errno.ENOSPC)})"
+    else:
+        return None
+    hint = "; free some space and run it again" if code in FULL else ""
+    return DiskError(code, f"{doing}: {why}{'; ' + outcome if outcome else ''}{hint}")
+
+
+def _full(path: Path) -> bool:
+    """True when the file system holding path has no block left for this user."""
+    try:
+        return os.statvfs(path).f_bavail == 0
+    except OSError:
+        return False
+
+
+def _refusal(directory: Path) -> str | None:
+    """Why a cache cannot live in directory (a read-only file system, permissions), or None when it can.
+
+    A full disk is not a refusal: it raises DiskError (moving the cache would not make room)."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(directory / "lock", os.O_RDWR | os.O_CREAT, 0o644))
+    except OSError as exc:
+        if exc.errno in REFUSED:
+            return exc.strerror
+        raise disk_error(exc, f"cannot write the cache under {directory}") or exc
+    return None
+
+
+def user_cache_root() -> Path:
+    """Where palace keeps per-user caches: $PALACE_HOME/cache, else the user cache dir ($XDG_CACHE_HOME/palace)."""
+    home = os.environ.get("PALACE_HOME")
+    if home:
+        return Path(home).expanduser() / "cache"
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("palace"))
+
+
+def locate_cache(own: Path) -> tuple[Path, str]:
+    """(cache directory, notice) for a palace whose own cache is `own` (<root>/.palace).
+
+    The notice is empty when the cache is its own. When the palace cannot be written (a read-only mount, a CI
+    checkout, a clone of someone else's), the cache is a folder of the user's cache named by a hash of the
+    palace's path, seeded once from the palace's own cache when it has one (vectors are costly to remake);
+    when that cannot be written either, a temporary folder removed at exit."""
+    reason = _refusal(own)
+    if reason is None:
+        return own, ""
+    root = own.parent
+    digest = hashlib.sha256(str(root).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    elsewhere = user_cache_root() / "palaces" / digest
+    try:
+        _seed(own, elsewhere)
+        if _refusal(elsewhere) is None:
+            return elsewhere, f"cannot write the cache in {root} ({reason}); using {elsewhere}"
+    except OSError:
+        pass
+    temporary = Path(tempfile.mkdtemp(prefix="palace-cache-"))
+    atexit.register(shutil.rmtree, temporary, ignore_errors=True)
+    return temporary, f"cannot write the cache in {root} ({reason}) nor in {elsewhere}; using {temporary} for now"
+
+
+def _seed(own: Path, target: Path) -> None:
+    """Copy the palace's own cache into target when target has none (into a temp folder, then one rename)."""
+    if (target / "notes.sqlite").exists() or not (own / "notes.sqlite").is_file():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        shutil.copytree(own, staging, dirs_exist_ok=True, ignore=shutil.ignore_patterns(*SEED_SKIP))
+        if target.exists():
+            shutil.rmtree(target)  # an empty or half-made folder: nothing in it was a cache yet
+        os.rename(staging, target)
+    except OSError:
+        pass  # another process seeded it first, or the copy failed: the cache is rebuilt from the notes
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    """True when a process with this pid runs on this machine (a zombie does not count)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # it exists, owned by someone else
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
+
+
+def is_stray_temp(path: str) -> bool:
+    """True when path is a temp file of palace's writes whose writer is gone (dead pid, or unowned and old)."""
+    match = TEMP.match(os.path.basename(path))
+    if match is None:
+        return False
+    if match.group(2) is not None:
+        return not _alive(int(match.group(2)))
+    if not match.group(1).endswith(".md"):
+        return False  # not a note's: perhaps another tool's, leave it
+    try:
+        return time.time() - os.lstat(path).st_mtime > UNOWNED_STALE_S
+    except OSError:
+        return False
+
+
+def sweep_temps(paths, folders=()) -> list[str]:
+    """Remove the stray temp files among paths and in folders (not recursively); returns those removed.
+
+    A folder that cannot be written (a read-only palace) keeps its temp files, silently."""
+    candidates = list(paths)
+    for folder in folders:
+        try:
+            candidates += [entry.path for entry in os.scandir(folder) if entry.name.endswith(".tmp")]
+        except OSError:
+            continue
+    removed = []
+    for path in candidates:
+        if is_stray_temp(path):
+            try:
+                os.unlink(path)
+                removed.append(path)
+            except OSError:
+                pass
+    return removed

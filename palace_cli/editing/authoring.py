@@ -1,0 +1,311 @@
+"""Creating palaces and memories: `palace init` and `palace add`."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from datetime import date
+from importlib import resources
+from pathlib import Path
+
+from palace_cli.core.config import CONFIG_NAME
+from palace_cli.core.disk import disk_error, temp_prefix
+from palace_cli.editing.gitsetup import ATTRIBUTES, IGNORED, ensure_lines, setup_git
+from palace_cli.index.locks import write_lock
+from palace_cli.errors import NoteError, PalaceError, UsageError
+from palace_cli.core.notes import ID_PATTERN, Memory, atomic_write, check_note_size, edit_frontmatter, edit_section, inline_yaml, \
+    load_note, parse_note, slugify, split_frontmatter, update_frontmatter
+from palace_cli.palace import INDEX_DIR, MEMORIES, REVIEWS, Palace, Scan
+from palace_cli.core.tokens import propose_token, token_problems
+from palace_cli.core.validity import TYPES, Versions, today, yaml_moment
+from palace_cli.editing.versions import check_link, moment_option, old_note_changes, planned_edit
+
+TEMPLATES = "templates"
+# `key: {field}` lines of a template's frontmatter; the placeholder becomes the field's YAML value.
+FIELD_PLACEHOLDER = re.compile(r"^([ \t]*[\w-]+:[ \t]*)\{(\w+)\}([ \t]*(?:#.*)?)$", re.MULTILINE)
+BODY_PLACEHOLDERS = ("id", "subject", "domain", "anchor", "created")
+
+
+def template_text(name: str) -> str:
+    """A file from palace_cli/templates."""
+    return resources.files("palace_cli").joinpath("templates", name).read_text(encoding="utf-8")
+
+
+def memory_template(palace: Palace) -> tuple[str, str]:
+    """(text, where) of the note template: the palace's templates/memory.md, else the built-in one."""
+    own = palace.root / TEMPLATES / "memory.md"
+    if own.is_file():
+        return own.read_text(encoding="utf-8"), palace.rel(own)
+    return template_text("memory.md"), "built-in template"
+
+
+def render_memory(template: str, fields: dict, domain: str, sections: dict[str, str], where: str = "template") -> str:
+    """A new note from a template: `key: {field}` lines get YAML values, fields it lacks are added,
+    {subject}-style placeholders in the body get text, and given sections replace the template's hints."""
+    try:
+        yaml_text, body, _ = split_frontmatter(template, where)
+    except NoteError as exc:
+        raise PalaceError(f"{where}: the note template is broken: {exc.reason}") from None
+    used = set()
+
+    def fill(match):
+        name = match.group(2)
+        if name not in fields:
+            return match.group(0)
+        used.add(name)
+        return f"{match.group(1)}{inline_yaml(fields[name])}{match.group(3)}"
+
+    yaml_text = FIELD_PLACEHOLDER.sub(fill, yaml_text)
+    values = dict(fields, domain=domain)
+    for name in BODY_PLACEHOLDERS:
+        body = body.replace("{" + name + "}", str(values.get(name) or ""))
+    text = "---\n" + yaml_text + "---\n" + body
+    try:
+        text = edit_frontmatter(text, {k: v for k, v in fields.items() if k not in used}, where)
+    except NoteError as exc:
+        raise PalaceError(f"{where}: the note template is broken: {exc.reason}") from None
+    for name, section_text in sections.items():
+        if section_text.strip():
+            text = edit_section(text, name, section_text, where, create=True)
+    return text
+
+
+def init_palace(directory: Path, name: str | None = None) -> Path:
+    """Create a palace in directory (git init when not already in a repository); returns the root."""
+    root = Path(directory).expanduser().resolve()
+    if (root / CONFIG_NAME).exists():
+        raise PalaceError(f"{root} is already a palace ({CONFIG_NAME} exists)")
+    if root.exists() and not root.is_dir():
+        raise PalaceError(f"{root} is a file, not a directory")
+    root.mkdir(parents=True, exist_ok=True)
+    title = name or root.name.replace("-", " ").replace("_", " ").title()
+    toml_name = json.dumps(title, ensure_ascii=False)[1:-1]  # a JSON string body is a valid TOML basic string
+    atomic_write(root / CONFIG_NAME, template_text("palace.toml").replace("{name}", toml_name))
+    for folder in (MEMORIES, INDEX_DIR, REVIEWS):
+        (root / folder).mkdir(exist_ok=True)
+        keep = root / folder / ".gitkeep"
+        if not any((root / folder).iterdir()):
+            keep.touch()
+    ensure_lines(root / ".gitignore", IGNORED)
+    ensure_lines(root / ".gitattributes", ATTRIBUTES)
+    palace = Palace(root)
+    if shutil.which("git"):
+        inside_repo = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=root,
+                                     capture_output=True, text=True).returncode == 0
+        if not inside_repo:
+            subprocess.run(["git", "init", "-q"], cwd=root, check=False, capture_output=True)
+        setup_git(palace)  # the merge driver and the hook that keep merges free of conflicts in generated files
+    from palace_cli.index.files import write_index_files
+
+    write_index_files(palace, Scan())  # a new palace holds no memories yet
+    return root
+
+
+def _create(path: Path, text: str) -> None:
+    """Write a new file atomically, refusing (FileExistsError) when it already exists; DiskError when the disk
+    refuses (read-only, full), with nothing left behind."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise disk_error(exc, f"cannot write {path}", "nothing was written") or exc
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text.encode("utf-8"))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+        try:
+            os.link(tmp, path)  # unlike rename, link never replaces an existing file
+        except FileExistsError:
+            raise
+        except OSError:  # a file system without hard links: exclusive create, then write
+            with open(path, "x", encoding="utf-8") as handle:
+                try:
+                    handle.write(text)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                except BaseException:
+                    os.unlink(path)  # ours, created a moment ago: never leave half a note
+                    raise
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        raise disk_error(exc, f"cannot write {path}", "nothing was written") or exc
+    finally:
+        os.unlink(tmp)
+
+
+@dataclass
+class Draft:
+    """A new note, rendered and checked but not written yet: `palace add` may hand its text to an editor first."""
+
+    palace: Palace
+    id: str
+    domain: str
+    relpath: str
+    text: str
+    edits: list = field(default_factory=list)  # (path, bytes) frontmatter edits of superseded notes
+    overwrite: bool = False
+
+    @property
+    def path(self) -> Path:
+        return self.palace.root / self.relpath
+
+    def unfinished(self, text: str | None = None) -> bool:
+        """True when the Image or the Content is still empty or the template's hint: nothing to save yet."""
+        try:
+            memory = parse_note(self.text if text is None else text, self.relpath, self.domain)
+        except NoteError:
+            return False
+        return not (memory.image and memory.content)
+
+    def save(self, text: str | None = None) -> Memory:
+        """Write the note (the draft's text, or an edited one) and the superseded notes' edits; return the memory.
+
+        Refuses to overwrite a file (unless the draft says so). An edited text that does not parse is still
+        written, alone (a person's words are never thrown away), and its NoteError raised after.
+        """
+        text = self.text if text is None else text
+        check_note_size(text, self.relpath)
+        try:
+            parse_note(text, self.relpath, self.domain)
+            readable = True
+        except NoteError:
+            if text == self.text:
+                raise
+            readable = False  # written anyway, alone: an unreadable note supersedes nothing
+        path = self.path
+        new_folder, created = not path.parent.exists(), False
+        try:
+            if self.overwrite:
+                atomic_write(path, text)
+            else:
+                try:
+                    _create(path, text)
+                except FileExistsError:
+                    raise PalaceError(f"memory {self.id!r} already exists at {self.relpath}; choose another --id") \
+                        from None
+                created = True
+            for edit in self.edits if readable else []:
+                if edit is not None:
+                    atomic_write(*edit)
+            memory = load_note(self.palace.root, self.relpath, self.domain) if readable else None
+        except BaseException:
+            # A failed add leaves nothing behind: not the note it wrote, not the domain folder it made.
+            if created and _holds(path, text):
+                path.unlink()
+            if new_folder:
+                try:
+                    path.parent.rmdir()
+                except OSError:
+                    pass  # not empty (someone else wrote there meanwhile) or already gone
+            raise
+        return memory or load_note(self.palace.root, self.relpath, self.domain)  # unreadable: raises its NoteError
+
+
+def draft_memory(palace: Palace, subject: str, domain: str, *, anchor: str = "", image: str = "", content: str = "",
+                 keywords: list[str] | None = None, links: list[str] | None = None, verify: str | None = None,
+                 note_id: str | None = None, extra: dict | None = None, overwrite: bool = False,
+                 new_domain: bool = False, supersedes: list[str] | None = None, valid_from=None, type: str = "",
+                 core: bool = False) -> Draft:
+    """A new SMASHIN note from the template, checked as `add_memory` checks it, not yet written."""
+    subject = " ".join(subject.split())
+    if not subject:
+        raise UsageError("a memory needs a subject")
+    domain = palace.resolve_domain(domain, allow_new=True, insist=new_domain)
+    note_id = note_id or slugify(subject)
+    if not ID_PATTERN.match(note_id):
+        raise UsageError(f"id {note_id!r} must be lowercase letters, digits, '.', '_' or '-'")
+    path = palace.memories_dir / domain / f"{note_id}.md"
+    relpath = palace.rel(path)
+    # A 10 MB Image is refused before any work on it (token proposal reads every phrase); the note is checked again.
+    check_note_size("".join([subject, anchor, image, content, verify or "", *(keywords or []), *(links or [])]),
+                    relpath)
+    scan = palace.scan(light=True)
+    existing = scan.memories.get(note_id)
+    if (existing and existing.path != relpath or path.exists()) and not overwrite:
+        where = existing.path if existing else relpath
+        raise PalaceError(f"memory {note_id!r} already exists at {where}; choose another --id")
+    keywords = [k.strip() for k in (keywords or []) if k.strip()]
+    links = [link.strip() for link in (links or []) if link.strip()]
+    if type and type not in TYPES:
+        raise UsageError(f"type {type!r} is not one of {', '.join(TYPES)}")
+    when = moment_option(valid_from, "--valid-from")
+    olds = [palace.memory(ref, refresh=False) for ref in dict.fromkeys(r.strip() for r in supersedes or [] if r.strip())]
+    if olds and when is None:
+        when = today()
+    versions = Versions.of(scan.memories.values())
+    for old in olds:
+        check_link(versions, old, note_id, when)
+    if verify is None and image.strip():
+        taken = {m.verify for m in scan.memories.values() if m.verify and m.id != note_id}
+        verify = propose_token(image, subject, keywords, content, taken, anchor=anchor) or ""
+    if not anchor.strip() and image.strip():
+        # The domain index lists every memory by its anchor: without one, another odd phrase of the image
+        # (never a run of the token, which must not be printed in the index files).
+        anchor = propose_token(image, subject, keywords, content, {verify} if verify else set()) or ""
+    fields = {"id": note_id, "subject": subject, "anchor": anchor.strip(), "keywords": keywords,
+              "verify": (verify or "").strip(), "links": links, "created": date.today()}
+    if type:
+        fields["type"] = type
+    if when is not None:
+        fields["valid_from"] = yaml_moment(when)
+    if olds:
+        fields["supersedes"] = [old.id for old in olds]
+    if core:
+        fields["core"] = True
+    fields.update(extra or {})
+    template, where = memory_template(palace)
+    sections = {"Image": image, "Content": content, "Links": "\n".join(f"- [[{link}]]" for link in links)}
+    text = render_memory(template, fields, domain, sections, where)
+    # Validate before writing: a note over the size limit or a template that yields an unreadable note fails here.
+    check_note_size(text, relpath)
+    parse_note(text, relpath, domain)
+    # The old notes' edits are computed first too: one that cannot be edited exactly stops the add.
+    edits = [planned_edit(palace, old, old_note_changes(old, note_id, when)) for old in olds]
+    return Draft(palace, note_id, domain, relpath, text, edits, overwrite)
+
+
+def add_memory(palace: Palace, subject: str, domain: str, **fields) -> Memory:
+    """Write a new SMASHIN note under memories/<domain>/ from the template and return it; refuses to overwrite.
+
+    Takes what `draft_memory` takes (anchor, image, content, keywords, links, verify, note_id, new_domain,
+    supersedes, valid_from, type, core, ...). With `supersedes`, the new memory replaces those (from
+    `valid_from`, default today in UTC): their frontmatter gains `superseded_by` and `valid_until`, their
+    bodies stay as they are."""
+    with write_lock(palace):  # the scan that proposes its token sees every note written before it
+        return draft_memory(palace, subject, domain, **fields).save()
+
+
+def _holds(path: Path, text: str) -> bool:
+    """True when path still holds exactly text (nobody replaced the file since it was written)."""
+    try:
+        return path.read_bytes() == text.encode("utf-8")
+    except OSError:
+        return False
+
+
+def propose_missing_token(palace: Palace, memory: Memory, taken: set[str]) -> Memory:
+    """The memory with a verify token proposed from its Image and written to its frontmatter, when it has an
+    Image but no token; unchanged otherwise. `taken` (the palace's tokens) gains the new one."""
+    if memory.verify or not memory.image or memory.plain:
+        return memory
+    token = propose_token(memory.image, memory.subject, memory.keywords, memory.content, taken, anchor=memory.anchor)
+    if not token:
+        return memory
+    update_frontmatter(palace.root / memory.path, {"verify": token}, memory.path)
+    taken.add(token)
+    return load_note(palace.root, memory.path, memory.domain)
+
+
+def token_warnings(palace: Palace, memory: Memory) -> list[str]:
+    """What is wrong with a memory's verify token (missing, guessable, shared with another memory)."""
+    others = {m.id: m.verify for m in palace.scan(light=True).memories.values() if m.id != memory.id and m.verify}
+    return [message for _code, message in token_problems(memory.verify, memory.image, memory.subject,
+                                                         memory.keywords, memory.content, others)]

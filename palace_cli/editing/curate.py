@@ -1,0 +1,264 @@
+"""Caring for notes after they are written: backlinks, tags, `palace rm` and `palace mv`.
+
+Links are resolved by the one resolver (`names.Names`, behind `Palace.memory` and lint). Every write goes
+through the byte-preserving writers of notes.py: a moved note keeps its body byte for byte, a note whose
+link is renamed changes only in that link's bytes. Everything is planned and checked before the first
+byte is written, so a note that cannot be edited exactly stops the command with nothing changed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from palace_cli.errors import Ambiguous, NoteError, PalaceError, UsageError
+from palace_cli.core.names import Names
+from palace_cli.core.notes import ID_PATTERN, Memory, atomic_write, body_link_lines, check_note_size, edit_frontmatter, \
+    parse_note, rename_body_links
+from palace_cli.palace import Palace
+from palace_cli.study.reviewlog import ReviewLog
+
+ID_FIELDS = ("supersedes", "superseded_by")  # frontmatter lists of ids a move renames too
+
+
+@dataclass
+class Backlink:
+    """One place where a memory is linked to: the linking memory, its path and line, the field, the text written."""
+
+    id: str
+    path: str
+    line: int
+    field: str  # "links", "body", "supersedes" or "superseded_by"
+    target: str
+
+    def as_dict(self) -> dict:
+        """JSON-ready form."""
+        return {"id": self.id, "path": self.path, "line": self.line, "field": self.field, "target": self.target}
+
+
+def _backlinks(target: Memory, memories: dict[str, Memory], names: Names) -> list[Backlink]:
+    found = []
+
+    def names_target(text: str) -> bool:
+        try:
+            found = names.link(text)
+        except Ambiguous:
+            return False
+        return found is not None and found.id == target.id
+
+    for memory in sorted(memories.values(), key=lambda m: m.path):
+        if memory.id == target.id:
+            continue
+        found += [Backlink(memory.id, memory.path, memory.field_line("links"), "links", text)
+                  for text in memory.links if names_target(text)]
+        found += [Backlink(memory.id, memory.path, line, "body", text)
+                  for text, line in body_link_lines(memory.body, memory.body_line or memory.line) if names_target(text)]
+        found += [Backlink(memory.id, memory.path, memory.field_line(name), name, target.id)
+                  for name in ID_FIELDS if target.id in getattr(memory, name)]
+    return found
+
+
+def backlinks(palace: Palace, ref: str) -> tuple[Memory, list[Backlink]]:
+    """The memory `ref` names, and every link to it from other memories (by id, path, file name, alias or subject)."""
+    scan = palace.scan()
+    target = palace.memory(ref, refresh=False)
+    return target, _backlinks(target, scan.memories, palace.index.names())
+
+
+@dataclass
+class Tag:
+    """A tag (a keyword: the two are one list) and the memories that carry it."""
+
+    name: str
+    ids: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        """JSON-ready form."""
+        return {"tag": self.name, "count": len(self.ids), "ids": self.ids}
+
+
+def tags(palace: Palace) -> list[Tag]:
+    """Every tag (keyword, or an Obsidian `tags:` entry) with its memories, most used first, case ignored."""
+    found: dict[str, Tag] = {}
+    for memory in sorted(palace.scan(light=True).memories.values(), key=lambda m: m.id):
+        for keyword in dict.fromkeys(k.lower() for k in memory.keywords):
+            found.setdefault(keyword, Tag(keyword)).ids.append(memory.id)
+    return sorted(found.values(), key=lambda t: (-len(t.ids), t.name))
+
+
+def has_tag(memory: Memory, tag: str) -> bool:
+    """True when the memory carries the tag (case ignored, a leading # ignored)."""
+    wanted = tag.strip().lstrip("#").lower()
+    return any(k.lower() == wanted for k in memory.keywords)
+
+
+# ---- rm -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Removal:
+    """What `palace rm` removed, the links it left broken (with --force) and the reviews kept in the log."""
+
+    memory: Memory
+    broken: list[Backlink]
+    reviews: int
+
+    def as_dict(self) -> dict:
+        """JSON-ready form."""
+        return {"id": self.memory.id, "path": self.memory.path, "broken_links": [b.as_dict() for b in self.broken],
+                "reviews_kept": self.reviews}
+
+
+def remove_memory(palace: Palace, ref: str, force: bool = False) -> Removal:
+    """Delete a memory's note; refuses while another memory links to it, unless force. The review log keeps
+    its history (it is append-only), so the memory's reviews come back if the note does (git revert)."""
+    memory, links = backlinks(palace, ref)
+    if links and not force:
+        where = "; ".join(f"{b.path}:{b.line} ({b.field})" for b in links[:5])
+        more = f" and {len(links) - 5} more" if len(links) > 5 else ""
+        raise PalaceError(f"{memory.id} is linked from {where}{more}; remove those links first, "
+                          "or use --force to leave them broken")
+    reviews = review_count(palace, memory.id)
+    path = palace.root / memory.path
+    path.unlink()
+    _prune_folders(palace, path.parent)
+    return Removal(memory, links, reviews)
+
+
+def _prune_folders(palace: Palace, folder: Path) -> None:
+    """Remove folders a removal left empty, up to the domain folder (kept when palace.toml declares the domain)."""
+    memories = palace.memories_dir.resolve()
+    folder = folder.resolve()
+    while folder != memories and memories in folder.parents:
+        if folder.parent == memories and folder.name in palace.config.domains:
+            return
+        try:
+            folder.rmdir()
+        except OSError:
+            return  # not empty
+        folder = folder.parent
+
+
+# ---- mv -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Move:
+    """What `palace mv` did: the memory's old and new id and path, and the notes whose links it renamed."""
+
+    old_id: str
+    new_id: str
+    old_path: str
+    new_path: str
+    rewritten: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        """JSON-ready form."""
+        return {"old_id": self.old_id, "new_id": self.new_id, "old_path": self.old_path, "new_path": self.new_path,
+                "rewritten": self.rewritten}
+
+
+def _renamed(names: Names, text: str, moving: Memory, id_changed: bool, stem_changed: bool) -> bool:
+    """True when a link `text` names the moving memory in a way the move breaks (its id, file name or path);
+    a link by alias or subject keeps working and is left as written."""
+    try:
+        found = names.resolve(text)
+    except Ambiguous:
+        return False
+    if found is None or found.memory.id != moving.id:
+        return False
+    return (found.how == "path" or (found.how == "id" and id_changed)
+            or (found.how == "file" and (id_changed or stem_changed)))
+
+
+def _edited(text: str, memory: Memory, changes: dict, renames: dict[str, str]) -> str:
+    if changes:
+        text = edit_frontmatter(text, changes, memory.path)
+    return rename_body_links(text, renames) if renames else text
+
+
+def move_memory(palace: Palace, ref: str, new_id: str | None = None, domain: str | None = None,
+                new_domain: bool = False) -> Move:
+    """Give a memory a new id (its file becomes `<new-id>.md`) and/or move it to another domain.
+
+    Links to it by id, file name or path are renamed in every note (frontmatter `links`, `supersedes`,
+    `superseded_by` and body `[[links]]`), through the byte-preserving writers; links by alias or subject
+    stay as written. A new id keeps the old one in the note's `previous_ids`, so its reviews follow it
+    (the log is never rewritten) and links written elsewhere by the old id, on another branch, still resolve.
+    """
+    scan = palace.scan()
+    names = palace.index.names()
+    memory = palace.memory(ref, refresh=False)
+    new_id = (new_id or "").strip() or memory.id
+    if not ID_PATTERN.match(new_id):
+        raise UsageError(f"id {new_id!r} must be lowercase letters, digits, '.', '_' or '-'")
+    if new_id != memory.id and new_id in scan.memories:
+        raise PalaceError(f"id {new_id!r} is already used by {scan.memories[new_id].path}")
+    parts = memory.path.split("/")  # memories/<domain>/[folders/]<name>.md
+    target_domain = palace.resolve_domain(domain, allow_new=True, insist=new_domain) if domain else memory.domain
+    name = f"{new_id}.md" if new_id != memory.id else parts[-1]
+    new_path = "/".join([parts[0], target_domain, *parts[2:-1], name])
+    if new_path == memory.path:
+        raise UsageError(f"{memory.id} is already {memory.path}; give a new id or --domain")
+    if (palace.root / new_path).exists():
+        raise PalaceError(f"{new_path} already exists")
+    id_changed = new_id != memory.id
+    stem_changed = name != parts[-1]
+
+    plans: dict[str, tuple[Memory, dict, dict[str, str]]] = {}
+    for other in scan.memories.values():
+        changes: dict = {}
+        links = [new_id if _renamed(names, t, memory, id_changed, stem_changed) else t for t in other.links]
+        if links != other.links:
+            changes["links"] = links
+        for field_name in ID_FIELDS:
+            ids = getattr(other, field_name)
+            if id_changed and memory.id in ids:
+                changes[field_name] = [new_id if i == memory.id else i for i in ids]
+        renames = {t: new_id for t in other.body_links if _renamed(names, t, memory, id_changed, stem_changed)}
+        if changes or renames:
+            plans[other.path] = (other, changes, renames)
+    own_changes, own_renames = plans.pop(memory.path, (memory, {}, {}))[1:]
+    if id_changed and not memory.plain:  # a note without frontmatter takes its id from its new file name
+        previous = [i for i in memory.previous_ids if i != new_id] + [memory.id]
+        own_changes = {**own_changes, "id": new_id, "previous_ids": list(dict.fromkeys(previous))}
+
+    # Plan every write and check each result reads back before writing anything.
+    writes: list[tuple[str, bytes]] = []
+    for relpath, (other, changes, renames) in sorted(plans.items()):
+        writes.append((relpath, _planned(palace, relpath, relpath, other, changes, renames)))
+    moved = _planned(palace, memory.path, new_path, memory, own_changes, own_renames)
+
+    from palace_cli.editing.authoring import _create
+
+    _create(palace.root / new_path, moved.decode("utf-8"))  # never replaces a file that appeared meanwhile
+    for relpath, data in writes:
+        atomic_write(palace.root / relpath, data)
+    old = palace.root / memory.path
+    old.unlink()
+    _prune_folders(palace, old.parent)
+    return Move(memory.id, new_id, memory.path, new_path, [relpath for relpath, _ in writes])
+
+
+def _planned(palace: Palace, relpath: str, new_relpath: str, memory: Memory, changes: dict,
+             renames: dict[str, str]) -> bytes:
+    """The new bytes of a note (BOM and line ends kept), checked to parse; NoteError when it cannot be exact."""
+    raw = (palace.root / relpath).read_bytes()
+    bom = b"\xef\xbb\xbf" if raw.startswith(b"\xef\xbb\xbf") else b""
+    text = raw[len(bom):].decode("utf-8")
+    new = _edited(text, memory, changes, renames)
+    check_note_size(new, new_relpath)
+    domain = new_relpath.split("/")[1]
+    try:
+        read_text = new.replace("\r\n", "\n")
+        parse_note(read_text, new_relpath, domain)
+    except NoteError as exc:
+        raise NoteError(relpath, f"cannot rename the links here without breaking the note ({exc.reason}); "
+                                 "nothing was changed", exc.line) from None
+    return bom + new.encode("utf-8")
+
+
+def review_count(palace: Palace, memory_id: str) -> int:
+    """How many reviews of a memory the log holds (renamed ids followed)."""
+    return Counter(r.id for r in ReviewLog(palace).read().reviews)[memory_id]

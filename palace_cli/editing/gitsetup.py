@@ -1,0 +1,172 @@
+"""Git without conflicts in what palace generates: attributes, the merge driver, and two hooks.
+
+- `reviews/*.jsonl merge=union`: the review logs are append-only, so two machines' lines are both kept.
+- `INDEX.md` and `index/*.md merge=palace-index`: a merge driver (`palace git merge-driver`, set in the
+  repository's config, which git never copies on clone) merges the generated files line by line
+  (`index/merge.py`), so they never conflict.
+- A `pre-merge-commit` hook regenerates them from the merged notes. When that changes anything (the
+  line merge cannot order two lines both branches added at the same place, or merge two edits of one
+  memory) it stages the files and stops the merge, since git commits a merge from the tree it merged
+  and not from what a hook staged; `git commit --no-edit` then finishes it with exact files.
+  `--hook` adds a `pre-commit` hook running `palace index --check`.
+
+Git starts drivers and hooks with its own environment, where `palace` may not be on PATH (a GUI client,
+another shell): each command tries `palace` on PATH, then the executable that ran `palace git setup`;
+without either, the driver falls back to git's union merge and the hooks say what to run by hand.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from palace_cli.errors import PalaceError
+from palace_cli.core.notes import atomic_write
+from palace_cli.palace import INDEX_DIR, REVIEWS, ROOT_INDEX, Palace
+
+DRIVER = "palace-index"
+# The cache, an Obsidian vault's settings and the temp files of a writer killed mid-write (swept by the next
+# command) never belong in a commit.
+IGNORED = (".palace/", ".obsidian/", ".*.tmp")
+ATTRIBUTES = (f"{REVIEWS}/*.jsonl merge=union", f"{ROOT_INDEX} merge={DRIVER}", f"{INDEX_DIR}/*.md merge={DRIVER}")
+HOOK_MARK = "# installed by `palace git setup`"
+
+
+@dataclass
+class GitSetup:
+    """What `palace git setup` did: files written, config set, hooks installed or left alone (with why)."""
+
+    attributes: list[str] = field(default_factory=list)  # lines added to .gitattributes
+    ignored: list[str] = field(default_factory=list)     # lines added to .gitignore
+    config: dict[str, str] = field(default_factory=dict)
+    hooks: list[str] = field(default_factory=list)       # hook files written
+    skipped: list[str] = field(default_factory=list)     # hooks left alone, with the reason
+
+    def as_dict(self) -> dict:
+        """JSON-ready form."""
+        return {"attributes": self.attributes, "ignored": self.ignored, "config": self.config, "hooks": self.hooks,
+                "skipped": self.skipped}
+
+
+def _git(root: Path, *args: str, check: bool = True) -> str:
+    try:
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+    except FileNotFoundError:
+        raise PalaceError("git is not installed") from None
+    if check and done.returncode != 0:
+        raise PalaceError(f"git {' '.join(args)}: {done.stderr.strip() or 'failed'}")
+    return done.stdout.strip()
+
+
+def repository_top(palace: Palace) -> Path | None:
+    """The top of the git work tree holding the palace, or None when it is not in one."""
+    if not shutil.which("git"):
+        return None
+    top = _git(palace.root, "rev-parse", "--show-toplevel", check=False)
+    return Path(top).resolve() if top else None
+
+
+def _palace_commands() -> list[str]:
+    """`palace` on PATH first, then the executable running now (a virtualenv git may not have on its PATH)."""
+    candidates = ["palace"]
+    here = Path(sys.argv[0]).resolve() if sys.argv and sys.argv[0] else None
+    for path in (here, Path(sys.executable).parent / "palace"):
+        if path is not None and path.name == "palace" and path.is_file() and os.access(path, os.X_OK):
+            candidates.append(str(path))
+            break
+    return candidates
+
+
+def _find_palace_sh() -> str:
+    """A shell line setting $PALACE to the first palace command that exists (empty when none does)."""
+    words = " ".join(shlex.quote(c) for c in _palace_commands())
+    return (f'PALACE=""; for candidate in {words}; do if command -v "$candidate" >/dev/null 2>&1; '
+            'then PALACE="$candidate"; break; fi; done')
+
+
+def driver_command() -> str:
+    """The merge driver as git runs it (through sh, %O %A %B %P substituted): palace, else git's union merge."""
+    script = (_find_palace_sh() + '; if [ -n "$PALACE" ]; then exec "$PALACE" git merge-driver "$1" "$2" "$3" "$4"; '
+              'fi; echo "palace not found: $4 merged by union; run palace index to regenerate it" >&2; '
+              'exec git merge-file --union "$2" "$1" "$3"')
+    return f"sh -c {shlex.quote(script)} palace-merge %O %A %B %P"
+
+
+def _hook(name: str, body: str) -> str:
+    return f"#!/bin/sh\n{HOOK_MARK} ({name})\n{_find_palace_sh()}\n{body}"
+
+
+def _merge_hook(relroot: str) -> str:
+    return _hook("pre-merge-commit",
+                 'if [ -z "$PALACE" ]; then\n'
+                 f'  echo "palace not found: run \'palace --palace {relroot} index\' and commit INDEX.md and index/" >&2\n'
+                 '  exit 0\nfi\n'
+                 f'exec "$PALACE" --palace {shlex.quote(relroot)} git regenerate --merge\n')
+
+
+def _check_hook(relroot: str) -> str:
+    return _hook("pre-commit",
+                 'if [ -z "$PALACE" ]; then\n'
+                 '  echo "palace not found: the generated index files were not checked" >&2\n  exit 0\nfi\n'
+                 f'exec "$PALACE" --palace {shlex.quote(relroot)} index --check\n')
+
+
+def _install_hook(top: Path, name: str, text: str, report: GitSetup) -> None:
+    hooks = Path(_git(top, "rev-parse", "--git-path", "hooks"))
+    path = (top / hooks).resolve() if not hooks.is_absolute() else hooks
+    target = path / name
+    if target.exists():
+        current = target.read_text(encoding="utf-8", errors="replace")
+        if HOOK_MARK not in current:
+            report.skipped.append(f"{name}: {target} exists and is not palace's; add this line to it: "
+                                  f"{text.strip().splitlines()[-1]}")
+            return
+        if current == text:
+            return
+    path.mkdir(parents=True, exist_ok=True)
+    atomic_write(target, text)
+    target.chmod(0o755)
+    report.hooks.append(str(target))
+
+
+def ensure_lines(path: Path, lines: tuple[str, ...] | list[str]) -> list[str]:
+    """Append the lines a file lacks (kept as they are otherwise); returns the lines added."""
+    existing = path.read_text(encoding="utf-8") if path.exists() else ""
+    have = {line.strip() for line in existing.splitlines()}
+    missing = [line for line in lines if line.strip() not in have]
+    if missing:
+        lead = "" if not existing or existing.endswith("\n") else "\n"
+        atomic_write(path, existing + lead + "".join(line + "\n" for line in missing))
+    return missing
+
+
+def setup_git(palace: Palace, hook: bool = False) -> GitSetup:
+    """Make merges of this palace conflict-free: attributes, the merge driver in the repository's config, the
+    pre-merge-commit hook that regenerates the index files, and with `hook` a pre-commit check. Idempotent."""
+    top = repository_top(palace)
+    if top is None:
+        raise PalaceError(f"{palace.root} is not in a git repository; run `git init` first")
+    report = GitSetup(attributes=ensure_lines(palace.root / ".gitattributes", ATTRIBUTES),
+                      ignored=ensure_lines(palace.root / ".gitignore", IGNORED))
+    settings = {f"merge.{DRIVER}.name": "palace: merge generated index files line by line (regenerated after)",
+                f"merge.{DRIVER}.driver": driver_command()}
+    for key, value in settings.items():
+        if _git(top, "config", "--local", "--get", key, check=False) != value:
+            _git(top, "config", "--local", key, value)
+            report.config[key] = value
+    relroot = os.path.relpath(palace.root, top)
+    _install_hook(top, "pre-merge-commit", _merge_hook(relroot), report)
+    if hook:
+        _install_hook(top, "pre-commit", _check_hook(relroot), report)
+    return report
+
+
+def stage(palace: Palace, paths: list[str]) -> None:
+    """`git add -A` these palace paths (written or removed), when the palace is in a git work tree."""
+    if paths and repository_top(palace) is not None:
+        _git(palace.root, "add", "-A", "--", *paths)

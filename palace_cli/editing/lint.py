@@ -1,0 +1,331 @@
+"""Check a palace: notes that cannot be read, missing fields, broken links, token problems, stale indices."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from palace_cli.errors import Ambiguous, NoteError, PalaceError
+from palace_cli.index.files import check_index_files, write_index_files
+from palace_cli.core.names import Names
+from palace_cli.core.notes import Memory, body_link_lines, parse_note
+from palace_cli.palace import Palace, Problem, Scan
+from palace_cli.study.reviewlog import ReviewLog
+from palace_cli.study.smashin import weak_image_problems
+from palace_cli.core.tokens import PhraseIndex, phrase_key, run_keys, token_problems
+from palace_cli.core.validity import LINK_FIELDS, NEVER, Versions, parse_moment
+
+# Parser findings that make a note wrong rather than odd; everything else the parser notes is a warning.
+ERROR_CODES = {"missing-field", "bad-type", "duplicate-key", "conflict-marker", "bad-date"}
+TOKEN_WARNINGS = {"token-guessable"}
+PUBLIC_FIELDS = ("subject", "anchor", "keywords", "aliases", "id")
+
+
+@dataclass
+class LintReport:
+    """Problems found, and what `--fix` changed."""
+
+    problems: list[Problem]
+    fixed: list[str] = field(default_factory=list)
+
+    @property
+    def errors(self) -> int:
+        return sum(p.severity == "error" for p in self.problems)
+
+    @property
+    def warnings(self) -> int:
+        return sum(p.severity == "warning" for p in self.problems)
+
+    def failed(self, strict: bool = False) -> bool:
+        """True when lint should exit 1: any error, or with strict any warning too."""
+        return bool(self.errors or (strict and self.warnings))
+
+    def as_dict(self) -> dict:
+        """JSON-ready form."""
+        return {"problems": [p.as_dict() for p in self.problems], "errors": self.errors,
+                "warnings": self.warnings, "fixed": self.fixed}
+
+
+def _field_text(memory: Memory, name: str) -> str:
+    value = getattr(memory, name)
+    return ", ".join(value) if isinstance(value, list) else value
+
+
+def _link_problem(memory: Memory, link: str, line: int, names: Names) -> Problem | None:
+    """A link that names no memory (broken) or several (ambiguous), by the resolver every command uses."""
+    try:
+        if names.link(link) is not None:
+            return None
+    except Ambiguous as exc:
+        return Problem(memory.path, line, "error", "ambiguous-link",
+                       f"link {link!r} names several memories ({', '.join(exc.candidates)}); link by id")
+    return Problem(memory.path, line, "error", "broken-link", f"link to unknown memory {link!r}")
+
+
+def _link_problems(memory: Memory, names: Names) -> list[Problem]:
+    found = [_link_problem(memory, link, memory.field_line("links"), names) for link in memory.links]
+    reported = set(memory.links)
+    for link, line in body_link_lines(memory.body, memory.body_line or memory.line):
+        if link not in reported:
+            reported.add(link)
+            found.append(_link_problem(memory, link, line, names))
+    return [problem for problem in found if problem is not None]
+
+
+def _exposures(memory: Memory, secrets: PhraseIndex) -> tuple[list[Problem], bool]:
+    """A verify token (this memory's or another's) printed in a field that index files and results show;
+    and whether the memory's own token is one of them."""
+    problems, own = [], False
+    for name in PUBLIC_FIELDS:
+        for owner in sorted(secrets.owners_in(_field_text(memory, name))):
+            own = own or owner == memory.id
+            whose = "its verify token" if owner == memory.id else f"the verify token of {owner}"
+            problems.append(Problem(memory.path, memory.field_line(name), "error", "token-exposed",
+                                    f"the {name} contains {whose}; index files and search results show the "
+                                    f"{name}, so the token would prove nothing"))
+    return problems, own
+
+
+def note_problems(scan: Scan) -> list[Problem]:
+    """Per-memory problems: warnings from parsing, broken links, verify tokens."""
+    checker = NoteChecker(scan.memories)
+    return [p for memory in sorted(scan.memories.values(), key=lambda m: m.path) for p in checker.problems(memory)]
+
+
+class NoteChecker:
+    """What checking one memory needs from the rest of the palace (its ids and verify tokens), gathered once;
+    light memories (`Palace.scan(light=True)`) are enough."""
+
+    def __init__(self, memories: dict[str, Memory]):
+        self.memories = memories
+        self.owners: dict[str, list[str]] = {}
+        for memory in sorted(memories.values(), key=lambda m: m.path):
+            if memory.verify:
+                self.owners.setdefault(phrase_key(memory.verify), []).append(memory.id)
+        self.secrets = PhraseIndex({m.id: m.verify for m in memories.values() if m.verify})
+        self._variant: tuple[tuple, NoteChecker] | None = None
+        self._versions: dict[str, set[str]] | None = None
+        self._names: Names | None = None
+
+    @property
+    def names(self) -> Names:
+        """The names links resolve by (ids, paths, file names, aliases, former ids, subjects), built on first use."""
+        if self._names is None:
+            self._names = Names(self.memories.values())
+        return self._names
+
+    def family(self, memory: Memory) -> dict[str, Memory]:
+        """The memory and every memory joined to it by supersedes / superseded_by links, either way, however
+        far: all that the version checks of this one memory look at."""
+        if self._versions is None:
+            self._versions = {}
+            for other in self.memories.values():
+                for name in LINK_FIELDS:
+                    for linked in getattr(other, name):
+                        self._versions.setdefault(other.id, set()).add(linked)
+                        self._versions.setdefault(linked, set()).add(other.id)
+        found = {memory.id: memory}
+        todo = [*memory.supersedes, *memory.superseded_by, *self._versions.get(memory.id, ())]
+        while todo:
+            note_id = todo.pop()
+            if note_id in found or note_id not in self.memories:
+                continue
+            found[note_id] = self.memories[note_id]
+            todo += self._versions.get(note_id, ())
+        return found
+
+    def with_memory(self, memory: Memory) -> NoteChecker:
+        """A checker that knows this version of the memory (an unsaved edit); self when nothing it uses changed."""
+        known = self.memories.get(memory.id)
+        if known is not None and known.verify == memory.verify and known.path == memory.path:
+            return self
+        key = (memory.id, memory.path, memory.verify)
+        if self._variant is None or self._variant[0] != key:  # one kept: the note being edited
+            self._variant = (key, NoteChecker({**self.memories, memory.id: memory}))
+        return self._variant[1]
+
+    def problems(self, memory: Memory) -> list[Problem]:
+        """Warnings from parsing, broken links and verify-token problems of one memory."""
+        problems = []
+        for warning in memory.warnings:
+            severity = "error" if warning.code in ERROR_CODES else "warning"
+            problems.append(Problem(memory.path, warning.line, severity, warning.code, warning.message))
+        problems += _link_problems(memory, self.names)
+        if memory.plain:
+            return problems  # a plain note (no frontmatter) has no token to check; its warning says so
+        key = phrase_key(memory.verify)
+        others = {i: self.memories[i].verify for i in self.owners.get(key, []) if i != memory.id}
+        exposed, own_exposed = _exposures(memory, self.secrets)
+        line = memory.field_line("verify")
+        for code, message in token_problems(memory.verify, memory.image, memory.subject, memory.keywords,
+                                            memory.content, others):
+            if code == "token-guessable" and own_exposed:
+                continue  # token-exposed says it more strongly
+            fixable = code == "token-missing" and bool(memory.image)
+            severity = "warning" if code in TOKEN_WARNINGS else "error"
+            problems.append(Problem(memory.path, line, severity, code, message, fixable=fixable))
+        if memory.verify:
+            inner = sorted({i for run in run_keys(memory.verify) - {key} for i in self.owners.get(run, [])}
+                           - {memory.id})
+            for other in inner:
+                problems.append(Problem(memory.path, line, "error", "token-overlap",
+                                        f"verify token contains the verify token of {other}; citing one would "
+                                        "look like citing both"))
+        problems += exposed
+        return problems
+
+
+def lint_note_text(palace: Palace, relpath: str, text: str, checker: NoteChecker | None = None) -> list[Problem]:
+    """Lint's problems for one note as an editor holds it (unsaved text) against the rest of the palace.
+
+    `relpath` is where the note is (or will be saved), `memories/<domain>/...`; pass a `NoteChecker` built
+    once from the palace's light scan to keep repeated calls cheap.
+    """
+    parts = relpath.split("/")
+    domain = parts[1] if len(parts) > 2 else ""
+    try:
+        memory = parse_note(text.replace("\r\n", "\n").replace("\r", "\n"), relpath, domain)
+    except NoteError as exc:
+        return [Problem(relpath, exc.line, "error", "unreadable-note", exc.reason)]
+    if checker is None:
+        checker = NoteChecker(palace.scan(light=True).memories)
+    owner = checker.memories.get(memory.id)
+    problems = []
+    if owner is not None and owner.path != relpath:
+        problems.append(Problem(relpath, memory.field_line("id"), "error", "duplicate-id",
+                                f"id {memory.id!r} is already used by {owner.path}"))
+    problems += checker.with_memory(memory).problems(memory)
+    problems += [p for p in version_problems(Scan(memories=checker.family(memory))) if p.path == relpath]
+    problems += weak_image_problems(Scan(memories={memory.id: memory}), palace.config.raw.get("study"))
+    return sorted(problems, key=lambda p: (p.line or 0, p.code, p.message))
+
+
+def _moment(text: str):
+    try:
+        return parse_moment(text)
+    except ValueError:
+        return None  # reported as bad-date when the note was read
+
+
+def version_problems(scan: Scan) -> list[Problem]:
+    """Version links and validity: unknown ids, cycles, one-sided links, forks, ranges that end before they start."""
+    memories = scan.memories
+    versions = Versions.of(memories.values())
+    problems = []
+    for memory in sorted(memories.values(), key=lambda m: m.path):
+        for name in LINK_FIELDS:
+            for other in getattr(memory, name):
+                if other not in memories:
+                    problems.append(Problem(memory.path, memory.field_line(name), "error", "broken-link",
+                                            f"`{name}` names unknown memory {other!r}"))
+        start, end = _moment(memory.valid_from), _moment(memory.valid_until)
+        if start is not None and end is not None and end < start:
+            problems.append(Problem(memory.path, memory.field_line("valid_until"), "error", "valid-range",
+                                    f"valid_until {memory.valid_until} is before valid_from {memory.valid_from}"))
+        if memory.id in versions.successors and versions.end(memory.id) == NEVER:
+            problems.append(Problem(memory.path, memory.field_line("superseded_by"), "warning", "undated-supersede",
+                                    "superseded, but neither this note's valid_until nor a successor's valid_from or "
+                                    "created says when; it counts as superseded at every date (set valid_until)"))
+    for cycle in versions.cycles():
+        where = next((memories[i] for i in cycle if i in memories), None)
+        if where is not None:
+            problems.append(Problem(where.path, where.field_line("supersedes"), "error", "supersede-cycle",
+                                    f"supersede links go round in a circle: {', '.join(cycle)}; "
+                                    "a version cannot come after itself"))
+    for old, new, lacking in versions.one_sided():
+        memory = memories[lacking]
+        name = "superseded_by" if lacking == old else "supersedes"
+        problems.append(Problem(memory.path, memory.field_line(name), "warning", "one-sided-supersede",
+                                f"{new} supersedes {old}, but {lacking}'s `{name}` does not say so; "
+                                f"`palace supersede {old} {new}` writes the missing side"))
+    for old, current in versions.forks():
+        if old in memories:
+            problems.append(Problem(memories[old].path, memories[old].field_line("superseded_by"), "warning",
+                                    "forked-versions",
+                                    f"{old} is superseded by {len(current)} memories that are all current "
+                                    f"({', '.join(current)}); if one replaced the other, `palace supersede "
+                                    f"{current[0]} {current[1]}`"))
+    return problems
+
+
+def core_problems(palace: Palace, scan: Scan) -> list[Problem]:
+    """Core memories that wake-up's default budget has no room for, even on their own."""
+    from palace_cli.search.wakeup import DEFAULT_BUDGET, core_overflow
+
+    left, needed = core_overflow(palace, scan)
+    return [Problem(memory.path, memory.field_line("core"), "warning", "core-overflow",
+                    f"core memories alone need about {needed} tokens, over wake-up's default budget of "
+                    f"{DEFAULT_BUDGET}; this one is left out (unmark some, or shorten subjects and anchors)")
+            for memory in left]
+
+
+def config_problems(palace: Palace, scan: Scan) -> list[Problem]:
+    """palace.toml text that the root index prints and that contains a verify token."""
+    secrets = PhraseIndex({m.id: m.verify for m in scan.memories.values() if m.verify})
+    texts = [("name", palace.config.name), ("identity", palace.config.identity)]
+    for name, spec in sorted(palace.config.domains.items()):
+        texts += [(f"[domains.{name}] description", spec.description),
+                  (f"[domains.{name}] aliases", ", ".join(spec.aliases))]
+    problems = []
+    for where, text in texts:
+        problems += [Problem("palace.toml", None, "error", "token-exposed",
+                             f"{where} contains the verify token of {owner}; INDEX.md would show it")
+                     for owner in sorted(secrets.owners_in(text))]
+    return problems
+
+
+def propose_missing_tokens(palace: Palace, scan: Scan) -> tuple[list[str], list[Problem]]:
+    """Write a proposed verify token into every note that has an Image but no token; returns what changed,
+    and a problem for each note that could not be updated (one such note never stops the others)."""
+    from palace_cli.editing.authoring import propose_missing_token
+
+    from palace_cli.index.locks import write_lock
+
+    fixed, failed = [], []
+    with write_lock(palace):  # tokens another writer added since `scan` was read are taken too
+        taken = {m.verify for m in _notes(palace).memories.values() if m.verify}
+        for memory in sorted(scan.memories.values(), key=lambda m: m.path):
+            try:
+                if propose_missing_token(palace, memory, taken) is not memory:
+                    fixed.append(f"{memory.path}: proposed a verify token")
+            except (PalaceError, OSError) as exc:  # a bare-CR note, a frontmatter it cannot edit exactly, read-only
+                reason = getattr(exc, "reason", None) or getattr(exc, "strerror", None) or str(exc)
+                failed.append(Problem(memory.path, memory.field_line("verify"), "warning", "not-fixed",
+                                      f"could not write the proposed verify token: {reason}"))
+    return fixed, failed
+
+
+def stray_notes(palace: Palace) -> list[Problem]:
+    """Note-like files outside memories/, except session files (their frontmatter has an `id` too)."""
+    from palace_cli.conversations import CONVERSATIONS
+
+    return [p for p in palace.stray_notes() if not p.path.startswith(CONVERSATIONS + "/")]
+
+
+def _notes(palace: Palace) -> Scan:
+    """The refreshed note cache, without regenerating the index files: lint reports them, only --fix writes."""
+    palace.refresh(embedder=None, index_files=False)
+    return palace.index.scan()
+
+
+def lint(palace: Palace, fix: bool = False) -> LintReport:
+    """Every problem in the palace; with fix, propose missing tokens and regenerate index files (nothing else)."""
+    fixed: list[str] = []
+    not_fixed: list[Problem] = []
+    scan = _notes(palace)
+    if fix:
+        fixed, not_fixed = propose_missing_tokens(palace, scan)
+        if fixed:
+            scan = _notes(palace)
+        report = write_index_files(palace, scan)
+        fixed += [f"{path}: regenerated" for path in report.written]
+        fixed += [f"{path}: removed (no such domain)" for path in report.removed]
+    # scan.problems holds what the refresh could not index: unreadable notes and session files, repeated ids.
+    problems = list(scan.problems) + note_problems(scan) + config_problems(palace, scan) + stray_notes(palace)
+    problems += version_problems(scan) + core_problems(palace, scan)
+    problems += not_fixed + ReviewLog(palace).read().problems
+    problems += weak_image_problems(scan, palace.config.raw.get("study"))
+    for relpath in check_index_files(palace, scan):
+        problems.append(Problem(relpath, None, "error", "stale-index",
+                                "generated index file is out of date; run `palace index`", fixable=True))
+    problems.sort(key=lambda p: (p.path, p.line or 0, p.code, p.message))
+    return LintReport(problems, fixed)

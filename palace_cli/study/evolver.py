@@ -1,0 +1,129 @@
+"""The Evolver: names a weak Image's missing SMASHIN factors and proposes a stronger Image as a diff."""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+from palace_cli.errors import ModelError, PalaceError
+from palace_cli.core.notes import atomic_write, load_note, replace_section
+from palace_cli.palace import Palace
+from palace_cli.study.smashin import FACTORS, SmashinScore, detect, factor, score_memory
+from palace_cli.core.tokens import contains_phrase
+from palace_cli.study.llm import NEEDS_MODEL, propose_image
+
+PROPOSALS = "proposals"
+
+
+@dataclass
+class Evolution:
+    """What evolve found for one memory: its score, the missing factors with tips, and maybe a proposed Image."""
+
+    memory_id: str
+    path: str
+    score: SmashinScore
+    tips: dict[str, str]
+    proposal: str | None = None
+    proposal_score: int | None = None
+    proposal_missing: list[str] = field(default_factory=list)
+    diff: str = ""
+    problem: str = ""
+    accepted: bool = False
+    from_cache: bool = False
+
+    def as_dict(self) -> dict:
+        """JSON-ready form."""
+        return {"id": self.memory_id, "path": self.path, "score": self.score.score, "missing": self.score.missing,
+                "tips": self.tips, "proposal": self.proposal, "proposal_score": self.proposal_score,
+                "proposal_missing": self.proposal_missing, "diff": self.diff, "problem": self.problem,
+                "accepted": self.accepted}
+
+
+def _note_hash(palace: Palace, relpath: str) -> str:
+    return hashlib.sha256((palace.root / relpath).read_bytes()).hexdigest()[:16]
+
+
+def _proposal_path(palace: Palace, memory_id: str):
+    return palace.cache_dir / PROPOSALS / f"{memory_id}.json"
+
+
+def image_diff(path: str, old: str, new: str) -> str:
+    """A unified diff of the Image section, one sentence per line so a change reads as a change."""
+    from palace_cli.study.examiner import sentences
+
+    before = [s + "\n" for s in sentences(old)]
+    after = [s + "\n" for s in sentences(new)]
+    return "".join(difflib.unified_diff(before, after, f"a/{path} (Image)", f"b/{path} (Image)"))
+
+
+def evolve(palace: Palace, ref: str, generator=None, accept: bool = False, why_not: str = "") -> Evolution:
+    """Score a memory, propose a stronger Image with the generator, and with accept write it to the note.
+
+    Without a generator, `why_not` says why (else: none installed)."""
+    memory = palace.memory(ref)
+    current = score_memory(memory)
+    tips = {key: factor(key).technique for key in current.missing}
+    result = Evolution(memory.id, memory.path, current, tips)
+    if generator is None:
+        result.problem = why_not or NEEDS_MODEL
+        if accept:
+            raise ModelError(f"evolve --accept: {result.problem}")
+        return result
+    base = _note_hash(palace, memory.path)
+    cached = _load_proposal(palace, memory.id, base)
+    if cached is not None:
+        image, result.from_cache = cached, True
+    else:
+        image, problem = propose_image(generator, memory, current.missing, {f.key: f.technique for f in FACTORS})
+        if image is None:
+            result.problem = problem
+            if accept:
+                raise PalaceError(f"{memory.id}: no usable proposal ({problem}); the note is unchanged")
+            return result
+    new_factors = detect(image)
+    result.proposal = image
+    result.proposal_score = sum(f.present for f in new_factors)
+    result.proposal_missing = [f.key for f in new_factors if not f.present]
+    result.diff = image_diff(memory.path, memory.image, image)
+    if result.proposal_score <= current.score:
+        result.problem = (f"the proposal scores {result.proposal_score}/12, not above the current "
+                          f"{current.score}/12; not worth accepting")
+    _save_proposal(palace, memory.id, base, image)
+    if accept:
+        if result.problem:
+            raise PalaceError(f"{memory.id}: {result.problem}; the note is unchanged")
+        accept_image(palace, memory.id, image, base)
+        result.accepted = True
+    return result
+
+
+def accept_image(palace: Palace, memory_id: str, image: str, base_hash: str) -> None:
+    """Replace the Image section atomically; refuse when the note changed since the proposal or the token would go."""
+    memory = palace.memory(memory_id)
+    if _note_hash(palace, memory.path) != base_hash:
+        raise PalaceError(f"{memory.path} changed since the proposal was made; run `palace evolve {memory_id}` again")
+    if memory.verify and not contains_phrase(image, memory.verify):
+        raise PalaceError(f"{memory.path}: the proposed Image lacks the verify token; the note is unchanged")
+    replace_section(palace.root / memory.path, "Image", image, memory.path)
+    check = load_note(palace.root, memory.path, memory.domain)
+    if check.id != memory.id or (memory.verify and not contains_phrase(check.image, memory.verify)):
+        raise PalaceError(f"{memory.path}: the rewritten note did not read back as expected")  # pragma: no cover
+    _proposal_path(palace, memory_id).unlink(missing_ok=True)
+
+
+def _load_proposal(palace: Palace, memory_id: str, base_hash: str) -> str | None:
+    """The proposal shown last time, if it was made for the note as it is now."""
+    try:
+        data = json.loads(_proposal_path(palace, memory_id).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    return data.get("image") if data.get("base") == base_hash else None
+
+
+def _save_proposal(palace: Palace, memory_id: str, base_hash: str, image: str) -> None:
+    """Keep the proposal so `--accept` writes exactly what was shown."""
+    atomic_write(_proposal_path(palace, memory_id), json.dumps({"base": base_hash, "image": image}, indent=1))
