@@ -19,12 +19,12 @@ __version__ = "0.1.0"
 
 # Public name -> the module that defines it.
 _EXPORTS = {
-    "Palace": "palace", "Scan": "palace", "Problem": "palace",
+    "Palace": "palace", "Scan": "core.layout", "Problem": "core.layout",
     "Memory": "core.notes",
     "init_palace": "editing.authoring", "add_memory": "editing.authoring", "update_memory": "editing.changes",
     "move_memory": "editing.curate", "remove_memory": "editing.curate", "backlinks": "editing.curate",
-    "recall": "search.retrieve", "search": "search.retrieve", "context_entry": "search.retrieve",
-    "Recall": "search.retrieve", "SearchResult": "search.retrieve", "Hit": "search.retrieve",
+    "recall": "search.retrieve", "search": "search.retrieve", "context_entry": "search.hits",
+    "Recall": "search.hits", "SearchResult": "search.hits", "Hit": "search.hits",
     "verify_response": "answers.verify", "Verdict": "answers.verify",
     "ask": "answers.ask", "verify_answer": "answers.ask", "handed_memories": "answers.ask", "Answer": "answers.ask",
     "lint": "editing.lint", "LintReport": "editing.lint",
@@ -67,8 +67,10 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from palace_cli.index.refresh import RefreshReport
     from palace_cli.editing.lint import LintReport, lint
     from palace_cli.core.notes import Memory
-    from palace_cli.palace import Palace, Problem, Scan
-    from palace_cli.search.retrieve import Hit, Recall, SearchResult, context_entry, recall, search
+    from palace_cli.palace import Palace
+    from palace_cli.core.layout import Problem, Scan
+    from palace_cli.search.retrieve import recall, search
+    from palace_cli.search.hits import Hit, Recall, SearchResult, context_entry
     from palace_cli.search.similar import similar
     from palace_cli.answers.verify import Verdict, verify_response
     from palace_cli.editing.versions import history, supersede

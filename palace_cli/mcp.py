@@ -21,7 +21,8 @@ from typing import Any, Literal
 from palace_cli import __version__
 from palace_cli.errors import NotAMemory, NotFound, PalaceError, UsageError
 from palace_cli.core.notes import Memory
-from palace_cli.palace import CACHE_DIR, INDEX_DIR, MEMORIES, REVIEWS, ROOT_INDEX, Palace
+from palace_cli.palace import Palace
+from palace_cli.core.layout import CACHE_DIR, INDEX_DIR, MEMORIES, REVIEWS, ROOT_INDEX
 from palace_cli.search.profiles import PROFILES
 from palace_cli.study.strategies import STRATEGIES
 from palace_cli.search.retrieve import recall as core_recall, search as core_search
@@ -230,7 +231,8 @@ class PalaceTools:
         from palace_cli.editing.authoring import add_memory, token_warnings
         from palace_cli.editing.changes import link_ids, token_for
         from palace_cli.index.locks import write_lock
-        from palace_cli.core.notes import check_note_size, slugify
+        from palace_cli.core.noteedit import check_note_size
+        from palace_cli.core.text import slugify
         from palace_cli.search.similar import similar, warning_lines
 
         _plain_name(domain, "domain")
@@ -284,7 +286,7 @@ class PalaceTools:
     def verify(self, response: str, ids: list[str], rule: Literal["any", "all"] = "any") -> str:
         """Check an answer against the memories it was handed (their ids): cited, uncited, foreign tokens."""
         from palace_cli.answers.ask import verify_answer
-        from palace_cli.search.retrieve import context_entry
+        from palace_cli.search.hits import context_entry
 
         if not ids:
             raise UsageError("give the ids of the memories handed to the model (recall lists them on its hits line)")

@@ -7,110 +7,36 @@ writing a note goes through `notes.py` (atomic, byte-preserving) from `authoring
 
 from __future__ import annotations
 
-import errno
 import os
 import re
 import stat
-from dataclasses import dataclass, field
-from difflib import SequenceMatcher, get_close_matches
+from difflib import get_close_matches
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from palace_cli.core.config import PalaceConfig, find_root, load_config
-from palace_cli.errors import Ambiguous, NoteError, NotAMemory, NotFound, UsageError
+from palace_cli.core.layout import (
+    BAD_NAME,
+    BAD_NAME_MESSAGE,
+    CACHE_DIR,
+    INDEX_DIR,
+    MEMORIES,
+    ROOT_INDEX,
+    SKIPPED_DIRS,
+    NoteFile,
+    Problem,
+    Scan,
+    confined_target,
+    shown_path,
+)
+from palace_cli.core.names import not_found_message
 from palace_cli.core.notes import Memory
-from palace_cli.core.tokens import STOPWORDS, normalize, root, words
+from palace_cli.core.text import normalize
+from palace_cli.errors import Ambiguous, NotAMemory, NoteError, NotFound, UsageError
 
 if TYPE_CHECKING:
     from palace_cli.index import Index
     from palace_cli.index.refresh import RefreshReport
-
-MEMORIES = "memories"
-INDEX_DIR = "index"
-ROOT_INDEX = "INDEX.md"
-REVIEWS = "reviews"
-CACHE_DIR = ".palace"
-SKIPPED_DIRS = {".git", CACHE_DIR, "node_modules", ".venv", "__pycache__"}
-# In a file or folder name: control characters and line breaks (they would split the one-line-per-note index
-# files) and lone surrogates (how Python spells bytes that are not UTF-8).
-BAD_NAME = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
-BAD_NAME_MESSAGE = ("the name has a control character, a line break or bytes that are not UTF-8 (it would break "
-                    "the one-line-per-note index files); rename it")
-
-
-@dataclass
-class Problem:
-    """Something wrong in the palace, with where it is; `str()` is the one-line report."""
-
-    path: str
-    line: int | None
-    severity: str  # "error" or "warning"
-    code: str
-    message: str
-    fixable: bool = False
-
-    def __str__(self) -> str:
-        where = f"{self.path}:{self.line}" if self.line else self.path
-        return f"{where}: {self.severity}: {self.message} [{self.code}]"
-
-    def as_dict(self) -> dict:
-        """JSON-ready form."""
-        return {"path": self.path, "line": self.line, "severity": self.severity, "code": self.code,
-                "message": self.message, "fixable": self.fixable}
-
-
-def _within(real: str, base: str) -> bool:
-    return real == base or real.startswith(base + os.sep)
-
-
-def confined_target(root: Path, folder: str, path: str | os.PathLike) -> tuple[str, os.stat_result]:
-    """(real path, stat) of `path` when its name (relative to root) is printable and, after resolving links,
-    it is a regular file or a folder inside root/folder; else NotAMemory with the lint code and reason."""
-    if BAD_NAME.search(os.path.relpath(path, root)):
-        raise NotAMemory("bad-name", BAD_NAME_MESSAGE)
-    real = os.path.realpath(path)
-    if not _within(real, os.path.realpath(os.path.join(root, folder))):
-        raise NotAMemory("symlink-outside", f"symlink points outside the palace's {folder}/; not read")
-    try:
-        info = os.stat(path)
-    except OSError as exc:
-        what = "a symlink loop" if exc.errno == errno.ELOOP else exc.strerror
-        raise NotAMemory("unreadable", f"cannot read: {what}") from None
-    if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
-        raise NotAMemory("unreadable", "not a regular file or folder; not read")
-    return real, info
-
-
-def shown_path(relpath: str) -> str:
-    """A path printable on one line: bytes that are not UTF-8 and control characters escaped."""
-    text = relpath.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
-@dataclass
-class NoteFile:
-    """A candidate note file found on disk, with the stat fields used for incremental refresh."""
-
-    relpath: str
-    domain: str
-    mtime_ns: int
-    size: int
-
-
-@dataclass
-class Scan:
-    """Every readable memory (by id) and every problem found while reading."""
-
-    memories: dict[str, Memory] = field(default_factory=dict)
-    problems: list[Problem] = field(default_factory=list)
-
-    def by_domain(self) -> dict[str, list[Memory]]:
-        """Memories grouped by domain, domains and memories sorted."""
-        grouped: dict[str, list[Memory]] = {}
-        for memory in sorted(self.memories.values(), key=lambda m: (m.domain, m.id)):
-            grouped.setdefault(memory.domain, []).append(memory)
-        return grouped
 
 
 class Palace:
@@ -352,7 +278,7 @@ class Palace:
         error names the close domains; `insist` creates it anyway. Without either, an unknown name is a
         NotFound listing the domains.
         """
-        from palace_cli.core.notes import slugify
+        from palace_cli.core.text import slugify
 
         wanted = (name or "").strip()
         if not wanted:
@@ -390,7 +316,7 @@ class Palace:
         scan = self.scan(light=True) if refresh else self.index.scan(light=True)
         found = self._exact(ref, scan)
         if found is None:
-            raise NotFound(_not_found_message(ref, list(scan.memories.values())))
+            raise NotFound(not_found_message(ref, list(scan.memories.values())))
         return self.index.store.memories([found.path])[0]  # the light entry, now in full
 
     def _exact(self, ref: str, scan: Scan) -> Memory | None:
@@ -432,80 +358,3 @@ class Palace:
         return None
 
 
-FIELD_WEIGHTS = (("subject", 1.0), ("id", 1.0), ("aliases", 1.0), ("keywords", 0.6), ("anchor", 0.6))
-MATCH, SPELLING, MARGIN = 0.5, 0.6, 0.15  # a match needs half the words (or a close spelling) and a clear lead
-
-
-def _word_sets(memory: Memory) -> list[tuple[set[str], float]]:
-    values = {"subject": memory.subject, "id": memory.id.replace("-", " "), "aliases": " ".join(memory.aliases),
-              "keywords": " ".join(memory.keywords), "anchor": memory.anchor}
-    return [({root(w) for w in words(values[name])}, weight) for name, weight in FIELD_WEIGHTS]
-
-
-def _not_found_message(ref: str, memories: list[Memory]) -> str:
-    """`no memory <ref>`, with the nearest memories by a fuzzy match when there are any."""
-    try:
-        near = [_fuzzy(ref, memories).id]
-    except Ambiguous as exc:
-        near = exc.candidates
-    except NotFound:
-        near = []
-    if not near:
-        near = _spelled_like(ref, memories)
-    if not near:
-        return f"no memory {ref!r} (try `palace list` or `palace search`)"
-    return f"no memory {ref!r}; did you mean: {', '.join(near)}?"
-
-
-def _spelled_like(ref: str, memories: list[Memory], limit: int = 5) -> list[str]:
-    """Ids of memories with an id, subject word or alias word spelled close to a word of `ref` (`blom`: bloom-filter)."""
-    owners: dict[str, list[str]] = {}
-    for memory in memories:
-        for word in {*words(memory.id), *words(memory.subject), *(w for a in memory.aliases for w in words(a))}:
-            if len(word) >= 3:
-                owners.setdefault(word, []).append(memory.id)
-    found: list[str] = []
-    for word in words(ref):
-        for close in get_close_matches(word, list(owners), n=3, cutoff=0.75):
-            found += [i for i in sorted(owners[close]) if i not in found]
-    return found[:limit]
-
-
-def _fuzzy(ref: str, memories: list[Memory]) -> Memory:
-    """The one memory a free-text reference most likely means; NotFound or Ambiguous (naming the candidates)."""
-    wanted = normalize(ref)
-    if not wanted:
-        raise NotFound(f"no memory matches {ref!r}")
-    exact = [m for m in memories if wanted in {normalize(m.subject), normalize(m.anchor), normalize(m.id),
-                                                *(normalize(a) for a in m.aliases)}]
-    if len(exact) == 1:
-        return exact[0]
-    if len(exact) > 1:
-        names = sorted(m.id for m in exact)[:8]
-        raise Ambiguous(f"{ref!r} names several memories: {', '.join(names)}; use an id", names)
-    query = [root(w) for w in wanted.split() if w not in STOPWORDS] or [root(w) for w in wanted.split()]
-    fields = [_word_sets(m) for m in memories]
-    vocabulary = set().union(*(words_ for sets in fields for words_, _ in sets))
-    near = {w: set(get_close_matches(w, vocabulary, n=8, cutoff=0.85)) - {w} if len(w) >= 5 else set() for w in query}
-    known = [w for w in query if w in vocabulary or near[w]]  # words the palace has never seen tell nothing
-    scored = []
-    for memory, sets in zip(memories, fields):
-        words_score = 0.0
-        for word in known:
-            words_score += max((weight if word in vocabulary_ else 0.8 * weight if near[word] & vocabulary_ else 0.0)
-                               for vocabulary_, weight in sets)
-        words_score = words_score / len(known) if known else 0.0
-        subject = normalize(memory.subject)
-        matcher = SequenceMatcher(None, wanted, subject)
-        spelling = matcher.ratio() if matcher.real_quick_ratio() >= SPELLING - 0.3 else 0.0
-        spelling += 0.3 if wanted in subject else 0.0
-        spelling = spelling if spelling >= SPELLING else 0.0
-        scored.append((round(max(spelling, words_score), 6), memory.id, memory))
-    scored.sort(key=lambda item: (-item[0], item[1]))
-    good = [item for item in scored if item[0] >= MATCH]
-    if not good:
-        raise NotFound(f"no memory matches {ref!r} (try `palace list` or `palace search`)")
-    if len(good) > 1 and good[0][0] - good[1][0] < MARGIN:
-        close = [item[1] for item in good if good[0][0] - item[0] < MARGIN]
-        raise Ambiguous(f"{ref!r} matches several memories: {', '.join(close[:8])}; use an id", close[:8])
-    return good[0][2]

@@ -23,7 +23,8 @@ from watchdog.observers import Observer
 from palace_cli.core.config import CONFIG_NAME
 from palace_cli.conversations import CONVERSATIONS
 from palace_cli.errors import PalaceError
-from palace_cli.palace import MEMORIES, Palace
+from palace_cli.palace import Palace
+from palace_cli.core.layout import MEMORIES
 from palace_cli.index.refresh import AUTO, RefreshReport, refresh
 from palace_cli.progress import Progress
 

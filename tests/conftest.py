@@ -80,8 +80,8 @@ def palace(example_palace):
 def _parse_notes(palace):
     """Every note parsed straight from disk, bypassing the cache: what the cache and the generated files are
     checked against (the first path keeps a duplicated id, as in the cache)."""
-    from palace_cli.core.notes import load_note
-    from palace_cli.palace import Scan
+    from palace_cli.core.notefile import load_note
+    from palace_cli.core.layout import Scan
 
     scan = Scan()
     for note_file in palace.note_files(scan.problems):

@@ -11,7 +11,8 @@ from conversation_fixtures import (CHAT, SESSION, chatgpt_conversations, claude_
 
 from palace_cli.conversations import detect, parse_session, read_conversations, render_session
 from palace_cli.conversations.locomo import locomo_time
-from palace_cli.conversations.model import Session, Turn, iso_time
+from palace_cli.conversations.model import Session, Turn
+from palace_cli.core.dates import iso_time
 from palace_cli.conversations.sessionfile import session_digest
 from palace_cli.conversations.sources import tool_line
 from palace_cli.errors import UsageError

@@ -14,7 +14,7 @@ import pytest
 
 from palace_cli.bench.synth import generate_palace
 from palace_cli.index.files import check_index_files
-from palace_cli.core.notes import atomic_write
+from palace_cli.core.disk import atomic_write
 from palace_cli.palace import Palace
 from palace_cli.index.refresh import refresh, stale, unindexed
 

@@ -9,7 +9,8 @@ from palace_cli.answers.abstention import ABSTAIN_BELOW, Evidence, thresholds, w
 from palace_cli.answers.ask import extractive, suggested_domain
 from palace_cli.backends import CAPABLE_PARAMETERS, Generator, size_label, unfit_reason, use_generator
 from palace_cli.errors import ConfigError
-from palace_cli.search.retrieve import context_entry, recall
+from palace_cli.search.retrieve import recall
+from palace_cli.search.hits import context_entry
 
 
 @pytest.mark.parametrize("text, sentences", [

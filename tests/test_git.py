@@ -55,8 +55,8 @@ def generated(root: Path) -> dict[str, str]:
 
 def expected(root: Path) -> dict[str, str]:
     """What the notes on disk produce, parsed afresh (no cache)."""
-    from palace_cli.core.notes import load_note
-    from palace_cli.palace import Scan
+    from palace_cli.core.notefile import load_note
+    from palace_cli.core.layout import Scan
 
     p = Palace(root)
     scan = Scan()

@@ -21,8 +21,9 @@ from palace_cli.cli import cli
 from palace_cli.errors import PalaceError
 from palace_cli.editing.lint import lint
 from palace_cli.mcp import PalaceTools
-from palace_cli.core.notes import MAX_NOTE_BYTES
-from palace_cli.palace import Palace, shown_path
+from palace_cli.core.notefile import MAX_NOTE_BYTES
+from palace_cli.palace import Palace
+from palace_cli.core.layout import shown_path
 
 HOSTILE_EXAMPLES = int(os.environ.get("PALACE_HYPOTHESIS_EXAMPLES", "50"))
 HOSTILE = settings(max_examples=HOSTILE_EXAMPLES, deadline=None, derandomize=False,

@@ -16,7 +16,7 @@ from palace_cli.errors import ImportFailed, UsageError
 from palace_cli.importers import detect_format, import_path, read
 from palace_cli.importers.clustering import choose_k, cluster, name_clusters, spherical_kmeans, tfidf
 from palace_cli.importers.memory_palace_json import derive_anchor
-from palace_cli.core.notes import update_frontmatter
+from palace_cli.core.noteedit import update_frontmatter
 from palace_cli.palace import Palace
 from palace_cli.core.tokens import contains_phrase, guessable_words
 

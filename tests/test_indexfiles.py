@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from palace_cli.index.files import HIDDEN, check_index_files, render_all, write_index_files
-from palace_cli.core.notes import update_frontmatter
-from palace_cli.palace import Palace, Scan
+from palace_cli.core.noteedit import update_frontmatter
+from palace_cli.palace import Palace
+from palace_cli.core.layout import Scan
 from palace_cli.core.tokens import PhraseIndex, contains_phrase, find_phrases
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from palace_cli.index.files import write_index_files
 from palace_cli.editing.lint import lint
-from palace_cli.core.notes import update_frontmatter
+from palace_cli.core.noteedit import update_frontmatter
 from palace_cli.palace import Palace
 
 NOTE = """---

@@ -23,7 +23,8 @@ from palace_cli.errors import PalaceError  # noqa: E402
 from palace_cli.editing.lint import lint, lint_note_text  # noqa: E402
 from palace_cli.lsp import buffer  # noqa: E402
 from palace_cli.lsp.names import Snapshot  # noqa: E402
-from palace_cli.core.notes import parse_note, update_frontmatter  # noqa: E402
+from palace_cli.core.notefile import parse_note
+from palace_cli.core.noteedit import update_frontmatter
 from palace_cli.palace import Palace  # noqa: E402
 from palace_cli.search.retrieve import search  # noqa: E402
 from palace_cli.core.tokens import contains_phrase, fingerprint  # noqa: E402

@@ -13,16 +13,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from palace_cli.errors import NoteError
-from palace_cli.core.notes import (
-    edit_frontmatter,
-    edit_section,
-    inline_yaml,
-    load_note,
-    parse_note,
-    read_note_text,
-    replace_section,
-    update_frontmatter,
-)
+from palace_cli.core.notefile import load_note, parse_note, read_note_text
+from palace_cli.core.noteedit import edit_frontmatter, edit_section, inline_yaml, replace_section, update_frontmatter
 
 EXAMPLES = int(os.environ.get("PALACE_HYPOTHESIS_EXAMPLES", "400"))  # raise it for a long soak
 NOTE = """---

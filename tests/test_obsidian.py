@@ -9,7 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from palace_cli.cli import cli
-from palace_cli.core.notes import parse_note, rest_of_body
+from palace_cli.core.notefile import parse_note
+from palace_cli.core.markdown import rest_of_body
 from palace_cli.watch import relevant
 
 SAGA = "memories/messaging-events/saga-pattern.md"

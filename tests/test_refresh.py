@@ -12,7 +12,7 @@ import pytest
 
 from conftest import copy_palace
 from palace_cli.index.files import check_index_files
-from palace_cli.core.notes import atomic_write
+from palace_cli.core.disk import atomic_write
 from palace_cli.palace import Palace
 from palace_cli.index.refresh import refresh, stale, unindexed
 
@@ -329,7 +329,7 @@ def test_vectors_embed_only_what_changed(small_palace, real_embedder):  # noqa: 
     assert counting.texts == 3  # no-op
     # a rename and a frontmatter-only change keep their vectors
     os.rename(palace.root / "memories/storage/bloom-filter.md", palace.root / "memories/distributed/bloom-filter.md")
-    from palace_cli.core.notes import update_frontmatter
+    from palace_cli.core.noteedit import update_frontmatter
 
     update_frontmatter(palace.root / "memories/distributed/saga.md", {"created": "2020-01-01"})
     report = refresh(palace, embedder=counting)

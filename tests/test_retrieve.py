@@ -14,7 +14,9 @@ from palace_cli.cli import cli
 from palace_cli.errors import NotFound, UsageError
 from palace_cli.search.profiles import PROFILES
 from palace_cli.index.refresh import refresh
-from palace_cli.search.retrieve import Hit, build_context, fuse_minmax, fuse_rrf, recall, search, trim_hits
+from palace_cli.search.retrieve import fuse_minmax, fuse_rrf, recall, search, trim_hits
+from palace_cli.search.context import build_context
+from palace_cli.search.hits import Hit
 
 
 @pytest.mark.parametrize("query, domain", [

@@ -6,7 +6,8 @@ from datetime import date, datetime, timedelta, timezone
 
 import pytest
 
-from palace_cli.core.validity import NEVER, Entry, Versions, format_moment, parse_moment
+from palace_cli.core.validity import Entry, Versions
+from palace_cli.core.dates import NEVER, format_moment, parse_moment
 
 
 def utc(*parts) -> datetime:

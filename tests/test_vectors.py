@@ -282,7 +282,7 @@ def test_a_killed_long_embedding_run_resumes_from_its_checkpoints(tmp_path):
 
 def test_dense_search_is_the_same_from_segments_and_after_compaction(small_palace, with_models):
     from palace_cli.index.refresh import refresh
-    from palace_cli.core.notes import atomic_write
+    from palace_cli.core.disk import atomic_write
     from palace_cli.palace import Palace
     from palace_cli.search.retrieve import search
 

@@ -9,7 +9,8 @@ from click.testing import CliRunner
 
 from palace_cli.cli import cli
 from palace_cli.errors import PalaceError, UsageError
-from palace_cli.core.tokens import find_phrases, fold, phrase_key
+from palace_cli.core.tokens import find_phrases, phrase_key
+from palace_cli.core.text import fold
 from palace_cli.answers.verify import parse_context, verify_response
 
 TUX = {"id": "two-phase-commit", "verify": "mustard-yellow tuxedo"}

@@ -477,7 +477,7 @@ def test_two_branches_superseding_one_note_merge_to_a_fork_that_lint_explains(te
 
 def test_example_palace_update_chains_and_their_queries_agree(palace):
     from palace_cli.bench.retrieval import load_queries
-    from palace_cli.core.validity import parse_moment
+    from palace_cli.core.dates import parse_moment
 
     palace.refresh(embedder=None)
     versions = palace.index.versions()

@@ -18,7 +18,7 @@ from conversation_fixtures import locomo_samples
 from palace_cli.editing.authoring import init_palace
 from palace_cli.importers import import_path
 from palace_cli.index.files import check_index_files
-from palace_cli.core.notes import atomic_write
+from palace_cli.core.disk import atomic_write
 from palace_cli.palace import Palace
 from palace_cli.index.refresh import refresh
 from palace_cli.search.retrieve import search

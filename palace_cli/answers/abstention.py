@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from palace_cli.errors import ConfigError
 from palace_cli.answers.extract import question_terms
 from palace_cli.palace import Palace
-from palace_cli.search.retrieve import Recall
+from palace_cli.search.hits import Recall
 
 # Calibrated by `palace bench ask` over example-palace (24 absent, 164 answerable questions) and the
 # memory-palace-skill corpus (25 absent, 227 answerable), pooled, coverage fixed at one half (the best

@@ -19,9 +19,11 @@ from palace_cli.errors import ModelError, UsageError
 from palace_cli.answers.extract import compose, extract, sentence_line
 from palace_cli.backends.cache import cached
 from palace_cli.palace import Palace
-from palace_cli.search.retrieve import Recall, context_entry, recall
-from palace_cli.core.tokens import STOPWORDS, contains_phrase, words
-from palace_cli.core.validity import format_moment, parse_moment
+from palace_cli.search.retrieve import recall
+from palace_cli.search.hits import Recall, context_entry
+from palace_cli.core.tokens import contains_phrase
+from palace_cli.core.text import STOPWORDS, words
+from palace_cli.core.dates import format_moment, parse_moment
 from palace_cli.answers.verify import CITATION, Verdict, verify_response
 
 MAX_TOKENS = 160

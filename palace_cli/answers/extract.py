@@ -12,7 +12,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from palace_cli.core.tokens import STOPWORDS
+from palace_cli.core.text import STOPWORDS
 
 # Words a question is phrased with that say nothing about what it asks (beyond tokens.STOPWORDS).
 QUESTION_WORDS = frozenset("do does did doing done should would could shall may might must need get make use "

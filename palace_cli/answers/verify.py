@@ -7,7 +7,8 @@ import re
 from dataclasses import dataclass, field
 
 from palace_cli.errors import PalaceError, UsageError
-from palace_cli.core.tokens import find_phrases, fold, normalize, words
+from palace_cli.core.tokens import find_phrases
+from palace_cli.core.text import fold, normalize, words
 
 RULES = ("any", "all")
 # How a model is told to cite (see retrieve.build_context): "[verify: the token]".

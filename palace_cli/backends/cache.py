@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from palace_cli.backends import Generator
-from palace_cli.core.notes import atomic_write
+from palace_cli.core.disk import atomic_write
 
 CACHE_VERSION = 1
 

@@ -23,7 +23,7 @@ from palace_cli.answers.abstention import ABSTAIN_BELOW, weigh
 from palace_cli.errors import PalaceError
 from palace_cli.palace import Palace
 from palace_cli.search.retrieve import recall
-from palace_cli.core.tokens import normalize
+from palace_cli.core.text import normalize
 from palace_cli.bench.retrieval import load_queries
 from palace_cli.bench.verify import detection_metrics
 

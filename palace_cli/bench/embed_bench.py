@@ -58,7 +58,7 @@ def query_texts(count: int, seed: int = 0, locomo: Path | None = None) -> list[s
 
 def note_texts(count: int, seed: int = 0) -> list[str]:
     """The embedded text (subject, anchor, keywords, image, content) of `count` synthetic 1.7 KB notes."""
-    from palace_cli.core.notes import parse_note
+    from palace_cli.core.notefile import parse_note
 
     factory = NoteFactory(seed, max(count, 1000))
     texts = []

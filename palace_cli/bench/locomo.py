@@ -29,7 +29,8 @@ from palace_cli.errors import PalaceError
 from palace_cli.index.scope import Scope
 from palace_cli.palace import Palace
 from palace_cli.search.profiles import PROFILES
-from palace_cli.search.retrieve import assemble_context, hit_confidence, pick, recall, search
+from palace_cli.search.retrieve import hit_confidence, pick, recall, search
+from palace_cli.search.context import assemble_context
 from palace_cli.search.wakeup import BYTES_PER_TOKEN
 from palace_cli.bench.retrieval import _auc, bootstrap_ci
 

@@ -15,8 +15,9 @@ import numpy as np
 from palace_cli.errors import PalaceError
 from palace_cli.palace import Palace
 from palace_cli.search.profiles import PROFILES
-from palace_cli.search.retrieve import build_context, hit_confidence, recall, search, trim_hits
-from palace_cli.core.validity import parse_moment
+from palace_cli.search.retrieve import hit_confidence, recall, search, trim_hits
+from palace_cli.search.context import build_context
+from palace_cli.core.dates import parse_moment
 
 ALL_MODES = ("2hop", "lexical", "dense", "hybrid")
 CUTOFFS = (1, 3, 5, 10)

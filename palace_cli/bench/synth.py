@@ -6,7 +6,7 @@ import itertools
 import random
 from pathlib import Path
 
-from palace_cli.core.notes import atomic_write
+from palace_cli.core.disk import atomic_write
 
 TOPIC_WORDS = (
     "cache eviction latency throughput replica leader follower quorum consensus partition shard hash ring "

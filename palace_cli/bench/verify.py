@@ -26,7 +26,9 @@ from palace_cli.answers.ask import build_prompt
 from palace_cli.backends.cache import cached
 from palace_cli.palace import Palace
 from palace_cli.search.profiles import PROFILES
-from palace_cli.search.retrieve import Hit, build_context, search
+from palace_cli.search.retrieve import search
+from palace_cli.search.context import build_context
+from palace_cli.search.hits import Hit
 from palace_cli.core.tokens import contains_phrase
 from palace_cli.answers.verify import Verdict, verify_response
 from palace_cli.bench.retrieval import BOOTSTRAP, Query, load_queries

@@ -11,7 +11,7 @@ from palace_cli.editing.curate import backlinks as find_backlinks, move_memory, 
 from palace_cli.editing.editor import editor_command
 from palace_cli.errors import NoteError, PalaceError
 from palace_cli.editing.lint import lint_note_text
-from palace_cli.core.notes import load_note
+from palace_cli.core.notefile import load_note
 from palace_cli.core.wording import plural
 from palace_cli.cli import pass_ctx, render
 

@@ -22,9 +22,9 @@ from datetime import datetime
 from pathlib import Path
 
 from palace_cli.errors import ImportFailed, NoteError
-from palace_cli.core.notes import load_frontmatter
-from palace_cli.conversations.model import (ReadProblem, ReadResult, Session, Turn, clean_text, iso_time, one_line, participants_of, session_id,
-                    slug)
+from palace_cli.core.notefile import load_frontmatter
+from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, one_line, participants_of, session_id, slug
+from palace_cli.core.dates import iso_time
 from palace_cli.conversations.sessionfile import split_text, is_session_text, parse_session
 from palace_cli.conversations.sources import files_under, read_text, shown
 

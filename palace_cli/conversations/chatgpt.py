@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from palace_cli.conversations.model import (ReadProblem, ReadResult, Session, Turn, clean_text, iso_time, one_line, participants_of, session_id,
-                    slug, text_id, unique_turn_ids)
+from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, one_line, participants_of, session_id, slug, text_id, unique_turn_ids
+from palace_cli.core.dates import iso_time
 from palace_cli.conversations.sources import read_export, thinking_block, threads, tool_line
 
 FORMAT = SOURCE = "chatgpt"

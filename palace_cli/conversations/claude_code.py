@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 
 from palace_cli.errors import ImportFailed
-from palace_cli.conversations.model import (ReadProblem, ReadResult, Session, Turn, clean_text, iso_time, one_line, participants_of, session_id,
-                    slug, unique_turn_ids)
+from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, one_line, participants_of, session_id, slug, unique_turn_ids
+from palace_cli.core.dates import iso_time
 from palace_cli.conversations.sources import block_text, files_under, shown, thinking_block, threads, tool_line
 
 FORMAT = SOURCE = "claude-code"

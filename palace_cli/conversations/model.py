@@ -7,15 +7,14 @@ import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+
+from palace_cli.core.dates import iso_time
 
 ROLES = ("user", "assistant", "system", "tool")
 # What a reader leaves out unless asked (`--include`); the keys of ReadResult.left_out.
 INCLUDABLE = ("thinking", "tools", "system", "branches", "sidechains", "attachments")
 TIME_TEXT = r"\d{4}-\d\d-\d\d(?:T\d\d:\d\d(?::\d\d)?)?(?:Z|[+-]\d\d:\d\d)?"
 TIME = re.compile(TIME_TEXT)
-DATE_ONLY = re.compile(r"\d{4}-\d\d-\d\d")
-WITH_SECONDS = re.compile(r"\d\d:\d\d:\d\d")
 
 
 def role_of(speaker: str) -> str:
@@ -146,40 +145,6 @@ def session_id(source: str, source_id: str) -> str:
         short = hashlib.sha1(str(source_id).encode("utf-8")).hexdigest()[:8]
         base = f"{base[:60].rstrip('-')}-{short}" if base else short
     return f"{source}-{base}"
-
-
-def iso_time(value, seconds: bool = True) -> str | None:
-    """An ISO 8601 string for a time from a source (epoch seconds, ISO text, datetime); None if unreadable.
-
-    Text keeps its own precision (a date, minutes or seconds; fractions dropped); a UTC offset
-    of zero is written `Z`, naive times stay naive.
-    """
-    if value is None or value == "" or isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        try:
-            moment = datetime.fromtimestamp(float(value), tz=timezone.utc)
-        except (OverflowError, OSError, ValueError):
-            return None
-    elif isinstance(value, datetime):
-        moment = value
-    elif isinstance(value, date):
-        return value.isoformat()
-    else:
-        text = str(value).strip()
-        try:
-            moment = datetime.fromisoformat(text)
-        except ValueError:
-            return None
-        if DATE_ONLY.fullmatch(text):
-            return moment.date().isoformat()
-        seconds = bool(WITH_SECONDS.search(text))
-    out = moment.strftime("%Y-%m-%dT%H:%M:%S" if seconds else "%Y-%m-%dT%H:%M")
-    offset = moment.utcoffset()
-    if offset is not None:
-        minutes = int(offset.total_seconds() // 60)
-        out += "Z" if not minutes else f"{'+' if minutes > 0 else '-'}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
-    return out
 
 
 def text_id(value: str) -> str:

@@ -34,8 +34,11 @@ import yaml
 
 from palace_cli.core import safeyaml
 from palace_cli.errors import NoteError
-from palace_cli.core.notes import dump_frontmatter, load_frontmatter, read_capped
-from palace_cli.conversations.model import TIME, ReadProblem, Session, Turn, digest, iso_time, one_line
+from palace_cli.core.notefile import load_frontmatter
+from palace_cli.core.noteedit import dump_frontmatter
+from palace_cli.core.disk import read_capped
+from palace_cli.conversations.model import TIME, ReadProblem, Session, Turn, digest, one_line
+from palace_cli.core.dates import iso_time
 
 CONVERSATIONS = "conversations"
 # A session file over this is reported and not indexed: a week of a busy agent's turns is a few MB; a file
@@ -264,7 +267,7 @@ def session_files(root: Path, problems: list | None = None, temps: list | None =
     link loop, a FIFO or a name that cannot be printed is skipped, and reported into `problems` as
     (path, code, message) when a list is given; hidden `*.tmp` files (temp files of writes) go into `temps`."""
     from palace_cli.errors import NotAMemory
-    from palace_cli.palace import BAD_NAME, BAD_NAME_MESSAGE, confined_target, shown_path
+    from palace_cli.core.layout import BAD_NAME, BAD_NAME_MESSAGE, confined_target, shown_path
 
     base = Path(root) / CONVERSATIONS
     found = []

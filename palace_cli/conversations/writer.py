@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from palace_cli.core.notes import atomic_write, edit_frontmatter
+from palace_cli.core.noteedit import edit_frontmatter
+from palace_cli.core.disk import atomic_write
 from palace_cli.conversations.model import ReadProblem, Session, Turn, slug
 from palace_cli.conversations.sessionfile import (CONVERSATIONS, MAX_SESSION_BYTES, append_turns, load_session, render_session,
                           session_digest, session_files, turns_digest)

@@ -1,5 +1,5 @@
-"""What a disk can refuse: a palace that cannot be written (its cache moves elsewhere), a full disk (one clear
-error), and the temp files of writes that a killed process left behind (swept, never a live writer's)."""
+"""Files on a disk that can refuse: capped reads, atomic writes, a palace that cannot be written (its cache moves
+elsewhere), a full disk (one clear error), and temp files a killed process left behind (swept, never a live writer's)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ import os
 import re
 import shutil
 import sqlite3
+import stat
 import tempfile
 import time
 from pathlib import Path
 
-from palace_cli.errors import DiskError
+from palace_cli.errors import DiskError, NoteError
 
 # A place that refuses writes: the cache moves to one that takes them.
 REFUSED = {errno.EROFS, errno.EACCES, errno.EPERM}
@@ -175,3 +176,56 @@ def sweep_temps(paths, folders=()) -> list[str]:
             except OSError:
                 pass
     return removed
+
+
+def read_capped(path: Path, shown: str, limit: int, what: str) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes (`what` names it in errors); NoteError otherwise,
+    before reading a byte of a file that is too big, so a huge or endless file never fills memory."""
+    try:
+        # O_NONBLOCK: opening a FIFO named like a note must not wait for a writer forever.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise NoteError(shown, f"cannot read: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise NoteError(shown, "not a regular file; not read")
+            if info.st_size > limit:
+                raise NoteError(shown, f"file is {info.st_size:,} bytes, over the {limit:,} byte limit for {what}")
+            data = handle.read(info.st_size + 1)  # not read(limit + 1): that allocates the whole limit per file
+            if len(data) > info.st_size:  # it grew since the fstat: read on, up to just past the limit
+                data += handle.read(limit + 1 - len(data))
+    except OSError as exc:
+        raise NoteError(shown, f"cannot read: {exc.strerror}") from None
+    if len(data) > limit:  # it grew after the size check
+        raise NoteError(shown, f"file is over the {limit:,} byte limit for {what}")
+    return data
+
+
+def atomic_write(path: Path, data: str | bytes) -> None:
+    """Write via a temp file in the same directory, fsync, then rename: readers never see half a file.
+
+    A disk that refuses (read-only, full) raises DiskError with the file as it was and no temp file left."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise disk_error(exc, f"cannot write {path}", "nothing was written") or exc
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(raw)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o777)
+        else:
+            os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise disk_error(exc, f"cannot write {path}", "it is as it was") or exc

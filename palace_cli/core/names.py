@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from difflib import SequenceMatcher, get_close_matches
 
-from palace_cli.errors import Ambiguous
 from palace_cli.core.notes import Memory
-from palace_cli.core.tokens import normalize
+from palace_cli.core.text import STOPWORDS, normalize, root, words
+from palace_cli.errors import Ambiguous, NotFound
+
 
 # Ranks, strongest first: a name at an earlier rank wins over the same name at a later one.
 RANKS = ("file", "alias", "subject", "anchor")
@@ -102,3 +104,84 @@ class Names:
             if found is not None and found.id not in ids:
                 ids.append(found.id)
         return ids
+
+
+FIELD_WEIGHTS = (("subject", 1.0), ("id", 1.0), ("aliases", 1.0), ("keywords", 0.6), ("anchor", 0.6))
+
+
+MATCH, SPELLING, MARGIN = 0.5, 0.6, 0.15  # a match needs half the words (or a close spelling) and a clear lead
+
+
+def _word_sets(memory: Memory) -> list[tuple[set[str], float]]:
+    values = {"subject": memory.subject, "id": memory.id.replace("-", " "), "aliases": " ".join(memory.aliases),
+              "keywords": " ".join(memory.keywords), "anchor": memory.anchor}
+    return [({root(w) for w in words(values[name])}, weight) for name, weight in FIELD_WEIGHTS]
+
+
+def not_found_message(ref: str, memories: list[Memory]) -> str:
+    """`no memory <ref>`, with the nearest memories by a fuzzy match when there are any."""
+    try:
+        near = [_fuzzy(ref, memories).id]
+    except Ambiguous as exc:
+        near = exc.candidates
+    except NotFound:
+        near = []
+    if not near:
+        near = _spelled_like(ref, memories)
+    if not near:
+        return f"no memory {ref!r} (try `palace list` or `palace search`)"
+    return f"no memory {ref!r}; did you mean: {', '.join(near)}?"
+
+
+def _spelled_like(ref: str, memories: list[Memory], limit: int = 5) -> list[str]:
+    """Ids of memories with an id, subject word or alias word spelled close to a word of `ref` (`blom`: bloom-filter)."""
+    owners: dict[str, list[str]] = {}
+    for memory in memories:
+        for word in {*words(memory.id), *words(memory.subject), *(w for a in memory.aliases for w in words(a))}:
+            if len(word) >= 3:
+                owners.setdefault(word, []).append(memory.id)
+    found: list[str] = []
+    for word in words(ref):
+        for close in get_close_matches(word, list(owners), n=3, cutoff=0.75):
+            found += [i for i in sorted(owners[close]) if i not in found]
+    return found[:limit]
+
+
+def _fuzzy(ref: str, memories: list[Memory]) -> Memory:
+    """The one memory a free-text reference most likely means; NotFound or Ambiguous (naming the candidates)."""
+    wanted = normalize(ref)
+    if not wanted:
+        raise NotFound(f"no memory matches {ref!r}")
+    exact = [m for m in memories if wanted in {normalize(m.subject), normalize(m.anchor), normalize(m.id),
+                                                *(normalize(a) for a in m.aliases)}]
+    if len(exact) == 1:
+        return exact[0]
+    if len(exact) > 1:
+        names = sorted(m.id for m in exact)[:8]
+        raise Ambiguous(f"{ref!r} names several memories: {', '.join(names)}; use an id", names)
+    query = [root(w) for w in wanted.split() if w not in STOPWORDS] or [root(w) for w in wanted.split()]
+    fields = [_word_sets(m) for m in memories]
+    vocabulary = set().union(*(words_ for sets in fields for words_, _ in sets))
+    near = {w: set(get_close_matches(w, vocabulary, n=8, cutoff=0.85)) - {w} if len(w) >= 5 else set() for w in query}
+    known = [w for w in query if w in vocabulary or near[w]]  # words the palace has never seen tell nothing
+    scored = []
+    for memory, sets in zip(memories, fields):
+        words_score = 0.0
+        for word in known:
+            words_score += max((weight if word in vocabulary_ else 0.8 * weight if near[word] & vocabulary_ else 0.0)
+                               for vocabulary_, weight in sets)
+        words_score = words_score / len(known) if known else 0.0
+        subject = normalize(memory.subject)
+        matcher = SequenceMatcher(None, wanted, subject)
+        spelling = matcher.ratio() if matcher.real_quick_ratio() >= SPELLING - 0.3 else 0.0
+        spelling += 0.3 if wanted in subject else 0.0
+        spelling = spelling if spelling >= SPELLING else 0.0
+        scored.append((round(max(spelling, words_score), 6), memory.id, memory))
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    good = [item for item in scored if item[0] >= MATCH]
+    if not good:
+        raise NotFound(f"no memory matches {ref!r} (try `palace list` or `palace search`)")
+    if len(good) > 1 and good[0][0] - good[1][0] < MARGIN:
+        close = [item[1] for item in good if good[0][0] - item[0] < MARGIN]
+        raise Ambiguous(f"{ref!r} matches several memories: {', '.join(close[:8])}; use an id", close[:8])
+    return good[0][2]

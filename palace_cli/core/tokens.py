@@ -1,83 +1,13 @@
-"""Verify tokens: normalisation, fingerprints, proposals and the checks lint runs."""
+"""Verify tokens: fingerprints, proposals, finding them in an answer, and the checks lint runs."""
 
 from __future__ import annotations
 
 import hashlib
 import re
-import unicodedata
-from functools import lru_cache
 
-STOPWORDS = frozenset(
-    "a an and are as at be but by for from has have he her his in into is it its of on or our she "
-    "that the their them then there these they this to was were what when where which while who why "
-    "will with you your yours i me my we us not no so if than too very can just over under up down out "
-    "off all any each both few more most other some such only own same again once here how".split()
-)
+from palace_cli.core.text import STOPWORDS, WORD, content_words, fold, normalize, root, words
+
 MIN_WORDS, MAX_WORDS = 2, 5
-WORD = re.compile(r"[^\W_]+")
-
-
-PUNCTUATION = re.compile(r"[^\w\s]|_")
-SHORT_TEXT = 200  # names, subjects, aliases, tokens: normalised again and again by long-lived processes
-
-
-def normalize(text: str) -> str:
-    """Lowercase, strip accents, hyphens/punctuation to spaces, collapse whitespace."""
-    return _normalize_short(text) if len(text) <= SHORT_TEXT else _normalize(text)
-
-
-def _normalize(text: str) -> str:
-    if not text.isascii():  # NFKD and accent stripping change nothing in ASCII text
-        text = unicodedata.normalize("NFKD", text)
-        text = "".join(ch for ch in text if not unicodedata.combining(ch))
-    return " ".join(PUNCTUATION.sub(" ", text.lower()).split())
-
-
-# The language server rebuilds its name tables after every save: at 10,000 notes normalising the same
-# 90,000 names was 0.66 s of each 1.7 s rebuild. Short texts only, so the cache stays a few MB.
-_normalize_short = lru_cache(maxsize=1 << 17)(_normalize)
-
-
-def words(text: str) -> list[str]:
-    """Normalised words of a text."""
-    return normalize(text).split()
-
-
-def stem(word: str) -> str:
-    """A crude plural/verb stem (the quiz examiner and evaluator are tuned to it; see `root` for lint)."""
-    for suffix in ("ies", "es", "s", "ing", "ed"):
-        if len(word) > len(suffix) + 2 and word.endswith(suffix):
-            return word[: -len(suffix)]
-    return word
-
-
-@lru_cache(maxsize=1 << 16)
-def root(word: str) -> str:
-    """A word's root for guessability: 'couples'/'couple', 'freezing'/'freeze', 'coordinated'/'coordinate' match."""
-    if len(word) <= 3 or word.isdigit():
-        return word
-    if len(word) > 4 and word.endswith("ies"):
-        word = word[:-3] + "y"
-    elif word.endswith(("sses", "xes", "ches", "shes", "zzes")):
-        word = word[:-2]
-    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        word = word[:-1]
-    if word.endswith("ing") and len(word) >= 7:
-        word = word[:-3]
-        if word[-1] == word[-2] and word[-1] not in "lsz":
-            word = word[:-1]  # running -> run
-    elif word.endswith("ed") and not word.endswith("eed") and len(word) >= 5:
-        word = word[:-2]
-        if word[-1] == word[-2] and word[-1] not in "lsz":
-            word = word[:-1]  # stopped -> stop
-    if len(word) > 3 and word.endswith("e"):
-        word = word[:-1]
-    return word
-
-
-def content_words(text: str) -> set[str]:
-    """Roots of the non-stopword words in a text."""
-    return {root(w) for w in words(text) if w not in STOPWORDS}
 
 
 def fingerprint(token: str) -> str:
@@ -197,14 +127,14 @@ class PhraseIndex:
         """Owners of every phrase that occurs in text."""
         if not self.owners:
             return set()
-        return {o for _, _, owners in self._runs([_fold(w) for w in words(text)]) for o in owners}
+        return {o for _, _, owners in self._runs([fold(w) for w in words(text)]) for o in owners}
 
     def find(self, text: str) -> list[tuple[int, int, list[str]]]:
         """(start, end, owners) character spans of the phrases in text (exotic Unicode may go unspanned)."""
         return self._spans(text) if self.owners_in(text) else []
 
     def _spans(self, text: str) -> list[tuple[int, int, list[str]]]:
-        spans = [(_fold(w), m.start(), m.end()) for m in WORD.finditer(text) for w in words(m.group())]
+        spans = [(fold(w), m.start(), m.end()) for m in WORD.finditer(text) for w in words(m.group())]
         return [(spans[i][1], spans[j][2], owners) for i, j, owners in self._runs([s[0] for s in spans])]
 
     def redact(self, text: str, mask: str = "(hidden)") -> str:
@@ -226,29 +156,13 @@ class PhraseIndex:
         return mask if self.owners_in(text) else text
 
 
-@lru_cache(maxsize=1 << 16)
-def _fold(word: str) -> str:
-    return fold(word)
-
-
 # ---- finding tokens in an LLM's answer ------------------------------------------------------
-
-
-def fold(word: str) -> str:
-    """A normalised word with its plural ending folded: 'couples' and 'couple' give the same form."""
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if word.endswith(("sses", "xes", "ches", "shes", "zzes")):
-        return word[:-2]
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    return word
 
 
 def phrase_key(phrase: str) -> str:
     """The key two spellings of a phrase share when they differ only in case, punctuation, hyphens,
     spacing of compounds or plural endings: the folded words, joined without spaces."""
-    return "".join(_fold(w) for w in words(phrase))
+    return "".join(fold(w) for w in words(phrase))
 
 
 def find_phrases(text: str, phrases: dict[str, str], slack: int = 2) -> list[tuple[str, int, int, bool]]:

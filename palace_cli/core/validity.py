@@ -15,75 +15,14 @@ Pure functions over plain values. The rules (docs/note-format.md, "Facts that ch
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import datetime, timezone
+
+from palace_cli.core.dates import NEVER, now, parse_moment
 
 TYPES = ("fact", "preference", "decision", "event", "procedure", "concept")
 DATE_FIELDS = ("valid_from", "valid_until")
 LINK_FIELDS = ("supersedes", "superseded_by")
-DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-MOMENT = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?([Zz]|[+-]\d{2}:?\d{2})?$")
-NEVER = datetime.min.replace(tzinfo=timezone.utc)  # the end of a superseded memory nobody dated
-
-
-def parse_moment(value) -> datetime | None:
-    """A UTC datetime from a YAML date or datetime or ISO text (None when empty); ValueError for anything else."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    if isinstance(value, datetime):
-        moment = value
-    elif isinstance(value, date):
-        return datetime(value.year, value.month, value.day, tzinfo=timezone.utc)
-    elif isinstance(value, str):
-        text = value.strip()
-        if not (DAY.match(text) or MOMENT.match(text)):
-            raise ValueError(f"{text!r} is not a date: write YYYY-MM-DD, or YYYY-MM-DDTHH:MM[:SS] with Z or +HH:MM")
-        try:
-            if DAY.match(text):
-                day = date.fromisoformat(text)
-                return datetime(day.year, day.month, day.day, tzinfo=timezone.utc)
-            iso = re.sub(r"[Zz]$", "+00:00", text.replace(" ", "T", 1))
-            moment = datetime.fromisoformat(re.sub(r"([+-]\d{2})(\d{2})$", r"\1:\2", iso))
-        except ValueError as exc:
-            raise ValueError(f"{text!r} is not a date ({exc})") from None
-    else:
-        raise ValueError(f"{value!r} is not a date: write YYYY-MM-DD")
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
-
-
-def format_moment(moment: datetime | None) -> str:
-    """`2026-03-02` for the start of a UTC day, `2026-03-02T10:00:00Z` otherwise; "" for None."""
-    if moment is None or moment == NEVER:
-        return ""
-    moment = moment.astimezone(timezone.utc)
-    if (moment.hour, moment.minute, moment.second, moment.microsecond) == (0, 0, 0, 0):
-        return moment.date().isoformat()
-    return moment.replace(tzinfo=None).isoformat() + "Z"
-
-
-def normalize_moment(value) -> str:
-    """The text a Memory keeps for a date field: `format_moment` of it; ValueError when it is no date."""
-    return format_moment(parse_moment(value))
-
-
-def yaml_moment(moment: datetime):
-    """The value to write into frontmatter: a date when it is the start of a UTC day, else the ISO text."""
-    text = format_moment(moment)
-    return date.fromisoformat(text) if DAY.match(text) else text
-
-
-def today() -> datetime:
-    """The start of today in UTC."""
-    now = datetime.now(timezone.utc)
-    return datetime(now.year, now.month, now.day, tzinfo=timezone.utc)
-
-
-def now() -> datetime:
-    """This moment, in UTC."""
-    return datetime.now(timezone.utc)
 
 
 @dataclass

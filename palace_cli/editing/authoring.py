@@ -18,11 +18,16 @@ from palace_cli.core.disk import disk_error, temp_prefix
 from palace_cli.editing.gitsetup import ATTRIBUTES, IGNORED, ensure_lines, setup_git
 from palace_cli.index.locks import write_lock
 from palace_cli.errors import NoteError, PalaceError, UsageError
-from palace_cli.core.notes import ID_PATTERN, Memory, atomic_write, check_note_size, edit_frontmatter, edit_section, inline_yaml, \
-    load_note, parse_note, slugify, split_frontmatter, update_frontmatter
-from palace_cli.palace import INDEX_DIR, MEMORIES, REVIEWS, Palace, Scan
+from palace_cli.core.notes import ID_PATTERN, Memory
+from palace_cli.core.notefile import load_note, parse_note, split_frontmatter
+from palace_cli.core.noteedit import check_note_size, edit_frontmatter, edit_section, inline_yaml, update_frontmatter
+from palace_cli.core.text import slugify
+from palace_cli.core.disk import atomic_write
+from palace_cli.palace import Palace
+from palace_cli.core.layout import INDEX_DIR, MEMORIES, REVIEWS, Scan
 from palace_cli.core.tokens import propose_token, token_problems
-from palace_cli.core.validity import TYPES, Versions, today, yaml_moment
+from palace_cli.core.validity import TYPES, Versions
+from palace_cli.core.dates import today, yaml_moment
 from palace_cli.editing.versions import check_link, moment_option, old_note_changes, planned_edit
 
 TEMPLATES = "templates"

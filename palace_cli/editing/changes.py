@@ -11,8 +11,10 @@ import difflib
 from pathlib import Path
 
 from palace_cli.errors import NotFound, PalaceError, UsageError
-from palace_cli.core.notes import (Memory, _read_for_write, atomic_write, check_note_size, edit_frontmatter, edit_section,
-                    load_note, parse_note)
+from palace_cli.core.notes import Memory
+from palace_cli.core.notefile import load_note, parse_note
+from palace_cli.core.noteedit import _read_for_write, check_note_size, edit_frontmatter, edit_section
+from palace_cli.core.disk import atomic_write
 from palace_cli.index.locks import write_lock
 from palace_cli.palace import Palace
 from palace_cli.core.tokens import contains_phrase, propose_token

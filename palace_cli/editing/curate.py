@@ -14,8 +14,11 @@ from pathlib import Path
 
 from palace_cli.errors import Ambiguous, NoteError, PalaceError, UsageError
 from palace_cli.core.names import Names
-from palace_cli.core.notes import ID_PATTERN, Memory, atomic_write, body_link_lines, check_note_size, edit_frontmatter, \
-    parse_note, rename_body_links
+from palace_cli.core.notes import ID_PATTERN, Memory
+from palace_cli.core.notefile import parse_note
+from palace_cli.core.noteedit import check_note_size, edit_frontmatter
+from palace_cli.core.disk import atomic_write
+from palace_cli.core.markdown import body_link_lines, rename_body_links
 from palace_cli.palace import Palace
 from palace_cli.study.reviewlog import ReviewLog
 

@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from palace_cli.errors import PalaceError
-from palace_cli.core.notes import atomic_write
-from palace_cli.palace import INDEX_DIR, REVIEWS, ROOT_INDEX, Palace
+from palace_cli.core.disk import atomic_write
+from palace_cli.palace import Palace
+from palace_cli.core.layout import INDEX_DIR, REVIEWS, ROOT_INDEX
 
 DRIVER = "palace-index"
 # The cache, an Obsidian vault's settings and the temp files of a writer killed mid-write (swept by the next

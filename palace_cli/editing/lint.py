@@ -7,12 +7,16 @@ from dataclasses import dataclass, field
 from palace_cli.errors import Ambiguous, NoteError, PalaceError
 from palace_cli.index.files import check_index_files, write_index_files
 from palace_cli.core.names import Names
-from palace_cli.core.notes import Memory, body_link_lines, parse_note
-from palace_cli.palace import Palace, Problem, Scan
+from palace_cli.core.notes import Memory
+from palace_cli.core.notefile import parse_note
+from palace_cli.core.markdown import body_link_lines
+from palace_cli.palace import Palace
+from palace_cli.core.layout import Problem, Scan
 from palace_cli.study.reviewlog import ReviewLog
 from palace_cli.study.smashin import weak_image_problems
 from palace_cli.core.tokens import PhraseIndex, phrase_key, run_keys, token_problems
-from palace_cli.core.validity import LINK_FIELDS, NEVER, Versions, parse_moment
+from palace_cli.core.validity import LINK_FIELDS, Versions
+from palace_cli.core.dates import NEVER, parse_moment
 
 # Parser findings that make a note wrong rather than odd; everything else the parser notes is a warning.
 ERROR_CODES = {"missing-field", "bad-type", "duplicate-key", "conflict-marker", "bad-date"}

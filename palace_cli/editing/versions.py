@@ -14,9 +14,12 @@ from datetime import datetime
 from pathlib import Path
 
 from palace_cli.errors import UsageError
-from palace_cli.core.notes import Memory, atomic_write, planned_frontmatter
+from palace_cli.core.notes import Memory
+from palace_cli.core.noteedit import planned_frontmatter
+from palace_cli.core.disk import atomic_write
 from palace_cli.palace import Palace
-from palace_cli.core.validity import Versions, format_moment, parse_moment, today, yaml_moment
+from palace_cli.core.validity import Versions
+from palace_cli.core.dates import format_moment, parse_moment, today, yaml_moment
 
 
 @dataclass

@@ -23,7 +23,9 @@ from typing import Callable
 
 from palace_cli.conversations.sources import FORMATS as CONVERSATION_FORMATS
 from palace_cli.errors import ImportFailed, NoteError, UsageError
-from palace_cli.core.notes import ID_PATTERN, Memory, atomic_write, check_note_size, dump_frontmatter
+from palace_cli.core.notes import ID_PATTERN, Memory
+from palace_cli.core.noteedit import check_note_size, dump_frontmatter
+from palace_cli.core.disk import atomic_write
 from palace_cli.palace import Palace
 from palace_cli.progress import Progress
 from palace_cli.core.tokens import contains_phrase, propose_token

@@ -15,7 +15,7 @@ import numpy as np
 
 from palace_cli.backends import Embedder
 from palace_cli.errors import ImportFailed, UsageError
-from palace_cli.core.notes import slugify
+from palace_cli.core.text import slugify
 from palace_cli.progress import Progress
 from palace_cli.importers import Batch, Record, json_line_error, map_ids
 from palace_cli.importers.clustering import cluster

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from palace_cli.core.notes import slugify
-from palace_cli.core.tokens import STOPWORDS
+from palace_cli.core.text import slugify
+from palace_cli.core.text import STOPWORDS
 
 WORD = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
 # Words too common in prose (and in abstracts) to name or separate anything.

@@ -13,7 +13,10 @@ import re
 from pathlib import Path
 
 from palace_cli.errors import ImportFailed, NoteError, UsageError
-from palace_cli.core.notes import ID_PATTERN, load_frontmatter, parse_sections, slugify, split_frontmatter
+from palace_cli.core.notes import ID_PATTERN
+from palace_cli.core.notefile import load_frontmatter, split_frontmatter
+from palace_cli.core.text import slugify
+from palace_cli.core.markdown import parse_sections
 from palace_cli.importers import Batch, Record
 
 FORMAT = "markdown"

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 from palace_cli.errors import ImportFailed
-from palace_cli.core.notes import slugify
+from palace_cli.core.text import slugify
 from palace_cli.importers import Batch, Record, check_unique, json_line_error, map_ids, safe_id
 
 FORMAT = "memory-palace-json"

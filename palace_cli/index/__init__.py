@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from palace_cli.backends import Embedder
     from palace_cli.core.names import Names
     from palace_cli.core.notes import Memory
-    from palace_cli.palace import Palace, Problem, Scan
+    from palace_cli.palace import Palace
+    from palace_cli.core.layout import Problem, Scan
     from palace_cli.core.validity import Versions
     from palace_cli.index.catalog import Catalog
 
@@ -115,7 +116,7 @@ class Index:
 
     def scan(self, light: bool = False) -> Scan:
         """Every indexed memory by id (light: only the fields listings show) with the last refresh's problems."""
-        from palace_cli.palace import Scan
+        from palace_cli.core.layout import Scan
         from palace_cli.index.refresh import cached_memories
 
         version = self.store.version()

@@ -18,20 +18,33 @@ from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from palace_cli.conversations.model import TIME
-from palace_cli.core.disk import REFUSED, disk_error, sweep_temps
+from palace_cli.core.disk import REFUSED, atomic_write, disk_error, sweep_temps
+from palace_cli.core.layout import INDEX_DIR, REVIEWS, ROOT_INDEX, Problem, Scan
+from palace_cli.core.markdown import rest_of_body
+from palace_cli.core.notefile import parse_note, read_note_text
+from palace_cli.core.notes import Memory
 from palace_cli.errors import NoteError
-from palace_cli.core.notes import Memory, atomic_write, parse_note, read_note_text, rest_of_body
-from palace_cli.palace import INDEX_DIR, REVIEWS, ROOT_INDEX, Palace, Problem, Scan
-from palace_cli.progress import Progress
 from palace_cli.index import Index
-from palace_cli.index.files import (_generated_files_on_disk, assemble_root_index, conversations_index_path, render_conversations_index,
-                    render_domain_index, render_root_section, write_index_files)
+from palace_cli.index.files import (
+    _generated_files_on_disk,
+    assemble_root_index,
+    conversations_index_path,
+    render_conversations_index,
+    render_domain_index,
+    render_root_section,
+    write_index_files,
+)
 from palace_cli.index.store import NoteStore
 from palace_cli.index.text import Doc, TextIndex
 from palace_cli.index.turns import date_words, refresh_sessions, stale_sessions, unit_text
 from palace_cli.index.vectors import SyncReport
+from palace_cli.progress import Progress
+
+if TYPE_CHECKING:
+    from palace_cli.palace import Palace
 
 try:
     import fcntl

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from palace_cli.core.dates import time_bound
 from palace_cli.errors import UsageError
 
 KINDS = ("memory", "turn")
-BOUND = re.compile(r"\d{4}(?:-\d\d(?:-\d\d(?:[T ]\d\d(?::\d\d(?::\d\d)?)?)?)?)?")
 PAST_END = "~"  # sorts after every character an ISO time holds: "2023-05-08~" is the end of that day
 
 
@@ -64,16 +63,6 @@ class Scope:
         """The same filter limited to these domains and sessions (hop 1's choice)."""
         return Scope(self.kind, self.since, self.until, None if domains is None else tuple(domains),
                      None if sessions is None else tuple(sessions))
-
-
-def time_bound(value: str | None, option: str = "--since") -> str | None:
-    """A --since/--until value checked and written as an ISO prefix (a space before the time becomes `T`)."""
-    if value is None or value == "":
-        return None
-    text = str(value).strip()
-    if not BOUND.fullmatch(text):
-        raise UsageError(f"{option} {value!r}: give a date or time like 2023-05-08, 2023-05 or 2023-05-08T13:56")
-    return text.replace(" ", "T")
 
 
 def make_scope(kind: str | None = None, since: str | None = None, until: str | None = None,

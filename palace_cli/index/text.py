@@ -37,7 +37,7 @@ from whoosh.query import And, Or, Term, TermRange
 from whoosh.writing import CLEAR
 
 from palace_cli.errors import ConfigError, PalaceError
-from palace_cli.core.notes import atomic_write
+from palace_cli.core.disk import atomic_write
 from palace_cli.progress import Progress
 from palace_cli.index.livestats import LENGTHS, LiveBM25F, LiveStats
 from palace_cli.index.postings import PostingCache, SegmentArrays, top_k

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 from palace_cli.conversations import Session
 from palace_cli.conversations.model import TIME
 from palace_cli.errors import ConfigError, NoteError
-from palace_cli.palace import Problem
-from palace_cli.core.tokens import STOPWORDS
+from palace_cli.core.layout import Problem
+from palace_cli.core.text import STOPWORDS
 
 if TYPE_CHECKING:
     from palace_cli.palace import Palace

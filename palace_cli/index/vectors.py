@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 if TYPE_CHECKING:
     import numpy as np
 
-from palace_cli.core.notes import atomic_write
+from palace_cli.core.disk import atomic_write
 from palace_cli.progress import Progress
 
 BATCH = 128  # texts per embed_batch: enough packed decodes to keep every embedder worker busy

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from palace_cli.core.notes import FENCE, LINK_PATTERN
+from palace_cli.core.markdown import FENCE, LINK_PATTERN
 from palace_cli.core.validity import LINK_FIELDS as VERSION_FIELDS
 
 LINK_FIELDS = ("links", *VERSION_FIELDS)  # frontmatter fields whose items are memory ids

@@ -16,8 +16,11 @@ from urllib.parse import unquote, urlparse
 from lsprotocol import types as lsp
 
 from palace_cli.errors import PalaceError
-from palace_cli.core.notes import ID_PATTERN, Memory, parse_note, slugify
-from palace_cli.palace import Palace, Problem
+from palace_cli.core.notes import ID_PATTERN, Memory
+from palace_cli.core.notefile import parse_note
+from palace_cli.core.text import slugify
+from palace_cli.palace import Palace
+from palace_cli.core.layout import Problem
 from palace_cli.core.tokens import PhraseIndex, fingerprint, propose_token
 from palace_cli.core.validity import TYPES
 from palace_cli.lsp import buffer
@@ -386,7 +389,7 @@ def code_actions(ctx: Context, doc: Document, diagnostics_: list[lsp.Diagnostic]
 
 def propose_token_action(ctx: Context, doc: Document, fixes: list[lsp.Diagnostic]) -> lsp.CodeAction | None:
     """Set `verify:` to a phrase proposed from the Image (unguessable, unused elsewhere in the palace)."""
-    from palace_cli.core.notes import edit_frontmatter
+    from palace_cli.core.noteedit import edit_frontmatter
 
     memory = doc.memory()
     if memory is None or not memory.image:

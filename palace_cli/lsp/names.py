@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from palace_cli.editing.lint import NoteChecker
 from palace_cli.core.names import Names
-from palace_cli.core.tokens import normalize
+from palace_cli.core.text import normalize
 
 if TYPE_CHECKING:
     from palace_cli.core.notes import Memory

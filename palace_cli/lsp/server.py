@@ -22,7 +22,8 @@ from pygls.workspace.position_codec import ServerTextPosition
 
 from palace_cli.core.config import CONFIG_NAME, find_root
 from palace_cli.errors import PalaceError
-from palace_cli.palace import INDEX_DIR, ROOT_INDEX, Palace
+from palace_cli.palace import Palace
+from palace_cli.core.layout import INDEX_DIR, ROOT_INDEX
 from palace_cli.lsp import features
 from palace_cli.lsp.features import Context, Document, path_of, relpath_in
 from palace_cli.lsp.names import Snapshot

@@ -10,21 +10,18 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
 
+from palace_cli.core.dates import format_moment, parse_moment
 from palace_cli.errors import UsageError
 from palace_cli.index.catalog import Catalog
 from palace_cli.index.scope import Scope, make_scope
-from palace_cli.core.notes import Memory
 from palace_cli.palace import Palace
-from palace_cli.search.profiles import BYTES_PER_TOKEN, PROFILES, Profile, tokens_of
-from palace_cli.search.sessions import ROUTE_SHOWN, SessionRoute, reorder, route_sessions
-from palace_cli.core.validity import format_moment, parse_moment
+from palace_cli.search.context import assemble_context
+from palace_cli.search.hits import DomainRoute, Hit, Recall, SearchResult, Turn
+from palace_cli.search.profiles import BYTES_PER_TOKEN, PROFILES, Profile
+from palace_cli.search.sessions import reorder, route_sessions
 
-if TYPE_CHECKING:
-    pass
 
 MODES = ("lexical", "dense", "hybrid")
 RRF_K = 60
@@ -32,136 +29,6 @@ CANDIDATES = 100  # each ranker's list that fusion sees
 # Hybrid = 0.5 x min-max(BM25) + 0.5 x min-max(cosine): the best fusion over four corpora
 # (docs/ranking-experiments.md, "Fusion"); RRF k=60 was the weakest on three of them.
 FUSION_WEIGHTS = {"lexical": 0.5, "dense": 0.5}
-
-
-@dataclass
-class Turn:
-    """A turn of a conversation as a hit carries it: who said what, when, in which session."""
-
-    session: str
-    turn: str
-    speaker: str
-    text: str
-    time: str
-    title: str
-    started: str = ""
-    conversation: str = ""  # the source's grouping of sessions (LoCoMo's sample id), when it has one
-
-
-@dataclass
-class Hit:
-    """One ranked unit, a memory or a turn, with where it is and the parts its score came from.
-
-    For a turn, `id` is its key `<session id>/<turn id>`, `subject` a one-line preview, `domain` "",
-    `path:line` its header line, and `turn` the rest.
-    """
-
-    id: str
-    subject: str
-    domain: str
-    path: str
-    line: int
-    score: float
-    parts: dict[str, float] = field(default_factory=dict)
-    memory: Memory | None = None
-    replaces: list[str] = field(default_factory=list)       # versions this memory superseded
-    superseded_by: list[str] = field(default_factory=list)  # versions that superseded it
-    valid: bool = True                                       # valid at the question's moment (now, or as of)
-    kind: str = "memory"
-    time: str = ""
-    turn: Turn | None = None
-
-    @property
-    def location(self) -> str:
-        return f"{self.path}:{self.line}"
-
-    def as_dict(self) -> dict:
-        """The JSON contract: kind, id, subject, domain, path, line, time, score, parts (and version links when
-        there are any); for a turn also session, turn, speaker, text."""
-        data = {"kind": self.kind, "id": self.id, "subject": self.subject, "domain": self.domain, "path": self.path,
-                "line": self.line, "time": self.time or None, "score": round(self.score, 6),
-                "parts": {k: round(v, 6) for k, v in self.parts.items()}}
-        if self.turn is not None:
-            data.update(session=self.turn.session, turn=self.turn.turn, speaker=self.turn.speaker, text=self.turn.text)
-        if self.replaces:
-            data["replaces"] = self.replaces
-        if self.superseded_by:
-            data["superseded_by"] = self.superseded_by
-        if not self.valid:
-            data["valid"] = False
-        return data
-
-
-@dataclass
-class DomainRoute:
-    """A domain of the hits handed over, with its share of their scores."""
-
-    domain: str
-    confidence: float
-    parts: dict[str, float] = field(default_factory=dict)
-
-    def as_dict(self) -> dict:
-        return {"domain": self.domain, "confidence": round(self.confidence, 4),
-                "parts": {k: round(v, 4) for k, v in self.parts.items()}}
-
-
-@dataclass
-class SearchResult:
-    """A ranked list of hits and how it was made."""
-
-    query: str
-    mode: str
-    hits: list[Hit]
-    dense: str = "on"
-    dense_reason: str = ""
-    elapsed_ms: float = 0.0
-    as_of: str = ""               # the moment asked about ("" = now)
-    include_superseded: bool = False
-    left_out: int = 0             # memories not valid at that moment, left out of the ranking
-
-    def as_dict(self) -> dict:
-        return {"query": self.query, "mode": self.mode, "hits": [h.as_dict() for h in self.hits],
-                "dense": self.dense, "elapsed_ms": round(self.elapsed_ms, 2), "as_of": self.as_of or None,
-                "include_superseded": self.include_superseded, "left_out": self.left_out}
-
-
-@dataclass
-class Recall(SearchResult):
-    """Recall: the hits, the domains they sit in (the route), and the context they make within the budget."""
-
-    profile: str = "reference"
-    hops: int = 1                 # one flat ranking (hop 1 no longer filters: see the module docstring)
-    route: list[DomainRoute] = field(default_factory=list)
-    fallback: bool = False        # kept in the JSON for older callers: never true now
-    reason: str = ""
-    context: str = ""
-    context_bytes: int = 0
-    confidence: float = 0.0
-    linked: list[Hit] = field(default_factory=list)
-    handed: list[Hit] = field(default_factory=list)  # the hits whose memory (turn) is in the context
-    ranked: list[Hit] = field(default_factory=list)  # hop 2's ranking before picking and trimming (to `depth`)
-    sessions: list[SessionRoute] = field(default_factory=list)  # hop 1 for turns: sessions, best first
-
-    def as_dict(self) -> dict:
-        data = super().as_dict()
-        data.update({
-            "profile": self.profile, "hops": self.hops, "route": [r.as_dict() for r in self.route],
-            "fallback": self.fallback, "reason": self.reason, "context_bytes": self.context_bytes,
-            "context_tokens": tokens_of(self.context),
-            "confidence": round(self.confidence, 4),
-            "memories": [context_entry(h.memory) for h in self.handed if h.memory],
-            "turns": [h.id for h in self.handed if h.turn is not None],
-        })
-        if self.sessions:
-            data["sessions"] = [r.as_dict() for r in self.sessions[:ROUTE_SHOWN]]
-        if self.linked:
-            data["linked"] = [h.as_dict() for h in self.linked]
-        return data
-
-
-def context_entry(memory: Memory) -> dict:
-    """What `verify --context` needs of a handed-over memory: its id and verify token."""
-    return {"id": memory.id, "subject": memory.subject, "verify": memory.verify}
 
 
 # ---- flat rankings --------------------------------------------------------------------------
@@ -483,127 +350,3 @@ def _linked(palace: Palace, catalog: Catalog, hits: list[Hit], hidden: frozenset
     return linked
 
 
-def build_context(hits: list[Hit], spec: Profile, budget: int | None, as_of: str = "") -> str:
-    """The context block for an LLM: each memory's sections and verify token, within a byte budget."""
-    return assemble_context(hits, spec, budget, as_of)[0]
-
-
-def _version_line(hit: Hit) -> str:
-    """`replaces: a` / `superseded by: b` for a memory with versions; "" for one without."""
-    parts = []
-    if hit.superseded_by:
-        parts.append(f"superseded by: {', '.join(hit.superseded_by)}"
-                     + ("" if hit.valid else " (not valid at the time asked about)"))
-    if hit.replaces:
-        parts.append(f"replaces: {', '.join(hit.replaces)}")
-    return "; ".join(parts)
-
-
-MEMORY_HEADER = ("Answer from these memories only. Each memory has a verify token: when you use a memory, "
-                 "quote its token exactly, like [verify: the token]. If they do not answer the question, say so.\n")
-TURN_HEADER = ("Answer from these conversation turns only; each session shows its date (and each turn its time "
-               "when known), so say when things were said. Turns carry no verify token. If they do not answer "
-               "the question, say so.\n")
-BOTH_HEADER = ("Answer from these memories and conversation turns only. Each memory has a verify token: when you "
-               "use a memory, quote its token exactly, like [verify: the token]. Turns carry no token; each "
-               "session shows its date. If they do not answer the question, say so.\n")
-
-
-def assemble_context(hits: list[Hit], spec: Profile, budget: int | None, as_of: str = "") -> tuple[str, list[Hit]]:
-    """The context block and the hits that made it in; a unit dropped for the budget is not handed over.
-
-    Memories come as blocks in rank order; turns are grouped under their session (a line with its
-    title, date and path, once), the sessions in the order of their best turn, the turns in the order
-    they were said."""
-    kinds = {h.kind for h in hits if h.memory is not None or h.turn is not None}
-    header = MEMORY_HEADER if kinds <= {"memory"} else TURN_HEADER if kinds == {"turn"} else BOTH_HEADER
-    if as_of:
-        header += f"The question asks about {as_of}; answer as things stood then.\n"
-    blocks: list[str] = []
-    handed: list[Hit] = []
-    used = len(header.encode("utf-8"))
-    for hit in _grouped(hits):
-        if hit.memory is not None:
-            block = _memory_block(hit, spec)
-        elif hit.turn is not None:
-            block = _turn_block(hit, handed)
-        else:
-            continue
-        follows = hit.turn is not None and bool(handed) and handed[-1].path == hit.path  # same session: no gap
-        separator = 1 if blocks and not follows else 0  # the newline joining blocks
-        size = len(block.encode("utf-8")) + separator
-        if budget is not None and used + size > budget:
-            room = budget - used - separator
-            if room < 160 or blocks and room < size // 3:
-                break  # a stub of a memory helps no one; stop at whole units
-            block = _truncate(block, room)
-            size = budget - used
-        if follows:
-            blocks[-1] += block
-        else:
-            blocks.append(block)
-        handed.append(hit)
-        used += size
-        if budget is not None and used >= budget:
-            break
-    return (header + "\n".join(blocks), handed) if blocks else ("", [])
-
-
-def _grouped(hits: list[Hit]) -> list[Hit]:
-    """Hits in context order: memories and sessions by rank, a session's turns together in file order."""
-    sessions: dict[str, list[Hit]] = {}
-    order: list[Hit | str] = []
-    for hit in hits:
-        if hit.turn is None:
-            order.append(hit)
-            continue
-        if hit.path not in sessions:
-            sessions[hit.path] = []
-            order.append(hit.path)
-        sessions[hit.path].append(hit)
-    out: list[Hit] = []
-    for item in order:
-        out += sorted(sessions[item], key=lambda h: h.line) if isinstance(item, str) else [item]
-    return out
-
-
-def _memory_block(hit: Hit, spec: Profile) -> str:
-    memory = hit.memory
-    lines = [f"## {memory.subject} ({memory.id}) {memory.location}", f"verify: {memory.verify}"]
-    versions = _version_line(hit)
-    if versions:
-        lines.append(versions)
-    if "anchor" in spec.sections and memory.anchor:
-        lines.append(f"anchor: {memory.anchor}")
-    if "image" in spec.sections and memory.image:
-        lines.append(f"Image: {memory.image}")
-    if "content" in spec.sections and memory.content:
-        lines.append(f"Content: {memory.content}")
-    if "links" in spec.sections and memory.all_links:
-        lines.append("links: " + ", ".join(memory.all_links))
-    return "\n".join(lines) + "\n"
-
-
-def _turn_block(hit: Hit, handed: list[Hit]) -> str:
-    """A turn's line, after its session's heading (title, id, date, path) when the turn handed before it
-    was of another session; the turn's own time is shown when it differs from the session's start."""
-    turn = hit.turn
-    lines = []
-    if not handed or handed[-1].path != hit.path:
-        title = f"{turn.title} " if turn.title else ""
-        lines.append(f"## Conversation {title}({turn.session}), {_when(turn.started) or 'date unknown'}, {hit.path}")
-    own = f", {_when(turn.time)}" if turn.time and turn.time != turn.started else ""
-    lines.append(f"[{turn.turn}, line {hit.line}{own}] {turn.speaker}: {turn.text}")
-    return "\n".join(lines) + "\n"
-
-
-def _when(time: str) -> str:
-    """An ISO time as a reader says it: `2023-05-08 13:56`."""
-    return time.replace("T", " ") if time else ""
-
-
-def _truncate(block: str, room: int) -> str:
-    """Cut a block to `room` bytes at a word boundary, keeping its header and verify line."""
-    data = block.encode("utf-8")[: max(room - 4, 0)].decode("utf-8", "ignore")
-    cut = data.rsplit(" ", 1)[0] if " " in data else data
-    return cut + " …\n"

@@ -23,7 +23,7 @@ from palace_cli.index.turns import KEY_SEP
 if TYPE_CHECKING:
     from palace_cli.index.catalog import Catalog
     from palace_cli.palace import Palace
-    from palace_cli.search.retrieve import Hit
+    from palace_cli.search.hits import Hit
 
 RRF_K = 60
 # A session's RRF score against its turn's own, in a turn's hop-2 score. 0: hop 2 keeps the flat order.

@@ -6,7 +6,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from palace_cli.core.notes import Memory
-from palace_cli.palace import Palace, Scan
+from palace_cli.palace import Palace
+from palace_cli.core.layout import Scan
 from palace_cli.search.profiles import BYTES_PER_TOKEN, tokens_of
 from palace_cli.core.validity import Versions
 

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 
-from palace_cli.core.tokens import STOPWORDS, normalize, stem, words
+from palace_cli.core.text import STOPWORDS, normalize, stem, words
 
 AGAIN, HARD, GOOD, EASY = 1, 2, 3, 4
 GIVE_UP = {"", "?", "??", "idk", "i don t know", "dont know", "don t know", "no idea", "pass", "skip", "dunno"}

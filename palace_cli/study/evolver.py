@@ -8,7 +8,9 @@ import json
 from dataclasses import dataclass, field
 
 from palace_cli.errors import ModelError, PalaceError
-from palace_cli.core.notes import atomic_write, load_note, replace_section
+from palace_cli.core.notefile import load_note
+from palace_cli.core.noteedit import replace_section
+from palace_cli.core.disk import atomic_write
 from palace_cli.palace import Palace
 from palace_cli.study.smashin import FACTORS, SmashinScore, detect, factor, score_memory
 from palace_cli.core.tokens import contains_phrase

@@ -8,8 +8,9 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from palace_cli.core.notes import LINK_PATTERN, Memory
-from palace_cli.core.tokens import STOPWORDS, normalize, stem, words
+from palace_cli.core.notes import Memory
+from palace_cli.core.markdown import LINK_PATTERN
+from palace_cli.core.text import STOPWORDS, normalize, stem, words
 from palace_cli.study.evaluator import Element
 
 KINDS = ("cloze", "anchor", "image", "facts", "link")

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from palace_cli.errors import ModelError
 from palace_cli.core.notes import Memory
-from palace_cli.core.tokens import contains_phrase, words
+from palace_cli.core.tokens import contains_phrase
+from palace_cli.core.text import words
 from palace_cli.study.evaluator import Element
 from palace_cli.study.examiner import Question, leaks, sentences, stems, validate
 

@@ -10,20 +10,20 @@ import os
 import re
 import socket
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
+from palace_cli.core.dates import format_log_time, parse_log_time
 from palace_cli.core.disk import disk_error
 from palace_cli.errors import PalaceError
-from palace_cli.palace import REVIEWS, Palace, Problem
+from palace_cli.palace import Palace
+from palace_cli.core.layout import REVIEWS, Problem
 
 RATINGS = {"again": 1, "hard": 2, "good": 3, "easy": 4}
 RATING_NAMES = {value: name for name, value in RATINGS.items()}
 PERSON = "person"
 FORMAT_VERSION = 1
-EARLIEST = datetime(2000, 1, 1, tzinfo=timezone.utc)
 MAX_DURATION_MS = 2**31 - 1  # 24.8 days: a longer answer is a clock error
-LATEST = datetime(2200, 1, 1, tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class Review:
 
     def as_dict(self) -> dict:
         """The JSON object written as one log line."""
-        data = {"v": FORMAT_VERSION, "id": self.id, "at": format_time(self.at), "rating": self.rating_name,
+        data = {"v": FORMAT_VERSION, "id": self.id, "at": format_log_time(self.at), "rating": self.rating_name,
                 "kind": self.kind, "strategy": self.strategy, "learner": self.learner}
         if self.duration_ms is not None:
             data["duration_ms"] = int(self.duration_ms)
@@ -75,26 +75,6 @@ class LogRead:
     def learners(self) -> list[str]:
         """Every learner that has reviews, sorted."""
         return sorted({r.learner for r in self.reviews})
-
-
-def format_time(moment: datetime) -> str:
-    """UTC ISO 8601 with milliseconds and a Z: `2026-11-29T10:11:12.345Z`."""
-    moment = moment.astimezone(timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-
-
-def parse_time(text: str) -> datetime:
-    """Parse an ISO time; naive times are taken as UTC. Raises ValueError."""
-    moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    try:
-        moment = moment.astimezone(timezone.utc)
-    except OverflowError:  # year 1 or 9999 shifted by its offset
-        raise ValueError(f"time {text!r} is outside 2000-2199") from None
-    if not EARLIEST <= moment < LATEST:
-        raise ValueError(f"time {text!r} is outside 2000-2199")
-    return moment
 
 
 def parse_rating(value) -> int:
@@ -130,7 +110,7 @@ def review_from_dict(data: dict) -> Review:
             raise ValueError(f"bad {name} {_brief(data[name])} (text)")
     return Review(
         id=memory_id.strip(),
-        at=parse_time(data["at"]),
+        at=parse_log_time(data["at"]),
         rating=parse_rating(data.get("rating")),
         kind=str(data.get("kind") or ""),
         strategy=str(data.get("strategy") or ""),

@@ -424,7 +424,7 @@ def score_memory(memory: Memory) -> SmashinScore:
 
 def weak_image_problems(scan, settings: dict | None = None) -> list:
     """Lint warnings (`smashin-weak`) for Images scoring below palace.toml `[study] smashin_threshold`."""
-    from palace_cli.palace import Problem
+    from palace_cli.core.layout import Problem
 
     limit = threshold(settings)
     problems = []

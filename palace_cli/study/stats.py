@@ -6,7 +6,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from palace_cli.palace import Palace, Problem
+from palace_cli.palace import Palace
+from palace_cli.core.layout import Problem
 from palace_cli.study.reviewlog import ReviewLog, learner_name
 from palace_cli.study.scheduler import Schedule, replay
 from palace_cli.study.session import current_memories, study_settings

@@ -127,7 +127,7 @@ class Corpus:
 
 def _body_rest(memory) -> str:
     """Body text outside the Image and Content sections (Links, unknown sections): invisible today (issue 14)."""
-    from palace_cli.core.notes import parse_sections
+    from palace_cli.core.markdown import parse_sections
 
     sections = parse_sections(memory.body, 0)
     rest = [text for name, (text, _) in sections.items() if name not in ("image", "content")]

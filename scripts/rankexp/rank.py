@@ -410,7 +410,8 @@ def context_size(corpus: Corpus, rows: list[int]) -> int:
     if corpus.name == "locomo":
         return sum(tokens(corpus.docs[r].context) for r in rows)
     from palace_cli.search.profiles import PROFILES
-    from palace_cli.search.retrieve import Hit, build_context
+    from palace_cli.search.context import build_context
+    from palace_cli.search.hits import Hit
 
     spec = PROFILES["reference"]
     hits = [Hit(corpus.docs[r].id, "", corpus.docs[r].domain, "", 0, 0.0, {}, corpus.docs[r].memory) for r in rows]

@@ -1,0 +1,346 @@
+"""Reading a note file: forgiving parse of its frontmatter and sections into a Memory, errors with file and line."""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+from pathlib import Path
+
+import yaml
+
+from palace_cli.core import safeyaml
+from palace_cli.core.dates import normalize_moment
+from palace_cli.core.disk import read_capped
+from palace_cli.core.markdown import body_link_lines, code_ranges, conflict_blocks, outside_code, parse_sections
+from palace_cli.core.notes import ID_PATTERN, LIST_FIELDS, TEXT_FIELDS, Memory, Warning_
+from palace_cli.core.text import slugify
+from palace_cli.core.validity import DATE_FIELDS, LINK_FIELDS, TYPES
+from palace_cli.errors import NoteError
+
+MAX_NOTE_BYTES = 1_000_000
+# A top-level `key:` at column 0 of the frontmatter; used for line numbers and duplicate keys only.
+TOP_KEY = re.compile(r"""^(?:"([^"\n]+)"|'([^'\n]+)'|([^\s#'"{}\[\],&*!|>%@`?:-][^:\n]*?))[ \t]*:(?=[ \t]|$)""",
+                     re.MULTILINE)
+
+
+def read_note_bytes(path: Path, shown: str) -> bytes:
+    """The bytes of a regular file of at most MAX_NOTE_BYTES; NoteError for anything else."""
+    return read_capped(path, shown, MAX_NOTE_BYTES, "a note")
+
+
+def decode_note(data: bytes, shown: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise NoteError(shown, f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})", line=line) from None
+
+
+def read_note_text(path: Path, display: str | None = None) -> tuple[str, list[Warning_]]:
+    """Read a note file as text with `\\n` line ends; a BOM or CRLF is read and reported as a warning."""
+    shown = display or str(path)
+    data = read_note_bytes(path, shown)
+    warnings = []
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+        warnings.append(Warning_(1, "bom", "file starts with a UTF-8 byte-order mark; palace reads it, some tools do not"))
+    if not data.strip():
+        raise NoteError(shown, "empty file", line=1)
+    text = decode_note(data, shown)
+    if "\r" in text:
+        first = text[: text.index("\r")].count("\n") + 1
+        if "\r\n" in text:
+            warnings.append(Warning_(first, "crlf", "CRLF line endings; palace reads them and keeps them when it writes"))
+        if "\r" in text.replace("\r\n", ""):
+            warnings.append(Warning_(first, "cr", "bare CR line endings; palace reads them but will not update this note"))
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text, warnings
+
+
+class NoFrontmatter(NoteError):
+    """A file with no `---` frontmatter at all (not a broken one): in memories/ it is read as a plain note."""
+
+
+def split_frontmatter(text: str, shown: str) -> tuple[str, str, int]:
+    """Split `---` frontmatter from the body; returns (yaml_text, body, body_first_line)."""
+    lines = text.split("\n")
+    if not text.startswith("---"):
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            if line.strip() == "---":
+                where = "is indented" if line[0] in " \t" else "is not the first line"
+                raise NoteError(shown, f"`---` must start at the beginning of the first line (line {number} {where})",
+                                line=number)
+            if re.search(r"\S[ \t]*---[ \t]*$", line):
+                raise NoteError(shown, f"`---` must start at the beginning of a line (line {number} has text before it)",
+                                line=number)
+            break
+        raise NoFrontmatter(shown, "no YAML frontmatter: a note must start with a `---` line", line=1)
+    if lines[0].rstrip(" \t") != "---":
+        raise NoteError(shown, "the opening `---` must be alone on the first line", line=1)
+    for number, line in enumerate(lines[1:], 2):
+        if line.rstrip(" \t") == "---":
+            yaml_text = "\n".join(lines[1 : number - 1])
+            yaml_text += "\n" if number > 2 else ""
+            body = "\n".join(lines[number:])
+            return yaml_text, body, number + 1
+    for number, line in enumerate(lines[1:], 2):
+        if line.strip() == "---" or (re.search(r"\S[ \t]*---[ \t]*$", line) and ":" not in line
+                                     and not line.lstrip().startswith("#")):
+            raise NoteError(shown, f"the closing `---` must start at the beginning of a line (line {number})",
+                            line=number)
+    raise NoteError(shown, "frontmatter is not closed by a `---` line", line=1)
+
+
+def load_frontmatter(yaml_text: str, shown: str) -> dict:
+    """Parse the YAML block within the limits of safeyaml; errors carry the file line (frontmatter starts on line 2)."""
+    if not yaml_text.strip():
+        return {}
+    try:
+        meta = safeyaml.load(yaml_text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        if mark is not None:  # where the parser gave up, but never past the frontmatter's last line
+            line = min(mark.line + 2, yaml_text.count("\n") + 1)
+        elif getattr(exc, "position", None) is not None:
+            line = yaml_text[: exc.position].count("\n") + 2
+        else:
+            line = 2
+        problem = getattr(exc, "problem", None) or getattr(exc, "reason", None) or str(exc).splitlines()[0]
+        what = "is refused" if isinstance(exc, safeyaml.LimitExceeded) else "is not valid YAML"
+        raise NoteError(shown, f"frontmatter {what}: {problem}", line=line) from None
+    except RecursionError:  # the pure-Python loader (no libyaml) recurses per nesting level
+        raise NoteError(shown, f"frontmatter is refused: nested more than {safeyaml.MAX_DEPTH} levels deep",
+                        line=2) from None
+    if meta is None:
+        return {}
+    if not isinstance(meta, dict):
+        kind = {list: "list", str: "string"}.get(type(meta), type(meta).__name__)
+        raise NoteError(shown, f"frontmatter must be a mapping of `key: value` fields, not a {kind}", line=2)
+    return meta
+
+
+def frontmatter_key_lines(yaml_text: str) -> tuple[dict[str, int], list[Warning_]]:
+    """File line of every top-level key (frontmatter starts on line 2), and duplicate-key warnings."""
+    lines: dict[str, int] = {}
+    warnings = []
+    number, position = 2, 0
+    for match in TOP_KEY.finditer(yaml_text):
+        key = next(g for g in match.groups() if g is not None).strip()
+        number += yaml_text.count("\n", position, match.start())
+        position = match.start()
+        if key in lines:
+            warnings.append(Warning_(number, "duplicate-key",
+                                     f"frontmatter key `{key}` is repeated (first on line {lines[key]}); "
+                                     "YAML readers disagree on which value wins"))
+        lines[key] = number
+    return lines, warnings
+
+
+def _is_placeholder(text: str) -> bool:
+    """True when a section is one parenthesised hint, as the template leaves it."""
+    if not (text.startswith("(") and text.endswith(")")):
+        return False
+    depth = 0
+    for position, char in enumerate(text):
+        depth += (char == "(") - (char == ")")
+        if depth == 0 and position < len(text) - 1:
+            return False
+    return True
+
+
+def _kind(value) -> str:
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, bool):
+        return "true/false"
+    return f"a {type(value).__name__}"
+
+
+def _scalar(meta: dict, name: str, problems: list[tuple[str, str]]) -> str:
+    value = meta.get(name)
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list, tuple, bool)):
+        problems.append((name, f"`{name}` must be text, not {_kind(value)}"))
+        return ""
+    if isinstance(value, date):
+        return value.isoformat()
+    return str(value).strip()
+
+
+def _as_list(value, name: str = "", problems: list[tuple[str, str]] | None = None) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    if isinstance(value, (list, tuple)):
+        out = []
+        for item in value:
+            if isinstance(item, (dict, list, tuple)):
+                if problems is not None:
+                    problems.append((name, f"`{name}` must be a list of text items; one item is {_kind(item)}"))
+                continue
+            if item is not None and str(item).strip():
+                out.append(str(item).strip())
+        return out
+    if isinstance(value, dict) or isinstance(value, bool):
+        if problems is not None:
+            problems.append((name, f"`{name}` must be a list like [a, b], not {_kind(value)}"))
+        return []
+    return [str(value)]
+
+
+def _conflict_message(first: int, last: int, part: str = "") -> str:
+    lines = f"lines {first}-{last}" if last > first else f"line {first}"
+    return f"unresolved git merge conflict{part} ({lines}): resolve it and remove the <<<<<<< ======= >>>>>>> lines"
+
+
+def _validity(meta: dict, field_lines: dict[str, int], problems: list[tuple[str, str]]) -> tuple[dict, list[Warning_]]:
+    """The validity fields of a note (docs/note-format.md, "Facts that change") and what is wrong with them."""
+    fields: dict = {}
+    warnings = []
+    for name in DATE_FIELDS:
+        raw = meta.get(name)
+        if isinstance(raw, (dict, list, tuple, bool)):
+            problems.append((name, f"`{name}` must be a date, not {_kind(raw)}"))
+            raw = None
+        try:
+            fields[name] = normalize_moment(raw)
+        except ValueError as exc:
+            fields[name] = str(raw).strip()
+            warnings.append(Warning_(field_lines.get(name, 2), "bad-date", f"`{name}`: {exc}"))
+    for name in LINK_FIELDS:
+        fields[name] = list(dict.fromkeys(_as_list(meta.get(name), name, problems)))
+    fields["type"] = _scalar(meta, "type", problems)
+    if fields["type"] and fields["type"] not in TYPES:
+        warnings.append(Warning_(field_lines.get("type", 2), "unknown-type",
+                                 f"type {fields['type']!r} is not one of {', '.join(TYPES)}"))
+    core = meta.get("core")
+    if core is not None and not isinstance(core, bool):
+        problems.append(("core", f"`core` must be true or false, not {_kind(core)}"))
+    fields["core"] = core is True
+    return fields, warnings
+
+
+def parse_note(text: str, path: str, domain: str, warnings: list[Warning_] | None = None) -> Memory:
+    """Parse note text into a Memory; raises NoteError with file and line for what cannot be read."""
+    conflicts = conflict_blocks(text)
+    try:
+        yaml_text, body, body_first_line = split_frontmatter(text, path)
+    except NoteError as exc:
+        if conflicts:  # the conflict is why the `---` lines are not where they should be
+            raise NoteError(path, _conflict_message(*conflicts[0]), line=conflicts[0][0]) from None
+        if isinstance(exc, NoFrontmatter):
+            return plain_note(text, path, domain, warnings)
+        raise
+    for first, last in conflicts:
+        if first < body_first_line:
+            raise NoteError(path, _conflict_message(first, last, " in the frontmatter"), line=first)
+    meta = load_frontmatter(yaml_text, path)
+    field_lines, key_warnings = frontmatter_key_lines(yaml_text)
+    raw_id = meta.get("id")
+    if raw_id is None or (isinstance(raw_id, str) and not raw_id.strip()):
+        raise NoteError(path, "missing required field `id`", line=field_lines.get("id", 2))
+    if isinstance(raw_id, (dict, list, tuple, bool, float)):
+        raise NoteError(path, f"`id` must be text, not {_kind(raw_id)}", line=field_lines.get("id", 2))
+    note_id = str(raw_id).strip()
+    if not ID_PATTERN.match(note_id):
+        raise NoteError(path, f"id {note_id!r} must be lowercase letters, digits, '.', '_' or '-'",
+                        line=field_lines.get("id", 2))
+    type_problems: list[tuple[str, str]] = []
+    subject, anchor, verify = (_scalar(meta, name, type_problems) for name in TEXT_FIELDS)
+    keywords, links, aliases = (_as_list(meta.get(name), name, type_problems) for name in LIST_FIELDS)
+    # Obsidian's `tags:` are keywords by another name (docs/note-format.md): one list, searched and routed alike.
+    keywords += [tag for tag in (t.lstrip("#") for t in _as_list(meta.get("tags"), "tags", type_problems))
+                 if tag and tag not in keywords]
+    previous_ids = list(dict.fromkeys(_as_list(meta.get("previous_ids"), "previous_ids", type_problems)))
+    created = _scalar(meta, "created", type_problems)
+    importance = meta.get("importance")
+    if importance is not None and (isinstance(importance, bool) or not isinstance(importance, (int, float))):
+        type_problems.append(("importance", f"`importance` must be a number, not {_kind(importance)}"))
+    validity, validity_warnings = _validity(meta, field_lines, type_problems)
+
+    memory_warnings = list(warnings or []) + key_warnings + validity_warnings
+    memory_warnings += [Warning_(first, "conflict-marker", _conflict_message(first, last)) for first, last in conflicts]
+    sections = parse_sections(body, body_first_line)
+    heading = re.search(r"^#[ \t]+\S", body, re.MULTILINE)
+    line = body_first_line + body[: heading.start()].count("\n") if heading else body_first_line
+    found = {}
+    for name in ("image", "content"):
+        section_text, section_line = sections.get(name, ("", 0))
+        if not section_text:
+            memory_warnings.append(Warning_(section_line or line, "missing-section",
+                                            f"no `## {name.title()}` section" if not section_line
+                                            else f"the `## {name.title()}` section is empty"))
+        elif _is_placeholder(section_text):
+            memory_warnings.append(Warning_(section_line, "placeholder-section",
+                                            f"the `## {name.title()}` section still holds the template's hint"))
+            section_text = ""
+        found[name] = (section_text, section_line)
+    memory = Memory(
+        id=note_id,
+        subject=subject,
+        anchor=anchor,
+        verify=verify,
+        domain=domain,
+        path=path,
+        keywords=keywords,
+        links=links,
+        aliases=aliases,
+        previous_ids=previous_ids,
+        created=created,
+        **validity,
+        image=found["image"][0],
+        content=found["content"][0],
+        body=body,
+        line=line,
+        image_line=found["image"][1],
+        content_line=found["content"][1],
+        body_links=[link for link, _ in body_link_lines(body, body_first_line)],
+        meta=meta,
+        warnings=memory_warnings,
+        body_line=body_first_line,
+        field_lines=field_lines,
+    )
+    for name, message in type_problems:
+        memory.warnings.append(Warning_(field_lines.get(name, 2), "bad-type", message))
+    for name in ("subject", "anchor"):
+        if not getattr(memory, name) and not any(n == name for n, _ in type_problems):
+            memory.warnings.append(Warning_(field_lines.get(name, 2), "missing-field", f"missing required field `{name}`"))
+    return memory
+
+
+def plain_note(text: str, path: str, domain: str, warnings: list[Warning_] | None = None) -> Memory:
+    """A Markdown file without frontmatter, as an Obsidian vault holds many: id from the file name, subject from
+    the first `# ` heading (else the file name), the text as its Content (or its `## Content` section)."""
+    stem = path.rsplit("/", 1)[-1].removesuffix(".md")
+    note_id = slugify(stem)
+    heading = next((m for m in re.finditer(r"^#[ \t]+(.+?)[ \t#]*$", text, re.MULTILINE)
+                    if outside_code(m.start(), code_ranges(text))), None)
+    line = text[: heading.start()].count("\n") + 1 if heading else 1
+    sections = parse_sections(text, 1)
+    content, content_line = sections.get("content", ("", 0))
+    if not content:
+        content = (text[: heading.start()] + text[heading.end():] if heading else text).strip()
+        content_line = line
+    image, image_line = sections.get("image", ("", 0))
+    notice = Warning_(1, "no-frontmatter", f"no frontmatter: read as a plain note with id {note_id!r} (from the file "
+                                           "name); add frontmatter with an anchor and a verify token to study and "
+                                           "cite it as a memory")
+    return Memory(id=note_id, subject=heading.group(1).strip() if heading else stem, anchor="", verify="",
+                  domain=domain, path=path, plain=True, image=image, content=content, body=text, line=line,
+                  image_line=image_line, content_line=content_line,
+                  body_links=[link for link, _ in body_link_lines(text, 1)],
+                  warnings=list(warnings or []) + [notice], body_line=1)
+
+
+def load_note(root: Path, relpath: str, domain: str) -> Memory:
+    """Read and parse one note file under root."""
+    text, warnings = read_note_text(root / relpath, relpath)
+    return parse_note(text, relpath, domain, warnings)
+
+

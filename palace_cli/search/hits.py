@@ -1,0 +1,139 @@
+"""What a search returns: hits (memories, turns), the route they imply, and the result of search and recall."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from palace_cli.core.notes import Memory
+from palace_cli.search.profiles import tokens_of
+from palace_cli.search.sessions import ROUTE_SHOWN, SessionRoute
+
+
+@dataclass
+class Turn:
+    """A turn of a conversation as a hit carries it: who said what, when, in which session."""
+
+    session: str
+    turn: str
+    speaker: str
+    text: str
+    time: str
+    title: str
+    started: str = ""
+    conversation: str = ""  # the source's grouping of sessions (LoCoMo's sample id), when it has one
+
+
+@dataclass
+class Hit:
+    """One ranked unit, a memory or a turn, with where it is and the parts its score came from.
+
+    For a turn, `id` is its key `<session id>/<turn id>`, `subject` a one-line preview, `domain` "",
+    `path:line` its header line, and `turn` the rest.
+    """
+
+    id: str
+    subject: str
+    domain: str
+    path: str
+    line: int
+    score: float
+    parts: dict[str, float] = field(default_factory=dict)
+    memory: Memory | None = None
+    replaces: list[str] = field(default_factory=list)       # versions this memory superseded
+    superseded_by: list[str] = field(default_factory=list)  # versions that superseded it
+    valid: bool = True                                       # valid at the question's moment (now, or as of)
+    kind: str = "memory"
+    time: str = ""
+    turn: Turn | None = None
+
+    @property
+    def location(self) -> str:
+        return f"{self.path}:{self.line}"
+
+    def as_dict(self) -> dict:
+        """The JSON contract: kind, id, subject, domain, path, line, time, score, parts (and version links when
+        there are any); for a turn also session, turn, speaker, text."""
+        data = {"kind": self.kind, "id": self.id, "subject": self.subject, "domain": self.domain, "path": self.path,
+                "line": self.line, "time": self.time or None, "score": round(self.score, 6),
+                "parts": {k: round(v, 6) for k, v in self.parts.items()}}
+        if self.turn is not None:
+            data.update(session=self.turn.session, turn=self.turn.turn, speaker=self.turn.speaker, text=self.turn.text)
+        if self.replaces:
+            data["replaces"] = self.replaces
+        if self.superseded_by:
+            data["superseded_by"] = self.superseded_by
+        if not self.valid:
+            data["valid"] = False
+        return data
+
+
+@dataclass
+class DomainRoute:
+    """A domain of the hits handed over, with its share of their scores."""
+
+    domain: str
+    confidence: float
+    parts: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {"domain": self.domain, "confidence": round(self.confidence, 4),
+                "parts": {k: round(v, 4) for k, v in self.parts.items()}}
+
+
+@dataclass
+class SearchResult:
+    """A ranked list of hits and how it was made."""
+
+    query: str
+    mode: str
+    hits: list[Hit]
+    dense: str = "on"
+    dense_reason: str = ""
+    elapsed_ms: float = 0.0
+    as_of: str = ""               # the moment asked about ("" = now)
+    include_superseded: bool = False
+    left_out: int = 0             # memories not valid at that moment, left out of the ranking
+
+    def as_dict(self) -> dict:
+        return {"query": self.query, "mode": self.mode, "hits": [h.as_dict() for h in self.hits],
+                "dense": self.dense, "elapsed_ms": round(self.elapsed_ms, 2), "as_of": self.as_of or None,
+                "include_superseded": self.include_superseded, "left_out": self.left_out}
+
+
+@dataclass
+class Recall(SearchResult):
+    """Recall: the hits, the domains they sit in (the route), and the context they make within the budget."""
+
+    profile: str = "reference"
+    hops: int = 1                 # one flat ranking (hop 1 no longer filters: see the module docstring)
+    route: list[DomainRoute] = field(default_factory=list)
+    fallback: bool = False        # kept in the JSON for older callers: never true now
+    reason: str = ""
+    context: str = ""
+    context_bytes: int = 0
+    confidence: float = 0.0
+    linked: list[Hit] = field(default_factory=list)
+    handed: list[Hit] = field(default_factory=list)  # the hits whose memory (turn) is in the context
+    ranked: list[Hit] = field(default_factory=list)  # hop 2's ranking before picking and trimming (to `depth`)
+    sessions: list[SessionRoute] = field(default_factory=list)  # hop 1 for turns: sessions, best first
+
+    def as_dict(self) -> dict:
+        data = super().as_dict()
+        data.update({
+            "profile": self.profile, "hops": self.hops, "route": [r.as_dict() for r in self.route],
+            "fallback": self.fallback, "reason": self.reason, "context_bytes": self.context_bytes,
+            "context_tokens": tokens_of(self.context),
+            "confidence": round(self.confidence, 4),
+            "memories": [context_entry(h.memory) for h in self.handed if h.memory],
+            "turns": [h.id for h in self.handed if h.turn is not None],
+        })
+        if self.sessions:
+            data["sessions"] = [r.as_dict() for r in self.sessions[:ROUTE_SHOWN]]
+        if self.linked:
+            data["linked"] = [h.as_dict() for h in self.linked]
+        return data
+
+
+def context_entry(memory: Memory) -> dict:
+    """What `verify --context` needs of a handed-over memory: its id and verify token."""
+    return {"id": memory.id, "subject": memory.subject, "verify": memory.verify}
