@@ -72,3 +72,7 @@ class DiskError(OSError, PalaceError):
 
     def __str__(self) -> str:
         return self.message
+
+
+class OutsidePalace(PalaceError):
+    """A path argument that would reach outside the palace's memories."""

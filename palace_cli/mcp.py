@@ -15,19 +15,18 @@ import posixpath
 import re
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from pathlib import Path
 from typing import Any, Literal
 
 from palace_cli import __version__
-from palace_cli.errors import NotAMemory, NotFound, PalaceError, UsageError
-from palace_cli.core.notes import Memory
+from palace_cli.core.layout import CACHE_DIR, INDEX_DIR, MEMORIES, REVIEWS, ROOT_INDEX, confined, refuse_path_tricks
+from palace_cli.core.notes import TYPES, Memory
+from palace_cli.errors import NotAMemory, NotFound, OutsidePalace, PalaceError, UsageError
 from palace_cli.palace import Palace
-from palace_cli.core.layout import CACHE_DIR, INDEX_DIR, MEMORIES, REVIEWS, ROOT_INDEX
 from palace_cli.search.profiles import PROFILES
-from palace_cli.study.strategies import STRATEGIES
-from palace_cli.search.retrieve import recall as core_recall, search as core_search
-from palace_cli.core.validity import TYPES
+from palace_cli.search.retrieve import recall as core_recall
+from palace_cli.search.retrieve import search as core_search
 from palace_cli.search.wakeup import BYTES_PER_TOKEN
+from palace_cli.study.strategies import STRATEGIES
 
 LEARNER = "agent:mcp"
 ProfileName = Literal[tuple(PROFILES)]  # type: ignore[valid-type]  # enums in the tool schemas
@@ -41,43 +40,14 @@ INSTRUCTIONS = ("A memory palace: Markdown memories, each with a verify token, a
                 "verify on your answer. Turns of conversations carry no token.")
 
 
-class OutsidePalace(PalaceError):
-    """A path argument that would reach outside the palace's memories."""
-
-
 # ---- confinement --------------------------------------------------------------------------------
-
-
-def _refuse_path_tricks(value: str, what: str) -> None:
-    """Refuse absolute paths, `..`, home and NUL: checked on the text before anything touches the disk."""
-    if "\x00" in value:
-        raise OutsidePalace(f"{what} {value!r} contains a NUL byte; refused")
-    if value.startswith(("/", "\\", "~")) or re.match(r"^[A-Za-z]:", value) or os.path.isabs(value):
-        raise OutsidePalace(f"{what} {value!r} is an absolute path; only names and paths inside the palace are accepted")
-    if ".." in re.split(r"[\\/]", value):
-        raise OutsidePalace(f"{what} {value!r} climbs out with '..'; refused")
-
-
-def _within(path: Path, base: Path) -> bool:
-    return path == base or base in path.parents
-
-
-def confined(palace: Palace, relpath: str, what: str = "path", under: str = MEMORIES) -> Path:
-    """`relpath` resolved inside `<root>/<under>`, symlinks followed; raises OutsidePalace when it escapes."""
-    _refuse_path_tricks(relpath, what)
-    root = Path(os.path.realpath(palace.root))
-    base = Path(os.path.realpath(root / under))
-    target = Path(os.path.realpath(root / relpath))
-    if not _within(base, root) or not _within(target, base):
-        raise OutsidePalace(f"{what} {relpath!r} resolves outside {under}/ of this palace (a symlink?); refused")
-    return target
 
 
 def check_layout(palace: Palace) -> None:
     """Refuse to work when a folder the server writes to (notes, reviews, index files, cache) leads out of the palace."""
     for name in (MEMORIES, REVIEWS, INDEX_DIR, ROOT_INDEX, CACHE_DIR):
         try:
-            confined(palace, name, name, under=".")
+            confined(palace.root, name, name, under=".")
         except OutsidePalace:
             raise OutsidePalace(f"{name} in {palace.root} resolves outside the palace (a symlink?); "
                                 "the server refuses to read or write until it is a plain folder or file") from None
@@ -85,7 +55,7 @@ def check_layout(palace: Palace) -> None:
 
 def _plain_name(value: str, what: str) -> str:
     """A domain or id: one name, never a path."""
-    _refuse_path_tricks(value, what)
+    refuse_path_tricks(value, what)
     if "/" in value or "\\" in value:
         raise OutsidePalace(f"{what} {value!r} must be a single name, not a path")
     return value
@@ -141,14 +111,14 @@ class PalaceTools:
             raise UsageError("give a memory id")
         if "/" in ref or "\\" in ref or ref.endswith(".md") or ref.startswith(("~", ".")):
             relpath = LINE_REF.sub("", ref)
-            _refuse_path_tricks(relpath, "memory path")
+            refuse_path_tricks(relpath, "memory path")
             relpath = posixpath.normpath(relpath.replace("\\", "/"))
             try:
                 self.palace.memory_target(self.palace.root / relpath)  # the same rule as the note walk
             except NotAMemory as exc:
                 raise OutsidePalace(f"memory path {ref!r}: {exc.reason}") from None
             return self.palace.memory(relpath, refresh=False)
-        _refuse_path_tricks(ref, "memory id")
+        refuse_path_tricks(ref, "memory id")
         return self.palace.memory(ref, refresh=False)
 
     def recall(self, query: str, k: int | None = None, domain: str | None = None,
@@ -228,12 +198,11 @@ class PalaceTools:
         Refused, nothing written, without an image (it holds the token), with a token the image cannot give,
         or with a link to no memory. `supersedes` corrects memories: they stay, marked superseded by this one
         from `valid_from` (default today)."""
-        from palace_cli.editing.authoring import add_memory, token_warnings
-        from palace_cli.editing.changes import link_ids, token_for
-        from palace_cli.index.locks import write_lock
         from palace_cli.core.noteedit import check_note_size
         from palace_cli.core.text import slugify
-        from palace_cli.search.similar import similar, warning_lines
+        from palace_cli.editing.authoring import add_memory, review_added
+        from palace_cli.editing.changes import link_ids, token_for
+        from palace_cli.index.locks import write_lock
 
         _plain_name(domain, "domain")
         if id is not None:
@@ -242,7 +211,7 @@ class PalaceTools:
             _plain_name(old, "superseded id")
         self._fresh()
         domain = self.palace.resolve_domain(domain, allow_new=True)
-        folder = confined(self.palace, f"{MEMORIES}/{domain}", "domain")
+        folder = confined(self.palace.root, f"{MEMORIES}/{domain}", "domain")
         note_id = id or slugify(subject)
         target = folder / f"{note_id}.md"
         if os.path.lexists(target):
@@ -262,12 +231,11 @@ class PalaceTools:
         lines = [f"added {memory.id} at {memory.location}", f"verify: {memory.verify or '(none)'}"]
         if memory.supersedes:
             lines.append(f"supersedes {', '.join(memory.supersedes)} from {memory.valid_from}")
-        try:
-            near = similar(self.palace, ref=memory.id, k=3, exclude=[*memory.supersedes, *memory.all_links])
-            lines += warning_lines(near, memory.id)
-        except PalaceError as exc:  # the memory is written; say why it was not compared, do not fail the call
-            lines.append(f"warning: could not compare with other memories: {exc}")
-        lines += [f"warning: {message}" for message in token_warnings(self.palace, memory)]
+        review = review_added(self.palace, memory)
+        lines += review.advice
+        if review.compare_error:  # the memory is written; say why it was not compared, do not fail the call
+            lines.append(f"warning: could not compare with other memories: {review.compare_error}")
+        lines += [f"warning: {message}" for message in review.token_problems]
         return "\n".join(lines)
 
     def update(self, id: str, fields: dict[str, Any] | None = None, sections: dict[str, str] | None = None) -> str:
@@ -317,7 +285,7 @@ class PalaceTools:
             _plain_name(domain, "domain")
         self._fresh()
         log = ReviewLog(self.palace)
-        confined(self.palace, self.palace.rel(log.path), "review log", under=REVIEWS)
+        confined(self.palace.root, self.palace.rel(log.path), "review log", under=REVIEWS)
         return StudySession(self.palace, strategy=strategy, n=1, domain=domain, learner=LEARNER, generator=None,
                             log=log)
 

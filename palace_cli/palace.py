@@ -27,6 +27,7 @@ from palace_cli.core.layout import (
     Problem,
     Scan,
     confined_target,
+    domain_of,
     shown_path,
 )
 from palace_cli.core.names import not_found_message
@@ -194,7 +195,7 @@ class Palace:
         if not stat.S_ISREG(info.st_mode):
             report.append(Problem(relpath, None, "error", "unreadable", "not a regular file; not read"))
             return False
-        found.append(NoteFile(relpath, parts[1], info.st_mtime_ns, info.st_size))
+        found.append(NoteFile(relpath, domain_of(relpath), info.st_mtime_ns, info.st_size))
         return True
 
     def stray_notes(self) -> list[Problem]:

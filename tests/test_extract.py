@@ -8,9 +8,10 @@ from palace_cli.answers import extract as ex
 from palace_cli.answers.abstention import ABSTAIN_BELOW, Evidence, thresholds, weigh
 from palace_cli.answers.ask import extractive, suggested_domain
 from palace_cli.backends import CAPABLE_PARAMETERS, Generator, size_label, unfit_reason, use_generator
+from palace_cli.core.text import split_sentences
 from palace_cli.errors import ConfigError
-from palace_cli.search.retrieve import recall
 from palace_cli.search.hits import context_entry
+from palace_cli.search.retrieve import recall
 
 
 @pytest.mark.parametrize("text, sentences", [
@@ -26,7 +27,7 @@ from palace_cli.search.hits import context_entry
     ("", []),
 ])
 def test_split_sentences(text, sentences):
-    assert ex.split_sentences(text) == sentences
+    assert split_sentences(text) == sentences
 
 
 def test_question_terms_leave_out_the_question_words(palace):

@@ -22,8 +22,12 @@ from mcp import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
 from palace_cli import __version__  # noqa: E402
-from palace_cli.errors import PalaceError  # noqa: E402
-from palace_cli.mcp import OutsidePalace, PalaceTools, confined, fit  # noqa: E402
+from palace_cli.core.layout import confined
+from palace_cli.errors import (
+    OutsidePalace,
+    PalaceError,  # noqa: E402
+)
+from palace_cli.mcp import PalaceTools, fit
 from palace_cli.palace import Palace  # noqa: E402
 
 PALACE_BIN = Path(sys.executable).parent / "palace"
@@ -475,10 +479,10 @@ def test_quiz_next_and_grade_append_agent_reviews(example_palace):
 ])
 def test_confined(palace, ref, ok):
     if ok:
-        assert confined(palace, ref).is_relative_to(palace.root / "memories")
+        assert confined(palace.root, ref).is_relative_to(palace.root / "memories")
     else:
         with pytest.raises(OutsidePalace):
-            confined(palace, ref)
+            confined(palace.root, ref)
 
 
 @pytest.mark.parametrize("text, budget", [("short", 50), ("line\n" * 500, 50), ("word " * 2000, 100),
@@ -510,6 +514,7 @@ def test_tools_without_a_transport_see_a_write_made_behind_their_back(example_pa
 
 def test_recall_and_search_cover_conversation_turns(example_palace, tmp_path):
     from conversation_fixtures import locomo_samples
+
     from palace_cli.importers import import_path
 
     (tmp_path / "locomo.json").write_text(json.dumps(locomo_samples()))

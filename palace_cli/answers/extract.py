@@ -12,14 +12,11 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from palace_cli.core.text import STOPWORDS
+from palace_cli.core.text import STOPWORDS, split_sentences
 
 # Words a question is phrased with that say nothing about what it asks (beyond tokens.STOPWORDS).
 QUESTION_WORDS = frozenset("do does did doing done should would could shall may might must need get make use "
                            "using used work works explain tell difference between".split())
-ABBREVIATIONS = frozenset("e.g i.e etc vs cf approx incl fig dr mr mrs al".split())
-BOUNDARY = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(“\[`*])")
-LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 
 # Chosen on the labelled questions of both benchmark palaces (`palace bench ask`, docs/benchmarks.md): the
 # embedding's cosine per sentence ("dense") gained at most 1.5 points for about a second of embedding per
@@ -38,48 +35,6 @@ class Sentence:
     text: str
     score: float = 0.0
     parts: dict[str, float] = field(default_factory=dict)
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences of prose, list items kept whole; an abbreviation (e.g., vs.) or an open parenthesis does
-    not end one."""
-    out: list[str] = []
-    paragraph: list[str] = []
-
-    def flush():
-        if paragraph:
-            out.extend(_split_paragraph(" ".join(paragraph)))
-            paragraph.clear()
-
-    for line in text.splitlines():
-        if not line.strip() or line.lstrip().startswith("#"):
-            flush()
-        elif LIST_ITEM.match(line):
-            flush()
-            paragraph.append(LIST_ITEM.sub("", line).strip())
-        else:
-            paragraph.append(line.strip())
-    flush()
-    return out
-
-
-def _split_paragraph(text: str) -> list[str]:
-    pieces = [p for p in BOUNDARY.split(" ".join(text.split())) if p]
-    merged: list[str] = []
-    for piece in pieces:
-        if merged and _continues(merged[-1]):
-            merged[-1] += " " + piece
-        else:
-            merged.append(piece)
-    return merged
-
-
-def _continues(previous: str) -> bool:
-    """Whether a piece ended on a false boundary: an abbreviation, an ellipsis, or inside parentheses."""
-    last = previous.rsplit(None, 1)[-1].lower().rstrip(".").lstrip("(")
-    if last in ABBREVIATIONS or previous.endswith(("...", "…")):
-        return True
-    return previous.count("(") > previous.count(")")
 
 
 def question_terms(analyze, question: str) -> list[str]:

@@ -23,15 +23,16 @@ from typing import Callable
 import numpy as np
 
 from palace_cli.answers.ask import build_prompt
+from palace_cli.answers.verify import Verdict, verify_response
 from palace_cli.backends.cache import cached
+from palace_cli.bench.retrieval import BOOTSTRAP, Query, load_queries
+from palace_cli.core.text import split_at_stops
+from palace_cli.core.tokens import contains_phrase
 from palace_cli.palace import Palace
-from palace_cli.search.profiles import PROFILES
-from palace_cli.search.retrieve import search
 from palace_cli.search.context import build_context
 from palace_cli.search.hits import Hit
-from palace_cli.core.tokens import contains_phrase
-from palace_cli.answers.verify import Verdict, verify_response
-from palace_cli.bench.retrieval import BOOTSTRAP, Query, load_queries
+from palace_cli.search.profiles import PROFILES
+from palace_cli.search.retrieve import search
 
 CONDITIONS = ("grounded", "no-context", "wrong-context", "adversarial")
 BENCH_MAX_TOKENS = 80
@@ -86,15 +87,11 @@ def questions_by_memory(queries: list[Query]) -> dict[str, str]:
     return {m: text for m, (_, text) in chosen.items()}
 
 
-def _sentences(text: str) -> list[str]:
-    return [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if s.strip()]
-
-
 def adversarial_answer(memory) -> str:
     """A forgery built without the token: subject, two content sentences, an image sentence that does
     not contain the token, and a fake citation with the (public) anchor."""
-    parts = [f"{memory.subject}:"] + _sentences(memory.content)[:2]
-    scene = [s for s in _sentences(memory.image) if not contains_phrase(s, memory.verify)]
+    parts = [f"{memory.subject}:"] + split_at_stops(memory.content)[:2]
+    scene = [s for s in split_at_stops(memory.image) if not contains_phrase(s, memory.verify)]
     if scene:
         parts.append(scene[0])
     if memory.anchor:

@@ -7,17 +7,15 @@ import sys
 import click
 from rich.markup import escape
 
-from palace_cli.core.wording import plural
-from palace_cli.editing.authoring import draft_memory, init_palace, propose_missing_token, token_warnings
-from palace_cli.editing.curate import has_tag
-from palace_cli.errors import NoteError, PalaceError
-from palace_cli.index.locks import write_lock
-from palace_cli.editing.lint import lint as run_lint
-from palace_cli.core.notes import Memory
-from palace_cli.search.similar import similar, warning_lines
-from palace_cli.core.tokens import fingerprint
-from palace_cli.core.validity import TYPES
 from palace_cli.cli import open_palace, pass_ctx, render
+from palace_cli.core.notes import TYPES, Memory
+from palace_cli.core.tokens import fingerprint
+from palace_cli.core.wording import plural
+from palace_cli.editing.authoring import draft_memory, init_palace, propose_missing_token, review_added
+from palace_cli.editing.curate import has_tag
+from palace_cli.editing.lint import lint as run_lint
+from palace_cli.errors import NoteError
+from palace_cli.index.locks import write_lock
 
 
 def memory_summary(memory: Memory) -> dict:
@@ -150,10 +148,10 @@ def add(ctx, subject, domain, new_domain, anchor, image, content, keywords, link
     palace.refresh()
     if memory is None:
         raise SystemExit(1)
-    close = _close_neighbours(palace, memory)
+    review = review_added(palace, memory)
     if as_json:
         render.emit_json(memory_summary(memory) | {"verify": memory.verify,
-                                                   "similar": [n.as_dict() for n in close.close] if close else []})
+                                                   "similar": [n.as_dict() for n in review.neighbours]})
         return
     render.out.print(f"Added {memory.id} at {memory.location}", markup=False)
     if memory.supersedes:
@@ -163,19 +161,12 @@ def add(ctx, subject, domain, new_domain, anchor, image, content, keywords, link
                          markup=False)
     if memory.verify:
         render.out.print(f"verify token: {memory.verify}", markup=False)
-    for message in token_warnings(palace, memory):
+    for message in review.token_problems:
         render.warn(f"{path}: {message}")
-    for line in warning_lines(close, memory.id) if close else []:
+    if review.compare_error:
+        render.warn(f"could not compare {memory.id} with the other memories: {review.compare_error}")
+    for line in review.advice:
         render.warn(line)
-
-
-def _close_neighbours(palace, memory: Memory):
-    """The similar memories `add` warns about (not those the new one supersedes or links); None if that failed."""
-    try:
-        return similar(palace, ref=memory.id, k=3, exclude=[*memory.supersedes, *memory.all_links])
-    except PalaceError as exc:  # the note is written; a broken index must not turn that into a failure
-        render.warn(f"could not compare {memory.id} with the other memories: {exc}")
-        return None
 
 
 @click.command(name="list")

@@ -229,3 +229,38 @@ def atomic_write(path: Path, data: str | bytes) -> None:
         except FileNotFoundError:
             pass
         raise disk_error(exc, f"cannot write {path}", "it is as it was") or exc
+
+
+def create_new(path: Path, text: str) -> None:
+    """Write a new file atomically, refusing (FileExistsError) when it already exists; DiskError when the disk
+    refuses (read-only, full), with nothing left behind."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise disk_error(exc, f"cannot write {path}", "nothing was written") or exc
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text.encode("utf-8"))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+        try:
+            os.link(tmp, path)  # unlike rename, link never replaces an existing file
+        except FileExistsError:
+            raise
+        except OSError:  # a file system without hard links: exclusive create, then write
+            with open(path, "x", encoding="utf-8") as handle:
+                try:
+                    handle.write(text)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                except BaseException:
+                    os.unlink(path)  # ours, created a moment ago: never leave half a note
+                    raise
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        raise disk_error(exc, f"cannot write {path}", "nothing was written") or exc
+    finally:
+        os.unlink(tmp)

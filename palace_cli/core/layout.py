@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from palace_cli.core.notes import Memory
-from palace_cli.errors import NotAMemory
-
+from palace_cli.errors import NotAMemory, OutsidePalace
 
 MEMORIES = "memories"
 INDEX_DIR = "index"
@@ -49,6 +48,7 @@ class Problem:
 
 
 def within(real: str, base: str) -> bool:
+    """Whether a real (resolved) path is `base` or lies under it."""
     return real == base or real.startswith(base + os.sep)
 
 
@@ -68,6 +68,13 @@ def confined_target(root: Path, folder: str, path: str | os.PathLike) -> tuple[s
     if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
         raise NotAMemory("unreadable", "not a regular file or folder; not read")
     return real, info
+
+
+def domain_of(relpath: str) -> str:
+    """The domain of a note from its path relative to the root: `memories/<domain>/...` gives `<domain>`;
+    "" for a path that is in no domain folder."""
+    parts = relpath.split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == MEMORIES else ""
 
 
 def shown_path(relpath: str) -> str:
@@ -99,3 +106,26 @@ class Scan:
         for memory in sorted(self.memories.values(), key=lambda m: (m.domain, m.id)):
             grouped.setdefault(memory.domain, []).append(memory)
         return grouped
+
+
+def refuse_path_tricks(value: str, what: str) -> None:
+    """Refuse absolute paths, `..`, home and NUL: checked on the text before anything touches the disk."""
+    if "\x00" in value:
+        raise OutsidePalace(f"{what} {value!r} contains a NUL byte; refused")
+    if value.startswith(("/", "\\", "~")) or re.match(r"^[A-Za-z]:", value) or os.path.isabs(value):
+        raise OutsidePalace(f"{what} {value!r} is an absolute path; only names and paths inside the palace are accepted")
+    if ".." in re.split(r"[\\/]", value):
+        raise OutsidePalace(f"{what} {value!r} climbs out with '..'; refused")
+
+
+
+def confined(root: Path, relpath: str, what: str = "path", under: str = MEMORIES) -> Path:
+    """A path someone else gave (an agent's argument) resolved inside `<root>/<under>`, symlinks followed;
+    OutsidePalace when it is absolute, climbs with `..` or escapes through a link."""
+    refuse_path_tricks(relpath, what)
+    real_root = os.path.realpath(root)
+    base = os.path.realpath(os.path.join(real_root, under))
+    target = Path(os.path.realpath(os.path.join(real_root, relpath)))
+    if not within(base, real_root) or not within(str(target), base):
+        raise OutsidePalace(f"{what} {relpath!r} resolves outside {under}/ of this palace (a symlink?); refused")
+    return target

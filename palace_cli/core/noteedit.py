@@ -102,7 +102,7 @@ def _last_content_line_end(text: str, key, value, key_indent: int) -> int:
 
 def _edit_mapping(yaml_text: str, changes: dict) -> str:
     """Apply changes by rewriting only the lines of the changed keys; raise _Unsafe when that is not possible."""
-    from yaml.nodes import MappingNode, ScalarNode, SequenceNode
+    from yaml.nodes import MappingNode, ScalarNode
 
     try:
         root = yaml.compose(yaml_text, Loader=yaml.SafeLoader)
@@ -122,43 +122,10 @@ def _edit_mapping(yaml_text: str, changes: dict) -> str:
         found = [(k, v) for k, v in pairs if isinstance(k, ScalarNode) and k.value == name]
         if len(found) > 1:
             raise _Unsafe
-        if not found:
-            if new is not None:
-                appended.append(f"{' ' * indent}{inline_yaml(name)}: {inline_yaml(new)}{newline}")
-            continue
-        key, value = found[0]
-        if key.start_mark.line == value.start_mark.line or value.start_mark.index == value.end_mark.index:
-            colon = yaml_text.find(":", key.end_mark.index)
-        else:
-            colon = yaml_text.find(":", key.end_mark.index, value.start_mark.index)
-        if colon < 0 or "\n" in yaml_text[key.end_mark.index : colon]:
-            raise _Unsafe
-        empty = isinstance(value, ScalarNode) and value.start_mark.index == value.end_mark.index
-        if new is None:
-            start = _line_start(yaml_text, key.start_mark.index)
-            if yaml_text[start : key.start_mark.index].strip():
-                raise _Unsafe
-            end = _line_end(yaml_text, colon) if empty else _last_content_line_end(yaml_text, key, value, indent)
-            end = yaml_text.find("\n", end)
-            edits.append((start, len(yaml_text) if end < 0 else end + 1, ""))
-        elif empty:
-            edits.append((colon + 1, colon + 1, " " + inline_yaml(new)))
-        elif (value.start_mark.line == key.start_mark.line == value.end_mark.line
-              and not (isinstance(value, ScalarNode) and value.style in ("|", ">"))):
-            edits.append((value.start_mark.index, value.end_mark.index, inline_yaml(new)))
-        else:
-            end = _last_content_line_end(yaml_text, key, value, indent)
-            if (isinstance(value, SequenceNode) and not value.flow_style and value.value
-                    and isinstance(new, (list, tuple)) and new
-                    and not any(isinstance(item, (list, tuple, dict)) for item in new)):
-                first = _line_start(yaml_text, value.start_mark.index)
-                prefix = yaml_text[first : value.start_mark.index] + "- "
-                if prefix.strip() != "-":
-                    raise _Unsafe
-                items = [prefix + inline_yaml(item) for item in new]
-                edits.append((colon + 1, end, newline + newline.join(items)))
-            else:
-                edits.append((colon + 1, end, " " + inline_yaml(new)))
+        if found:
+            edits.append(_edit_of(yaml_text, *found[0], new, indent, newline))
+        elif new is not None:
+            appended.append(f"{' ' * indent}{inline_yaml(name)}: {inline_yaml(new)}{newline}")
     text = yaml_text
     for start, end, replacement in sorted(edits, reverse=True):
         text = text[:start] + replacement + text[end:]
@@ -167,6 +134,41 @@ def _edit_mapping(yaml_text: str, changes: dict) -> str:
             text += newline
         text += "".join(appended)
     return text
+
+
+def _edit_of(yaml_text: str, key, value, new, indent: int, newline: str) -> tuple[int, int, str]:
+    """The (start, end, replacement) that gives one existing key its new value (None: removes the key)."""
+    from yaml.nodes import ScalarNode, SequenceNode
+
+    if key.start_mark.line == value.start_mark.line or value.start_mark.index == value.end_mark.index:
+        colon = yaml_text.find(":", key.end_mark.index)
+    else:
+        colon = yaml_text.find(":", key.end_mark.index, value.start_mark.index)
+    if colon < 0 or "\n" in yaml_text[key.end_mark.index : colon]:
+        raise _Unsafe
+    empty = isinstance(value, ScalarNode) and value.start_mark.index == value.end_mark.index
+    if new is None:
+        start = _line_start(yaml_text, key.start_mark.index)
+        if yaml_text[start : key.start_mark.index].strip():
+            raise _Unsafe
+        end = _line_end(yaml_text, colon) if empty else _last_content_line_end(yaml_text, key, value, indent)
+        end = yaml_text.find("\n", end)
+        return start, len(yaml_text) if end < 0 else end + 1, ""
+    if empty:
+        return colon + 1, colon + 1, " " + inline_yaml(new)
+    if (value.start_mark.line == key.start_mark.line == value.end_mark.line
+            and not (isinstance(value, ScalarNode) and value.style in ("|", ">"))):
+        return value.start_mark.index, value.end_mark.index, inline_yaml(new)
+    end = _last_content_line_end(yaml_text, key, value, indent)
+    if (isinstance(value, SequenceNode) and not value.flow_style and value.value
+            and isinstance(new, (list, tuple)) and new
+            and not any(isinstance(item, (list, tuple, dict)) for item in new)):
+        first = _line_start(yaml_text, value.start_mark.index)
+        prefix = yaml_text[first : value.start_mark.index] + "- "
+        if prefix.strip() != "-":
+            raise _Unsafe
+        return colon + 1, end, newline + newline.join(prefix + inline_yaml(item) for item in new)
+    return colon + 1, end, " " + inline_yaml(new)
 
 
 def _round_trip_mapping(yaml_text: str, changes: dict) -> str:

@@ -12,9 +12,17 @@ from palace_cli.core import safeyaml
 from palace_cli.core.dates import normalize_moment
 from palace_cli.core.disk import read_capped
 from palace_cli.core.markdown import body_link_lines, code_ranges, conflict_blocks, outside_code, parse_sections
-from palace_cli.core.notes import ID_PATTERN, LIST_FIELDS, TEXT_FIELDS, Memory, Warning_
+from palace_cli.core.notes import (
+    DATE_FIELDS,
+    ID_PATTERN,
+    LIST_FIELDS,
+    TEXT_FIELDS,
+    TYPES,
+    VERSION_FIELDS,
+    Memory,
+    Warning_,
+)
 from palace_cli.core.text import slugify
-from palace_cli.core.validity import DATE_FIELDS, LINK_FIELDS, TYPES
 from palace_cli.errors import NoteError
 
 MAX_NOTE_BYTES = 1_000_000
@@ -213,7 +221,7 @@ def _validity(meta: dict, field_lines: dict[str, int], problems: list[tuple[str,
         except ValueError as exc:
             fields[name] = str(raw).strip()
             warnings.append(Warning_(field_lines.get(name, 2), "bad-date", f"`{name}`: {exc}"))
-    for name in LINK_FIELDS:
+    for name in VERSION_FIELDS:
         fields[name] = list(dict.fromkeys(_as_list(meta.get(name), name, problems)))
     fields["type"] = _scalar(meta, "type", problems)
     if fields["type"] and fields["type"] not in TYPES:
@@ -242,6 +250,32 @@ def parse_note(text: str, path: str, domain: str, warnings: list[Warning_] | Non
             raise NoteError(path, _conflict_message(first, last, " in the frontmatter"), line=first)
     meta = load_frontmatter(yaml_text, path)
     field_lines, key_warnings = frontmatter_key_lines(yaml_text)
+    note_id = _note_id(meta, field_lines, path)
+    type_problems: list[tuple[str, str]] = []
+    fields = _fields(meta, type_problems)
+    validity, validity_warnings = _validity(meta, field_lines, type_problems)
+    memory_warnings = list(warnings or []) + key_warnings + validity_warnings
+    memory_warnings += [Warning_(first, "conflict-marker", _conflict_message(first, last)) for first, last in conflicts]
+    heading = re.search(r"^#[ \t]+\S", body, re.MULTILINE)
+    line = body_first_line + body[: heading.start()].count("\n") if heading else body_first_line
+    found = _smashin_sections(body, body_first_line, line, memory_warnings)
+    memory = Memory(
+        id=note_id, domain=domain, path=path, **fields, **validity,
+        image=found["image"][0], content=found["content"][0], body=body, line=line,
+        image_line=found["image"][1], content_line=found["content"][1],
+        body_links=[link for link, _ in body_link_lines(body, body_first_line)],
+        meta=meta, warnings=memory_warnings, body_line=body_first_line, field_lines=field_lines,
+    )
+    for name, message in type_problems:
+        memory.warnings.append(Warning_(field_lines.get(name, 2), "bad-type", message))
+    for name in ("subject", "anchor"):
+        if not getattr(memory, name) and not any(n == name for n, _ in type_problems):
+            memory.warnings.append(Warning_(field_lines.get(name, 2), "missing-field", f"missing required field `{name}`"))
+    return memory
+
+
+def _note_id(meta: dict, field_lines: dict[str, int], path: str) -> str:
+    """The `id` of a note's frontmatter, checked; NoteError when it is missing or malformed."""
     raw_id = meta.get("id")
     if raw_id is None or (isinstance(raw_id, str) and not raw_id.strip()):
         raise NoteError(path, "missing required field `id`", line=field_lines.get("id", 2))
@@ -251,7 +285,11 @@ def parse_note(text: str, path: str, domain: str, warnings: list[Warning_] | Non
     if not ID_PATTERN.match(note_id):
         raise NoteError(path, f"id {note_id!r} must be lowercase letters, digits, '.', '_' or '-'",
                         line=field_lines.get("id", 2))
-    type_problems: list[tuple[str, str]] = []
+    return note_id
+
+
+def _fields(meta: dict, type_problems: list[tuple[str, str]]) -> dict:
+    """The text and list fields of a note's frontmatter (Memory keyword arguments); wrong types into type_problems."""
     subject, anchor, verify = (_scalar(meta, name, type_problems) for name in TEXT_FIELDS)
     keywords, links, aliases = (_as_list(meta.get(name), name, type_problems) for name in LIST_FIELDS)
     # Obsidian's `tags:` are keywords by another name (docs/note-format.md): one list, searched and routed alike.
@@ -262,56 +300,27 @@ def parse_note(text: str, path: str, domain: str, warnings: list[Warning_] | Non
     importance = meta.get("importance")
     if importance is not None and (isinstance(importance, bool) or not isinstance(importance, (int, float))):
         type_problems.append(("importance", f"`importance` must be a number, not {_kind(importance)}"))
-    validity, validity_warnings = _validity(meta, field_lines, type_problems)
+    return {"subject": subject, "anchor": anchor, "verify": verify, "keywords": keywords, "links": links,
+            "aliases": aliases, "previous_ids": previous_ids, "created": created}
 
-    memory_warnings = list(warnings or []) + key_warnings + validity_warnings
-    memory_warnings += [Warning_(first, "conflict-marker", _conflict_message(first, last)) for first, last in conflicts]
+
+def _smashin_sections(body: str, body_first_line: int, title_line: int,
+                      warnings: list[Warning_]) -> dict[str, tuple[str, int]]:
+    """The Image and Content sections: name -> (text, heading line); missing or placeholder ones warned about."""
     sections = parse_sections(body, body_first_line)
-    heading = re.search(r"^#[ \t]+\S", body, re.MULTILINE)
-    line = body_first_line + body[: heading.start()].count("\n") if heading else body_first_line
     found = {}
     for name in ("image", "content"):
         section_text, section_line = sections.get(name, ("", 0))
         if not section_text:
-            memory_warnings.append(Warning_(section_line or line, "missing-section",
-                                            f"no `## {name.title()}` section" if not section_line
-                                            else f"the `## {name.title()}` section is empty"))
+            warnings.append(Warning_(section_line or title_line, "missing-section",
+                                     f"no `## {name.title()}` section" if not section_line
+                                     else f"the `## {name.title()}` section is empty"))
         elif _is_placeholder(section_text):
-            memory_warnings.append(Warning_(section_line, "placeholder-section",
-                                            f"the `## {name.title()}` section still holds the template's hint"))
+            warnings.append(Warning_(section_line, "placeholder-section",
+                                     f"the `## {name.title()}` section still holds the template's hint"))
             section_text = ""
         found[name] = (section_text, section_line)
-    memory = Memory(
-        id=note_id,
-        subject=subject,
-        anchor=anchor,
-        verify=verify,
-        domain=domain,
-        path=path,
-        keywords=keywords,
-        links=links,
-        aliases=aliases,
-        previous_ids=previous_ids,
-        created=created,
-        **validity,
-        image=found["image"][0],
-        content=found["content"][0],
-        body=body,
-        line=line,
-        image_line=found["image"][1],
-        content_line=found["content"][1],
-        body_links=[link for link, _ in body_link_lines(body, body_first_line)],
-        meta=meta,
-        warnings=memory_warnings,
-        body_line=body_first_line,
-        field_lines=field_lines,
-    )
-    for name, message in type_problems:
-        memory.warnings.append(Warning_(field_lines.get(name, 2), "bad-type", message))
-    for name in ("subject", "anchor"):
-        if not getattr(memory, name) and not any(n == name for n, _ in type_problems):
-            memory.warnings.append(Warning_(field_lines.get(name, 2), "missing-field", f"missing required field `{name}`"))
-    return memory
+    return found
 
 
 def plain_note(text: str, path: str, domain: str, warnings: list[Warning_] | None = None) -> Memory:

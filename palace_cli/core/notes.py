@@ -6,8 +6,14 @@ import re
 from dataclasses import dataclass, field
 
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+# The frontmatter fields palace reads (docs/note-format.md), by kind; every other key is kept as it is.
 TEXT_FIELDS = ("subject", "anchor", "verify")
 LIST_FIELDS = ("keywords", "links", "aliases")
+DATE_FIELDS = ("valid_from", "valid_until")
+VERSION_FIELDS = ("supersedes", "superseded_by")  # lists of memory ids: the versions of a fact
+FIELDS = ("id", "subject", "anchor", "keywords", "verify", "links", "aliases", "tags", "previous_ids", "created",
+          "importance", "type", *DATE_FIELDS, *VERSION_FIELDS, "core")
+TYPES = ("fact", "preference", "decision", "event", "procedure", "concept")
 
 
 @dataclass

@@ -1,8 +1,13 @@
-"""Words of a text: normalisation, stopwords, and the three stemmers, each named for what it is tuned to.
+"""Words and sentences of a text: normalisation, stopwords, slugs, sentence splitting, and four stemmers,
+each named for what it is tuned to.
 
 - `stem`: crude suffix stripping; the quiz examiner and evaluator are tuned to it.
 - `root`: a careful root for guessability checks (lint, similar names): couples/couple, freezing/freeze.
 - `fold`: plural endings only; how two spellings of a verify token are matched in an answer.
+- `prefix_root`: the first five letters; how the quiz examiner tells that a word gives an answer away.
+
+`split_sentences` splits prose (lists kept whole, abbreviations and parentheses respected); `split_at_stops`
+is the naive splitter that one benchmark keeps for comparability.
 """
 
 from __future__ import annotations
@@ -98,3 +103,74 @@ def slugify(text: str) -> str:
     text = re.sub(r"\(([^)]*)\)", " ", text.lower())
     slug = re.sub(r"[^a-z0-9]+", "-", text).strip("-")
     return slug[:80] or "memory"
+
+
+ABBREVIATIONS = frozenset("e.g i.e etc vs cf approx incl fig dr mr mrs al".split())
+BOUNDARY = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(“\[`*])")
+LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of prose, list items kept whole; an abbreviation (e.g., vs.) or an open parenthesis does
+    not end one."""
+    out: list[str] = []
+    paragraph: list[str] = []
+
+    def flush():
+        if paragraph:
+            out.extend(_split_paragraph(" ".join(paragraph)))
+            paragraph.clear()
+
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            flush()
+        elif LIST_ITEM.match(line):
+            flush()
+            paragraph.append(LIST_ITEM.sub("", line).strip())
+        else:
+            paragraph.append(line.strip())
+    flush()
+    return out
+
+
+def _split_paragraph(text: str) -> list[str]:
+    pieces = [p for p in BOUNDARY.split(" ".join(text.split())) if p]
+    merged: list[str] = []
+    for piece in pieces:
+        if merged and _continues(merged[-1]):
+            merged[-1] += " " + piece
+        else:
+            merged.append(piece)
+    return merged
+
+
+def _continues(previous: str) -> bool:
+    """Whether a piece ended on a false boundary: an abbreviation, an ellipsis, or inside parentheses."""
+    last = previous.rsplit(None, 1)[-1].lower().rstrip(".").lstrip("(")
+    if last in ABBREVIATIONS or previous.endswith(("...", "…")):
+        return True
+    return previous.count("(") > previous.count(")")
+
+
+def split_at_stops(text: str) -> list[str]:
+    """Pieces of text split after every `.`, `!` or `?` and a space, abbreviations and lists ignored.
+
+    Not for prose: `split_sentences` is. `palace bench verify` builds its forged answers with this one so
+    that its figures stay comparable with every earlier run."""
+    return [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if s.strip()]
+
+
+def content_stems(text: str) -> set[str]:
+    """Stems of the content words of a text."""
+    return {stem(w) for w in words(text) if w not in STOPWORDS}
+
+
+def prefix_root(word: str) -> str:
+    """A coarse root, the first five letters: "recency" gives away "recently", "ranges" gives away "range"."""
+    word = word.lower()
+    return word[:5] if len(word) >= 5 else stem(word)
+
+
+def prefix_roots(text: str) -> set[str]:
+    """Roots of the content words of a text (single letters carry no meaning of their own)."""
+    return {prefix_root(w) for w in words(text) if w not in STOPWORDS and len(w) > 1}

@@ -20,10 +20,6 @@ from datetime import datetime, timezone
 
 from palace_cli.core.dates import NEVER, now, parse_moment
 
-TYPES = ("fact", "preference", "decision", "event", "procedure", "concept")
-DATE_FIELDS = ("valid_from", "valid_until")
-LINK_FIELDS = ("supersedes", "superseded_by")
-
 
 @dataclass
 class Entry:

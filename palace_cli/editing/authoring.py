@@ -3,32 +3,30 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from datetime import date
 from importlib import resources
 from pathlib import Path
 
 from palace_cli.core.config import CONFIG_NAME
-from palace_cli.core.disk import disk_error, temp_prefix
-from palace_cli.editing.gitsetup import ATTRIBUTES, IGNORED, ensure_lines, setup_git
-from palace_cli.index.locks import write_lock
-from palace_cli.errors import NoteError, PalaceError, UsageError
-from palace_cli.core.notes import ID_PATTERN, Memory
-from palace_cli.core.notefile import load_note, parse_note, split_frontmatter
-from palace_cli.core.noteedit import check_note_size, edit_frontmatter, edit_section, inline_yaml, update_frontmatter
-from palace_cli.core.text import slugify
-from palace_cli.core.disk import atomic_write
-from palace_cli.palace import Palace
-from palace_cli.core.layout import INDEX_DIR, MEMORIES, REVIEWS, Scan
-from palace_cli.core.tokens import propose_token, token_problems
-from palace_cli.core.validity import TYPES, Versions
 from palace_cli.core.dates import today, yaml_moment
+from palace_cli.core.disk import atomic_write, create_new
+from palace_cli.core.layout import INDEX_DIR, MEMORIES, REVIEWS, Scan
+from palace_cli.core.noteedit import check_note_size, edit_frontmatter, edit_section, inline_yaml, update_frontmatter
+from palace_cli.core.notefile import load_note, parse_note, split_frontmatter
+from palace_cli.core.notes import ID_PATTERN, TYPES, Memory
+from palace_cli.core.text import slugify
+from palace_cli.core.tokens import propose_token, token_problems
+from palace_cli.core.validity import Versions
+from palace_cli.editing.gitsetup import ATTRIBUTES, IGNORED, ensure_lines, setup_git
 from palace_cli.editing.versions import check_link, moment_option, old_note_changes, planned_edit
+from palace_cli.errors import NoteError, PalaceError, UsageError
+from palace_cli.index.locks import write_lock
+from palace_cli.palace import Palace
+from palace_cli.search.similar import similar, warning_lines
 
 TEMPLATES = "templates"
 # `key: {field}` lines of a template's frontmatter; the placeholder becomes the field's YAML value.
@@ -111,41 +109,6 @@ def init_palace(directory: Path, name: str | None = None) -> Path:
     return root
 
 
-def _create(path: Path, text: str) -> None:
-    """Write a new file atomically, refusing (FileExistsError) when it already exists; DiskError when the disk
-    refuses (read-only, full), with nothing left behind."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise disk_error(exc, f"cannot write {path}", "nothing was written") or exc
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(text.encode("utf-8"))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        try:
-            os.link(tmp, path)  # unlike rename, link never replaces an existing file
-        except FileExistsError:
-            raise
-        except OSError:  # a file system without hard links: exclusive create, then write
-            with open(path, "x", encoding="utf-8") as handle:
-                try:
-                    handle.write(text)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                except BaseException:
-                    os.unlink(path)  # ours, created a moment ago: never leave half a note
-                    raise
-    except FileExistsError:
-        raise
-    except OSError as exc:
-        raise disk_error(exc, f"cannot write {path}", "nothing was written") or exc
-    finally:
-        os.unlink(tmp)
-
-
 @dataclass
 class Draft:
     """A new note, rendered and checked but not written yet: `palace add` may hand its text to an editor first."""
@@ -192,7 +155,7 @@ class Draft:
                 atomic_write(path, text)
             else:
                 try:
-                    _create(path, text)
+                    create_new(path, text)
                 except FileExistsError:
                     raise PalaceError(f"memory {self.id!r} already exists at {self.relpath}; choose another --id") \
                         from None
@@ -248,13 +211,7 @@ def draft_memory(palace: Palace, subject: str, domain: str, *, anchor: str = "",
     versions = Versions.of(scan.memories.values())
     for old in olds:
         check_link(versions, old, note_id, when)
-    if verify is None and image.strip():
-        taken = {m.verify for m in scan.memories.values() if m.verify and m.id != note_id}
-        verify = propose_token(image, subject, keywords, content, taken, anchor=anchor) or ""
-    if not anchor.strip() and image.strip():
-        # The domain index lists every memory by its anchor: without one, another odd phrase of the image
-        # (never a run of the token, which must not be printed in the index files).
-        anchor = propose_token(image, subject, keywords, content, {verify} if verify else set()) or ""
+    verify, anchor = _proposed_hooks(scan, note_id, subject, image, content, keywords, verify, anchor)
     fields = {"id": note_id, "subject": subject, "anchor": anchor.strip(), "keywords": keywords,
               "verify": (verify or "").strip(), "links": links, "created": date.today()}
     if type:
@@ -275,6 +232,19 @@ def draft_memory(palace: Palace, subject: str, domain: str, *, anchor: str = "",
     # The old notes' edits are computed first too: one that cannot be edited exactly stops the add.
     edits = [planned_edit(palace, old, old_note_changes(old, note_id, when)) for old in olds]
     return Draft(palace, note_id, domain, relpath, text, edits, overwrite)
+
+
+def _proposed_hooks(scan: Scan, note_id: str, subject: str, image: str, content: str, keywords: list[str],
+                    verify: str | None, anchor: str) -> tuple[str | None, str]:
+    """The verify token and anchor of a new note: as given, else proposed from its Image (when it has one)."""
+    if verify is None and image.strip():
+        taken = {m.verify for m in scan.memories.values() if m.verify and m.id != note_id}
+        verify = propose_token(image, subject, keywords, content, taken, anchor=anchor) or ""
+    if not anchor.strip() and image.strip():
+        # The domain index lists every memory by its anchor: without one, another odd phrase of the image
+        # (never a run of the token, which must not be printed in the index files).
+        anchor = propose_token(image, subject, keywords, content, {verify} if verify else set()) or ""
+    return verify, anchor
 
 
 def add_memory(palace: Palace, subject: str, domain: str, **fields) -> Memory:
@@ -314,3 +284,26 @@ def token_warnings(palace: Palace, memory: Memory) -> list[str]:
     others = {m.id: m.verify for m in palace.scan(light=True).memories.values() if m.id != memory.id and m.verify}
     return [message for _code, message in token_problems(memory.verify, memory.image, memory.subject,
                                                          memory.keywords, memory.content, others)]
+
+
+@dataclass
+class AddReview:
+    """What every face says after an add: the close neighbours (named, never merged) and token problems."""
+
+    neighbours: list = field(default_factory=list)  # search.similar.Neighbour, closest first
+    advice: list[str] = field(default_factory=list)  # `similar: ...` lines and what to do about them
+    token_problems: list[str] = field(default_factory=list)
+    compare_error: str = ""  # why the new memory could not be compared (the memory is written all the same)
+
+
+def review_added(palace: Palace, memory: Memory) -> AddReview:
+    """Compare a just-written memory with the others (not those it supersedes or links) and check its token."""
+    review = AddReview(token_problems=token_warnings(palace, memory))
+    try:
+        near = similar(palace, ref=memory.id, k=3, exclude=[*memory.supersedes, *memory.all_links])
+    except PalaceError as exc:  # the note is written; a broken index must not turn that into a failure
+        review.compare_error = str(exc)
+        return review
+    review.neighbours, review.advice = list(near.close), warning_lines(near, memory.id)
+    return review
+

@@ -10,18 +10,15 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from palace_cli.errors import NotFound, PalaceError, UsageError
-from palace_cli.core.notes import Memory
-from palace_cli.core.notefile import load_note, parse_note
-from palace_cli.core.noteedit import _read_for_write, check_note_size, edit_frontmatter, edit_section
 from palace_cli.core.disk import atomic_write
+from palace_cli.core.noteedit import _read_for_write, check_note_size, edit_frontmatter, edit_section
+from palace_cli.core.notefile import load_note, parse_note
+from palace_cli.core.notes import LIST_FIELDS, TEXT_FIELDS, TYPES, Memory
+from palace_cli.core.tokens import contains_phrase, propose_token
+from palace_cli.errors import NotFound, PalaceError, UsageError
 from palace_cli.index.locks import write_lock
 from palace_cli.palace import Palace
-from palace_cli.core.tokens import contains_phrase, propose_token
-from palace_cli.core.validity import TYPES
 
-TEXT_FIELDS = ("subject", "anchor", "verify")
-LIST_FIELDS = ("keywords", "links", "aliases")
 EDITABLE = (*TEXT_FIELDS, *LIST_FIELDS, "type", "core")
 
 

@@ -12,17 +12,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from palace_cli.errors import Ambiguous, NoteError, PalaceError, UsageError
-from palace_cli.core.names import Names
-from palace_cli.core.notes import ID_PATTERN, Memory
-from palace_cli.core.notefile import parse_note
-from palace_cli.core.noteedit import check_note_size, edit_frontmatter
-from palace_cli.core.disk import atomic_write
+from palace_cli.core.disk import atomic_write, create_new
+from palace_cli.core.layout import Scan, domain_of
 from palace_cli.core.markdown import body_link_lines, rename_body_links
+from palace_cli.core.names import Names
+from palace_cli.core.noteedit import check_note_size, edit_frontmatter
+from palace_cli.core.notefile import parse_note
+from palace_cli.core.notes import ID_PATTERN, VERSION_FIELDS, Memory
+from palace_cli.errors import Ambiguous, NoteError, PalaceError, UsageError
 from palace_cli.palace import Palace
 from palace_cli.study.reviewlog import ReviewLog
-
-ID_FIELDS = ("supersedes", "superseded_by")  # frontmatter lists of ids a move renames too
 
 
 @dataclass
@@ -58,7 +57,7 @@ def _backlinks(target: Memory, memories: dict[str, Memory], names: Names) -> lis
         found += [Backlink(memory.id, memory.path, line, "body", text)
                   for text, line in body_link_lines(memory.body, memory.body_line or memory.line) if names_target(text)]
         found += [Backlink(memory.id, memory.path, memory.field_line(name), name, target.id)
-                  for name in ID_FIELDS if target.id in getattr(memory, name)]
+                  for name in VERSION_FIELDS if target.id in getattr(memory, name)]
     return found
 
 
@@ -209,19 +208,7 @@ def move_memory(palace: Palace, ref: str, new_id: str | None = None, domain: str
     id_changed = new_id != memory.id
     stem_changed = name != parts[-1]
 
-    plans: dict[str, tuple[Memory, dict, dict[str, str]]] = {}
-    for other in scan.memories.values():
-        changes: dict = {}
-        links = [new_id if _renamed(names, t, memory, id_changed, stem_changed) else t for t in other.links]
-        if links != other.links:
-            changes["links"] = links
-        for field_name in ID_FIELDS:
-            ids = getattr(other, field_name)
-            if id_changed and memory.id in ids:
-                changes[field_name] = [new_id if i == memory.id else i for i in ids]
-        renames = {t: new_id for t in other.body_links if _renamed(names, t, memory, id_changed, stem_changed)}
-        if changes or renames:
-            plans[other.path] = (other, changes, renames)
+    plans = _link_plans(scan, names, memory, new_id, id_changed, stem_changed)
     own_changes, own_renames = plans.pop(memory.path, (memory, {}, {}))[1:]
     if id_changed and not memory.plain:  # a note without frontmatter takes its id from its new file name
         previous = [i for i in memory.previous_ids if i != new_id] + [memory.id]
@@ -233,15 +220,32 @@ def move_memory(palace: Palace, ref: str, new_id: str | None = None, domain: str
         writes.append((relpath, _planned(palace, relpath, relpath, other, changes, renames)))
     moved = _planned(palace, memory.path, new_path, memory, own_changes, own_renames)
 
-    from palace_cli.editing.authoring import _create
-
-    _create(palace.root / new_path, moved.decode("utf-8"))  # never replaces a file that appeared meanwhile
+    create_new(palace.root / new_path, moved.decode("utf-8"))  # never replaces a file that appeared meanwhile
     for relpath, data in writes:
         atomic_write(palace.root / relpath, data)
     old = palace.root / memory.path
     old.unlink()
     _prune_folders(palace, old.parent)
     return Move(memory.id, new_id, memory.path, new_path, [relpath for relpath, _ in writes])
+
+
+def _link_plans(scan: Scan, names: Names, memory: Memory, new_id: str, id_changed: bool,
+                stem_changed: bool) -> dict[str, tuple[Memory, dict, dict[str, str]]]:
+    """For every note that links to `memory` by a name the move changes: (note, frontmatter changes, body renames)."""
+    plans: dict[str, tuple[Memory, dict, dict[str, str]]] = {}
+    for other in scan.memories.values():
+        changes: dict = {}
+        links = [new_id if _renamed(names, t, memory, id_changed, stem_changed) else t for t in other.links]
+        if links != other.links:
+            changes["links"] = links
+        for field_name in VERSION_FIELDS:
+            ids = getattr(other, field_name)
+            if id_changed and memory.id in ids:
+                changes[field_name] = [new_id if i == memory.id else i for i in ids]
+        renames = {t: new_id for t in other.body_links if _renamed(names, t, memory, id_changed, stem_changed)}
+        if changes or renames:
+            plans[other.path] = (other, changes, renames)
+    return plans
 
 
 def _planned(palace: Palace, relpath: str, new_relpath: str, memory: Memory, changes: dict,
@@ -252,7 +256,7 @@ def _planned(palace: Palace, relpath: str, new_relpath: str, memory: Memory, cha
     text = raw[len(bom):].decode("utf-8")
     new = _edited(text, memory, changes, renames)
     check_note_size(new, new_relpath)
-    domain = new_relpath.split("/")[1]
+    domain = domain_of(new_relpath)
     try:
         read_text = new.replace("\r\n", "\n")
         parse_note(read_text, new_relpath, domain)

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from palace_cli.core.dates import NEVER, parse_moment
+from palace_cli.core.layout import Problem, Scan, domain_of
+from palace_cli.core.markdown import body_link_lines
+from palace_cli.core.names import Names
+from palace_cli.core.notefile import parse_note
+from palace_cli.core.notes import VERSION_FIELDS, Memory
+from palace_cli.core.tokens import PhraseIndex, phrase_key, run_keys, token_problems
+from palace_cli.core.validity import Versions
 from palace_cli.errors import Ambiguous, NoteError, PalaceError
 from palace_cli.index.files import check_index_files, write_index_files
-from palace_cli.core.names import Names
-from palace_cli.core.notes import Memory
-from palace_cli.core.notefile import parse_note
-from palace_cli.core.markdown import body_link_lines
 from palace_cli.palace import Palace
-from palace_cli.core.layout import Problem, Scan
 from palace_cli.study.reviewlog import ReviewLog
 from palace_cli.study.smashin import weak_image_problems
-from palace_cli.core.tokens import PhraseIndex, phrase_key, run_keys, token_problems
-from palace_cli.core.validity import LINK_FIELDS, Versions
-from palace_cli.core.dates import NEVER, parse_moment
 
 # Parser findings that make a note wrong rather than odd; everything else the parser notes is a warning.
 ERROR_CODES = {"missing-field", "bad-type", "duplicate-key", "conflict-marker", "bad-date"}
@@ -123,7 +123,7 @@ class NoteChecker:
         if self._versions is None:
             self._versions = {}
             for other in self.memories.values():
-                for name in LINK_FIELDS:
+                for name in VERSION_FIELDS:
                     for linked in getattr(other, name):
                         self._versions.setdefault(other.id, set()).add(linked)
                         self._versions.setdefault(linked, set()).add(other.id)
@@ -184,8 +184,7 @@ def lint_note_text(palace: Palace, relpath: str, text: str, checker: NoteChecker
     `relpath` is where the note is (or will be saved), `memories/<domain>/...`; pass a `NoteChecker` built
     once from the palace's light scan to keep repeated calls cheap.
     """
-    parts = relpath.split("/")
-    domain = parts[1] if len(parts) > 2 else ""
+    domain = domain_of(relpath)
     try:
         memory = parse_note(text.replace("\r\n", "\n").replace("\r", "\n"), relpath, domain)
     except NoteError as exc:
@@ -216,7 +215,7 @@ def version_problems(scan: Scan) -> list[Problem]:
     versions = Versions.of(memories.values())
     problems = []
     for memory in sorted(memories.values(), key=lambda m: m.path):
-        for name in LINK_FIELDS:
+        for name in VERSION_FIELDS:
             for other in getattr(memory, name):
                 if other not in memories:
                     problems.append(Problem(memory.path, memory.field_line(name), "error", "broken-link",
@@ -281,7 +280,6 @@ def propose_missing_tokens(palace: Palace, scan: Scan) -> tuple[list[str], list[
     """Write a proposed verify token into every note that has an Image but no token; returns what changed,
     and a problem for each note that could not be updated (one such note never stops the others)."""
     from palace_cli.editing.authoring import propose_missing_token
-
     from palace_cli.index.locks import write_lock
 
     fixed, failed = [], []

@@ -117,7 +117,7 @@ class Index:
     def scan(self, light: bool = False) -> Scan:
         """Every indexed memory by id (light: only the fields listings show) with the last refresh's problems."""
         from palace_cli.core.layout import Scan
-        from palace_cli.index.refresh import cached_memories
+        from palace_cli.index.store import cached_memories
 
         version = self.store.version()
         cached = self._scans.get(light)

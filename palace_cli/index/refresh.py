@@ -21,22 +21,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from palace_cli.conversations.model import TIME
-from palace_cli.core.disk import REFUSED, atomic_write, disk_error, sweep_temps
-from palace_cli.core.layout import INDEX_DIR, REVIEWS, ROOT_INDEX, Problem, Scan
+from palace_cli.core.disk import REFUSED, disk_error, sweep_temps
+from palace_cli.core.layout import INDEX_DIR, REVIEWS, Problem, Scan, domain_of
 from palace_cli.core.markdown import rest_of_body
 from palace_cli.core.notefile import parse_note, read_note_text
 from palace_cli.core.notes import Memory
 from palace_cli.errors import NoteError
 from palace_cli.index import Index
-from palace_cli.index.files import (
-    _generated_files_on_disk,
-    assemble_root_index,
-    conversations_index_path,
-    render_conversations_index,
-    render_domain_index,
-    render_root_section,
-    write_index_files,
-)
+from palace_cli.index.files import refresh_index_files
 from palace_cli.index.store import NoteStore
 from palace_cli.index.text import Doc, TextIndex
 from palace_cli.index.turns import date_words, refresh_sessions, stale_sessions, unit_text
@@ -131,10 +123,6 @@ def memory_time(memory: Memory) -> str:
     return created if TIME.fullmatch(created) else ""
 
 
-def _domain_of(path: str) -> str:
-    return path.split("/")[1]
-
-
 class _Stages:
     """Times each stage of a refresh into report.timings."""
 
@@ -189,7 +177,7 @@ def _refresh(palace: Palace, embedder, progress: Progress | None, rebuild: bool,
             if progress:
                 progress("index files", 0, 1)
             try:
-                _refresh_index_files(palace, idx.store, report, version_before, changed_domains, losers)
+                refresh_index_files(palace, idx.store, report, version_before, changed_domains, losers)
             except OSError as exc:
                 if exc.errno not in REFUSED:
                     raise
@@ -253,7 +241,7 @@ def _refresh_notes(palace: Palace, store: NoteStore, report: RefreshReport, prog
         else:
             work.append((note_file, row))
     gone = sorted(set(known) - on_disk)
-    domains = {_domain_of(path) for path in gone}
+    domains = {domain_of(path) for path in gone}
     if not work and not gone:
         return domains
 
@@ -324,7 +312,7 @@ def _domains_sharing_ids(store: NoteStore) -> set[str]:
     """Domains of notes that share an id (old or new) with a changed note: a duplicate may have changed owner."""
     pending = {p: i for p, i in store.pending_lexical().items() if not p.startswith(CONVERSATIONS_PREFIX)}
     ids = {i for i in pending.values() if i} | {i for i, _ in store.duplicate_ids()}
-    return {_domain_of(path) for path in pending} | store.domains_of_ids(ids)
+    return {domain_of(path) for path in pending} | store.domains_of_ids(ids)
 
 
 def _owner_docs(store: NoteStore):
@@ -402,109 +390,6 @@ def _record_lexical(store: NoteStore, text: TextIndex, applied: list[str] | None
         store.set_meta("lexical_state", _lexical_state(text))
 
 
-def _generated_signature(palace: Palace) -> str:
-    """Stat of palace.toml and of every generated file: a hand edit or a git checkout of one changes it."""
-    parts = []
-    for path in [palace.root / "palace.toml", palace.root / ROOT_INDEX]:
-        try:
-            stat = path.stat()
-            parts.append(f"{path.name}:{stat.st_mtime_ns}:{stat.st_size}")
-        except OSError:
-            parts.append(f"{path.name}:-")
-    try:
-        with os.scandir(palace.root / INDEX_DIR) as entries:
-            for entry in sorted(entries, key=lambda e: e.name):
-                if entry.name.endswith(".md"):
-                    stat = entry.stat()
-                    parts.append(f"{entry.name}:{stat.st_mtime_ns}:{stat.st_size}")
-    except OSError:
-        parts.append("index:-")
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
-
-
-def light_scan(store: NoteStore, domains: list[str] | None = None, losers: set[str] = frozenset(),
-               reuse: dict | None = None) -> Scan:
-    """Memories with the fields the index files show (the first path keeps a duplicated id); `reuse`: see
-    NoteStore.light_memories."""
-    scan = Scan()
-    for memory in store.light_memories(domains, reuse):
-        if memory.path not in losers:
-            scan.memories.setdefault(memory.id, memory)
-    return scan
-
-
-def _conversations_index(palace: Palace, store: NoteStore, domains) -> tuple[str, str | None]:
-    """Where the session list goes and its text (None when the palace holds no session file)."""
-    sessions = [(path, header) for path, _, header, _ in store.sessions()]
-    return conversations_index_path(domains), render_conversations_index(sessions) if sessions else None
-
-
-def _refresh_index_files(palace: Palace, store: NoteStore, report: RefreshReport, version_before: int,
-                         changed_domains: set[str], losers: set[str]) -> None:
-    """Regenerate INDEX.md and index/*.md when notes, palace.toml or the files themselves changed.
-
-    When only notes changed since the files were last right, only the touched domains are rendered;
-    the other domains' INDEX.md sections come from the cache.
-    """
-    version = store.version()
-    recorded = store.get_meta("index_files") or ""
-    signature = _generated_signature(palace)
-    if recorded == f"{version}:{signature}":
-        return
-    sections = store.root_sections() if recorded == f"{version_before}:{signature}" else {}
-    touched = sorted(changed_domains)
-    if sections and all(d in sections or d in changed_domains for d in palace.config.domains):
-        grouped = light_scan(store, touched, losers).by_domain()
-        counts = {d: c for d, (c, _) in sections.items() if d not in changed_domains}
-        lines = {d: section for d, (_, section) in sections.items() if d not in changed_domains}
-        for domain in touched:
-            memories = grouped.get(domain, [])
-            if memories or domain in palace.config.domains:
-                counts[domain], lines[domain] = len(memories), render_root_section(palace, domain, memories)
-        files = {ROOT_INDEX: assemble_root_index(palace, counts, lines)}
-        for domain in touched:
-            files[f"{INDEX_DIR}/{domain}.md"] = render_domain_index(palace, domain, grouped.get(domain, []))
-        sessions_file, sessions_text = _conversations_index(palace, store, counts)
-        files[sessions_file] = sessions_text
-        for relpath, text in files.items():
-            path = palace.root / relpath
-            if relpath == sessions_file:
-                if text is None:
-                    if path.exists() and relpath in _generated_files_on_disk(palace):
-                        path.unlink()  # the last session file went away
-                        report.index_files.append(relpath)
-                    continue
-            elif relpath != ROOT_INDEX and relpath[len(INDEX_DIR) + 1 : -3] not in counts:
-                if path.exists():
-                    path.unlink()  # the domain's last note went away
-                    report.index_files.append(relpath)
-                continue
-            try:
-                current = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                current = None
-            if current != text:
-                atomic_write(path, text)
-                report.index_files.append(relpath)
-        new_sections = {d: (counts[d], lines[d]) for d in touched if d in counts}
-        gone = [d for d in touched if d not in counts]
-        with store.transaction():
-            store.put_root_sections(new_sections, replace_all=False)
-            store.delete_root_sections(gone)
-            store.set_meta("index_files", f"{version}:{_generated_signature(palace)}")
-        return
-    grouped = light_scan(store, None, losers).by_domain()
-    for domain in palace.config.domains:
-        grouped.setdefault(domain, [])
-    written = write_index_files(palace, Scan(memories={m.id: m for ms in grouped.values() for m in ms}),
-                                sessions=[(path, header) for path, _, header, _ in store.sessions()])
-    report.index_files += written.written + written.removed
-    with store.transaction():
-        store.put_root_sections({d: (len(ms), render_root_section(palace, d, ms)) for d, ms in grouped.items()},
-                                replace_all=True)
-        store.set_meta("index_files", f"{version}:{_generated_signature(palace)}")
-
-
 class _LazyTexts(Mapping):
     """text hash -> text to embed, reading a note (a turn) from the cache only when its text is asked for."""
 
@@ -538,20 +423,6 @@ def _refresh_vectors(idx: Index, model, model_key: str, losers: set[str], report
     report.vectors = vectors.sync(_LazyTexts(store, paths), model, progress)
     with store.transaction():
         store.set_meta("vectors_state", _vectors_state(idx, model_key))
-
-
-def cached_memories(store: NoteStore, light: bool = False, reuse: dict | None = None) -> dict[str, Memory]:
-    """Memories by id as the cache holds them (the first path keeps a duplicated id).
-
-    With light=True the memories carry only what listings show (no image, content or body), which is
-    several times faster on a big palace; `reuse` keeps unchanged ones from the last call (light only).
-    """
-    if light:
-        return light_scan(store, reuse=reuse).memories
-    memories: dict[str, Memory] = {}
-    for memory in store.iter_memories():
-        memories.setdefault(memory.id, memory)
-    return memories
 
 
 def _notes_on_disk(palace: Palace) -> tuple[Scan, list[str]]:

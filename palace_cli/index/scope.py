@@ -59,11 +59,6 @@ class Scope:
             return False
         return (self.since is None or time >= self.since) and (self.until is None or time <= self.until + PAST_END)
 
-    def narrowed(self, domains=None, sessions=None) -> "Scope":
-        """The same filter limited to these domains and sessions (hop 1's choice)."""
-        return Scope(self.kind, self.since, self.until, None if domains is None else tuple(domains),
-                     None if sessions is None else tuple(sessions))
-
 
 def make_scope(kind: str | None = None, since: str | None = None, until: str | None = None,
                domain: str | None = None, sessions=None) -> Scope:

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from palace_cli.core.layout import Scan
 from palace_cli.core.notes import Memory, Warning_
 
 SCHEMA_VERSION = "9"  # 9: the embedded text puts the Content before the Image (new text hashes)
@@ -481,3 +482,28 @@ class NoteStore:
 
     def close(self) -> None:
         self.db.close()
+
+
+def light_scan(store: NoteStore, domains: list[str] | None = None, losers: set[str] = frozenset(),
+               reuse: dict | None = None) -> Scan:
+    """Memories with the fields the index files show (the first path keeps a duplicated id); `reuse`: see
+    NoteStore.light_memories."""
+    scan = Scan()
+    for memory in store.light_memories(domains, reuse):
+        if memory.path not in losers:
+            scan.memories.setdefault(memory.id, memory)
+    return scan
+
+
+def cached_memories(store: NoteStore, light: bool = False, reuse: dict | None = None) -> dict[str, Memory]:
+    """Memories by id as the cache holds them (the first path keeps a duplicated id).
+
+    With light=True the memories carry only what listings show (no image, content or body), which is
+    several times faster on a big palace; `reuse` keeps unchanged ones from the last call (light only).
+    """
+    if light:
+        return light_scan(store, reuse=reuse).memories
+    memories: dict[str, Memory] = {}
+    for memory in store.iter_memories():
+        memories.setdefault(memory.id, memory)
+    return memories

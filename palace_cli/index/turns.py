@@ -55,10 +55,6 @@ def turn_key(session_id: str, turn_id: str) -> str:
     return f"{session_id}{KEY_SEP}{turn_id}"
 
 
-def is_turn_key(key: str) -> bool:
-    return KEY_SEP in key
-
-
 def _neighbours(index: int, count: int, unit: str) -> list[int]:
     if unit.startswith("window"):
         width = int(unit[6:])

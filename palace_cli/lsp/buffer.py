@@ -7,11 +7,9 @@ import re
 from dataclasses import dataclass
 
 from palace_cli.core.markdown import FENCE, LINK_PATTERN
-from palace_cli.core.validity import LINK_FIELDS as VERSION_FIELDS
+from palace_cli.core.notes import VERSION_FIELDS
 
 LINK_FIELDS = ("links", *VERSION_FIELDS)  # frontmatter fields whose items are memory ids
-FIELDS = ("id", "subject", "anchor", "keywords", "verify", "links", "aliases", "created", "importance", "type",
-          "valid_from", "valid_until", "supersedes", "superseded_by", "core")
 KEY_LINE = re.compile(r"^([A-Za-z_][\w-]*)[ \t]*:")
 ITEM = re.compile(r"""[^\s,\[\]"'#]+""")
 ID_MENTION = re.compile(r"\bid:([a-z0-9][a-z0-9._-]*)")  # the `id:` of a line in a generated index file

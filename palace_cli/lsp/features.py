@@ -15,17 +15,16 @@ from urllib.parse import unquote, urlparse
 
 from lsprotocol import types as lsp
 
-from palace_cli.errors import PalaceError
-from palace_cli.core.notes import ID_PATTERN, Memory
-from palace_cli.core.notefile import parse_note
-from palace_cli.core.text import slugify
-from palace_cli.palace import Palace
 from palace_cli.core.layout import Problem
+from palace_cli.core.notefile import parse_note
+from palace_cli.core.notes import ID_PATTERN, TYPES, Memory
+from palace_cli.core.text import slugify
 from palace_cli.core.tokens import PhraseIndex, fingerprint, propose_token
-from palace_cli.core.validity import TYPES
+from palace_cli.errors import PalaceError
 from palace_cli.lsp import buffer
 from palace_cli.lsp.buffer import LINK_FIELDS, Link, Span
 from palace_cli.lsp.names import Match, Resolved, Snapshot
+from palace_cli.palace import Palace
 
 SOURCE = "palace"
 EXCERPT_CHARS = 400

@@ -7,14 +7,15 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
-from palace_cli.errors import ModelError, PalaceError
-from palace_cli.core.notefile import load_note
-from palace_cli.core.noteedit import replace_section
 from palace_cli.core.disk import atomic_write
-from palace_cli.palace import Palace
-from palace_cli.study.smashin import FACTORS, SmashinScore, detect, factor, score_memory
+from palace_cli.core.noteedit import replace_section
+from palace_cli.core.notefile import load_note
+from palace_cli.core.text import split_sentences
 from palace_cli.core.tokens import contains_phrase
+from palace_cli.errors import ModelError, PalaceError
+from palace_cli.palace import Palace
 from palace_cli.study.llm import NEEDS_MODEL, propose_image
+from palace_cli.study.smashin import FACTORS, SmashinScore, detect, factor, score_memory
 
 PROPOSALS = "proposals"
 
@@ -53,10 +54,8 @@ def _proposal_path(palace: Palace, memory_id: str):
 
 def image_diff(path: str, old: str, new: str) -> str:
     """A unified diff of the Image section, one sentence per line so a change reads as a change."""
-    from palace_cli.study.examiner import sentences
-
-    before = [s + "\n" for s in sentences(old)]
-    after = [s + "\n" for s in sentences(new)]
+    before = [s + "\n" for s in split_sentences(old)]
+    after = [s + "\n" for s in split_sentences(new)]
     return "".join(difflib.unified_diff(before, after, f"a/{path} (Image)", f"b/{path} (Image)"))
 
 

@@ -8,9 +8,18 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from palace_cli.core.notes import Memory
 from palace_cli.core.markdown import LINK_PATTERN
-from palace_cli.core.text import STOPWORDS, normalize, stem, words
+from palace_cli.core.notes import Memory
+from palace_cli.core.text import (
+    STOPWORDS,
+    content_stems,
+    normalize,
+    prefix_root,
+    prefix_roots,
+    split_sentences,
+    stem,
+    words,
+)
 from palace_cli.study.evaluator import Element
 
 KINDS = ("cloze", "anchor", "image", "facts", "link")
@@ -56,12 +65,6 @@ class Question:
                 "source": self.source, "note": self.note}
 
 
-def sentences(text: str) -> list[str]:
-    """Split prose into sentences (on . ! ? followed by a capital, digit or quote)."""
-    parts = re.split(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(“])", " ".join(text.split()))
-    return [p.strip() for p in parts if p.strip()]
-
-
 def subject_forms(memory: Memory) -> list[str]:
     """Accepted names for a memory: subject, subject without its parenthesis, the parenthesis, aliases, id words."""
     forms = [memory.subject]
@@ -93,30 +96,14 @@ def link_reasons(memory: Memory) -> dict[str, str]:
     return reasons
 
 
-def stems(text: str) -> set[str]:
-    """Stems of the content words of a text."""
-    return {stem(w) for w in words(text) if w not in STOPWORDS}
-
-
-def root(word: str) -> str:
-    """A coarse root, the first five letters: "recency" gives away "recently", "ranges" gives away "range"."""
-    word = word.lower()
-    return word[:5] if len(word) >= 5 else stem(word)
-
-
-def roots(text: str) -> set[str]:
-    """Roots of the content words of a text (single letters carry no meaning of their own)."""
-    return {root(w) for w in words(text) if w not in STOPWORDS and len(w) > 1}
-
-
 def leaks(shown: str, forms: list[str]) -> list[str]:
     """Accepted answers that the shown text gives away: the phrase itself, or every content word of it."""
-    visible = roots(shown)
+    visible = prefix_roots(shown)
     padded = f" {normalize(shown)} "
     out = []
     for form in forms:
         needle = normalize(form)
-        content = roots(form)
+        content = prefix_roots(form)
         if (needle and f" {needle} " in padded) or (content and content <= visible):
             out.append(form)
     return out
@@ -139,7 +126,7 @@ class Examiner:
         self.df: Counter[str] = Counter()
         for memory_id in sample:
             memory = memories[memory_id]
-            self.df.update(stems(memory.subject + " " + memory.content))
+            self.df.update(content_stems(memory.subject + " " + memory.content))
 
     def idf(self, word: str) -> float:
         """Inverse document frequency of a word's stem (rare words score high)."""
@@ -182,11 +169,11 @@ class Examiner:
 
     def _cloze_options(self, memory: Memory) -> list[tuple[float, str, int, int]]:
         """(score, sentence, start, end) of blankable terms in the content, best first."""
-        subject = roots(memory.subject)
+        subject = prefix_roots(memory.subject)
         keyword_stems = [tuple(stem(w) for w in words(k)) for k in memory.keywords]
         tf = self.term_counts(memory)
         options = []
-        for sentence in sentences(memory.content):
+        for sentence in split_sentences(memory.content):
             spans = _token_spans(sentence)
             if not 6 <= len(spans) <= 60:
                 continue
@@ -196,7 +183,7 @@ class Examiner:
                     gram = [t[2].lower() for t in chunk]
                     if gram[0] in STOPWORDS or gram[-1] in STOPWORDS or any(w in DULL for w in gram):
                         continue
-                    if any(root(w) in subject for w in gram):
+                    if any(prefix_root(w) in subject for w in gram):
                         continue
                     between = sentence[chunk[0][1] : chunk[-1][0]] if size > 1 else ""
                     if size > 1 and re.search(r"[^\s-]", between.replace(" ", "")):
@@ -242,8 +229,8 @@ class Examiner:
     def image(self, memory: Memory, variant: int = 0) -> Question | None:
         """Image to subject: the scene with the subject's own words redacted."""
         forms = subject_forms(memory)
-        hidden = set().union(*(roots(f) for f in forms)) - {root(w) for w in GENERIC_SUFFIXES}
-        scene = re.sub(r"[A-Za-z0-9]+", lambda m: REDACTED if root(m.group(0)) in hidden else m.group(0),
+        hidden = set().union(*(prefix_roots(f) for f in forms)) - {prefix_root(w) for w in GENERIC_SUFFIXES}
+        scene = re.sub(r"[A-Za-z0-9]+", lambda m: REDACTED if prefix_root(m.group(0)) in hidden else m.group(0),
                        memory.image)
         prompt = f"{scene}\n\nWhich memory is this scene?"
         return Question(memory.id, "image", "Image → memory", prompt, [Element(memory.subject, forms)],
@@ -251,12 +238,12 @@ class Examiner:
 
     def _fact_terms(self, memory: Memory) -> list[str]:
         """Key terms a good answer about the memory would mention: keywords found in the content, then rare words."""
-        subject = roots(FACTS_PROMPT.format(subject=memory.subject) + " Recall")
-        content = stems(memory.content)
+        subject = prefix_roots(FACTS_PROMPT.format(subject=memory.subject) + " Recall")
+        content = content_stems(memory.content)
         terms, taken = [], set()
         for keyword in memory.keywords:
-            kstems = stems(keyword)
-            if kstems and kstems <= content and not roots(keyword) & subject and not kstems & taken:
+            kstems = content_stems(keyword)
+            if kstems and kstems <= content and not prefix_roots(keyword) & subject and not kstems & taken:
                 terms.append(keyword)
                 taken |= kstems
         tf = self.term_counts(memory)
@@ -265,7 +252,7 @@ class Examiner:
         for word in rare:
             if len(terms) >= 4:
                 break
-            if root(word) not in subject and stem(word) not in taken:
+            if prefix_root(word) not in subject and stem(word) not in taken:
                 terms.append(word)
                 taken.add(stem(word))
         return terms[:4]
@@ -327,5 +314,5 @@ def _answer_in_memory(form: str, question: Question, memory: Memory, memories: d
     needle = normalize(form)
     if needle and f" {needle} " in f" {normalize(text)} ":
         return True
-    wanted = stems(form)
-    return bool(wanted) and wanted <= stems(text)
+    wanted = content_stems(form)
+    return bool(wanted) and wanted <= content_stems(text)

@@ -8,12 +8,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from palace_cli.errors import ModelError
 from palace_cli.core.notes import Memory
+from palace_cli.core.text import content_stems, split_sentences, words
 from palace_cli.core.tokens import contains_phrase
-from palace_cli.core.text import words
+from palace_cli.errors import ModelError
 from palace_cli.study.evaluator import Element
-from palace_cli.study.examiner import Question, leaks, sentences, stems, validate
+from palace_cli.study.examiner import Question, leaks, validate
 
 NEEDS_MODEL = "needs a generator model: run `palace models install`"
 MAX_ANSWER_WORDS = 6
@@ -70,7 +70,7 @@ def parse_generated(text: str) -> tuple[str, str] | None:
 
 def generate_question(generator, memory: Memory, memories: dict[str, Memory]) -> tuple[Question | None, str]:
     """A generated question about one content sentence, validated; (None, why) when it is unusable."""
-    candidates = [s for s in sentences(memory.content) if 8 <= len(s.split()) <= 45]
+    candidates = [s for s in split_sentences(memory.content) if 8 <= len(s.split()) <= 45]
     if not candidates:
         return None, "no sentence to ask about"
     sentence = max(candidates, key=lambda s: (sum(k.lower() in s.lower() for k in memory.keywords), -len(s)))
@@ -85,10 +85,10 @@ def generate_question(generator, memory: Memory, memories: dict[str, Memory]) ->
         return None, f"the answer is longer than {MAX_ANSWER_WORDS} words"
     if not 3 <= len(words(text)) <= 40:
         return None, "the question is too short or too long"
-    source = stems(sentence)
-    if not (contains_phrase(sentence, answer) or (stems(answer) and stems(answer) <= source)):
+    source = content_stems(sentence)
+    if not (contains_phrase(sentence, answer) or (content_stems(answer) and content_stems(answer) <= source)):
         return None, "the answer is not in the sentence the question was made from"
-    if len((stems(text) - stems(answer)) & source) < 2:
+    if len((content_stems(text) - content_stems(answer)) & source) < 2:
         return None, "the question is not about its sentence"
     question = Question(memory.id, "generated", f"Question · {memory.subject}", text,
                         [Element(answer, [answer], partial=len(words(answer)) >= 3)], answer,
@@ -160,7 +160,7 @@ def route_choice(reply: str, prompt: str) -> str:
 
 def propose_image(generator, memory: Memory, missing: list[str], hints: dict[str, str]) -> tuple[str | None, str]:
     """A candidate new Image from the model, cleaned up; (None, why) when the reply is unusable."""
-    gist = sentences(memory.content)[0] if memory.content else ""
+    gist = split_sentences(memory.content)[0] if memory.content else ""
     wanted = "; ".join(f"{name} ({hints[name]})" for name in missing[:5]) or "more sensory detail and emotion"
     prompt = EVOLVE_PROMPT.format(subject=memory.subject, gist=gist, image=memory.image, verify=memory.verify,
                                   missing=wanted)
@@ -194,14 +194,14 @@ def clean_image(text: str) -> str:
 
 def repetitive(text: str) -> bool:
     """True for the loops small models fall into: a sentence said three times, or few distinct sentences."""
-    said = [" ".join(s.lower().split()) for s in sentences(text)]
+    said = [" ".join(s.lower().split()) for s in split_sentences(text)]
     counts = {s: said.count(s) for s in said}
     return bool(said) and (max(counts.values()) >= 3 or len(counts) < 0.7 * len(said))
 
 
 def keep_token(text: str, old_image: str, verify: str) -> str:
     """Append the old image's sentence that carries the verify token, so the token stays in the Image."""
-    for sentence in sentences(old_image):
+    for sentence in split_sentences(old_image):
         if contains_phrase(sentence, verify):
             return f"{text.rstrip()} {sentence}"
     return f"{text.rstrip()} ({verify})"

@@ -8,7 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from palace_cli.core.notes import Memory
-from palace_cli.study.examiner import stems
+from palace_cli.core.text import content_stems
 from palace_cli.study.scheduler import Schedule
 
 STRATEGIES = ("due", "weak-spots", "depth-first", "adversarial", "random")
@@ -153,7 +153,7 @@ def keyword_neighbours(memories: dict[str, Memory], seeds: list[str], k: int = 3
     postings: dict[str, set[str]] = defaultdict(set)
     bags: dict[str, set[str]] = {}
     for memory in memories.values():
-        bag = stems(" ".join([memory.subject, memory.anchor, *memory.keywords]))
+        bag = content_stems(" ".join([memory.subject, memory.anchor, *memory.keywords]))
         bags[memory.id] = bag
         for term in bag:
             postings[term].add(memory.id)
