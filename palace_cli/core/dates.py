@@ -43,7 +43,10 @@ def parse_moment(value) -> datetime | None:
         raise ValueError(f"{value!r} is not a date: write YYYY-MM-DD")
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
+    try:
+        return moment.astimezone(timezone.utc)
+    except OverflowError:  # 0001-01-01T00:00+01:00 is in year 0 in UTC, 9999-12-31T23:59-01:00 in year 10000
+        raise ValueError(f"{str(value).strip()!r} is outside the years 0001-9999 once moved to UTC") from None
 
 
 def format_moment(moment: datetime | None) -> str:
