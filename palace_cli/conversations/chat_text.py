@@ -26,11 +26,12 @@ from palace_cli.core.notefile import load_frontmatter
 from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, one_line, participants_of, session_id, slug
 from palace_cli.core.dates import iso_time
 from palace_cli.conversations.sessionfile import split_text, is_session_text, parse_session
-from palace_cli.conversations.sources import files_under, read_text, shown
+from palace_cli.conversations.reading import files_under, read_text, shown
 
 FORMAT = "chat-markdown"
 SOURCE = "chat"
 SUFFIXES = (".md", ".markdown", ".txt")
+PLAIN = (".txt",)  # read as chat text without a look inside
 STAMP = r"(?:\d{4}-\d\d-\d\d[ T])?\d{1,2}:\d\d(?::\d\d)?(?:\s?[AaPp]\.?[Mm]\.?)?"
 TURN = re.compile(
     rf"^(?:\[(?P<stamp1>{STAMP})\]\s*|(?P<stamp2>{STAMP})\s+(?:-\s+)?)?"
@@ -69,6 +70,11 @@ def read(path: Path, include: frozenset[str]) -> ReadResult:
         else:
             result.problems.append(ReadProblem(where, None, "no `Speaker: text` lines; nothing imported"))
     return result
+
+
+def sniff(head: str) -> bool:
+    """True when a Markdown file's first megabyte is a palace session file or reads as a chat log."""
+    return is_session_text(head) or looks_like_chat(head)
 
 
 def _date(line: str) -> str | None:

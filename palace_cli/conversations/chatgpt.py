@@ -9,13 +9,16 @@ A message has `author.role`, `create_time` (may be null), `content{content_type,
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, one_line, participants_of, session_id, slug, text_id, unique_turn_ids
 from palace_cli.core.dates import iso_time
-from palace_cli.conversations.sources import read_export, thinking_block, threads, tool_line
+from palace_cli.conversations.reading import read_export, thinking_block, threads, tool_line
 
 FORMAT = SOURCE = "chatgpt"
+SUFFIXES = (".json",)
+KEYS = re.compile(r'"(?:mapping|current_node)"\s*:')
 TOOL_OUTPUT = {"execution_output", "tether_browsing_display", "tether_quote", "system_error", "computer_output"}
 THINKING = {"thoughts", "reasoning_recap"}
 HIDDEN = {"user_editable_context", "model_editable_context"}
@@ -24,6 +27,11 @@ HIDDEN = {"user_editable_context", "model_editable_context"}
 def read(path: Path, include: frozenset[str]) -> ReadResult:
     """Every conversation of an export's conversations.json (the file, or the unpacked export folder)."""
     return read_export(path, FORMAT, include, _conversation)
+
+
+def sniff(head: str) -> bool:
+    """True when a JSON file's first megabyte has the keys of ChatGPT conversations."""
+    return KEYS.search(head) is not None
 
 
 def _conversation(conversation, where: str, line: int, number: int, include: frozenset[str],

@@ -8,19 +8,27 @@ present. Newer exports give messages a `parent_message_uuid` and the conversatio
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, one_line, participants_of, session_id, slug, text_id, unique_turn_ids
 from palace_cli.core.dates import iso_time
-from palace_cli.conversations.sources import block_text, read_export, thinking_block, threads, tool_line
+from palace_cli.conversations.reading import block_text, read_export, thinking_block, threads, tool_line
 
 FORMAT = SOURCE = "claude-ai"
+SUFFIXES = (".json",)
+KEYS = re.compile(r'"chat_messages"\s*:')
 SPEAKERS = {"human": "user", "assistant": "assistant"}
 
 
 def read(path: Path, include: frozenset[str]) -> ReadResult:
     """Every conversation of a Claude.ai export (conversations.json, or the unpacked export folder)."""
     return read_export(path, FORMAT, include, _conversation)
+
+
+def sniff(head: str) -> bool:
+    """True when a JSON file's first megabyte has the keys of Claude.ai conversations."""
+    return KEYS.search(head) is not None
 
 
 def _conversation(conversation, where: str, line: int, number: int, include: frozenset[str],

@@ -15,10 +15,23 @@ from pathlib import Path
 from palace_cli.errors import ImportFailed
 from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, one_line, participants_of, session_id, slug, unique_turn_ids
 from palace_cli.core.dates import iso_time
-from palace_cli.conversations.sources import block_text, files_under, shown, thinking_block, threads, tool_line
+from palace_cli.conversations.reading import block_text, files_under, shown, thinking_block, threads, tool_line
 
 FORMAT = SOURCE = "claude-code"
+SUFFIXES = (".jsonl",)
 MESSAGES = ("user", "assistant", "system")
+
+
+def sniff(head: str) -> bool:
+    """True when a file's first megabyte holds Claude Code records (one of its first 50 lines will do)."""
+    for raw in head.split("\n")[:50]:
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and ("sessionId" in record or record.get("type") in ("summary", "user", "assistant")):
+            return True
+    return False
 
 
 def read(path: Path, include: frozenset[str]) -> ReadResult:

@@ -15,9 +15,11 @@ from datetime import datetime
 from pathlib import Path
 
 from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, participants_of, slug, text_id, unique_turn_ids
-from palace_cli.conversations.sources import json_records, read_text, shown
+from palace_cli.conversations.reading import json_records, read_text, shown
 
 FORMAT = SOURCE = "locomo"
+SUFFIXES = (".json",)
+KEYS = re.compile(r'"(?:speaker_a|session_1_date_time)"\s*:')
 SESSION_KEY = re.compile(r"session_(\d+)")
 DATE_FORMATS = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%I:%M %p on %B %d, %Y")
 
@@ -42,6 +44,11 @@ def read(path: Path, include: frozenset[str]) -> ReadResult:
         for number, (line, sample) in enumerate(json_records(text, where, result.problems), 1):
             _sample(sample, where, line, number, result)
     return result
+
+
+def sniff(head: str) -> bool:
+    """True when a JSON file's first megabyte has the keys of LoCoMo samples."""
+    return KEYS.search(head) is not None
 
 
 def _sample(sample, where: str, line: int, number: int, result: ReadResult) -> None:

@@ -191,60 +191,83 @@ def _new_path(root: Path, session: Session, ids: set[str], paths: set[str]) -> s
 def _merge(root: Path, old: Session, new: Session, stamp_from: str
            ) -> tuple[SessionOutcome, str | None, list[TurnConflict]]:
     """(outcome, new file text or None to leave it, conflicts) for a session already in the palace."""
-    stamp = old.imported
-    source = new.turns
     new.id, new.path = old.id, old.path
-
-    def outcome(action: str, written: int = 0) -> SessionOutcome:
-        return SessionOutcome(old.id, old.path, action, len(source), written)
-
+    stamp = old.imported
+    reason = None
     if stamp is None:
-        conflict = TurnConflict(old.id, None, old.path, 1, "this session's file has no import stamp (`imported`), "
-                                "so it is not known what was imported; left as it is")
-        return outcome("conflict"), None, [conflict]
-    try:
-        imported = int(stamp["turns"])
-    except (TypeError, ValueError):
-        conflict = TurnConflict(old.id, None, old.path, 1, "the import stamp's `turns` is not a number; left as it is")
-        return outcome("conflict"), None, [conflict]
+        reason = "this session's file has no import stamp (`imported`), so it is not known what was imported"
+    elif not _is_count(stamp.get("turns")):
+        reason = "the import stamp's `turns` is not a number"
+    if reason is not None:
+        return _outcome(old, new, "conflict"), None, [TurnConflict(old.id, None, old.path, 1, reason + "; left as it is")]
+    imported = int(stamp["turns"])
     untouched = stamp.get("note") == session_digest(old)
-    have = {}
-    for turn in old.turns:
+    if imported <= len(new.turns) and turns_digest(new.turns[:imported]) == stamp.get("record"):
+        return _grown(root, old, new, imported, untouched, stamp_from)
+    return _changed(root, old, new, untouched, stamp_from)
+
+
+def _is_count(value) -> bool:
+    try:
+        int(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _outcome(old: Session, new: Session, action: str, written: int = 0) -> SessionOutcome:
+    return SessionOutcome(old.id, old.path, action, len(new.turns), written)
+
+
+def _first_turns(session: Session) -> dict[str, Turn]:
+    """Each turn id's first turn in a session."""
+    have: dict[str, Turn] = {}
+    for turn in session.turns:
         have.setdefault(turn.id, turn)
+    return have
 
-    if imported <= len(source) and turns_digest(source[:imported]) == stamp.get("record"):
-        fresh, conflicts = [], []
-        for turn in source[imported:]:
-            mine = have.get(turn.id)
-            if mine is None:
-                fresh.append(turn)
-            elif mine.key() != turn.key():
-                conflicts.append(TurnConflict(old.id, turn.id, old.path, mine.line,
-                                              "the source has a different turn with this id; left as it is"))
-        if conflicts:
-            return outcome("conflict"), None, conflicts
-        header_moved = untouched and new.header() != old.header()
-        if not fresh and not header_moved:
-            return outcome("skipped"), None, []
-        if untouched:
-            merged = _whole(new, old.turns + fresh, old.preamble)
-            merged.imported = _stamp(stamp_from, source, session_digest(merged))
-            return outcome("appended" if fresh else "updated", len(fresh)), render_session(merged), []
-        bom, text = _read(root, old.path)
-        text = edit_frontmatter(text, {"imported": {**_stamp(stamp_from, source, ""), "note": stamp.get("note")}},
-                                old.path)
-        plain = text.replace("\r\n", "\n")
-        full = append_turns(plain, fresh)
-        if plain != text:  # a file with CRLF line ends: its bytes as they are, the new lines with CRLF too
-            full = text + full[len(plain):].replace("\n", "\r\n")
-        return outcome("appended", len(fresh)), bom + full, []
 
-    changed = [(have[t.id], t) for t in source if t.id in have and have[t.id].key() != t.key()]
-    missing = [t for t in source if t.id not in have]
+def _grown(root: Path, old: Session, new: Session, imported: int, untouched: bool, stamp_from: str
+           ) -> tuple[SessionOutcome, str | None, list[TurnConflict]]:
+    """The source still has the turns last imported, perhaps more: append the new ones, touch nothing else."""
+    have = _first_turns(old)
+    fresh, conflicts = [], []
+    for turn in new.turns[imported:]:
+        mine = have.get(turn.id)
+        if mine is None:
+            fresh.append(turn)
+        elif mine.key() != turn.key():
+            conflicts.append(TurnConflict(old.id, turn.id, old.path, mine.line,
+                                          "the source has a different turn with this id; left as it is"))
+    if conflicts:
+        return _outcome(old, new, "conflict"), None, conflicts
+    header_moved = untouched and new.header() != old.header()
+    if not fresh and not header_moved:
+        return _outcome(old, new, "skipped"), None, []
     if untouched:
-        merged = _whole(new, _interleave(old.turns, source), old.preamble)
-        merged.imported = _stamp(stamp_from, source, session_digest(merged))
-        return outcome("updated", len(changed) + len(missing)), render_session(merged), []
+        merged = _whole(new, old.turns + fresh, old.preamble)
+        merged.imported = _stamp(stamp_from, new.turns, session_digest(merged))
+        return _outcome(old, new, "appended" if fresh else "updated", len(fresh)), render_session(merged), []
+    bom, text = _read(root, old.path)
+    text = edit_frontmatter(text, {"imported": {**_stamp(stamp_from, new.turns, ""), "note": old.imported.get("note")}},
+                            old.path)
+    plain = text.replace("\r\n", "\n")
+    full = append_turns(plain, fresh)
+    if plain != text:  # a file with CRLF line ends: its bytes as they are, the new lines with CRLF too
+        full = text + full[len(plain):].replace("\n", "\r\n")
+    return _outcome(old, new, "appended", len(fresh)), bom + full, []
+
+
+def _changed(root: Path, old: Session, new: Session, untouched: bool, stamp_from: str
+             ) -> tuple[SessionOutcome, str | None, list[TurnConflict]]:
+    """The source changed turns it had given before: follow it if nobody edited the file, else report conflicts."""
+    have = _first_turns(old)
+    changed = [(have[t.id], t) for t in new.turns if t.id in have and have[t.id].key() != t.key()]
+    missing = [t for t in new.turns if t.id not in have]
+    if untouched:
+        merged = _whole(new, _interleave(old.turns, new.turns), old.preamble)
+        merged.imported = _stamp(stamp_from, new.turns, session_digest(merged))
+        return _outcome(old, new, "updated", len(changed) + len(missing)), render_session(merged), []
     if changed or missing:
         conflicts = [TurnConflict(old.id, mine.id, old.path, mine.line,
                                   "differs from the source, which changed turns it had given before, and the "
@@ -252,11 +275,12 @@ def _merge(root: Path, old: Session, new: Session, stamp_from: str
         conflicts += [TurnConflict(old.id, turn.id, old.path, None,
                                    "in the source but not in the file, which was edited since it was imported "
                                    "(deleted there?); not added") for turn in missing]
-        return outcome("conflict"), None, conflicts
+        return _outcome(old, new, "conflict"), None, conflicts
     # Edited, and the source only lost turns the file still has: record the source as it now is.
     bom, text = _read(root, old.path)
-    text = edit_frontmatter(text, {"imported": {**_stamp(stamp_from, source, ""), "note": stamp.get("note")}}, old.path)
-    return outcome("updated"), bom + text, []
+    text = edit_frontmatter(text, {"imported": {**_stamp(stamp_from, new.turns, ""), "note": old.imported.get("note")}},
+                            old.path)
+    return _outcome(old, new, "updated"), bom + text, []
 
 
 def _whole(header: Session, turns: list[Turn], preamble: str) -> Session:
