@@ -4,33 +4,78 @@ a message tree, and the short lines a tool call or a thinking block becomes."""
 from __future__ import annotations
 
 import json
-import re
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
-from palace_cli.errors import ImportFailed
+from palace_cli.conversations.jsonstream import MAX_RECORD_BYTES, json_records
 from palace_cli.conversations.model import ReadProblem, ReadResult, one_line
+from palace_cli.core.disk import read_capped
+from palace_cli.errors import ImportFailed, NoteError
 
 SKIP_DIRS = {".git", ".palace", "node_modules", ".venv", "__pycache__", ".obsidian", ".trash"}
 PEEK_BYTES = 1 << 20
-_WS = re.compile(r"\s*")
+EXPORT = "conversations.json"  # the file a ChatGPT or Claude.ai export holds its conversations in
 TOOL_DETAIL_KEYS = ("command", "file_path", "path", "pattern", "url", "query", "description", "prompt", "code")
+
+
+class BadRecord(Exception):
+    """A record a reader cannot use (an id that is a list, say): it is reported and left out, the rest is read."""
+
+
+# What a hostile record makes Python raise while a reader takes it apart: a field of the wrong type
+# (TypeError, AttributeError; a list as a dict key), a value no conversion takes (ValueError,
+# OverflowError), nesting a recursive walk cannot follow (RecursionError).
+RECORD_ERRORS = (BadRecord, RecursionError, TypeError, AttributeError, KeyError, IndexError, ValueError,
+                 OverflowError)
+
+
+@contextmanager
+def record_guard(problems: list[ReadProblem], where: str, line: int | None, what: str):
+    """Run a reader over one record; when the record breaks it, report it (with `what` it was) and go on."""
+    try:
+        yield
+    except BadRecord as exc:
+        problems.append(ReadProblem(where, line, f"{what}: {exc}; left out"))
+    except RECORD_ERRORS as exc:
+        detail = one_line(str(exc), 120)
+        problems.append(ReadProblem(where, line, f"{what} could not be read ({type(exc).__name__}"
+                                    + (f": {detail}" if detail else "") + "); left out"))
+
+
+def text_value(value, what: str) -> str | None:
+    """A source's id or name as text (a number as its digits); None when absent; BadRecord for a list, an object,
+    true or false, which no id can be."""
+    if value is None or (isinstance(value, str) and not value):
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    raise BadRecord(f"`{what}` is {kind_of(value)}, not text")
+
+
+def kind_of(value) -> str:
+    """What a JSON value is, in words: a list, an object, true/false, a number, text, null."""
+    if isinstance(value, bool):
+        return "true/false"
+    return {list: "a list", dict: "an object", str: "text", type(None): "null"}.get(type(value), "a number")
 
 
 def read_export(path: Path, format: str, include: frozenset[str], conversation) -> ReadResult:
     """Every conversation of a `conversations.json` export (the file, or the unpacked export folder).
 
     `conversation(record, where, line, number, include, result)` reads one record into `result`;
-    the ChatGPT and Claude.ai exports differ only in that.
+    the ChatGPT and Claude.ai exports differ only in that. A record it cannot read is reported and
+    left out; the others are read.
     """
-    file = path / "conversations.json" if path.is_dir() else path
+    file = path / EXPORT if path.is_dir() else path
     if not file.is_file():
-        raise ImportFailed(f"{path}: no conversations.json")
+        raise ImportFailed(f"{path}: no {EXPORT}")
     result = ReadResult(format)
     where = shown(file)
-    text = read_text(file, result)
-    for number, (line, record) in enumerate(json_records(text, where, result.problems), 1):
-        conversation(record, where, line, number, include, result)
+    for number, line, record in json_records(file, where, result.problems, "conversation"):
+        with record_guard(result.problems, where, line, f"conversation {number}"):
+            conversation(record, where, line, number, include, result)
     return result
 
 
@@ -52,11 +97,13 @@ def shown(path: Path) -> str:
 
 
 def read_text(path: Path, result: ReadResult) -> str | None:
-    """A source file's text; undecodable bytes are replaced and reported with their line."""
+    """A source file's text (None, reported, when it is over the session cap or cannot be read); undecodable
+    bytes are replaced and reported with their line."""
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ImportFailed(f"{path}: cannot read: {exc.strerror}") from None
+        data = read_capped(path, shown(path), MAX_RECORD_BYTES, "a conversation to import")
+    except NoteError as exc:
+        result.problems.append(ReadProblem(shown(path), None, exc.reason + "; not read"))
+        return None
     data = data.removeprefix(b"\xef\xbb\xbf")
     try:
         return data.decode("utf-8")
@@ -65,54 +112,6 @@ def read_text(path: Path, result: ReadResult) -> str | None:
         result.problems.append(ReadProblem(shown(path), line, f"not UTF-8 (byte 0x{data[exc.start]:02x}); "
                                            "undecodable bytes read as U+FFFD"))
         return data.decode("utf-8", "replace")
-
-
-def json_records(text: str, where: str, problems: list[ReadProblem]) -> Iterator[tuple[int, object]]:
-    """(line, value) for each element of a top-level JSON array (or the one top-level object).
-
-    Elements are decoded one at a time, so a file cut short or broken in the middle still
-    yields every element before the break; the break is reported with its line and column.
-    """
-    decoder = json.JSONDecoder()
-    index = _WS.match(text, 0).end()
-    line = text.count("\n", 0, index) + 1
-    if index >= len(text):
-        problems.append(ReadProblem(where, 1, "empty file"))
-        return
-    if text[index] != "[":
-        try:
-            value, end = decoder.raw_decode(text, index)
-        except json.JSONDecodeError as exc:
-            problems.append(ReadProblem(where, exc.lineno, f"not valid JSON: {exc.msg} (column {exc.colno})"))
-            return
-        yield line, value
-        return
-    index += 1
-    position = index
-    while True:
-        index = _WS.match(text, index).end()
-        line += text.count("\n", position, index)
-        position = index
-        if index < len(text) and text[index] == "]":
-            return
-        try:
-            value, end = decoder.raw_decode(text, index)
-        except json.JSONDecodeError as exc:
-            problems.append(ReadProblem(where, exc.lineno, f"not valid JSON: {exc.msg} (column {exc.colno}); "
-                                        "this record and the rest of the file left out"))
-            return
-        yield line, value
-        index = _WS.match(text, end).end()
-        line += text.count("\n", position, index)
-        position = index
-        if index < len(text) and text[index] == ",":
-            index += 1
-            continue
-        if index < len(text) and text[index] == "]":
-            return
-        problems.append(ReadProblem(where, line, "not valid JSON: expected `,` or `]` after a record; "
-                                    "the rest of the file left out"))
-        return
 
 
 def threads(parents: dict[str, str | None], order: list[str], current: str | None

@@ -39,4 +39,6 @@ def read_conversations(path: Path, format: str, include: frozenset[str] = frozen
     source = SOURCES.get(format)
     if source is None:
         raise UsageError(f"unknown conversation format {format!r}; use one of {', '.join(FORMATS)}")
-    return source.read(Path(path), frozenset(include))
+    result = source.read(Path(path), frozenset(include))
+    result.problems += result.time_problems()
+    return result

@@ -13,13 +13,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable
 
-from palace_cli.conversations.reading import files_under, peek
+from palace_cli.conversations.reading import EXPORT, files_under, peek
 from palace_cli.conversations.sources import SOURCES
 from palace_cli.errors import UsageError
 
 MARKDOWN = (".md", ".markdown")
 BEIR_CORPUS = "corpus.jsonl"
-EXPORT = "conversations.json"  # the file a ChatGPT or Claude.ai export holds its conversations in
 
 
 class Look:
