@@ -11,16 +11,22 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from conversation_fixtures import (SESSION, chatgpt_conversations, claude_ai_conversations, claude_code_lines,
                                    locomo_samples, write_chatgpt, write_claude_code)
 
 from palace_cli.conversations import load_session, session_files
+from palace_cli.conversations.model import clean_text
+from palace_cli.core.dates import iso_time
 from palace_cli.conversations.sessionfile import MAX_SESSION_BYTES
 from palace_cli.editing.authoring import init_palace
 from palace_cli.editing.lint import lint
+from palace_cli.errors import ImportFailed
 from palace_cli.importers import import_path
 from palace_cli.palace import Palace
 from palace_cli.search.retrieve import search
@@ -147,6 +153,26 @@ def test_a_bad_locomo_sample_and_turn_are_left_out_and_the_rest_imported(palace,
     read = {s.source_id: s for s in sessions(palace).values()}
     assert set(read) == {"conv-1/session_1", "conv-1/session_2"}
     assert "D1:2" not in {t.id for t in read["conv-1/session_1"].turns} and len(read["conv-1/session_1"].turns) >= 1
+
+
+def test_memory_imports_refuse_deep_json_whole_and_read_a_lone_surrogate_as_ufffd(palace, tmp_path):
+    (tmp_path / "deep.json").write_text(DEEP)
+    (tmp_path / "beir").mkdir()
+    (tmp_path / "beir" / "corpus.jsonl").write_text('{"_id": "d0", "text": "fine"}\n{"_id": "d1", "text": ' + DEEP + "}\n")
+    for source, why in ((tmp_path / "deep.json", "deep.json: JSON nested too deeply to read"),
+                        (tmp_path / "beir", "corpus.jsonl:2: ")):
+        with pytest.raises(ImportFailed, match=why):  # a memory import is checked whole before anything is written
+            import_path(palace, source)
+    assert not list(palace.memories_dir.rglob("*.md"))
+    (tmp_path / "m.json").write_text('[{"id": "a1", "subject": "Bad \\ud800 subject", "image": "Forty granite owls '
+                                     'dance", "content": "c"}, {"id": "a2", "subject": "Good", "image": "Seven copper '
+                                     'kettles sing", "content": "d", "keywords": ["\\udc00"]}]')
+    report = import_path(palace, tmp_path / "m.json")
+    assert sorted(report.added) == ["a1", "a2"]
+    assert [w for w in report.warnings if "lone surrogate" in w] == [
+        "m.json: [0]: lone surrogate escapes (`\\ud800`) are not characters; read as U+FFFD",
+        "m.json: [1]: lone surrogate escapes (`\\ud800`) are not characters; read as U+FFFD"]
+    assert palace.memory("a1").subject == "Bad \ufffd subject" and palace.memory("a2").keywords == ["\ufffd"]
 
 
 # ---- row 6: a chat file's own `source:` never takes another source's session ---------------------
@@ -380,3 +406,151 @@ def test_a_200_mb_message_is_refused_with_memory_near_the_cap(palace, tmp_path, 
     cap_mb = MAX_SESSION_BYTES / 1e6
     # One record is held at most (up to the cap, as text and decoded): a few times the cap, not the message.
     assert peak - baseline < 6 * cap_mb, (peak, baseline)
+
+
+# ---- the property: generated hostile exports ----------------------------------------------------------
+
+HOSTILE_EXAMPLES = int(os.environ.get("PALACE_HYPOTHESIS_EXAMPLES", "25"))
+HOSTILE = settings(max_examples=HOSTILE_EXAMPLES, deadline=None,
+                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+# Text that is fine in JSON and in a file: anything but lone surrogates (those are another test's).
+PLAIN = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30)
+HEADERS = st.sampled_from([FORGED, "\\" + FORGED, "\\\\" + FORGED, "### user · x", "### Bob · 2024-03-01", "---",
+                           "# title", "### a · - · 2024-01-01", "Alice: hi", "```", "[[link]]"])
+TEXT = st.tuples(st.lists(st.one_of(PLAIN, HEADERS), max_size=4), st.integers(0, 999)).map(
+    lambda t: "\n".join(t[0] + [f"word{t[1]}"]))  # never blank: a blank message is left out, by design
+IDS = st.one_of(st.from_regex(r"[A-Za-z0-9_:.#-]{1,12}", fullmatch=True),
+                st.sampled_from(["2024-01-01", "2024-01-01T10:00", "0999-12-31", "a · b", "x  y", "-", "D1:1"]))
+TIMES = st.one_of(st.none(), st.sampled_from(["2024-01-01T00:00:00Z", "0001-01-01T00:00:00+01:00", "0999-01-01",
+                                              "9999-12-31T23:59:59-01:00", "yesterday", "", "2024-13-45"]),
+                  st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**20, 10**20), PLAIN)
+BAD_IDS = st.one_of(st.lists(st.text(max_size=3), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(),
+                                                                               max_size=2), st.booleans())
+SPEAKERS = st.one_of(st.sampled_from(["Ana", "Ben", "user", "Dr · Who", "### x"]), PLAIN.filter(str.strip))
+
+
+@st.composite
+def conversations(draw, format: str, number: int) -> tuple[dict, list[tuple[str, str, str, object]]]:
+    """A good conversation: (its record, its turns as (id, speaker, text, time) the source gives them)."""
+    ids = draw(st.lists(IDS, min_size=1, max_size=5, unique_by=lambda i: "-".join(i.split())))
+    turns = []
+    for n, turn_id in enumerate(ids):
+        speaker = draw(SPEAKERS) if format == "locomo" else ("user", "assistant")[n % 2]
+        turns.append((turn_id, speaker, draw(TEXT), None if format == "locomo" else draw(TIMES)))
+    cid = f"good-{number}"
+    if format == "chatgpt":
+        mapping = {}
+        for n, (turn_id, role, text, time) in enumerate(turns):
+            parent = turns[n - 1][0] if n else None
+            children = [turns[n + 1][0]] if n + 1 < len(turns) else []
+            mapping[turn_id] = {"id": turn_id, "parent": parent, "children": children,
+                                "message": {"id": turn_id, "author": {"role": role}, "create_time": time,
+                                            "content": {"content_type": "text", "parts": [text]}}}
+        return {"id": cid, "title": draw(PLAIN), "current_node": turns[-1][0], "mapping": mapping}, turns
+    if format == "claude-ai":
+        messages = [{"uuid": turn_id, "sender": "human" if role == "user" else role, "text": text, "created_at": time}
+                    for turn_id, role, text, time in turns]
+        return {"uuid": cid, "name": draw(PLAIN), "chat_messages": messages}, turns
+    if format == "claude-code":
+        lines = [cc_record(turn_id, turns[n - 1][0] if n else None, role, text, timestamp=time)
+                 for n, (turn_id, role, text, time) in enumerate(turns)]
+        return {"lines": lines}, turns
+    entries = [{"speaker": speaker, "dia_id": turn_id, "text": text} for turn_id, speaker, text, _ in turns]
+    return {"sample_id": cid, "conversation": {"speaker_a": "Ana", "speaker_b": "Ben", "session_1": entries,
+                                               "session_1_date_time": draw(st.sampled_from(
+                                                   ["1:56 pm on 8 May, 2023", "never", "1:00 am on 1 January, 0999"]))}}, turns
+
+
+@st.composite
+def hostile(draw, format: str, number: int) -> str:
+    """A bad record, as JSON text: an id that is not text, nesting past the recursion limit, a lone surrogate."""
+    record, _ = draw(conversations(format, number))
+    kind = draw(st.sampled_from(["id", "deep", "surrogate", "shape"]))
+    if kind == "shape":
+        return json.dumps(draw(st.one_of(st.lists(st.integers(), max_size=2), st.text(max_size=5), st.none(),
+                                         st.just({"mapping": 5, "chat_messages": 5, "conversation": 5}))))
+    if format == "claude-code":
+        line = record["lines"][draw(st.integers(0, len(record["lines"]) - 1))]
+        key = draw(st.sampled_from(["uuid", "parentUuid", "type", "message", "timestamp"]))
+        record = line
+    else:
+        key = {"chatgpt": "current_node", "claude-ai": "uuid", "locomo": "conversation"}[format]
+    record[key] = draw(BAD_IDS) if kind == "id" else "__DEEP__" if kind == "deep" else "__LONE__"
+    return json.dumps(record)  # the markers become nesting and a lone surrogate when the file is written
+
+
+def _hostile_text(text: str) -> str:
+    return text.replace('"__DEEP__"', DEEP).replace('"__LONE__"', '"lone \\ud800 half"')
+
+
+def _export(draw, format: str, folder: Path) -> tuple[Path, dict[str, list]]:
+    """Write an export of the format with good and hostile records; returns (source, {source id: turns})."""
+    good, texts = {}, []
+    folder.mkdir(parents=True)
+    for number in range(draw(st.integers(1, 3))):
+        record, turns = draw(conversations(format, number))
+        good[f"good-{number}/session_1" if format == "locomo" else f"good-{number}"] = turns
+        bad = _hostile_text(draw(hostile(format, 100 + number))) if draw(st.booleans()) else None
+        if format == "claude-code":  # a session is a file: a bad line goes into a file of its own
+            write_lines(folder / f"good-{number}.jsonl", [json.dumps(line) for line in record["lines"]])
+            if bad is not None:
+                write_lines(folder / f"bad-{number}.jsonl", [bad])
+        else:
+            texts += [json.dumps(record)] + ([bad] if bad is not None else [])
+    if format == "claude-code":
+        return folder, good
+    name = "locomo.json" if format == "locomo" else "conversations.json"
+    (folder / name).write_text("[\n" + ",\n".join(texts) + "\n]\n")
+    return folder / name, good
+
+
+def _chat(draw, folder: Path) -> tuple[Path, list[str]]:
+    """A chat text file with hostile frontmatter, preamble and messages; returns (file, a marker per message)."""
+    folder.mkdir(parents=True)
+    head = draw(st.sampled_from(["", "---\nsource: chatgpt\nsource_id: good-0\nimported: {}\n---\n",
+                                 "---\nid: [a, b]\ndate: yesterday\ntitle: 5\n---\n", "---\n: : :\n---\n",
+                                 "---\ndate: 0001-01-01T00:00:00+01:00\nparticipants: Ann\ncwd: [[[[x]]]]\n---\n"]))
+    lines, markers = [head + draw(TEXT)], []
+    for n in range(draw(st.integers(2, 5))):
+        stamp = draw(st.sampled_from(["", "[09:02] ", "2024-03-01 09:02 ", "[99:99] ", "0001-01-01 00:00 "]))
+        markers.append(f"mark{n}x")
+        lines.append(f"{stamp}{('Ann', 'Bob')[n % 2]}: {markers[-1]} {draw(TEXT)}")
+    (folder / "chat.md").write_text("\n".join(lines), encoding="utf-8")
+    return folder / "chat.md", markers
+
+
+def _snapshot(root: Path, skip: Path | None = None) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and (skip is None or not p.is_relative_to(skip))}
+
+
+@HOSTILE
+@given(st.data(), st.sampled_from(["claude-code", "chatgpt", "claude-ai", "locomo", "chat-markdown"]))
+def test_generated_hostile_exports_import_every_good_record_and_nothing_else(data, format):
+    with tempfile.TemporaryDirectory() as scratch:
+        base = Path(scratch)
+        palace = Palace(init_palace(base / "palace", name="P"))
+        if format == "chat-markdown":
+            source, markers = _chat(data.draw, base / "export")
+            good = {}
+        else:
+            source, good = _export(data.draw, format, base / "export")
+        outside, inside = _snapshot(base, palace.root), _snapshot(palace.root)
+        report = import_path(palace, source, format=format)  # no exception may escape
+        assert _snapshot(base, palace.root) == outside  # the source and everything beside the palace untouched
+        changed = {p for p, data in _snapshot(palace.root).items() if inside.get(p) != data}
+        assert all(p.startswith(("conversations/", "index/", ".palace/")) or p == "INDEX.md" for p in changed), changed
+        read = {s.source_id: s for s in sessions(palace).values()}
+        assert all(s.problems == [] for s in read.values()), [s.problems for s in read.values()]
+        for source_id, turns in good.items():
+            session = read[source_id]
+            expected = [("-".join(i.split()), " ".join(s.split()).replace(" · ", " - "), clean_text(t), iso_time(w))
+                        for i, s, t, w in turns]
+            assert [(t.id, t.speaker, t.text, t.time) for t in session.turns] == expected
+        if format == "chat-markdown":  # chat text is parsed by rules, not fields: every message is somewhere
+            [session] = read.values()
+            said = "\n".join([session.preamble] + [turn.text for turn in session.turns])
+            assert all(marker in said for marker in markers) and session.source == "chat"
+        again = import_path(palace, source, format=format)
+        assert again.counts()["sessions"] == again.counts()["skipped"] == report.counts()["sessions"]

@@ -246,12 +246,31 @@ def _surrogates(session: Session) -> bool:
 
 
 def _scrub_meta(meta: dict) -> bool:
-    """Replace lone surrogates in the metadata's text values (in place); True when there were any."""
+    """Replace lone surrogates in the metadata's values (in place); True when there were any."""
     found = False
     for key, value in list(meta.items()):
-        if isinstance(value, str) and LONE_SURROGATE.search(value):
-            meta[key], found = LONE_SURROGATE.sub("\ufffd", value), True
+        meta[key], changed = scrub(value)
+        found = found or changed
     return found
+
+
+def scrub(value):
+    """(value with every lone surrogate in its text replaced by U+FFFD, whether there was any); walks lists and
+    dicts without recursion, however deep a decoder let them nest."""
+    if isinstance(value, str):
+        return (LONE_SURROGATE.sub("\ufffd", value), True) if LONE_SURROGATE.search(value) else (value, False)
+    if not isinstance(value, (list, dict)):
+        return value, False
+    found, stack = False, [value]
+    while stack:
+        container = stack.pop()
+        for key in (list(container) if isinstance(container, dict) else range(len(container))):
+            item = container[key]
+            if isinstance(item, str) and LONE_SURROGATE.search(item):
+                container[key], found = LONE_SURROGATE.sub("\ufffd", item), True
+            elif isinstance(item, (list, dict)):
+                stack.append(item)
+    return value, found
 
 
 def _unwritable(value, depth: int) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 from palace_cli.errors import UsageError
 from palace_cli.importers.formats import CONVERSATION_FORMATS, FORMATS, NOTE_FORMATS, detect_format, read
 from palace_cli.importers.records import (Batch, Conflict, ImportReport, Record, check_unique, json_line_error, map_ids,
-                                          safe_id)
+                                          safe_id, scrub_records)
 from palace_cli.importers.writer import declare_domains, plan, usable_queries, write_notes, write_queries
 from palace_cli.palace import Palace
 from palace_cli.progress import Progress
@@ -45,6 +45,7 @@ def import_path(palace: Palace, path, format: str | None = None, progress: Progr
     if include:
         raise UsageError(f"--include is for conversation formats ({', '.join(CONVERSATION_FORMATS)}), not {format}")
     batch = read(path, format, {"domain": domain, "split": split, "cluster_with": cluster_with, "clusters": clusters})
+    scrub_records(batch)
     return _import_memories(palace, batch, ImportReport(format, str(path), warnings=list(batch.warnings),
                                                         dry_run=dry_run), queries, progress)
 

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from palace_cli.conversations.model import digest as data_digest
+from palace_cli.conversations.model import digest as data_digest, scrub
 from palace_cli.core.notes import ID_PATTERN
 from palace_cli.errors import ImportFailed
 from palace_cli.progress import Progress
@@ -150,3 +150,19 @@ def check_unique(records: list[Record]) -> None:
         if first is not None:
             raise ImportFailed(f"{record.origin}: id {record.id!r} is also used by {first.origin}")
         seen[record.id] = record
+
+
+def scrub_records(batch: Batch) -> None:
+    """Replace lone surrogates (a JSON `\\ud800` escape, which no file can hold) in every record with U+FFFD,
+    with a warning naming the record."""
+    for record in batch.records:
+        found = False
+        for name in ("id", "subject", "anchor", "image", "content", "verify", "created", "body", "keywords", "links",
+                     "fields"):
+            value, changed = scrub(getattr(record, name))
+            if changed:
+                setattr(record, name, value)
+                found = True
+        if found:
+            batch.warnings.append(f"{record.origin}: lone surrogate escapes (`\\ud800`) are not characters; "
+                                  "read as U+FFFD")
