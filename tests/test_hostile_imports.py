@@ -554,3 +554,61 @@ def test_generated_hostile_exports_import_every_good_record_and_nothing_else(dat
             assert all(marker in said for marker in markers) and session.source == "chat"
         again = import_path(palace, source, format=format)
         assert again.counts()["sessions"] == again.counts()["skipped"] == report.counts()["sessions"]
+
+
+# ---- the streaming reader itself ----------------------------------------------------------------------
+
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-10**30, 10**30) | st.floats(allow_nan=False)
+                           | st.text(st.characters(blacklist_categories=("Cs",)), max_size=12),
+                           lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner,
+                                                                                         max_size=4), max_leaves=20)
+
+
+def _stream(file: Path, chunk: int, limit: int | None = None) -> tuple[list, list]:
+    """(records, problems) of json_records with tiny chunks (every value cut somewhere) and perhaps a tiny cap."""
+    from palace_cli.conversations import jsonstream
+
+    saved = jsonstream.CHUNK, jsonstream.MAX_RECORD_BYTES
+    jsonstream.CHUNK, jsonstream.MAX_RECORD_BYTES = chunk, limit or saved[1]
+    try:
+        problems = []
+        return list(jsonstream.json_records(file, "x.json", problems)), [str(p) for p in problems]
+    finally:
+        jsonstream.CHUNK, jsonstream.MAX_RECORD_BYTES = saved
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(JSON_VALUES, max_size=6), st.sampled_from([None, 1, 2]), st.booleans(), st.integers(1, 40),
+       st.booleans())
+def test_json_records_read_in_small_chunks_equal_json_loads(values, indent, ascii_only, chunk, bom):
+    text = json.dumps(values, indent=indent, ensure_ascii=ascii_only)
+    with tempfile.TemporaryDirectory() as scratch:
+        file = Path(scratch) / "x.json"
+        file.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8"))
+        read, problems = _stream(file, chunk)
+    assert problems == []
+    assert [(number, value) for number, _, value in read] == list(enumerate(values, 1))
+    if indent == 1:  # each top-level element starts a line with one space: its line number is checkable
+        starts = [n for n, line in enumerate(text.split("\n"), 1) if line.startswith(" ") and line[1:2] != " "
+                  and (n == 2 or not text.split("\n")[n - 2].startswith(" ") or text.split("\n")[n - 2].endswith(","))]
+        assert [line for _, line, _ in read] == starts[:len(values)]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.one_of(JSON_VALUES, st.just("__DEEP__")), max_size=6), st.integers(1, 40), st.integers(20, 80))
+def test_json_records_pass_over_what_is_too_deep_or_too_big_and_read_the_rest(values, chunk, limit):
+    deep = "[" * 3000 + "]" * 3000  # past the recursion limit, small enough to scan a byte at a time
+    text = "[\n" + ",\n".join(deep if value == "__DEEP__" else json.dumps(value) for value in values) + "\n]\n"
+    with tempfile.TemporaryDirectory() as scratch:
+        file = Path(scratch) / "x.json"
+        file.write_text(text)
+        read, problems = _stream(file, chunk, limit)
+    got = {number: value for number, _, value in read}
+    for number, value in enumerate(values, 1):
+        size = len(deep) if value == "__DEEP__" else len(json.dumps(value))
+        passed_over = [p for p in problems if f"x.json:{number + 1}: record {number} is " in p]
+        if number in got:
+            assert got[number] == value and value != "__DEEP__" and size <= limit + chunk + 12
+        else:
+            assert passed_over and (value == "__DEEP__" or size > limit), (number, value, problems)
+    assert len(problems) == len(values) - len(got)

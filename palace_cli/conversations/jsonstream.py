@@ -28,6 +28,7 @@ _WS = re.compile(r"\s*")
 _STRUCTURE = re.compile(r'[\[\]{}"]')
 _IN_STRING = re.compile(r'(?:[^"\\]+|\\.)*', re.S)  # the rest of a string's body, up to its closing quote
 _SCALAR = re.compile(r"[^\s,\]}]*")
+_NUMBER_GOES_ON = re.compile(r"[0-9.eE+-]*")
 
 
 class _Buffer:
@@ -44,14 +45,15 @@ class _Buffer:
         self._first = True
         self._reported = False
 
-    def more(self, size: int = CHUNK) -> bool:
-        """Read and decode about `size` more bytes; False at the end of the file."""
-        data = self._pending + self.handle.read(size)
-        if self._first:
-            data, self._first = data.removeprefix(b"\xef\xbb\xbf"), False
-        if len(data) == len(self._pending):
+    def more(self, size: int | None = None) -> bool:
+        """Read and decode about `size` more bytes (a chunk); False at the end of the file."""
+        size = size or CHUNK
+        raw = self.handle.read(max(size, 3) if self._first else size)  # a BOM comes whole
+        data = self._pending + (raw.removeprefix(b"\xef\xbb\xbf") if self._first else raw)
+        self._first = False
+        if not raw:
             self.eof = True
-            if data:
+            if data:  # a character the file cut short: U+FFFD, reported
                 self._decode(data)
             self._pending = b""
             return False
@@ -185,7 +187,8 @@ def _element(buffer: _Buffer, index: int, what: str, top: bool = False):
         except RecursionError:
             return _pass_over(buffer, index, what, "nested deeper than Python can read")
         else:
-            if end < len(buffer.text) or buffer.eof:  # a number at the buffer's end may go on in the next chunk
+            # A number that ends the buffer, or is followed only by what could go on with it (`0.`, `1e`), may be cut.
+            if buffer.eof or not _NUMBER_GOES_ON.fullmatch(buffer.text, end):
                 buffer.end = end
                 return value
         have = len(buffer.text) - index

@@ -38,7 +38,7 @@ from palace_cli.errors import NoteError
 from palace_cli.core.notefile import load_frontmatter
 from palace_cli.core.noteedit import dump_frontmatter
 from palace_cli.core.disk import read_capped
-from palace_cli.conversations.model import TIME, ReadProblem, Session, Turn, digest, one_line
+from palace_cli.conversations.model import RESERVED, TIME, ReadProblem, Session, Turn, digest, one_line
 from palace_cli.core.dates import iso_time
 
 CONVERSATIONS = "conversations"
@@ -48,7 +48,6 @@ MAX_SESSION_BYTES = 32_000_000
 SEP = " · "
 HEAD = "### "
 NO_TIME = "-"  # the time slot of a turn without a time whose id looks like one (`### Bob · - · 2024-01-01`)
-FIELDS = ("id", "source", "source_id", "title", "started", "participants")
 STAMP_KEYS = ("from", "turns", "record", "note")
 
 
@@ -190,7 +189,7 @@ def _fields(session: Session, meta: dict, path: str, problems: list[ReadProblem]
     elif stamp is not None:
         problems.append(ReadProblem(path, 1, "frontmatter `imported` is not an import stamp "
                                     f"({', '.join(STAMP_KEYS)}); the file is treated as not imported"))
-    session.meta = {k: v for k, v in meta.items() if k not in FIELDS and k != "imported"}
+    session.meta = {k: v for k, v in meta.items() if k not in RESERVED}
 
 
 def parse_session(text: str, path: str) -> Session:
