@@ -119,11 +119,10 @@ def import_conversations(palace, path, format: str, include: frozenset[str] = fr
         seen.add(key)
         plan.take(session)
     if not dry_run and plan.writes:
-        writes = [(path, text) for path, text, _ in plan.writes]
         with ThreadPoolExecutor(max_workers=WRITERS) as pool:  # each write fsyncs; threads overlap them
-            for done, _ in enumerate(pool.map(lambda item: atomic_write(*item), writes), 1):
+            for done, _ in enumerate(pool.map(lambda item: atomic_write(*item), plan.writes), 1):
                 if progress:
-                    progress("writing sessions", done, len(writes))
+                    progress("writing sessions", done, len(plan.writes))
     return report
 
 
@@ -146,7 +145,7 @@ class _Plan:
             self.by_key.setdefault((existing.source, existing.source_id), []).append(existing)
         self.ids = {s.id for s in on_disk}
         self.paths = {s.path for s in on_disk}
-        self.writes: list[tuple[Path, str, str]] = []  # (file, text, the session id it must read back as)
+        self.writes: list[tuple[Path, str]] = []  # (file, text)
 
     def take(self, session: Session) -> None:
         """Plan one session of the source: added, merged into its file, or kept apart from another export's."""
@@ -186,7 +185,7 @@ class _Plan:
         """Queue a write, unless the file would be over the size cap or would not read back as this session."""
         why = _too_big(text) or (_unreadable(text, relpath, session_id) if whole else "")
         if not why:
-            self.writes.append((self.root / relpath, text, session_id))
+            self.writes.append((self.root / relpath, text))
             return
         self.report.problems.append(ReadProblem(relpath, None, why))
         for outcome in self.report.sessions:
