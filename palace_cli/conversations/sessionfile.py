@@ -201,22 +201,8 @@ def parse_session(text: str, path: str) -> Session:
     """
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
-    text = text.removeprefix("\ufeff")
-    stem = os.path.splitext(os.path.basename(path))[0]
-    folder = os.path.basename(os.path.dirname(path)) or "unknown"
-    session = Session(id=f"{folder}-{stem}", source=folder, source_id=stem, path=path)
+    session, body, first = _header_and_body(text.removeprefix("\ufeff"), path)
     problems = session.problems
-    yaml_text, body, first = split_text(text)
-    if yaml_text is None:
-        problems.append(ReadProblem(path, 1, "no frontmatter (`---` lines); id and source taken from the path"))
-    else:
-        try:
-            meta = load_frontmatter(yaml_text, path)
-        except NoteError as exc:
-            problems.append(ReadProblem(path, exc.line, exc.reason + "; id and source taken from the path"))
-        else:
-            _fields(session, meta, path, problems)
-
     lines = body.split("\n")
     preamble: list[str] = []
     current: list[str] = preamble
@@ -252,6 +238,29 @@ def parse_session(text: str, path: str) -> Session:
     if not turns and not problems:
         problems.append(ReadProblem(path, first, "no turns (`### speaker · time · id` lines)"))
     return session
+
+
+def parse_header(text: str, path: str) -> Session:
+    """A session file's frontmatter alone, as parse_session reads it (no turns); problems in `.problems`."""
+    return _header_and_body(text.removeprefix("\ufeff").replace("\r\n", "\n"), path)[0]
+
+
+def _header_and_body(text: str, path: str) -> tuple[Session, str, int]:
+    """(the session its frontmatter describes, the body, the file line the body starts on)."""
+    stem = os.path.splitext(os.path.basename(path))[0]
+    folder = os.path.basename(os.path.dirname(path)) or "unknown"
+    session = Session(id=f"{folder}-{stem}", source=folder, source_id=stem, path=path)
+    yaml_text, body, first = split_text(text)
+    if yaml_text is None:
+        session.problems.append(ReadProblem(path, 1, "no frontmatter (`---` lines); id and source taken from the path"))
+        return session, body, first
+    try:
+        meta = load_frontmatter(yaml_text, path)
+    except NoteError as exc:
+        session.problems.append(ReadProblem(path, exc.line, exc.reason + "; id and source taken from the path"))
+    else:
+        _fields(session, meta, path, session.problems)
+    return session, body, first
 
 
 def _tidy(lines: list[str]) -> str:

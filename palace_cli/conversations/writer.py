@@ -9,8 +9,14 @@ last written whole (`note`). On re-import:
   No new turns: nothing is written at all.
 - they do not (the source changed turns it had given before: a regenerated answer, an edited
   ChatGPT branch): if the file still hashes to `note`, nobody edited it, and it is rewritten to
-  the source's turns (turns only the file has are kept in place). If it was edited, every turn
-  that differs, or that the source has and the file lacks, is a conflict and the file is left alone.
+  the source's turns (turns only the file has are kept in place), and the turns it replaced are
+  reported. If it was edited, every turn that differs, or that the source has and the file lacks,
+  is a conflict and the file is left alone.
+- the file came from another source (its stamp's `from`) and this one has other text under the same
+  turn ids: it is another conversation with the same id, kept apart as a new session.
+
+Every file written whole has its frontmatter read back first: one that would not read back as its
+session is refused and reported, never written to come back as a duplicate.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from typing import Callable, NamedTuple
 from palace_cli.core.noteedit import edit_frontmatter
 from palace_cli.core.disk import atomic_write
 from palace_cli.conversations.model import ReadProblem, Session, Turn, slug
-from palace_cli.conversations.sessionfile import (CONVERSATIONS, MAX_SESSION_BYTES, append_turns, load_session, parse_session,
+from palace_cli.conversations.sessionfile import (CONVERSATIONS, MAX_SESSION_BYTES, append_turns, load_session, parse_header,
                                                   render_session, session_digest, session_files, turns_digest)
 from palace_cli.conversations.reading import EXPORT
 from palace_cli.conversations.sources import read_conversations
@@ -157,7 +163,7 @@ class _Plan:
                 self.report.sessions.append(merged.outcome)
                 self.report.conflicts += merged.conflicts
                 if merged.text is not None:
-                    self._write(old.path, merged.text, old.id, merged.whole)
+                    self._write(old.path, merged.text, merged.session)
                 return
         relpath = _new_path(self.root, session, self.ids, self.paths)
         if old is not None:
@@ -168,7 +174,7 @@ class _Plan:
         session.imported = _stamp(self.stamp_from, session.turns, session_digest(session))
         self.report.sessions.append(SessionOutcome(session.id, relpath, "added", len(session.turns),
                                                    len(session.turns)))
-        self._write(relpath, render_session(session), session.id, whole=True)
+        self._write(relpath, render_session(session), session)
 
     def _match(self, session: Session) -> Session | None:
         """The file of this session: the one this export wrote, else one whose turns it still has, else the first."""
@@ -181,9 +187,10 @@ class _Plan:
                 return old
         return candidates[0] if candidates else None
 
-    def _write(self, relpath: str, text: str, session_id: str, whole: bool) -> None:
-        """Queue a write, unless the file would be over the size cap or would not read back as this session."""
-        why = _too_big(text) or (_unreadable(text, relpath, session_id) if whole else "")
+    def _write(self, relpath: str, text: str, whole: Session | None) -> None:
+        """Queue a write, unless the file would be over the size cap, or (a session rendered `whole`) would not
+        read back as that session."""
+        why = _too_big(text) or (_unreadable(text, relpath, whole) if whole else "")
         if not why:
             self.writes.append((self.root / relpath, text))
             return
@@ -204,13 +211,17 @@ def _too_big(text: str) -> str:
             "file; not written (split the session in the source, or import it with fewer parts)")
 
 
-def _unreadable(text: str, relpath: str, session_id: str) -> str:
-    """Why a session file's text would not read back as the session it was written for ("" when it would)."""
-    back = parse_session(text, relpath)
+def _unreadable(text: str, relpath: str, session: Session) -> str:
+    """Why a session file's text would not read back as the session it was written for ("" when it would).
+
+    The frontmatter is what a hostile value can break (turn headers are escaped as they are written);
+    it is read back as the index will read it, and must name the same session."""
+    back = parse_header(text, relpath)
     if back.problems:
         return f"the session file would not read back ({back.problems[0].message}); not written"
-    if back.id != session_id:
-        return f"the session file would read back as session {back.id!r}; not written"
+    if back.header() != session.header():
+        return ("the session file's frontmatter would read back as other values (session "
+                f"{back.id!r}); not written")
     return ""
 
 
@@ -271,12 +282,12 @@ def _new_path(root: Path, session: Session, ids: set[str], paths: set[str]) -> s
 
 class _Merged(NamedTuple):
     """What merging a source's session into its file gives: the outcome, the file's new text (None: leave it),
-    conflicts, and whether the text is the session rendered whole (else the file edited in place)."""
+    conflicts, and the session when the text renders it whole."""
 
     outcome: SessionOutcome
     text: str | None = None
     conflicts: list[TurnConflict] = []
-    whole: bool = False
+    session: Session | None = None  # the session the text renders whole (None: the file edited in place)
 
 
 def _merge(root: Path, old: Session, new: Session, stamp_from: str, problems: list[ReadProblem]) -> _Merged:
@@ -337,7 +348,7 @@ def _grown(root: Path, old: Session, new: Session, imported: int, untouched: boo
         merged = _whole(new, old.turns + fresh, old.preamble)
         merged.imported = _stamp(stamp_from, new.turns, session_digest(merged))
         return _Merged(_outcome(old, new, "appended" if fresh else "updated", len(fresh)), render_session(merged),
-                       whole=True)
+                       session=merged)
     bom, text = _read(root, old.path)
     text = edit_frontmatter(text, {"imported": {**_stamp(stamp_from, new.turns, ""), "note": old.imported.get("note")}},
                             old.path)
@@ -363,7 +374,8 @@ def _changed(root: Path, old: Session, new: Session, untouched: bool, stamp_from
                                         f"{'' if len(changed) == 1 else 's'} changed in the source since the last "
                                         f"import (the first: {changed[0][0].id}); the file now has the source's "
                                         "(the old text is in git, once committed)"))
-        return _Merged(_outcome(old, new, "updated", len(changed) + len(missing)), render_session(merged), whole=True)
+        return _Merged(_outcome(old, new, "updated", len(changed) + len(missing)), render_session(merged),
+                       session=merged)
     if changed or missing:
         conflicts = [TurnConflict(old.id, mine.id, old.path, mine.line,
                                   "differs from the source, which changed turns it had given before, and the "
