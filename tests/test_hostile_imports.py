@@ -158,7 +158,8 @@ def test_a_bad_locomo_sample_and_turn_are_left_out_and_the_rest_imported(palace,
 def test_memory_imports_refuse_deep_json_whole_and_read_a_lone_surrogate_as_ufffd(palace, tmp_path):
     (tmp_path / "deep.json").write_text(DEEP)
     (tmp_path / "beir").mkdir()
-    (tmp_path / "beir" / "corpus.jsonl").write_text('{"_id": "d0", "text": "fine"}\n{"_id": "d1", "text": ' + DEEP + "}\n")
+    (tmp_path / "beir" / "corpus.jsonl").write_text('{"_id": "d0", "text": "fine"}\n'
+                                                    '{"_id": "d1", "text": ' + DEEP + "}\n")
     for source, why in ((tmp_path / "deep.json", "deep.json: JSON nested too deeply to read"),
                         (tmp_path / "beir", "corpus.jsonl:2: ")):
         with pytest.raises(ImportFailed, match=why):  # a memory import is checked whole before anything is written
@@ -245,7 +246,8 @@ def test_turn_ids_that_look_like_dates_round_trip(palace, tmp_path):
     read = {s.source: s for s in sessions(palace).values() if s.source_id in ("dated", "conv-1/session_1")}
     assert [t.id for t in read["claude-code"].turns] == ["2024-01-01", "2024-01-02T10:00", "2024-01-03"]
     assert [t.text for t in read["claude-code"].turns] == ["first", "second", "third"]
-    assert [(t.id, t.time) for t in read["chatgpt"].turns] == [("2024-01-01", None), ("2024-01-02", "2024-05-29T16:26:40Z")]
+    assert [(t.id, t.time) for t in read["chatgpt"].turns] == [("2024-01-01", None),
+                                                               ("2024-01-02", "2024-05-29T16:26:40Z")]
     assert read["claude-code"].turns[1].time is None and read["locomo"].turns[0].id == "2023-05-08"
     assert all(s.problems == [] for s in read.values())
     text = (palace.root / read["claude-code"].path).read_text()
@@ -457,9 +459,9 @@ def conversations(draw, format: str, number: int) -> tuple[dict, list[tuple[str,
                  for n, (turn_id, role, text, time) in enumerate(turns)]
         return {"lines": lines}, turns
     entries = [{"speaker": speaker, "dia_id": turn_id, "text": text} for turn_id, speaker, text, _ in turns]
+    date = draw(st.sampled_from(["1:56 pm on 8 May, 2023", "never", "1:00 am on 1 January, 0999"]))
     return {"sample_id": cid, "conversation": {"speaker_a": "Ana", "speaker_b": "Ben", "session_1": entries,
-                                               "session_1_date_time": draw(st.sampled_from(
-                                                   ["1:56 pm on 8 May, 2023", "never", "1:00 am on 1 January, 0999"]))}}, turns
+                                               "session_1_date_time": date}}, turns
 
 
 @st.composite

@@ -26,7 +26,7 @@ from palace_cli.core.notefile import load_frontmatter
 from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, one_line, participants_of, session_id, slug
 from palace_cli.core.dates import iso_time
 from palace_cli.conversations.sessionfile import split_text, is_session_text, parse_session
-from palace_cli.conversations.reading import files_under, read_text, record_guard, shown
+from palace_cli.conversations.reading import RecordGuard, files_under, read_text, shown
 
 FORMAT = "chat-markdown"
 SOURCE = "chat"
@@ -52,7 +52,7 @@ def read(path: Path, include: frozenset[str]) -> ReadResult:
     if not files:
         raise ImportFailed(f"{path}: no .md or .txt chat files")
     for file in files:
-        with record_guard(result.problems, shown(file), None, "the file"):
+        with RecordGuard(result.problems, shown(file), None, "the file"):
             _read_file(file, root, result)
     return result
 

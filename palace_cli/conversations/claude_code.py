@@ -16,13 +16,14 @@ from typing import Iterator
 from palace_cli.errors import ImportFailed
 from palace_cli.conversations.jsonstream import CHUNK, MAX_RECORD_BYTES, open_source
 from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, one_line, participants_of, session_id, slug
-from palace_cli.conversations.reading import (BadRecord, block_text, files_under, record_guard, shown, text_value,
+from palace_cli.conversations.reading import (BadRecord, RecordGuard, block_text, files_under, shown, text_value,
                                               thinking_block, threads, tool_line)
 
 FORMAT = SOURCE = "claude-code"
 SUFFIXES = (".jsonl",)
 MESSAGES = ("user", "assistant", "system")
-IDS = ("type", "uuid", "parentUuid", "logicalParentUuid", "leafUuid", "sessionId")  # text or nothing, or the line is out
+# Fields that must be text (or absent): a line where one is a list or an object is left out.
+IDS = ("type", "uuid", "parentUuid", "logicalParentUuid", "leafUuid", "sessionId")
 
 
 def sniff(head: str) -> bool:
@@ -44,7 +45,7 @@ def read(path: Path, include: frozenset[str]) -> ReadResult:
     if not files:
         raise ImportFailed(f"{path}: no .jsonl session files")
     for file in files:
-        with record_guard(result.problems, shown(file), None, "the session"):
+        with RecordGuard(result.problems, shown(file), None, "the session"):
             _read_file(file, include, result)
     return result
 
@@ -196,7 +197,7 @@ def _turns(records: list[tuple[int, dict]], include: frozenset[str], result: Rea
                 result.left_out["system"] += 1
             else:
                 text = ""
-                with record_guard(result.problems, where, number, "system record"):
+                with RecordGuard(result.problems, where, number, "system record"):
                     text = clean_text(str(record.get("content") or block_text((message or {}).get("content")) or ""))
                 if text:
                     turns.append(Turn(uuid, "system", text, time))
@@ -205,7 +206,7 @@ def _turns(records: list[tuple[int, dict]], include: frozenset[str], result: Rea
             result.problems.append(ReadProblem(where, number, f"{kind} record without a message; left out"))
             continue
         parts = None
-        with record_guard(result.problems, where, number, f"{kind} record"):  # content nested too deep, say
+        with RecordGuard(result.problems, where, number, f"{kind} record"):  # content nested too deep, say
             parts = _content(message["content"], include, result, tools)
         if parts is None:
             continue

@@ -182,7 +182,8 @@ def _element(buffer: _Buffer, index: int, what: str, top: bool = False):
             if buffer.eof or not _cut_short(exc, buffer.text):
                 line, column = buffer.where_is(exc.pos)
                 rest = "" if top else "; this record and the rest of the file left out"
-                buffer.problems.append(ReadProblem(buffer.where, line, f"not valid JSON: {exc.msg} (column {column}){rest}"))
+                buffer.problems.append(ReadProblem(buffer.where, line,
+                                                   f"not valid JSON: {exc.msg} (column {column}){rest}"))
                 return _BROKEN
         except RecursionError:
             return _pass_over(buffer, index, what, "nested deeper than Python can read")

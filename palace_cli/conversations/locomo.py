@@ -16,7 +16,7 @@ from pathlib import Path
 
 from palace_cli.conversations.jsonstream import json_records
 from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, one_line, participants_of, slug, text_id
-from palace_cli.conversations.reading import record_guard, shown, text_value
+from palace_cli.conversations.reading import RecordGuard, shown, text_value
 
 FORMAT = SOURCE = "locomo"
 SUFFIXES = (".json",)
@@ -43,7 +43,7 @@ def read(path: Path, include: frozenset[str]) -> ReadResult:
     for file in files:
         where = shown(file)
         for number, line, sample in json_records(file, where, result.problems, "sample"):
-            with record_guard(result.problems, where, line, f"sample {number}"):
+            with RecordGuard(result.problems, where, line, f"sample {number}"):
                 _sample(sample, where, line, number, result)
     return result
 
@@ -71,11 +71,12 @@ def _sample(sample, where: str, line: int, number: int, result: ReadResult) -> N
         raw_date = conversation.get(date_key) if date_key else None
         started = locomo_time(raw_date) if raw_date else None
         if raw_date and started is None:
-            problem(f"{sample_id} {date_key}: cannot read the date {one_line(repr(raw_date), 80)}; the session has none")
+            problem(f"{sample_id} {date_key}: cannot read the date {one_line(repr(raw_date), 80)}; "
+                    "the session has none")
         turns = []
         for index, entry in enumerate(entries):
             label, turn, read = f"{sample_id} {key}[{index}]", None, False
-            with record_guard(result.problems, where, line, label):
+            with RecordGuard(result.problems, where, line, label):
                 turn, read = _turn(entry, label, problem), True
             if turn is not None:
                 turns.append(turn)
@@ -83,7 +84,8 @@ def _sample(sample, where: str, line: int, number: int, result: ReadResult) -> N
                 result.left_out["empty"] += 1
         if not turns:
             continue
-        session = Session(id=f"{SOURCE}-{slug(sample_id)}-s{n:02d}", source=SOURCE, source_id=f"{sample_id}/session_{n}",
+        session = Session(id=f"{SOURCE}-{slug(sample_id)}-s{n:02d}", source=SOURCE,
+                          source_id=f"{sample_id}/session_{n}",
                           title=f"{sample_id}, session {n}", started=started,
                           participants=people + [p for p in participants_of(turns) if p not in people],
                           turns=turns, meta={"conversation": sample_id})

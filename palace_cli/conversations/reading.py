@@ -4,7 +4,6 @@ a message tree, and the short lines a tool call or a thinking block becomes."""
 from __future__ import annotations
 
 import json
-from contextlib import contextmanager
 from pathlib import Path
 
 from palace_cli.conversations.jsonstream import MAX_RECORD_BYTES, json_records
@@ -29,17 +28,29 @@ RECORD_ERRORS = (BadRecord, RecursionError, TypeError, AttributeError, KeyError,
                  OverflowError)
 
 
-@contextmanager
-def record_guard(problems: list[ReadProblem], where: str, line: int | None, what: str):
-    """Run a reader over one record; when the record breaks it, report it (with `what` it was) and go on."""
-    try:
-        yield
-    except BadRecord as exc:
-        problems.append(ReadProblem(where, line, f"{what}: {exc}; left out"))
-    except RECORD_ERRORS as exc:
-        detail = one_line(str(exc), 120)
-        problems.append(ReadProblem(where, line, f"{what} could not be read ({type(exc).__name__}"
-                                    + (f": {detail}" if detail else "") + "); left out"))
+class RecordGuard:
+    """`with RecordGuard(problems, where, line, what):` runs a reader over one record; when the record breaks it,
+    the record is reported (as `what`) and left out, and the import goes on."""
+
+    __slots__ = ("problems", "where", "line", "what")
+
+    def __init__(self, problems: list[ReadProblem], where: str, line: int | None, what: str):
+        self.problems, self.where, self.line, self.what = problems, where, line, what
+
+    def __enter__(self) -> "RecordGuard":
+        return self
+
+    def __exit__(self, kind, exc, traceback) -> bool:
+        if exc is None or not isinstance(exc, RECORD_ERRORS):
+            return False
+        if isinstance(exc, BadRecord):
+            message = f"{self.what}: {exc}; left out"
+        else:
+            detail = one_line(str(exc), 120)
+            message = (f"{self.what} could not be read ({type(exc).__name__}" + (f": {detail}" if detail else "")
+                       + "); left out")
+        self.problems.append(ReadProblem(self.where, self.line, message))
+        return True
 
 
 def text_value(value, what: str) -> str | None:
@@ -74,7 +85,7 @@ def read_export(path: Path, format: str, include: frozenset[str], conversation) 
     result = ReadResult(format)
     where = shown(file)
     for number, line, record in json_records(file, where, result.problems, "conversation"):
-        with record_guard(result.problems, where, line, f"conversation {number}"):
+        with RecordGuard(result.problems, where, line, f"conversation {number}"):
             conversation(record, where, line, number, include, result)
     return result
 

@@ -135,7 +135,8 @@ TABLE: dict[str, Format] = {f.name: f for f in (
     Format("claude-code", "conversations", _claude_code),
     *(Format(name, "conversations", _json_source(name)) for name in ("chatgpt", "claude-ai", "locomo")),
     Format("chat-markdown", "conversations", _chat_text),
-    Format("memory-palace-json", "memories", _memory_json, "palace_cli.importers.memory_palace_json:read_memory_palace_json"),
+    Format("memory-palace-json", "memories", _memory_json,
+           "palace_cli.importers.memory_palace_json:read_memory_palace_json"),
     Format("markdown", "memories", _markdown, "palace_cli.importers.markdown:read_markdown"),
 )}
 NOTE_FORMATS = ("memory-palace-json", "markdown", "beir")  # in the order `--format` lists them
@@ -144,7 +145,8 @@ FORMATS = NOTE_FORMATS + CONVERSATION_FORMATS
 
 
 def detect_format(path: Path) -> str:
-    """The format of a file or directory, from its names (and, for conversations, a look inside); UsageError when it cannot tell."""
+    """The format of a file or directory: the first format in TABLE that claims it (from its names and, for
+    conversations, a look inside); UsageError when none does."""
     look = Look(path)
     if not (look.is_file or look.is_dir):
         raise UsageError(f"{path}: no such file or directory")
