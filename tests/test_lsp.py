@@ -21,8 +21,9 @@ from pygls.lsp.client import LanguageClient  # noqa: E402
 from conftest import EXAMPLE, READ_ONLY_LAUNCHER, copy_palace, needs_namespace  # noqa: E402
 from palace_cli.errors import PalaceError  # noqa: E402
 from palace_cli.editing.lint import lint, lint_note_text  # noqa: E402
-from palace_cli.lsp import buffer  # noqa: E402
-from palace_cli.lsp.names import Snapshot  # noqa: E402
+from palace_cli.lsp.snapshot import Snapshot  # noqa: E402
+from palace_cli.lsp.buffer import Buffer  # noqa: E402
+from palace_cli.editing.curate import backlinks  # noqa: E402
 from palace_cli.core.notefile import parse_note
 from palace_cli.core.noteedit import update_frontmatter
 from palace_cli.palace import Palace  # noqa: E402
@@ -566,26 +567,58 @@ def test_generated_files_are_left_alone_while_open(fresh):
 
 
 def _names(memory) -> list[str]:
-    return [memory.id, memory.subject, memory.anchor, memory.path, Path(memory.path).stem, *memory.aliases,
-            memory.subject.upper(), f"{memory.path}:3"]
+    """The names a link can give a memory by (its anchor is a hook, not a name)."""
+    return [memory.id, memory.subject, memory.path, Path(memory.path).stem, *memory.aliases, memory.subject.upper()]
 
 
 @pytest.mark.parametrize("fixture", ["example_palace", "messy"])
 def test_snapshot_resolves_as_palace_memory_does(request, fixture):
+    """The server's answers are the core resolver's: Palace.memory's for every name a link can use, and the
+    unreadable note Palace.memory reports for a broken note's path or file name."""
     palace = Palace(request.getfixturevalue(fixture))
     palace.refresh(embedder=None)
     snapshot = Snapshot.load(palace)
-    refs = [name for m in snapshot.memories.values() for name in _names(m)]
-    refs += [Path(p).stem for p in snapshot.broken] + list(snapshot.broken) + ["nothing-like-this", "d"]
-    for ref in refs:
-        found = snapshot.resolve(ref)
+    assert snapshot.memories and (fixture == "example_palace" or snapshot.broken)
+    for ref in [name for m in snapshot.memories.values() for name in _names(m)] + ["nothing-like-this", "d"]:
         try:
             expected = palace.memory(ref, refresh=False).id
         except PalaceError as exc:
             expected = type(exc).__name__
-        got = (found.memory.id if found.memory else "Ambiguous" if found.candidates else
-               "NoteError" if found.broken else "NotFound")
+        try:
+            found = snapshot.resolve(ref)
+            got = found.memory.id if found else "NotFound"
+        except PalaceError as exc:
+            got = type(exc).__name__
         assert got == expected, ref
+    for path in snapshot.broken:
+        for ref in (path, Path(path).stem):
+            if snapshot.resolve(ref) is None:
+                with pytest.raises(PalaceError) as raised:
+                    palace.memory(ref, refresh=False)
+                assert snapshot.unreadable(ref) == path and path in str(raised.value), ref
+
+
+def test_snapshot_backlinks_are_palace_backlinks(example_palace):
+    palace = Palace(example_palace)
+    palace.refresh(embedder=None)
+    snapshot = Snapshot.load(palace)
+    counted = 0
+    for note_id in snapshot.memories:
+        expected = sorted({link.path for link in backlinks(palace, note_id)[1]})
+        assert snapshot.backlinks(note_id) == expected, note_id
+        counted += len(expected)
+    assert counted > len(snapshot.memories)
+
+
+def test_snapshot_suggests_what_palace_memory_suggests(example_palace):
+    palace = Palace(example_palace)
+    palace.refresh(embedder=None)
+    snapshot = Snapshot.load(palace)
+    for typo in ("lsm-tee", "write-ahead-lgo", "two phase comit", "blom filter"):
+        with pytest.raises(PalaceError) as raised:
+            palace.memory(typo, refresh=False)
+        near = [m.id for m in snapshot.near(typo, limit=5)]
+        assert near and f"did you mean: {', '.join(near)}" in str(raised.value), typo
 
 
 def test_lint_of_a_buffer_is_lint_of_the_saved_note(example_palace):
@@ -653,7 +686,7 @@ def test_hover_says_what_superseded_a_memory(fresh):
     ("plain [[x]] text", 0, 3, None),
 ])
 def test_what_the_cursor_is_completing(text, line, column, expected):
-    found = buffer.completing(text, line, column)
+    found = Buffer(text).completing(line, column)
     if expected is None:
         assert found is None
     else:
@@ -665,7 +698,7 @@ def test_what_the_cursor_is_completing(text, line, column, expected):
 def test_links_in_a_buffer():
     text = ("---\nid: a\nlinks: [b, \"c\"]  # two\nsupersedes:\n  - old-a\n---\n# A\n\n"
             "[[d|label]] and [[ e#Image ]]\n```\n[[not-a-link]]\n```\nindex line id:f-g\n")
-    found = [(link.target, link.field, link.span.line) for link in buffer.links(text)]
+    found = [(link.target, link.field, link.span.line) for link in Buffer(text).links()]
     assert found == [("b", "links", 2), ("c", "links", 2), ("old-a", "supersedes", 4), ("d", "body", 8),
                      ("e", "body", 8), ("f-g", "mention", 12)]
 

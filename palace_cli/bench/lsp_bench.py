@@ -186,7 +186,7 @@ def _run(root: Path, size: int, requests: int, seed: int, say) -> dict:
 def _table_rebuilds(root: Path, edits: int = 5) -> dict:
     """CPU and wall ms of rebuilding the server's tables after each of `edits` saves of one note (the note
     restored afterwards); the first build of the process is reported apart, as nothing is reused in it."""
-    from palace_cli.lsp.names import Snapshot
+    from palace_cli.lsp.snapshot import Snapshot
     from palace_cli.palace import Palace
 
     palace = Palace(root)

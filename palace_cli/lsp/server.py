@@ -1,10 +1,12 @@
-"""The pygls wiring: documents, debounced diagnostics, the snapshot kept current by the watcher, lifecycle.
+"""The pygls wiring: documents, diagnostics linted off the event loop, the snapshot kept current by the watcher,
+lifecycle.
 
 Three Palace objects over one palace, each with its own SQLite connection and used by one thread:
 requests (the event loop), the watcher's refreshes, and the snapshot builder. The watcher refreshes
 the shared caches under .palace/ exactly as `palace watch` does; after each refresh that changed the
 note store the builder makes a new Snapshot in the background and swaps it in, so no request ever
-waits for a 10,000-note table to be built.
+waits for a 10,000-note table to be built (only the very first: a request waits for it a few seconds).
+Lint runs on a thread of its own, one buffer at a time, so a big buffer never holds up requests.
 """
 
 from __future__ import annotations
@@ -15,20 +17,25 @@ import threading
 import traceback
 from functools import wraps
 from pathlib import Path
+from urllib.parse import unquote
 
 from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
 from pygls.workspace.position_codec import ServerTextPosition
 
 from palace_cli.core.config import CONFIG_NAME, find_root
-from palace_cli.errors import PalaceError
-from palace_cli.palace import Palace
 from palace_cli.core.layout import INDEX_DIR, ROOT_INDEX
-from palace_cli.lsp import features
-from palace_cli.lsp.features import Context, Document, path_of, relpath_in
-from palace_cli.lsp.names import Snapshot
+from palace_cli.errors import PalaceError
+from palace_cli.lsp import actions, features
+from palace_cli.lsp.buffer import Buffer
+from palace_cli.lsp.features import Context, Document, note_domain, path_of, relpath_in
+from palace_cli.lsp.lint import Linter
+from palace_cli.lsp.snapshot import Snapshot
+from palace_cli.lsp.transport import Framing, Protocol
+from palace_cli.palace import Palace
 
 DEBOUNCE_S = 0.3  # quiet time after a keystroke before the buffer is linted
+READY_WAIT_S = 5.0  # how long a request made while the first tables load waits for them
 # What initializationOptions {"disable": [...]} can turn off, and the requests each name stands for.
 SWITCHES = {"completion": (lsp.TEXT_DOCUMENT_COMPLETION, lsp.COMPLETION_ITEM_RESOLVE),
             "hover": (lsp.TEXT_DOCUMENT_HOVER,),
@@ -39,7 +46,19 @@ log = logging.getLogger("palace.lsp")
 
 
 def _guarded(method):
-    """A request handler that answers None (and logs why) instead of failing: a broken note never breaks the server."""
+    """A handler that answers None (and logs why) instead of failing: a broken note never breaks the server."""
+    if asyncio.iscoroutinefunction(method):
+        @wraps(method)
+        async def run_async(self, *args):
+            try:
+                return await method(self, *args)
+            except PalaceError as exc:
+                log.info("%s: %s", method.__name__, exc)
+            except Exception:  # one place, at the boundary: the editor keeps a working server
+                log.error("%s failed:\n%s", method.__name__, traceback.format_exc())
+            return None
+
+        return run_async
 
     @wraps(method)
     def run(self, *args):
@@ -47,7 +66,7 @@ def _guarded(method):
             return method(self, *args)
         except PalaceError as exc:
             log.info("%s: %s", method.__name__, exc)
-        except Exception:  # one place, at the boundary: the editor keeps a working server
+        except Exception:
             log.error("%s failed:\n%s", method.__name__, traceback.format_exc())
         return None
 
@@ -61,7 +80,7 @@ class PalaceServer:
         from palace_cli import __version__
 
         self.explicit = palace_dir
-        self.server = LanguageServer("palace", __version__)
+        self.server = LanguageServer("palace", __version__, protocol_cls=Protocol)
         self.palace: Palace | None = None
         self.snapshot: Snapshot | None = None
         self.watcher = None
@@ -73,7 +92,10 @@ class PalaceServer:
         self._building = False
         self._refreshed = False  # diagnostics wait for the watcher's first refresh
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._ready: asyncio.Event | None = None  # set once the first snapshot is in
         self._pending: dict[str, asyncio.TimerHandle] = {}
+        self._buffers: dict[str, Buffer] = {}  # the last Buffer of each open document (its text parsed once)
+        self._linter = Linter(self._deliver)
         self._noticed: list[str] = []  # palace notices (a cache that moved) shown once each
         self._notice_lock = threading.Lock()
         self._register()
@@ -83,8 +105,12 @@ class PalaceServer:
     def _register(self) -> None:
         def feature(name, options=None):
             def register(method):  # pygls marks the function it registers: give it a plain one
-                def handler(params):
-                    return method(params)
+                if asyncio.iscoroutinefunction(method):
+                    async def handler(params):
+                        return await method(params)
+                else:
+                    def handler(params):
+                        return method(params)
 
                 self.server.feature(name, options)(handler)
 
@@ -110,8 +136,10 @@ class PalaceServer:
 
     def serve(self, stdin=None, stdout=None) -> int:
         """Run on stdio until the client says exit (or goes away); 0 after a clean shutdown, else 1."""
+        import sys
+
         try:
-            self.server.start_io(stdin, stdout)
+            self.server.start_io(Framing(stdin or sys.stdin.buffer), stdout)
         finally:
             self.stop()
         return 0 if self.shut_down else 1
@@ -131,7 +159,7 @@ class PalaceServer:
 
     def _disable(self, names: list) -> None:
         """Turn features off: their capabilities are not announced (pygls builds them after this handler)."""
-        for name in names:
+        for name in names if isinstance(names, list) else []:
             if name not in SWITCHES:
                 log.warning("palace lsp: cannot disable %r; known: %s", name, ", ".join(SWITCHES))
                 continue
@@ -150,7 +178,7 @@ class PalaceServer:
         for start in starts:
             try:
                 root = find_root(start=start.parent if start.is_file() else start, explicit=None)
-            except PalaceError:
+            except (PalaceError, OSError, ValueError):
                 continue
             try:
                 self.palace = self._with_notices(Palace(root))
@@ -182,6 +210,9 @@ class PalaceServer:
     def initialized(self, params: lsp.InitializedParams) -> None:
         with self._notice_lock:
             self._loop = asyncio.get_running_loop()
+            self._ready = asyncio.Event()
+            if self.snapshot is not None:
+                self._ready.set()
             for message in self._noticed:  # arose before the client could be told
                 self._show(message)
         if self.palace is None:
@@ -232,8 +263,8 @@ class PalaceServer:
 
     def _may_write_index_files(self) -> bool:
         """The watcher regenerates INDEX.md and index/*.md unless the editor has one of them open."""
-        for uri in list(self.server.workspace.text_documents):
-            relpath = relpath_in(self.palace, path_of(uri))
+        for document in self._open_documents():
+            relpath = relpath_in(self.palace, path_of(document.uri))
             if relpath is not None and (relpath == ROOT_INDEX or relpath.startswith(INDEX_DIR + "/")):
                 return False
         return True
@@ -288,12 +319,17 @@ class PalaceServer:
         self.stop()
 
     def stop(self) -> None:
-        """Stop the watcher (idempotent)."""
+        """Stop the watcher and the linter (idempotent)."""
+        self._linter.stop()
         watcher, self.watcher = self.watcher, None
         if watcher is not None:
             watcher.stop()
 
     # ---- documents ------------------------------------------------------------------------------
+
+    def _open_documents(self) -> list:
+        """pygls's open documents; each keeps the URI as the client wrote it (pygls keys them decoded)."""
+        return list(self.server.workspace.text_documents.values())
 
     def _context(self) -> Context | None:
         snapshot = self._current()
@@ -304,24 +340,43 @@ class PalaceServer:
         def to_client(lines: list[str], line: int, column: int) -> lsp.Position:
             return codec.position_to_client_units(lines, ServerTextPosition(line, column))
 
-        return Context(self.palace, snapshot, to_client, self._open_text, self.can_create_files)
+        return Context(self.palace, snapshot, to_client, self._open_document, self.can_create_files)
 
-    def _open_text(self, uri: str) -> str | None:
-        document = self.server.workspace.text_documents.get(uri)
-        return document.source if document is not None else None
+    async def _ready_context(self) -> Context | None:
+        """The context to answer from; while the first tables load, waits for them (a few seconds at most)."""
+        if self.palace is not None and self.snapshot is None and self._ready is not None:
+            try:
+                await asyncio.wait_for(self._ready.wait(), READY_WAIT_S)
+            except asyncio.TimeoutError:
+                pass
+        return self._context()
+
+    def _open_document(self, relpath: str) -> Document | None:
+        """The open buffer of a palace file, whatever the client's spelling of its URI."""
+        for document in self._open_documents():
+            if relpath_in(self.palace, path_of(document.uri)) == relpath:
+                return self._document(document.uri)
+        return None
 
     def _document(self, uri: str) -> Document:
+        """The document as the editor holds it now (its Buffer parsed once per version)."""
         text_document = self.server.workspace.get_text_document(uri)
-        relpath = relpath_in(self.palace, path_of(uri)) if self.palace is not None else None
-        return Document(uri, text_document.source, text_document.version, relpath)
+        key, source = unquote(uri), text_document.source
+        buffer = self._buffers.get(key)
+        if buffer is None or buffer.text is not source:
+            buffer = Buffer(source)
+            if key in self.server.workspace.text_documents:
+                self._buffers[key] = buffer
+        relpath = relpath_in(self.palace, path_of(text_document.uri)) if self.palace is not None else None
+        return Document(text_document.uri, buffer, text_document.version, relpath, note_domain(self.snapshot, relpath))
 
     def _cursor(self, uri: str, position: lsp.Position) -> tuple[Document, int, int]:
         doc = self._document(uri)
-        lines = doc.lines
         server = self.server.workspace.position_codec.position_from_client_units(
-            lines, lsp.Position(position.line, position.character))
+            doc.lines, lsp.Position(position.line, position.character))
         return doc, server.line, server.character
 
+    @_guarded
     def did_open(self, params: lsp.DidOpenTextDocumentParams) -> None:
         if self.palace is None:
             path = path_of(params.text_document.uri)
@@ -331,103 +386,123 @@ class PalaceServer:
                     self._start_background()
         self._schedule(params.text_document.uri, 0.0)
 
+    @_guarded
     def did_change(self, params: lsp.DidChangeTextDocumentParams) -> None:
         self._schedule(params.text_document.uri, DEBOUNCE_S)
 
+    @_guarded
     def did_save(self, params: lsp.DidSaveTextDocumentParams) -> None:
         path = path_of(params.text_document.uri)
         if self.watcher is not None and path is not None:
             self.watcher.notice(str(path))  # the file event says so too; this covers file systems without events
 
+    @_guarded
     def did_close(self, params: lsp.DidCloseTextDocumentParams) -> None:
         uri = params.text_document.uri
-        pending = self._pending.pop(uri, None)
+        pending = self._pending.pop(unquote(uri), None)
         if pending is not None:
             pending.cancel()
+        self._buffers.pop(unquote(uri), None)
         self.server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri, []))
 
     # ---- diagnostics ----------------------------------------------------------------------------
 
     def _schedule(self, uri: str, delay: float) -> None:
         """Lint the buffer once typing pauses for `delay` seconds (a newer change restarts the wait)."""
-        pending = self._pending.pop(uri, None)
+        key = unquote(uri)
+        pending = self._pending.pop(key, None)
         if pending is not None:
             pending.cancel()
         loop = self._loop or asyncio.get_running_loop()
-        self._pending[uri] = loop.call_later(delay, self._publish, uri)
+        self._pending[key] = loop.call_later(delay, self._publish, uri)
 
     def _republish(self) -> None:
-        for uri in list(self.server.workspace.text_documents):
-            self._schedule(uri, 0.0)
+        if self._ready is not None and self.snapshot is not None:
+            self._ready.set()
+        for document in self._open_documents():
+            self._schedule(document.uri, 0.0)
 
     @_guarded
     def _publish(self, uri: str) -> None:
-        self._pending.pop(uri, None)
-        if uri not in self.server.workspace.text_documents:
+        """Hand the buffer as it is now to the linter (its diagnostics come back through _deliver)."""
+        self._pending.pop(unquote(uri), None)
+        if unquote(uri) not in self.server.workspace.text_documents:
             return
         ctx = self._context()
         if ctx is None or not self._refreshed or "diagnostics" in self.disabled:
             return  # lint waits for the first refresh: a stale cache would report links that are fine
-        doc = self._document(uri)
-        found = features.diagnostics(ctx, doc)
-        self.server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri, found, doc.version))
+        self._linter.submit(ctx, self._document(uri))
+
+    def _deliver(self, doc: Document, found: list[lsp.Diagnostic]) -> None:
+        """Diagnostics from the linter's thread: published on the loop, unless the buffer changed meanwhile."""
+        def publish() -> None:
+            current = self.server.workspace.text_documents.get(unquote(doc.uri))
+            if current is not None and current.version == doc.version:
+                self.server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(doc.uri, found, doc.version))
+
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(publish)
 
     # ---- requests -------------------------------------------------------------------------------
 
+    async def _at(self, uri: str, position: lsp.Position) -> tuple[Context | None, Document, int, int]:
+        """The context, the document as it was when the request came, and the cursor in code points."""
+        doc, line, column = self._cursor(uri, position)  # read before waiting: later changes are not this request's
+        ctx = await self._ready_context()
+        if ctx is not None:
+            doc.domain = note_domain(ctx.snapshot, doc.relpath)
+        return ctx, doc, line, column
+
     @_guarded
-    def completion(self, params: lsp.CompletionParams):
-        ctx = self._context()
-        if ctx is None:
-            return None
-        doc, line, column = self._cursor(params.text_document.uri, params.position)
+    async def completion(self, params: lsp.CompletionParams):
+        ctx, doc, line, column = await self._at(params.text_document.uri, params.position)
+        if ctx is None:  # the tables are still loading: say there is more to come, never "nothing"
+            return lsp.CompletionList(is_incomplete=True, items=[]) if doc.buffer.completing(line, column) else None
         return features.completion(ctx, doc, line, column)
 
     @_guarded
-    def resolve_item(self, item: lsp.CompletionItem):
-        ctx = self._context()
+    async def resolve_item(self, item: lsp.CompletionItem):
+        ctx = await self._ready_context()
         return features.resolve_item(ctx, item) if ctx is not None else item
 
     @_guarded
-    def hover(self, params: lsp.HoverParams):
-        ctx = self._context()
-        if ctx is None:
-            return None
-        doc, line, column = self._cursor(params.text_document.uri, params.position)
-        return features.hover(ctx, doc, line, column)
+    async def hover(self, params: lsp.HoverParams):
+        ctx, doc, line, column = await self._at(params.text_document.uri, params.position)
+        return features.hover(ctx, doc, line, column) if ctx is not None else None
 
     @_guarded
-    def definition(self, params: lsp.DefinitionParams):
-        ctx = self._context()
-        if ctx is None:
-            return None
-        doc, line, column = self._cursor(params.text_document.uri, params.position)
-        return features.definition(ctx, doc, line, column)
+    async def definition(self, params: lsp.DefinitionParams):
+        ctx, doc, line, column = await self._at(params.text_document.uri, params.position)
+        return features.definition(ctx, doc, line, column) if ctx is not None else None
 
     @_guarded
-    def references(self, params: lsp.ReferenceParams):
-        ctx = self._context()
+    async def references(self, params: lsp.ReferenceParams):
+        ctx, doc, line, column = await self._at(params.text_document.uri, params.position)
         if ctx is None:
             return None
-        doc, line, column = self._cursor(params.text_document.uri, params.position)
+        opened = [relpath_in(self.palace, path_of(d.uri)) for d in self._open_documents()]
         return features.references(ctx, doc, line, column, params.context.include_declaration,
-                                   list(self.server.workspace.text_documents))
+                                   [r for r in opened if r is not None])
 
     @_guarded
-    def document_symbols(self, params: lsp.DocumentSymbolParams):
-        ctx = self._context()
-        return features.document_symbols(ctx, self._document(params.text_document.uri)) if ctx else None
+    async def document_symbols(self, params: lsp.DocumentSymbolParams):
+        doc = self._document(params.text_document.uri)
+        ctx = await self._ready_context()
+        return features.document_symbols(ctx, doc) if ctx is not None else None
 
     @_guarded
-    def workspace_symbols(self, params: lsp.WorkspaceSymbolParams):
-        ctx = self._context()
-        return features.workspace_symbols(ctx, params.query) if ctx else None
+    async def workspace_symbols(self, params: lsp.WorkspaceSymbolParams):
+        ctx = await self._ready_context()
+        return features.workspace_symbols(ctx, params.query) if ctx is not None else None
 
     @_guarded
-    def code_actions(self, params: lsp.CodeActionParams):
-        ctx = self._context()
+    async def code_actions(self, params: lsp.CodeActionParams):
+        doc = self._document(params.text_document.uri)
+        ctx = await self._ready_context()
         if ctx is None:
             return None
-        return features.code_actions(ctx, self._document(params.text_document.uri), params.context.diagnostics)
+        doc.domain = note_domain(ctx.snapshot, doc.relpath)
+        return actions.code_actions(ctx, doc, params.context.diagnostics)
 
 
 def serve(palace_dir: str | None = None, stdin=None, stdout=None) -> int:
