@@ -488,6 +488,81 @@ def test_refresh_on_save_is_shared_with_the_cli(fresh):
     fresh.close()
 
 
+SPACED = "memories/storage-engines/Tomato bed – ünïcode.md"
+SPACED_NOTE = """---
+id: tomato-bed
+subject: Tomato bed
+anchor: a copper kettle on the raised bed
+keywords: [watering]
+verify: seven copper kettles
+---
+# Tomato bed
+
+## Image
+Seven copper kettles steam on the raised bed while a B-tree grows out of the soil.
+
+## Content
+Watered every morning; the layout follows [[lsm-tree]] levels.
+
+![[tomato-bed.png]]
+
+## Links
+- [[no-such-bed]]
+"""
+
+
+def test_a_file_named_with_spaces_and_unicode(example_palace, tmp_path):
+    """Percent-encoded URIs both ways (as the client spells them), live diagnostics that update, links to the file
+    by its name, and an attachment embed said to be an attachment."""
+    (example_palace / SPACED).write_text(SPACED_NOTE)
+    (example_palace / "memories/storage-engines/tomato-bed.png").write_bytes(b"\x89PNG\r\n")
+    session = Editor(example_palace, server_env(tmp_path))
+    encoded = (example_palace / SPACED).as_uri()
+    assert "%20" in encoded and "%C3%BC" in encoded
+    uri = encoded.replace("%C3%BC", "%c3%bc")  # another client's spelling of the same file
+    session.texts[uri], session.versions[uri] = SPACED_NOTE, 1
+    session.client.text_document_did_open(lsp.DidOpenTextDocumentParams(
+        lsp.TextDocumentItem(uri, "markdown", 1, SPACED_NOTE)))
+    found = session.diagnosed(uri, lambda d: any(x.code == "broken-link" for x in d))
+    broken = next(d for d in found if d.code == "broken-link")
+    assert broken.range.start.line == SPACED_NOTE.split("\n").index("- [[no-such-bed]]")
+    assert (example_palace / "memories/storage-engines/Tomato bed – ünïcode.md").exists()
+    session.change(uri, SPACED_NOTE.replace("[[no-such-bed]]", "[[b-tree]]"))
+    session.diagnosed(uri, lambda d: not any(x.code == "broken-link" for x in d))  # updated at the client's URI
+    assert set(session.diagnostics) == {uri}
+    embed = session.hover(uri, session.at(uri, "![[tomato-bed.png]]", 5))
+    assert "`tomato-bed.png` is an attachment, not a note" in embed and "memories/storage-engines/tomato-bed.png" in embed
+    [image] = session.run(session.client.text_document_definition_async(
+        lsp.DefinitionParams(lsp.TextDocumentIdentifier(uri), session.at(uri, "![[tomato-bed.png]]", 5))))
+    assert image.uri == (example_palace / "memories/storage-engines/tomato-bed.png").as_uri()
+    btree = session.open(BTREE)
+    session.change(btree, session.texts[btree] + "\nSee [[Tomato bed – ünïcode]].\n")
+    position = session.at(btree, "[[Tomato bed", 4)
+    [target] = session.run(session.client.text_document_definition_async(
+        lsp.DefinitionParams(lsp.TextDocumentIdentifier(btree), position)))
+    assert target.uri == encoded
+    assert "Tomato bed" in session.hover(btree, position)
+    references = session.run(session.client.text_document_references_async(lsp.ReferenceParams(
+        text_document=lsp.TextDocumentIdentifier(uri), position=lsp.Position(0, 0),
+        context=lsp.ReferenceContext(include_declaration=False))))
+    assert [(r.uri, r.range.start.line) for r in references] == [(btree, position.line)]  # from the unsaved buffer
+    assert session.close() == 0
+
+
+def test_completion_right_after_start_waits_for_the_tables(example_palace, tmp_path):
+    """A palace with no cache yet: the first `[[` completion, sent before any table is built, is answered with
+    the memories (the server waits for its first refresh), never with nothing."""
+    session = Editor(example_palace, server_env(tmp_path))
+    text = (example_palace / BTREE).read_text() + "See [[write-a"
+    uri = session.open(BTREE, text)
+    line = len(text.split("\n")) - 1
+    found = session.run(session.client.text_document_completion_async(
+        lsp.CompletionParams(lsp.TextDocumentIdentifier(uri), lsp.Position(line, len("See [[write-a")))))
+    assert isinstance(found, lsp.CompletionList) and found.items
+    assert found.items[0].label == "write-ahead-log"
+    assert session.close() == 0
+
+
 def test_shutdown_then_exit_ends_the_process_cleanly(fresh):
     assert fresh.close() == 0
 

@@ -28,6 +28,7 @@ from palace_cli.palace import Palace
 SOURCE = "palace"
 EXCERPT_CHARS = 400
 HINT_CODES = {"smashin-weak"}  # advice about the Image, not a fault
+MAX_DIAGNOSTICS = 1000  # per buffer: more helps no one, and tens of thousands take seconds to send
 LINK_CODES = {"broken-link", "ambiguous-link"}  # problems about one link: the diagnostic marks the link itself
 
 
@@ -403,7 +404,13 @@ def diagnostics(ctx: Context, doc: Document) -> list[lsp.Diagnostic]:
     else:
         problems = lint_note_text(ctx.palace, doc.relpath, doc.text, ctx.snapshot.checker)
     fields = {repr(link.target): link for link in reversed(doc.buffer.field_links())}
-    return [_diagnostic(ctx, doc, problem, fields) for problem in problems]
+    found = [_diagnostic(ctx, doc, problem, fields) for problem in problems[:MAX_DIAGNOSTICS]]
+    if len(problems) > MAX_DIAGNOSTICS:
+        start = lsp.Position(0, 0)
+        found.append(lsp.Diagnostic(lsp.Range(start, start), f"{len(problems) - MAX_DIAGNOSTICS:,} more problems not "
+                                    f"shown; `palace lint` lists them all once the note is saved",
+                                    severity=lsp.DiagnosticSeverity.Information, code="more-problems", source=SOURCE))
+    return found
 
 
 def _named(problem: Problem, doc: Document, number: int, fields: dict[str, Link]) -> Link | None:

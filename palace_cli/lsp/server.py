@@ -211,8 +211,6 @@ class PalaceServer:
         with self._notice_lock:
             self._loop = asyncio.get_running_loop()
             self._ready = asyncio.Event()
-            if self.snapshot is not None:
-                self._ready.set()
             for message in self._noticed:  # arose before the client could be told
                 self._show(message)
         if self.palace is None:
@@ -344,7 +342,7 @@ class PalaceServer:
 
     async def _ready_context(self) -> Context | None:
         """The context to answer from; while the first tables load, waits for them (a few seconds at most)."""
-        if self.palace is not None and self.snapshot is None and self._ready is not None:
+        if self.palace is not None and self._ready is not None and not self._ready.is_set():
             try:
                 await asyncio.wait_for(self._ready.wait(), READY_WAIT_S)
             except asyncio.TimeoutError:
@@ -417,7 +415,8 @@ class PalaceServer:
         self._pending[key] = loop.call_later(delay, self._publish, uri)
 
     def _republish(self) -> None:
-        if self._ready is not None and self.snapshot is not None:
+        # Ready: tables of the notes, from the cache as it was or, for a palace with no cache yet, the first refresh.
+        if self._ready is not None and self.snapshot is not None and (self.snapshot.memories or self._refreshed):
             self._ready.set()
         for document in self._open_documents():
             self._schedule(document.uri, 0.0)
@@ -456,8 +455,9 @@ class PalaceServer:
     @_guarded
     async def completion(self, params: lsp.CompletionParams):
         ctx, doc, line, column = await self._at(params.text_document.uri, params.position)
-        if ctx is None:  # the tables are still loading: say there is more to come, never "nothing"
-            return lsp.CompletionList(is_incomplete=True, items=[]) if doc.buffer.completing(line, column) else None
+        if ctx is None or self._ready is None or not self._ready.is_set():  # loading: more to come, never "nothing"
+            loading = self.palace is not None and doc.buffer.completing(line, column) is not None
+            return lsp.CompletionList(is_incomplete=True, items=[]) if loading else None
         return features.completion(ctx, doc, line, column)
 
     @_guarded

@@ -29,7 +29,7 @@ CHUNK = 65536
 REJECT = "$/palace/reject"  # the stand-in request through which a bad message is answered
 HEADER = b"Content-Length:"
 HEADER_LINE = re.compile(rb"[A-Za-z0-9-]+:[^\r\n]*")  # `Name: value`
-PARSE_ERROR, INVALID_REQUEST, SHUT_DOWN = -32700, -32600, -32600
+PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, SHUT_DOWN = -32700, -32600, -32601, -32600
 log = logging.getLogger("palace.lsp")
 
 
@@ -268,10 +268,14 @@ class Protocol(LanguageServerProtocol):
         try:
             return super().structure_message(data)
         except JsonRpcException as exc:
-            if isinstance(data.get("method"), str) and "id" in data:
-                return {"jsonrpc": "2.0", "id": data["id"], "method": REJECT,
-                        "params": {"code": exc.code, "message": f"{data['method']}: the params cannot be read"}}
-            raise
+            method = data.get("method")
+            if not isinstance(method, str) or "id" not in data:
+                raise
+            if method in self.fm.features or method in self.fm.builtin_features:
+                code, message = exc.code, f"{method}: the params cannot be read"
+            else:
+                code, message = METHOD_NOT_FOUND, f"no method {method!r}"
+            return {"jsonrpc": "2.0", "id": data["id"], "method": REJECT, "params": {"code": code, "message": message}}
 
     def handle_message(self, message):
         if isinstance(message, dict) and message.get("method") == REJECT:  # a stand-in from structure_message
