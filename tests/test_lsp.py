@@ -862,6 +862,7 @@ def test_bench_lsp_runs_on_a_small_palace(tmp_path):
     report = json.loads(result.output[result.output.index("{"):])
     assert report["notes"] == 60 and report["completion"]["n"] == 5 and report["hover"]["n"] == 5
     assert report["diagnostics_after_change"]["n"] == 5 and report["ready_s"] > 0
+    assert [b["bytes"] >= 100_000 and b["diagnostics_s"] is not None for b in report["big_buffers"]] == [True] * 5
     rebuild = report["table_rebuild_after_edit"]
     assert rebuild["edits"] == 5 and rebuild["cpu_p50_ms"] > 0 and rebuild["first_cpu_ms"] > 0
     palace = Palace(tmp_path / "palace-60")
