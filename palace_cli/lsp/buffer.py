@@ -68,6 +68,11 @@ class Buffer:
         self.text = text
 
     @cached_property
+    def size(self) -> int:
+        """The text's size in bytes, as it would be saved (UTF-8)."""
+        return len(self.text.encode("utf-8", "surrogatepass"))
+
+    @cached_property
     def lines(self) -> list[str]:
         """The buffer's lines as LSP counts them for `\\n` and `\\r\\n` files."""
         return self.text.split("\n")

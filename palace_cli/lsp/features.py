@@ -89,9 +89,14 @@ class Document:
     def is_note(self) -> bool:
         return self.domain is not None
 
+    @property
+    def oversized(self) -> bool:
+        """Over the size limit of a note: the palace will not read it, so neither does the server."""
+        return self.buffer.size > MAX_NOTE_BYTES
+
     def memory(self) -> Memory | None:
         """The buffer parsed as a note (None when it is not a readable note)."""
-        if not self.is_note:
+        if not self.is_note or self.oversized:
             return None
         try:
             return parse_note(self.text.replace("\r\n", "\n"), self.relpath, self.domain)
@@ -338,11 +343,18 @@ def references(ctx: Context, doc: Document, line: int, column: int, include_decl
         return []
     relpaths = set(ctx.snapshot.backlinks(target.id)) | set(open_relpaths)
     out = [ctx.location(target)] if include_declaration else []
+    named: dict[str, str | None] = {}  # link target -> the id it names, once per target
     for relpath in sorted(relpaths):
         source = ctx.document(relpath)
+        if source.oversized:
+            continue  # not a note the palace reads (and hundreds of thousands of links to resolve)
         for link in source.buffer.links():
-            named = target_of(ctx, link).memory if link.field != "mention" and not link.attachment else None
-            if named is not None and named.id == target.id:
+            if link.field == "mention" or link.attachment:
+                continue
+            if link.target not in named:
+                found = target_of(ctx, link).memory
+                named[link.target] = found.id if found is not None else None
+            if named[link.target] == target.id:
                 out.append(lsp.Location(uri_of(ctx.palace.root / relpath), ctx.range(source.lines, link.whole)))
     return out
 
@@ -397,10 +409,9 @@ def diagnostics(ctx: Context, doc: Document) -> list[lsp.Diagnostic]:
         return []
     from palace_cli.editing.lint import lint_note_text
 
-    size = len(doc.text) if len(doc.text) > MAX_NOTE_BYTES else len(doc.text.encode("utf-8"))
-    if size > MAX_NOTE_BYTES:  # what the refresh will say of the saved file, without parsing megabytes
+    if doc.oversized:  # what the refresh will say of the saved file, without parsing megabytes
         problems = [Problem(doc.relpath, 1, "error", "unreadable-note",
-                            f"file is {size:,} bytes, over the {MAX_NOTE_BYTES:,} byte limit for a note")]
+                            f"file is {doc.buffer.size:,} bytes, over the {MAX_NOTE_BYTES:,} byte limit for a note")]
     else:
         problems = lint_note_text(ctx.palace, doc.relpath, doc.text, ctx.snapshot.checker)
     fields = {repr(link.target): link for link in reversed(doc.buffer.field_links())}
