@@ -8,7 +8,9 @@ framed replies on a thread, so a server that goes deaf fails a test by its timeo
 from __future__ import annotations
 
 import io
+import itertools
 import json
+import os
 import queue
 import subprocess
 import sys
@@ -17,6 +19,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("pygls")
 
@@ -223,6 +227,50 @@ def test_framing_reads_what_pygls_can_trust(stream, expected):
         got.append(("reject", message["id"]) if isinstance(message, dict) and message.get("method") == REJECT
                    else ("ok", body))
     assert got == expected
+
+
+def _frame(body: bytes) -> bytes:
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def _drain(framing: Framing) -> list:
+    """What pygls reads from a Framing: the messages, parsed."""
+    got = []
+    while True:
+        header = framing.readline()
+        if not header:
+            return got
+        assert header.startswith(b"Content-Length: ") and framing.readline() == b"\r\n"
+        got.append(json.loads(framing.read(int(header.split(b":")[1]))))
+
+
+GOOD = st.builds(lambda n, text: {"jsonrpc": "2.0", "id": n, "method": "textDocument/hover", "params": {"t": text}},
+                 st.integers(0, 10**6), st.text(max_size=30))
+SEGMENT = st.one_of(
+    GOOD.map(lambda m: ("good", m)),
+    st.binary(max_size=120).map(lambda b: ("bad", b)),
+    st.tuples(st.sampled_from([b"abc", b"-1", b"999999999999", b"", b"1e3", b"0", b"12 34"]), GOOD).map(
+        lambda t: ("bad", b"Content-Length: " + t[0] + b"\r\n\r\n" + json.dumps(t[1]).encode())),
+    st.tuples(st.integers(0, 300), GOOD).map(  # a length that is wrong (or, now and then, right)
+        lambda t: ("bad", b"Content-Length: %d\r\n\r\n" % t[0] + json.dumps(t[1]).encode())),
+    st.sampled_from([b"[1]", b"{}", b"null", b'{"jsonrpc": "2.0", "id": [1], "method": "x"}', b'{"jsonrpc": "1.0"}',
+                     b"[" * 3000 + b"]" * 3000, b'{"a": "\\ud800"}', b"\xff\xfe"]).map(lambda b: ("bad", _frame(b))),
+)
+
+
+@settings(max_examples=int(os.environ.get("PALACE_HYPOTHESIS_EXAMPLES", "200")), deadline=None)
+@given(st.lists(SEGMENT, max_size=10))
+def test_framing_never_fails_and_hands_pygls_only_messages(segments):
+    """Any mix of good messages and hostile bytes: Framing never raises and ends; what it hands pygls is a
+    JSON-RPC 2.0 object or a stand-in answer; good messages before anything bad come through unchanged."""
+    stream = b"".join(_frame(json.dumps(x).encode()) if kind == "good" else x for kind, x in segments)
+    got = _drain(Framing(io.BytesIO(stream)))
+    for message in got:
+        assert isinstance(message, dict) and message["jsonrpc"] == "2.0" and isinstance(message["method"], str)
+    leading = [x for _, x in itertools.takewhile(lambda segment: segment[0] == "good", segments)]
+    assert got[: len(leading)] == leading
+    if all(kind == "good" for kind, _ in segments):
+        assert got == leading
 
 
 # ---- big buffers ------------------------------------------------------------------------------------
