@@ -31,6 +31,7 @@ class Span:
     end: int
 
     def holds(self, line: int, column: int) -> bool:
+        """Whether the cursor at (line, column) is on the span (its end included)."""
         return line == self.line and self.start <= column <= self.end
 
 
@@ -90,6 +91,7 @@ class Buffer:
 
     @property
     def body_start(self) -> int:
+        """The first line after the frontmatter."""
         return self.block[1] + 2 if self.block else 0
 
     @cached_property
@@ -110,6 +112,7 @@ class Buffer:
         return frozenset(out)
 
     def in_frontmatter(self, line: int) -> bool:
+        """Whether a line is in the frontmatter's YAML."""
         return bool(self.block) and self.block[0] <= line <= self.block[1]
 
     def field_at(self, number: int) -> tuple[str, int] | None:

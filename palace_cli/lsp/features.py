@@ -79,14 +79,17 @@ class Document:
 
     @property
     def text(self) -> str:
+        """The buffer's text."""
         return self.buffer.text
 
     @property
     def lines(self) -> list[str]:
+        """The buffer's lines."""
         return self.buffer.lines
 
     @property
     def is_note(self) -> bool:
+        """Whether the file is a note of the palace."""
         return self.domain is not None
 
     @property
@@ -128,6 +131,7 @@ class Context:
         return found
 
     def range(self, lines: list[str], span: Span) -> lsp.Range:
+        """A span as an LSP range in the client's units."""
         return lsp.Range(self.to_client(lines, span.line, span.start), self.to_client(lines, span.line, span.end))
 
     def location(self, memory: Memory) -> lsp.Location:

@@ -1,12 +1,8 @@
-"""The pygls wiring: documents, diagnostics linted off the event loop, the snapshot kept current by the watcher,
-lifecycle.
+"""The pygls wiring: documents, diagnostics linted off the event loop, requests, lifecycle.
 
-Three Palace objects over one palace, each with its own SQLite connection and used by one thread:
-requests (the event loop), the watcher's refreshes, and the snapshot builder. The watcher refreshes
-the shared caches under .palace/ exactly as `palace watch` does; after each refresh that changed the
-note store the builder makes a new Snapshot in the background and swaps it in, so no request ever
-waits for a 10,000-note table to be built (only the very first: a request waits for it a few seconds).
-Lint runs on a thread of its own, one buffer at a time, so a big buffer never holds up requests.
+The palace and its tables are the Keeper's (`keeper`), kept current in the background; requests answer
+from its current Snapshot and never wait for one to be built, except the very first (a few seconds at
+most). Lint runs on a thread of its own (`lint`), so a big buffer never holds up requests.
 """
 
 from __future__ import annotations
@@ -23,14 +19,14 @@ from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
 from pygls.workspace.position_codec import ServerTextPosition
 
-from palace_cli.core.config import CONFIG_NAME, find_root
+from palace_cli.core.config import CONFIG_NAME
 from palace_cli.core.layout import INDEX_DIR, ROOT_INDEX
 from palace_cli.errors import PalaceError
 from palace_cli.lsp import actions, features
 from palace_cli.lsp.buffer import Buffer
 from palace_cli.lsp.features import Context, Document, note_domain, path_of, relpath_in
 from palace_cli.lsp.lint import Linter
-from palace_cli.lsp.snapshot import Snapshot
+from palace_cli.lsp.keeper import Keeper
 from palace_cli.lsp.transport import Framing, Protocol
 from palace_cli.palace import Palace
 
@@ -79,18 +75,12 @@ class PalaceServer:
     def __init__(self, palace_dir: str | None = None):
         from palace_cli import __version__
 
-        self.explicit = palace_dir
         self.server = LanguageServer("palace", __version__, protocol_cls=Protocol)
-        self.palace: Palace | None = None
-        self.snapshot: Snapshot | None = None
-        self.watcher = None
+        self.keeper = Keeper(palace_dir, self._notice, self._tables_changed, self._config_changed,
+                             self._may_write_index_files)
         self.shut_down = False
         self.can_create_files = False
         self.disabled: set[str] = set()
-        self._reader: Palace | None = None
-        self._build_lock = threading.Lock()
-        self._building = False
-        self._refreshed = False  # diagnostics wait for the watcher's first refresh
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ready: asyncio.Event | None = None  # set once the first snapshot is in
         self._pending: dict[str, asyncio.TimerHandle] = {}
@@ -126,8 +116,8 @@ class PalaceServer:
         feature(lsp.TEXT_DOCUMENT_COMPLETION, lsp.CompletionOptions(trigger_characters=["[", " ", ",", "/"],
                                                                    resolve_provider=True))(self.completion)
         feature(lsp.COMPLETION_ITEM_RESOLVE)(self.resolve_item)
-        feature(lsp.TEXT_DOCUMENT_HOVER)(self.hover)
-        feature(lsp.TEXT_DOCUMENT_DEFINITION)(self.definition)
+        feature(lsp.TEXT_DOCUMENT_HOVER)(self._at_cursor(features.hover))
+        feature(lsp.TEXT_DOCUMENT_DEFINITION)(self._at_cursor(features.definition))
         feature(lsp.TEXT_DOCUMENT_REFERENCES)(self.references)
         feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)(self.document_symbols)
         feature(lsp.WORKSPACE_SYMBOL)(self.workspace_symbols)
@@ -147,10 +137,11 @@ class PalaceServer:
     # ---- lifecycle ------------------------------------------------------------------------------
 
     def initialize(self, params: lsp.InitializeParams) -> None:
+        """Find the palace, take the client's options and what it can apply."""
         starts = [path_of(folder.uri) for folder in params.workspace_folders or []]
         starts += [path_of(params.root_uri) if params.root_uri else None,
                    Path(params.root_path) if params.root_path else None]
-        self._open_palace([s for s in starts if s is not None] + [Path.cwd()])
+        self._find([s for s in starts if s is not None] + [Path.cwd()])
         self._disable((params.initialization_options or {}).get("disable", []) if isinstance(
             params.initialization_options, dict) else [])
         edits = params.capabilities.workspace.workspace_edit if params.capabilities.workspace else None
@@ -168,27 +159,19 @@ class PalaceServer:
                 self.server.protocol.fm.features.pop(method, None)
                 self.server.protocol.fm.feature_options.pop(method, None)
 
-    def _open_palace(self, starts: list[Path]) -> None:
-        """Find the palace: --palace (or $PALACE_DIR), else walking up from the workspace, the cwd or a file."""
-        if self.palace is not None:
-            return
-        if self.explicit:
-            self.palace = self._with_notices(Palace.find(self.explicit))
-            return
-        for start in starts:
-            try:
-                root = find_root(start=start.parent if start.is_file() else start, explicit=None)
-            except (PalaceError, OSError, ValueError):
-                continue
-            try:
-                self.palace = self._with_notices(Palace(root))
-            except PalaceError as exc:  # a palace.toml that cannot be read: say so, in the editor's log
-                self._log(lsp.MessageType.Error, f"palace: {exc}")
-            return
+    @property
+    def palace(self) -> Palace | None:
+        """The palace served (None until one is found)."""
+        return self.keeper.palace
 
-    def _with_notices(self, palace: Palace) -> Palace:
-        palace.notify = self._notice
-        return palace
+    def _find(self, starts: list[Path]) -> None:
+        """Find the palace (Keeper.find); a palace.toml that cannot be read is said in the editor's log."""
+        try:
+            self.keeper.find(starts)
+        except PalaceError as exc:
+            if self.keeper.explicit:
+                raise  # --palace was checked when the server started; this is a palace.toml gone bad since
+            self._log(lsp.MessageType.Error, f"palace: {exc}")
 
     def _notice(self, message: str) -> None:
         """A palace notice (its cache cannot be written and moved elsewhere, ...), shown once in the editor as
@@ -208,6 +191,7 @@ class PalaceServer:
             pass
 
     def initialized(self, params: lsp.InitializedParams) -> None:
+        """Start keeping the tables, and say what arose before the client could be told."""
         with self._notice_lock:
             self._loop = asyncio.get_running_loop()
             self._ready = asyncio.Event()
@@ -217,7 +201,7 @@ class PalaceServer:
             self._log(lsp.MessageType.Info,
                       f"palace: no {CONFIG_NAME} above the workspace; waiting for a note to be opened")
             return
-        self._start_background()
+        self.keeper.start()
 
     def _log(self, kind: lsp.MessageType, message: str) -> None:
         """A line in the editor's log of this server (and on stderr)."""
@@ -227,38 +211,6 @@ class PalaceServer:
         except Exception:  # before initialize there is no one to tell
             pass
 
-    def _start_background(self) -> None:
-        threading.Thread(target=self._background, name="palace-lsp-start", daemon=True).start()
-
-    def _background(self) -> None:
-        """Serve from the cache as it is at once; refresh the notes (lint waits for that, not for embeddings);
-        then keep everything current with a watcher, as `palace watch` does."""
-        from palace_cli.index.refresh import refresh
-        from palace_cli.watch import Watcher
-
-        self._reader = self._with_notices(Palace(self.palace.root))
-        self._build()
-        try:
-            refresh(self._reader, embedder=None, index_files=self._may_write_index_files())
-        except Exception:
-            log.error("the first refresh failed:\n%s", traceback.format_exc())
-        self._refreshed = True
-        self._build(force=True)
-        if self.shut_down:
-            return
-        watcher = Watcher(self._with_notices(Palace(self.palace.root)), self._watched,
-                          index_files=self._may_write_index_files)
-        try:
-            watcher.start()
-        except Exception:
-            log.error("the watcher did not start:\n%s", traceback.format_exc())
-            return
-        # Published once started: a shutdown that came meanwhile found no watcher to stop, so it is stopped here
-        # (stopping a half-started one would join threads that have not started).
-        self.watcher = watcher
-        if self.shut_down:
-            self.stop()
-
     def _may_write_index_files(self) -> bool:
         """The watcher regenerates INDEX.md and index/*.md unless the editor has one of them open."""
         for document in self._open_documents():
@@ -267,61 +219,24 @@ class PalaceServer:
                 return False
         return True
 
-    def _watched(self, event) -> None:
-        """A watcher event (on the watcher's thread): a refresh that changed something means a new snapshot."""
-        if event.kind in ("started", "refreshed"):
-            if CONFIG_NAME in event.triggers and self._loop is not None:
-                self._loop.call_soon_threadsafe(self._reload_config)
-            self._build()
-
-    def _reload_config(self) -> None:
-        try:
-            self.palace.reload_config()
-            if self._reader is not None:
-                self._reader.reload_config()
-        except PalaceError as exc:
-            log.info("palace.toml: %s", exc)
-
-    def _build(self, force: bool = False) -> None:
-        """Make the snapshot of the cache as it is now, when it changed, and republish diagnostics (force:
-        republish even when the cache did not change: the first refresh is done, diagnostics may start)."""
-        with self._build_lock:
-            try:
-                version = self._reader.index.store.version()
-                if self.snapshot is not None and self.snapshot.version == version:
-                    if force and self._loop is not None:
-                        self._loop.call_soon_threadsafe(self._republish)
-                    return
-                snapshot = Snapshot.load(self._reader)
-                snapshot.backlinks("")  # build the backlink table here rather than in the first request
-            except Exception:
-                log.error("could not read the palace's cache:\n%s", traceback.format_exc())
-                return
-            finally:
-                self._building = False
-            self.snapshot = snapshot
-        if self._loop is not None:
+    def _tables_changed(self) -> None:
+        """A new snapshot, or the first refresh done (on the keeper's thread): ready, and lint again."""
+        if self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._republish)
 
-    def _current(self) -> Snapshot | None:
-        """The snapshot to answer from; a newer cache (another process refreshed) is loaded in the background."""
-        if self.palace is None or self.snapshot is None:
-            return None
-        if self.palace.index.store.version() != self.snapshot.version and not self._building and self._reader:
-            self._building = True
-            threading.Thread(target=self._build, name="palace-lsp-snapshot", daemon=True).start()
-        return self.snapshot
+    def _config_changed(self) -> None:
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self.keeper.reload_config)
 
     def shutdown(self, params: None) -> None:
+        """Stop the watcher and the linter; the process ends at `exit`."""
         self.shut_down = True
         self.stop()
 
     def stop(self) -> None:
         """Stop the watcher and the linter (idempotent)."""
         self._linter.stop()
-        watcher, self.watcher = self.watcher, None
-        if watcher is not None:
-            watcher.stop()
+        self.keeper.stop()
 
     # ---- documents ------------------------------------------------------------------------------
 
@@ -330,7 +245,7 @@ class PalaceServer:
         return list(self.server.workspace.text_documents.values())
 
     def _context(self) -> Context | None:
-        snapshot = self._current()
+        snapshot = self.keeper.current()
         if snapshot is None:
             return None
         codec = self.server.workspace.position_codec
@@ -366,7 +281,8 @@ class PalaceServer:
             if key in self.server.workspace.text_documents:
                 self._buffers[key] = buffer
         relpath = relpath_in(self.palace, path_of(text_document.uri)) if self.palace is not None else None
-        return Document(text_document.uri, buffer, text_document.version, relpath, note_domain(self.snapshot, relpath))
+        return Document(text_document.uri, buffer, text_document.version, relpath,
+                        note_domain(self.keeper.snapshot, relpath))
 
     def _cursor(self, uri: str, position: lsp.Position) -> tuple[Document, int, int]:
         doc = self._document(uri)
@@ -376,26 +292,31 @@ class PalaceServer:
 
     @_guarded
     def did_open(self, params: lsp.DidOpenTextDocumentParams) -> None:
+        """Lint the new buffer at once (and find the palace from it when none was found yet)."""
         if self.palace is None:
             path = path_of(params.text_document.uri)
             if path is not None:
-                self._open_palace([path])
+                self._find([path])
                 if self.palace is not None and self._loop is not None:
-                    self._start_background()
+                    self.keeper.start()
         self._schedule(params.text_document.uri, 0.0)
 
     @_guarded
     def did_change(self, params: lsp.DidChangeTextDocumentParams) -> None:
+        """Lint the buffer once typing pauses."""
         self._schedule(params.text_document.uri, DEBOUNCE_S)
 
     @_guarded
     def did_save(self, params: lsp.DidSaveTextDocumentParams) -> None:
+        """Tell the watcher (file systems without events)."""
         path = path_of(params.text_document.uri)
-        if self.watcher is not None and path is not None:
-            self.watcher.notice(str(path))  # the file event says so too; this covers file systems without events
+        watcher = self.keeper.watcher
+        if watcher is not None and path is not None:
+            watcher.notice(str(path))  # the file event says so too; this covers file systems without events
 
     @_guarded
     def did_close(self, params: lsp.DidCloseTextDocumentParams) -> None:
+        """Forget the buffer and clear its diagnostics."""
         uri = params.text_document.uri
         pending = self._pending.pop(unquote(uri), None)
         if pending is not None:
@@ -415,8 +336,7 @@ class PalaceServer:
         self._pending[key] = loop.call_later(delay, self._publish, uri)
 
     def _republish(self) -> None:
-        # Ready: tables of the notes, from the cache as it was or, for a palace with no cache yet, the first refresh.
-        if self._ready is not None and self.snapshot is not None and (self.snapshot.memories or self._refreshed):
+        if self._ready is not None and self.keeper.ready:
             self._ready.set()
         for document in self._open_documents():
             self._schedule(document.uri, 0.0)
@@ -428,7 +348,7 @@ class PalaceServer:
         if unquote(uri) not in self.server.workspace.text_documents:
             return
         ctx = self._context()
-        if ctx is None or not self._refreshed or "diagnostics" in self.disabled:
+        if ctx is None or not self.keeper.refreshed or "diagnostics" in self.disabled:
             return  # lint waits for the first refresh: a stale cache would report links that are fine
         self._linter.submit(ctx, self._document(uri))
 
@@ -452,8 +372,18 @@ class PalaceServer:
             doc.domain = note_domain(ctx.snapshot, doc.relpath)
         return ctx, doc, line, column
 
+    def _at_cursor(self, answer):
+        """A request handler that answers `answer(ctx, doc, line, column)` (None while there is no palace)."""
+        async def request(self, params):
+            ctx, doc, line, column = await self._at(params.text_document.uri, params.position)
+            return answer(ctx, doc, line, column) if ctx is not None else None
+
+        request.__name__ = answer.__name__
+        return _guarded(request).__get__(self)
+
     @_guarded
     async def completion(self, params: lsp.CompletionParams):
+        """Completion at the cursor; an incomplete empty list while the first tables load."""
         ctx, doc, line, column = await self._at(params.text_document.uri, params.position)
         if ctx is None or self._ready is None or not self._ready.is_set():  # loading: more to come, never "nothing"
             loading = self.palace is not None and doc.buffer.completing(line, column) is not None
@@ -462,21 +392,13 @@ class PalaceServer:
 
     @_guarded
     async def resolve_item(self, item: lsp.CompletionItem):
+        """A completion item with its memory's description."""
         ctx = await self._ready_context()
         return features.resolve_item(ctx, item) if ctx is not None else item
 
     @_guarded
-    async def hover(self, params: lsp.HoverParams):
-        ctx, doc, line, column = await self._at(params.text_document.uri, params.position)
-        return features.hover(ctx, doc, line, column) if ctx is not None else None
-
-    @_guarded
-    async def definition(self, params: lsp.DefinitionParams):
-        ctx, doc, line, column = await self._at(params.text_document.uri, params.position)
-        return features.definition(ctx, doc, line, column) if ctx is not None else None
-
-    @_guarded
     async def references(self, params: lsp.ReferenceParams):
+        """Backlinks, in saved notes and open buffers."""
         ctx, doc, line, column = await self._at(params.text_document.uri, params.position)
         if ctx is None:
             return None
@@ -486,17 +408,20 @@ class PalaceServer:
 
     @_guarded
     async def document_symbols(self, params: lsp.DocumentSymbolParams):
+        """The outline of a buffer."""
         doc = self._document(params.text_document.uri)
         ctx = await self._ready_context()
         return features.document_symbols(ctx, doc) if ctx is not None else None
 
     @_guarded
     async def workspace_symbols(self, params: lsp.WorkspaceSymbolParams):
+        """Memories for a query, as `palace search` ranks them."""
         ctx = await self._ready_context()
         return features.workspace_symbols(ctx, params.query) if ctx is not None else None
 
     @_guarded
     async def code_actions(self, params: lsp.CodeActionParams):
+        """Quick fixes for the palace's diagnostics."""
         doc = self._document(params.text_document.uri)
         ctx = await self._ready_context()
         if ctx is None:

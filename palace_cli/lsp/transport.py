@@ -265,6 +265,7 @@ class Protocol(LanguageServerProtocol):
     requests whose params do not have the method's shape (pygls drops all three)."""
 
     def structure_message(self, data):
+        """pygls's, except that a request whose params cannot be read becomes a stand-in answered with the error."""
         try:
             return super().structure_message(data)
         except JsonRpcException as exc:
@@ -278,6 +279,7 @@ class Protocol(LanguageServerProtocol):
             return {"jsonrpc": "2.0", "id": data["id"], "method": REJECT, "params": {"code": code, "message": message}}
 
     def handle_message(self, message):
+        """pygls's, after answering stand-ins and requests that come after shutdown."""
         if isinstance(message, dict) and message.get("method") == REJECT:  # a stand-in from structure_message
             self._send_response(message["id"], error=_error(message["params"]))
             return
