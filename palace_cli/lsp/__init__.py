@@ -2,8 +2,9 @@
 
 `snapshot` holds what the server knows at one index version (the core resolver's names, backlinks and
 suggestions, with `matcher`'s completion tables), `buffer` reads an editor's text, `features` and
-`actions` answer each request through the core, `lint` lints buffers off the event loop, `transport`
-guards what reaches pygls, and `server` wires them to pygls on stdio.
+`actions` answer each request through the core, `keeper` keeps the palace and its snapshot current,
+`lint` lints buffers off the event loop, `transport` guards what reaches pygls, and `server` wires them
+to pygls on stdio.
 """
 
 from __future__ import annotations
