@@ -12,14 +12,13 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
-from palace_cli.core.markdown import FENCE, LINK_PATTERN, is_attachment
+from palace_cli.core.markdown import LINK_PATTERN, code_ranges, is_attachment, line_numbers
 from palace_cli.core.notes import VERSION_FIELDS
 
 LINK_FIELDS = ("links", *VERSION_FIELDS)  # frontmatter fields whose items are memory ids
 KEY_LINE = re.compile(r"^([A-Za-z_][\w-]*)[ \t]*:")
 ITEM = re.compile(r"""[^\s,\[\]"'#]+""")
 ID_MENTION = re.compile(r"\bid:([a-z0-9][a-z0-9._-]*)")  # the `id:` of a line in a generated index file
-FENCE_LINE = re.compile(FENCE.pattern, re.MULTILINE)
 
 
 @dataclass
@@ -96,20 +95,11 @@ class Buffer:
 
     @cached_property
     def fenced(self) -> frozenset[int]:
-        """Lines inside fenced code blocks (and the fences), where palace reads no links or headings."""
-        out: set[int] = set()
-        line, counted, opened, marker = 0, 0, None, ""
-        for found in FENCE_LINE.finditer(self.text):  # only the fence lines are visited: C speed in between
-            line += self.text.count("\n", counted, found.start())
-            counted = found.start()
-            if opened is None:
-                opened, marker = line, found.group(1)
-            elif found.group(1) == marker:
-                out.update(range(opened, line + 1))
-                opened = None
-        if opened is not None:
-            out.update(range(opened, len(self.lines)))
-        return frozenset(out)
+        """Lines inside fenced code blocks (and the fences), where palace reads no links or headings: the
+        core's own rule (`code_ranges`), numbered once."""
+        line_of = line_numbers(self.text, 0)
+        return frozenset(number for start, end in code_ranges(self.text)
+                         for number in range(line_of(start), line_of(end) + 1))
 
     def in_frontmatter(self, line: int) -> bool:
         """Whether a line is in the frontmatter's YAML."""
