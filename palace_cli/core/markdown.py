@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable
 
 ATTACHMENT = re.compile(r"\.(?:png|jpe?g|gif|svg|webp|bmp|avif|pdf|mp3|wav|ogg|m4a|flac|mp4|webm|mov|mkv|canvas|"
                         r"excalidraw|base|csv|xlsx?|docx?|pptx?|zip)$", re.IGNORECASE)
@@ -32,8 +34,17 @@ def code_ranges(body: str) -> list[tuple[int, int]]:
     return ranges
 
 
+def line_numbers(text: str, first: int = 1) -> Callable[[int], int]:
+    """A function from a character offset in text to its line number (`first` for the first line): a bisect
+    over the newlines, so numbering many matches stays linear in the text (slicing and counting per match is not)."""
+    newlines = [m.start() for m in re.finditer("\n", text)]
+    return lambda offset: first + bisect_left(newlines, offset)
+
+
 def outside_code(position: int, fences: list[tuple[int, int]]) -> bool:
-    return not any(a <= position <= b for a, b in fences)
+    """True when position is in no fenced range (fences sorted, as code_ranges gives them; a bisect, not a scan)."""
+    index = bisect_right(fences, (position, float("inf"))) - 1
+    return index < 0 or not fences[index][0] <= position <= fences[index][1]
 
 
 def is_attachment(target: str) -> bool:
@@ -44,7 +55,8 @@ def is_attachment(target: str) -> bool:
 def body_link_lines(body: str, body_first_line: int) -> list[tuple[str, int]]:
     """Every `[[link]]` to a note in a body, outside code fences, with its file line (attachments left out)."""
     fences = code_ranges(body)
-    return [(m.group(1).strip(), body_first_line + body[: m.start()].count("\n"))
+    line = line_numbers(body, body_first_line)
+    return [(m.group(1).strip(), line(m.start()))
             for m in LINK_PATTERN.finditer(body) if outside_code(m.start(), fences) and not is_attachment(m.group(1))]
 
 
@@ -96,11 +108,12 @@ def parse_sections(body: str, body_first_line: int) -> dict[str, tuple[str, int]
     sections = {}
     fences = code_ranges(body)
     matches = [m for m in SECTION_PATTERN.finditer(body) if outside_code(m.start(), fences)]
+    line = line_numbers(body, body_first_line)
     for i, match in enumerate(matches):
-        end = matches[i + 1].start() if i + 1 < len(matches) else len(body)
-        text = body[match.end() : end].strip()
-        line = body_first_line + body[: match.start()].count("\n")
-        sections.setdefault(match.group(1).strip().lower(), (text, line))
+        name = match.group(1).strip().lower()
+        if name not in sections:  # the first section of a name counts: its text is cut only once
+            end = matches[i + 1].start() if i + 1 < len(matches) else len(body)
+            sections[name] = (body[match.end() : end].strip(), line(match.start()))
     return sections
 
 
@@ -111,10 +124,11 @@ def conflict_blocks(text: str) -> list[tuple[int, int]]:
     fences = code_ranges(text)
     blocks: list[tuple[int, int]] = []
     start = None
+    line_of = line_numbers(text)
     for match in CONFLICT_EDGE.finditer(text):
         if not outside_code(match.start(), fences):
             continue
-        line = text.count("\n", 0, match.start()) + 1
+        line = line_of(match.start())
         if match.group(1).startswith("<"):
             if start is not None:
                 blocks.append((start, start))

@@ -9,7 +9,7 @@ rank; two memories answering to it at the same rank make the reference ambiguous
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from difflib import SequenceMatcher, get_close_matches
@@ -54,6 +54,7 @@ class Names:
             for table, keys in zip(self._ranked, names):
                 for key in keys - {""}:
                     table[key].append(memory)
+        self._near: _Near | None = None
 
     def by_rank(self, ref: str) -> list[tuple[str, list[Memory]]]:
         """For each rank, strongest first, the memories that answer to `ref` (compared normalised)."""
@@ -95,8 +96,19 @@ class Names:
 
     def link_ids(self, memory: Memory) -> list[str]:
         """The ids a memory's links resolve to, in order, each once; links that name nothing are left out."""
+        return self.linked_ids(memory.all_links)
+
+    def near(self, ref: str, limit: int = 5) -> list[Memory]:
+        """The memories a reference that names none most likely meant (what `not_found_message` suggests), at
+        most limit; the tables behind the suggestion are built on first use, once per Names."""
+        if self._near is None:
+            self._near = _Near(self.ids.values())
+        return [self.ids[i] for i in self._near.ids(ref)[:limit] if i in self.ids]
+
+    def linked_ids(self, targets: Iterable[str]) -> list[str]:
+        """The ids link targets resolve to, in order, each once; ambiguous targets and those naming nothing left out."""
         ids = []
-        for target in memory.all_links:
+        for target in targets:
             try:
                 found = self.link(target)
             except Ambiguous:
@@ -118,28 +130,48 @@ def _word_sets(memory: Memory) -> list[tuple[set[str], float]]:
     return [({root(w) for w in words(values[name])}, weight) for name, weight in FIELD_WEIGHTS]
 
 
+class _Near:
+    """What suggesting a memory for a name that names none needs of a set of memories, computed once: each
+    memory's word sets, the vocabulary, exact names, subjects with their letter counts, spelled words' owners."""
+
+    def __init__(self, memories: Iterable[Memory]):
+        self.memories = list(memories)
+        self.fields = [_word_sets(m) for m in self.memories]
+        self.vocabulary = set().union(*(words_ for sets in self.fields for words_, _ in sets))
+        self.exact: dict[str, list[Memory]] = defaultdict(list)
+        for memory in self.memories:
+            for key in {normalize(memory.subject), normalize(memory.anchor), normalize(memory.id),
+                        *(normalize(a) for a in memory.aliases)}:
+                self.exact[key].append(memory)
+        self.subjects = [normalize(m.subject) for m in self.memories]
+        self.letters = [Counter(subject) for subject in self.subjects]
+        self.owners: dict[str, list[str]] = {}
+        for memory in self.memories:
+            for word in {*words(memory.id), *words(memory.subject), *(w for a in memory.aliases for w in words(a))}:
+                if len(word) >= 3:
+                    self.owners.setdefault(word, []).append(memory.id)
+
+    def ids(self, ref: str) -> list[str]:
+        """Ids of the memories `ref` most likely meant: one fuzzy match, several close ones, or close spellings."""
+        try:
+            return [_fuzzy(ref, self).id]
+        except Ambiguous as exc:
+            return exc.candidates
+        except NotFound:
+            return _spelled_like(ref, self)
+
+
 def not_found_message(ref: str, memories: list[Memory]) -> str:
     """`no memory <ref>`, with the nearest memories by a fuzzy match when there are any."""
-    try:
-        near = [_fuzzy(ref, memories).id]
-    except Ambiguous as exc:
-        near = exc.candidates
-    except NotFound:
-        near = []
-    if not near:
-        near = _spelled_like(ref, memories)
+    near = _Near(memories).ids(ref)
     if not near:
         return f"no memory {ref!r} (try `palace list` or `palace search`)"
     return f"no memory {ref!r}; did you mean: {', '.join(near)}?"
 
 
-def _spelled_like(ref: str, memories: list[Memory], limit: int = 5) -> list[str]:
+def _spelled_like(ref: str, tables: _Near, limit: int = 5) -> list[str]:
     """Ids of memories with an id, subject word or alias word spelled close to a word of `ref` (`blom`: bloom-filter)."""
-    owners: dict[str, list[str]] = {}
-    for memory in memories:
-        for word in {*words(memory.id), *words(memory.subject), *(w for a in memory.aliases for w in words(a))}:
-            if len(word) >= 3:
-                owners.setdefault(word, []).append(memory.id)
+    owners = tables.owners
     found: list[str] = []
     for word in words(ref):
         for close in get_close_matches(word, list(owners), n=3, cutoff=0.75):
@@ -147,38 +179,46 @@ def _spelled_like(ref: str, memories: list[Memory], limit: int = 5) -> list[str]
     return found[:limit]
 
 
-def _fuzzy(ref: str, memories: list[Memory]) -> Memory:
+def _spelling(wanted: str, subject: str, letters: Counter, counts: Counter) -> float:
+    """How close `wanted` is spelled to a subject (0 below SPELLING): difflib's ratio, plus 0.3 when it is inside.
+    Upper bounds of the ratio from lengths and letter counts skip the costly exact ratio wherever they fall short."""
+    total = len(wanted) + len(subject)
+    bonus = 0.3 if wanted in subject else 0.0
+    bound = 2.0 * min(len(wanted), len(subject)) / total if total else 1.0  # difflib's real_quick_ratio
+    if bound < SPELLING - 0.3 or bound + bonus < SPELLING:
+        return 0.0
+    shared = sum(min(n, counts[c]) for c, n in letters.items())  # difflib's quick_ratio
+    if (2.0 * shared / total if total else 1.0) + bonus < SPELLING:
+        return 0.0
+    spelling = SequenceMatcher(None, wanted, subject).ratio() + bonus
+    return spelling if spelling >= SPELLING else 0.0
+
+
+def _fuzzy(ref: str, tables: _Near) -> Memory:
     """The one memory a free-text reference most likely means; NotFound or Ambiguous (naming the candidates)."""
     wanted = normalize(ref)
     if not wanted:
         raise NotFound(f"no memory matches {ref!r}")
-    exact = [m for m in memories if wanted in {normalize(m.subject), normalize(m.anchor), normalize(m.id),
-                                                *(normalize(a) for a in m.aliases)}]
+    exact = tables.exact.get(wanted, [])
     if len(exact) == 1:
         return exact[0]
     if len(exact) > 1:
         names = sorted(m.id for m in exact)[:8]
         raise Ambiguous(f"{ref!r} names several memories: {', '.join(names)}; use an id", names)
     query = [root(w) for w in wanted.split() if w not in STOPWORDS] or [root(w) for w in wanted.split()]
-    fields = [_word_sets(m) for m in memories]
-    vocabulary = set().union(*(words_ for sets in fields for words_, _ in sets))
+    vocabulary = tables.vocabulary
     near = {w: set(get_close_matches(w, vocabulary, n=8, cutoff=0.85)) - {w} if len(w) >= 5 else set() for w in query}
     known = [w for w in query if w in vocabulary or near[w]]  # words the palace has never seen tell nothing
+    letters = Counter(wanted)
     scored = []
-    for memory, sets in zip(memories, fields):
+    for memory, sets, subject, counts in zip(tables.memories, tables.fields, tables.subjects, tables.letters):
         words_score = 0.0
         for word in known:
             words_score += max((weight if word in vocabulary_ else 0.8 * weight if near[word] & vocabulary_ else 0.0)
                                for vocabulary_, weight in sets)
         words_score = words_score / len(known) if known else 0.0
-        subject = normalize(memory.subject)
-        matcher = SequenceMatcher(None, wanted, subject)
-        spelling = matcher.ratio() if matcher.real_quick_ratio() >= SPELLING - 0.3 else 0.0
-        spelling += 0.3 if wanted in subject else 0.0
-        spelling = spelling if spelling >= SPELLING else 0.0
-        scored.append((round(max(spelling, words_score), 6), memory.id, memory))
-    scored.sort(key=lambda item: (-item[0], item[1]))
-    good = [item for item in scored if item[0] >= MATCH]
+        scored.append((round(max(_spelling(wanted, subject, letters, counts), words_score), 6), memory.id, memory))
+    good = sorted((item for item in scored if item[0] >= MATCH), key=lambda item: (-item[0], item[1]))
     if not good:
         raise NotFound(f"no memory matches {ref!r} (try `palace list` or `palace search`)")
     if len(good) > 1 and good[0][0] - good[1][0] < MARGIN:

@@ -328,8 +328,9 @@ def plain_note(text: str, path: str, domain: str, warnings: list[Warning_] | Non
     the first `# ` heading (else the file name), the text as its Content (or its `## Content` section)."""
     stem = path.rsplit("/", 1)[-1].removesuffix(".md")
     note_id = slugify(stem)
+    fences = code_ranges(text)
     heading = next((m for m in re.finditer(r"^#[ \t]+(.+?)[ \t#]*$", text, re.MULTILINE)
-                    if outside_code(m.start(), code_ranges(text))), None)
+                    if outside_code(m.start(), fences)), None)
     line = text[: heading.start()].count("\n") + 1 if heading else 1
     sections = parse_sections(text, 1)
     content, content_line = sections.get("content", ("", 0))
