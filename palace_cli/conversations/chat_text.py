@@ -23,7 +23,8 @@ from pathlib import Path
 
 from palace_cli.errors import ImportFailed, NoteError
 from palace_cli.core.notefile import load_frontmatter
-from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, one_line, participants_of, session_id, slug
+from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, participants_of, session_id
+from palace_cli.core.text import one_line, slug
 from palace_cli.core.dates import iso_time
 from palace_cli.conversations.sessionfile import split_text, is_session_text, parse_session
 from palace_cli.conversations.reading import RecordGuard, files_under, read_text, shown

@@ -13,7 +13,8 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, one_line, participants_of, session_id, slug, text_id
+from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, participants_of, session_id, text_id
+from palace_cli.core.text import one_line, slug
 from palace_cli.conversations.reading import read_export, text_value, thinking_block, threads, tool_line
 
 FORMAT = SOURCE = "chatgpt"

@@ -15,7 +15,8 @@ from typing import Iterator
 
 from palace_cli.errors import ImportFailed
 from palace_cli.conversations.jsonstream import CHUNK, MAX_RECORD_BYTES, open_source
-from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, one_line, participants_of, session_id, slug
+from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, participants_of, session_id
+from palace_cli.core.text import one_line, slug
 from palace_cli.conversations.reading import (BadRecord, RecordGuard, block_text, files_under, shown, text_value,
                                               thinking_block, threads, tool_line)
 

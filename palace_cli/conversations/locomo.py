@@ -15,7 +15,8 @@ from datetime import datetime
 from pathlib import Path
 
 from palace_cli.conversations.jsonstream import json_records
-from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, one_line, participants_of, slug, text_id
+from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, participants_of, text_id
+from palace_cli.core.text import one_line, slug
 from palace_cli.conversations.reading import RecordGuard, shown, text_value
 
 FORMAT = SOURCE = "locomo"

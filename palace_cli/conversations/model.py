@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import date
 
 from palace_cli.core.dates import iso_time
+from palace_cli.core.text import one_line, slug
 
 ROLES = ("user", "assistant", "system", "tool")
 # The frontmatter fields a session file gives every session, in order; the import stamp `imported` follows the others.
@@ -155,20 +156,6 @@ def clean_text(text: str) -> str:
     while end > start and not lines[end - 1]:
         end -= 1
     return "\n".join(lines[start:end])
-
-
-def one_line(text: str, limit: int = 0) -> str:
-    """Whitespace collapsed to single spaces, cut at limit characters with an ellipsis."""
-    flat = " ".join(str(text).split())
-    if limit and len(flat) > limit:
-        return flat[: limit - 1].rstrip() + "…"
-    return flat
-
-
-def slug(text: str, limit: int = 60) -> str:
-    """Lowercase words joined by hyphens, for file names and ids."""
-    out = re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")
-    return out[:limit].rstrip("-")
 
 
 def session_id(source: str, source_id: str) -> str:

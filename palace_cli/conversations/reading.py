@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 from palace_cli.conversations.jsonstream import MAX_RECORD_BYTES, json_records
-from palace_cli.conversations.model import ReadProblem, ReadResult, one_line
+from palace_cli.conversations.model import ReadProblem, ReadResult
+from palace_cli.core.text import one_line
 from palace_cli.core.disk import read_capped
 from palace_cli.errors import ImportFailed, NoteError
 

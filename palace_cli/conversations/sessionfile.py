@@ -38,7 +38,8 @@ from palace_cli.errors import NoteError
 from palace_cli.core.notefile import load_frontmatter
 from palace_cli.core.noteedit import dump_frontmatter
 from palace_cli.core.disk import read_capped
-from palace_cli.conversations.model import RESERVED, TIME, ReadProblem, Session, Turn, digest, one_line
+from palace_cli.conversations.model import RESERVED, TIME, ReadProblem, Session, Turn, digest
+from palace_cli.core.text import one_line
 from palace_cli.core.dates import iso_time
 
 CONVERSATIONS = "conversations"

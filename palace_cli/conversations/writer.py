@@ -28,7 +28,8 @@ from typing import Callable, NamedTuple
 
 from palace_cli.core.noteedit import edit_frontmatter
 from palace_cli.core.disk import atomic_write
-from palace_cli.conversations.model import ReadProblem, Session, Turn, slug
+from palace_cli.conversations.model import ReadProblem, Session, Turn
+from palace_cli.core.text import slug
 from palace_cli.conversations.sessionfile import (CONVERSATIONS, MAX_SESSION_BYTES, append_turns, load_session, parse_header,
                                                   render_session, session_digest, session_files, turns_digest)
 from palace_cli.conversations.reading import EXPORT
