@@ -23,6 +23,7 @@ from palace_cli.core.notes import TYPES, Memory
 from palace_cli.errors import NotAMemory, NotFound, OutsidePalace, PalaceError, UsageError
 from palace_cli.palace import Palace
 from palace_cli.search.profiles import PROFILES
+from palace_cli.search.relevance import describe
 from palace_cli.search.retrieve import recall as core_recall
 from palace_cli.search.retrieve import search as core_search
 from palace_cli.search.wakeup import BYTES_PER_TOKEN
@@ -123,9 +124,11 @@ class PalaceTools:
 
     def recall(self, query: str, k: int | None = None, domain: str | None = None,
                profile: ProfileName = "reference", max_tokens: int = 1000, as_of: str | None = None,
-               kind: Kind | None = None, since: str | None = None, until: str | None = None) -> str:
-        """Recall: a route line (the domains of what was handed over), then the context block (each memory with its verify token, each
-        conversation turn under its session's date).
+               kind: Kind | None = None, since: str | None = None, until: str | None = None,
+               turns: int | None = None) -> str:
+        """Recall: a route line (the domains of what was handed over), then the context block (each memory with its
+        verify token, each conversation turn under its session's date). Only what is relevant to the query is
+        handed: at most k memories and `turns` turns; nothing when nothing is.
 
         Only memories valid now, or valid on the date `as_of` (YYYY-MM-DD)."""
         budget = _budget(max_tokens)
@@ -133,30 +136,36 @@ class PalaceTools:
             _plain_name(domain, "domain")
         if k is not None and not 1 <= k <= 50:
             raise UsageError(f"k must be between 1 and 50, not {k}")
+        if turns is not None and not 0 <= turns <= 50:
+            raise UsageError(f"turns must be between 0 and 50, not {turns}")
         check_layout(self.palace)
         result = core_recall(self.palace, query, k=k, domain=domain, budget=max(budget - 300, 200), profile=profile,
-                             as_of=as_of, kind=kind, since=since, until=until)
+                             as_of=as_of, kind=kind, since=since, until=until, turns=turns)
+        if not result.relevant:
+            return fit(f"Nothing in this palace is relevant; say you do not know. ({result.why})", max_tokens)
         route = ", ".join(f"{r.domain} {r.confidence:.2f}" for r in result.route) or "none"
-        shown = [h.id for h in result.handed]
-        cut = [h.id for h in result.hits + result.linked if h.id not in shown]
-        memories = [h.id for h in result.handed if h.kind == "memory"]
-        turns = [h.id for h in result.handed if h.kind == "turn"]
+        memories = [h.id for h in result.handed if h.kind != "turn"]
+        turns_handed = [h.id for h in result.handed if h.kind == "turn"]
         lines = [f"handed: {', '.join(memories) or 'none'}"]  # the ids verify takes
-        if turns:
-            lines.append(f"turns (no verify token): {', '.join(turns)}")
-        if not result.hits:
-            lines.append("No memory in this palace matches; say you do not know.")
-        elif not shown:
+        if turns_handed:
+            lines.append(f"turns (cite as [turn ID]): {', '.join(turns_handed)}")
+        if result.hits and not result.handed:
             lines.append(f"No memory fits in max_tokens={max_tokens}; raise it, or get one by id.")
+        cut = [o.id for o in result.omitted if o.reason.startswith("did not fit")]
         if cut:
             lines.append(f"cut for max_tokens: {', '.join(cut)}")
+        left = len(result.omitted) - len(cut)
+        if left:
+            lines.append(f"left out as not relevant enough or over the caps: {left} ranked unit(s)")
         lines.append(f"route: {route} ({result.reason}); confidence {result.confidence:.2f}; mode {result.mode}")
         return fit("\n".join(lines) + "\n" + result.context, max_tokens)
 
     def search(self, query: str, k: int = 10, domain: str | None = None,
                mode: Literal["hybrid", "lexical", "dense"] = "hybrid", max_tokens: int = 500,
                kind: Kind | None = None, since: str | None = None, until: str | None = None) -> str:
-        """Flat search: one line per hit, `id | subject | domain | path:line | score` (a turn: its time for domain)."""
+        """Flat search: one line per hit, `id | subject | domain | path:line | words, meaning` (a turn: its time for
+        domain; words: the share of the query's words it holds, meaning: its cosine); `no results` when nothing is
+        about the query."""
         _budget(max_tokens)
         if domain is not None:
             _plain_name(domain, "domain")
@@ -165,8 +174,10 @@ class PalaceTools:
         check_layout(self.palace)
         result = core_search(self.palace, query, mode=mode, k=k, domain=domain, kind=kind, since=since, until=until)
         lines = [f"{h.id} | {h.subject} | {h.domain if h.kind == 'memory' else h.time or 'no date'} | "
-                 f"{h.path}:{h.line} | {h.score:.3f}" for h in result.hits]
+                 f"{h.path}:{h.line} | {describe(h)}" for h in result.hits]
         head = f"{len(lines)} hit(s), {result.mode}" + (f" ({result.dense_reason})" if result.dense != "on" else "")
+        if not result.hits:
+            head = f"no results: {result.why}"
         return fit("\n".join([head] + lines), max_tokens)
 
     def get(self, id: str, max_tokens: int = 1500) -> str:
@@ -383,7 +394,7 @@ ARGUMENTS = {
     "query": "question or keywords", "k": "how many", "domain": "only this domain",
     "profile": "how much context", "max_tokens": "token budget", "as_of": "YYYY-MM-DD: valid then",
     "mode": "ranking", "kind": "which units", "since": "ISO date, from",
-    "until": "ISO date, to", "id": "memory id", "get:id": "memory id or path",
+    "until": "ISO date, to", "turns": "how many chat turns, at most", "id": "memory id", "get:id": "memory id or path",
     "subject": "title", "add:domain": "folder; a new name makes a domain", "anchor": "short hook",
     "image": "vivid scene, required: holds the token", "content": "the facts", "keywords": "search terms",
     "links": "ids of related memories", "verify": "phrase of the image (default: proposed)",

@@ -277,7 +277,7 @@ def test_a_cited_answer_that_says_nothing_gives_way_to_the_extractive_one(exampl
 ])
 def test_not_an_answer(palace, text, failed):
     from palace_cli.answers.ask import not_an_answer
-    from palace_cli.answers.extract import question_terms
+    from palace_cli.core.text import question_terms
 
     analyze = palace.index.text.words
     verdict = not_an_answer(text, question_terms(analyze, ANSWERABLE), analyze)

@@ -111,11 +111,17 @@ def test_recall_hands_turns_under_their_session_date_and_verify_stays_honest(mix
 
 
 def test_recall_hands_memories_and_turns_within_the_profile(mixed):
+    # A turn that holds one word of the question while a memory holds three is not relevant beside it.
     result = recall(mixed, "coordinator commit dog adopted", mode="lexical", turns=2)
-    kinds = [h.kind for h in result.hits]
-    assert kinds.count("turn") <= 2 and "memory" in kinds
-    assert "[verify:" in result.context and "## Conversation" in result.context
-    assert recall(mixed, "coordinator commit dog adopted", mode="lexical", turns=0).as_dict()["turns"] == []
+    assert [h.kind for h in result.hits] == ["memory"] and "## Conversation" not in result.context
+    reasons = {o.id: o.reason for o in result.omitted}
+    assert "locomo-conv-1-s01/D1:1" in reasons and "x the best hit's" in reasons["locomo-conv-1-s01/D1:1"]
+    # Turns alone: --turns caps them as -k caps memories, and the JSON says what the cap left out.
+    capped = recall(mixed, "dog shoes adopted", mode="lexical", turns=1)
+    assert [h.kind for h in capped.hits] == ["turn"] and capped.caps == {"memory": 3, "turn": 1}
+    assert any("over the cap of 1 turns" in o.reason for o in capped.omitted)
+    none = recall(mixed, "dog shoes adopted", mode="lexical", turns=0).as_dict()
+    assert none["turns"] == [] and any("over the cap of 0 turns" in o["reason"] for o in none["omitted"])
 
 
 def test_refresh_is_incremental_for_session_files(talk):

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from palace_cli.errors import ConfigError
-from palace_cli.answers.extract import question_terms
+from palace_cli.core.text import question_terms
 from palace_cli.palace import Palace
 from palace_cli.search.hits import Recall
 

@@ -12,11 +12,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from palace_cli.core.text import STOPWORDS, split_sentences
-
-# Words a question is phrased with that say nothing about what it asks (beyond tokens.STOPWORDS).
-QUESTION_WORDS = frozenset("do does did doing done should would could shall may might must need get make use "
-                           "using used work works explain tell difference between".split())
+from palace_cli.core.text import question_terms, split_sentences
 
 # Chosen on the labelled questions of both benchmark palaces (`palace bench ask`, docs/benchmarks.md): the
 # embedding's cosine per sentence ("dense") gained at most 1.5 points for about a second of embedding per
@@ -35,12 +31,6 @@ class Sentence:
     text: str
     score: float = 0.0
     parts: dict[str, float] = field(default_factory=dict)
-
-
-def question_terms(analyze, question: str) -> list[str]:
-    """The stemmed terms of a question that say what it asks (`analyze` is the index's (term, word) pairs)."""
-    return list(dict.fromkeys(term for term, word in analyze(question)
-                              if word.lower() not in STOPWORDS and word.lower() not in QUESTION_WORDS))
 
 
 def candidates(memories: list) -> list[Sentence]:

@@ -14,7 +14,7 @@ import numpy as np
 
 from palace_cli.errors import PalaceError
 from palace_cli.palace import Palace
-from palace_cli.search.profiles import PROFILES
+from palace_cli.search.profiles import BYTES_PER_TOKEN, PROFILES
 from palace_cli.search.retrieve import hit_confidence, recall, search, trim_hits
 from palace_cli.search.context import build_context
 from palace_cli.core.dates import parse_moment
@@ -88,6 +88,8 @@ class ModeRun:
     kinds: list[str] = field(default_factory=list)            # the kind of each answerable query, aligned
     context_bytes: list[int] = field(default_factory=list)
     context_hit: list[float] = field(default_factory=list)
+    irrelevant: list[float] = field(default_factory=list)     # units of another kind than asked about, handed
+    absent_units: list[float] = field(default_factory=list)   # units handed for questions the palace cannot answer
     latencies_ms: list[float] = field(default_factory=list)
     fallbacks: int = 0
     route_hit: list[float] = field(default_factory=list)
@@ -100,20 +102,21 @@ class ModeRun:
 
 
 def _run_query(palace: Palace, mode: str, query: Query, profile: str, include_superseded: bool = False):
-    """(ranked ids, handed-over ids, context bytes, fallback, routed domains, confidence) for one query."""
+    """(ranked ids, handed-over units, context bytes, fallback, routed domains, confidence) for one query. 2hop is
+    `palace recall` as an agent calls it (the relevance rule, the caps, the budget); the flat modes hand the
+    first k of their ranking, trimmed as the profile trims."""
     spec = PROFILES[profile]
     when = dict(as_of=query.as_of or None, include_superseded=include_superseded)
     if mode == "2hop":
-        result = recall(palace, query.query, k=10, profile=profile, do_refresh=False, trim=False, **when)
-        handed = trim_hits(result.hits[: spec.k]) if spec.trim else result.hits[: spec.k]
-        context = build_context(handed, spec, spec.budget)
-        return ([h.id for h in result.hits], [h.id for h in handed], len(context.encode("utf-8")), result.fallback,
+        result = recall(palace, query.query, profile=profile, do_refresh=False, depth=10, **when)
+        return ([h.id for h in result.ranked], result.handed, result.context_bytes, result.fallback,
                 {r.domain for r in result.route}, result.confidence)
     result = search(palace, query.query, mode=mode, k=10, do_refresh=False, **when)
-    top = result.hits[: spec.k]  # search() already loaded the hits' memories
+    top = result.ranked[: spec.k]  # search() already loaded these hits' memories
+    top = trim_hits(top) if spec.trim else top
     context = build_context(top, spec, spec.budget)
-    return ([h.id for h in result.hits], [h.id for h in top], len(context.encode("utf-8")), False, None,
-            hit_confidence(result.hits))
+    return ([h.id for h in result.ranked], top, len(context.encode("utf-8")), False, None,
+            hit_confidence(result.ranked))
 
 
 def run_retrieval_bench(palace: Palace, queries: list[Query], modes=ALL_MODES, profile: str = "reference",
@@ -149,9 +152,10 @@ def run_retrieval_bench(palace: Palace, queries: list[Query], modes=ALL_MODES, p
             # Warm means indexes and models loaded, not answers remembered: each timed query embeds itself.
             palace.index.forget_query_vectors()
             started = time.perf_counter()
-            ranked, handed, context_bytes, fallback, routed, confidence = _run_query(palace, mode, q, profile,
-                                                                                     include_superseded)
+            ranked, units, context_bytes, fallback, routed, confidence = _run_query(palace, mode, q, profile,
+                                                                                    include_superseded)
             elapsed = (time.perf_counter() - started) * 1000
+            handed = [h.id for h in units]
             moment = parse_moment(q.as_of) if q.as_of else None
             if any(not versions.valid_at(i, moment) for i in handed):
                 if q.as_of:
@@ -162,7 +166,10 @@ def run_retrieval_bench(palace: Palace, queries: list[Query], modes=ALL_MODES, p
                 (run.as_of_at_1 if q.as_of else run.current_at_1).append(float(bool(ranked) and ranked[0] in q.expected))
             if not q.expected:
                 run.absent_confidence.append(confidence)
+                run.absent_units.append(float(len(units)))
                 continue
+            # a question about memories (or sections) is not answered by a conversation turn
+            run.irrelevant.append(float(sum(h.kind == "turn" for h in units)))
             run.present_confidence.append(confidence)
             run.latencies_ms.append(elapsed)
             run.metrics.append(query_metrics(ranked, q.expected))
@@ -221,6 +228,11 @@ def summarise(run: ModeRun) -> dict:
     out["context_bytes"] = round(statistics.fmean(run.context_bytes), 1) if run.context_bytes else 0.0
     out["context_recall"] = round(statistics.fmean(run.context_hit), 4) if run.context_hit else 0.0
     ci["context_recall"] = bootstrap_ci(run.context_hit)
+    out["context_tokens"] = round(statistics.fmean(run.context_bytes) / BYTES_PER_TOKEN, 1) if run.context_bytes else 0.0
+    out["irrelevant_handed"] = round(statistics.fmean(run.irrelevant), 4) if run.irrelevant else 0.0
+    ci["irrelevant_handed"] = bootstrap_ci(run.irrelevant)
+    if run.absent_units:
+        out["absent_units_handed"] = round(statistics.fmean(run.absent_units), 4)
     lat = sorted(run.latencies_ms)
     out["p50_ms"] = round(float(np.percentile(lat, 50)), 2) if lat else 0.0
     out["p95_ms"] = round(float(np.percentile(lat, 95)), 2) if lat else 0.0
@@ -253,7 +265,7 @@ def _auc(positives: list[float], negatives: list[float]) -> float:
 def markdown_table(summary: dict) -> str:
     """The summary as a Markdown table, one row per mode."""
     columns = ["recall@1", "recall@3", "recall@5", "recall@10", "mrr", "ndcg@10", "context_recall",
-               "context_bytes", "p50_ms", "p95_ms"]
+               "context_tokens", "irrelevant_handed", "p50_ms", "p95_ms"]
     lines = [f"dataset: {summary['dataset']}, {summary['queries']} queries"
              + (f" (+{summary['absent_queries']} absent)" if summary.get("absent_queries") else "")
              + f", profile {summary['profile']}, dense {summary['dense']}", "",
