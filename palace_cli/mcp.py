@@ -37,8 +37,9 @@ Kind = Literal["memory", "turn"]
 MIN_TOKENS, MAX_TOKENS = 50, 20000
 LINE_REF = re.compile(r":\d+$")
 INSTRUCTIONS = ("A memory palace: Markdown memories, each with a verify token, and imported conversations. Call "
-                "recall before answering from memory, cite each used memory's token as [verify: token], then call "
-                "verify on your answer. Turns of conversations carry no token.")
+                "recall before answering from memory, cite each used memory's token as [verify: token] and quote "
+                "each used conversation turn in double quotes followed by [turn ID], then call verify on your answer "
+                "with the ids recall handed.")
 
 
 # ---- confinement --------------------------------------------------------------------------------
@@ -263,18 +264,27 @@ class PalaceTools:
         return "\n".join(lines)
 
     def verify(self, response: str, ids: list[str], rule: Literal["any", "all"] = "any") -> str:
-        """Check an answer against the memories it was handed (their ids): cited, uncited, foreign tokens."""
+        """Check an answer against the units it was handed (the memory ids and turn ids recall listed): cited,
+        uncited, foreign tokens or turns, and every quote word for word in what it cites."""
         from palace_cli.answers.ask import verify_answer
+        from palace_cli.answers.checking import memory_text, turn_texts
         from palace_cli.search.hits import context_entry
 
         if not ids:
-            raise UsageError("give the ids of the memories handed to the model (recall lists them on its hits line)")
+            raise UsageError("give the ids of the units handed to the model (recall lists them on its first lines)")
         self._fresh()
-        handed = [context_entry(m) for m in self._handed(ids)]
+        turns = turn_texts(self.palace, [i for i in ids if "/" in i and not i.endswith(".md")])
+        handed = [{"id": i, "kind": "turn", "text": turns[i]} for i in dict.fromkeys(ids) if i in turns]
+        handed += [{**context_entry(m), "text": memory_text(m)} for m in self._handed([i for i in ids if i not in turns])]
         verdict = verify_answer(response, handed, self.palace, rule=rule)
         lines = [f"{'grounded' if verdict.grounded else 'NOT grounded'} ({verdict.status}): {verdict.reason}"]
         if verdict.cited:
             lines.append("cited: " + ", ".join(f"{c.id}{'' if c.exact else ' (variant)'}" for c in verdict.cited))
+        misquoted = [q for q in verdict.quotes if not q["found"]]
+        if verdict.quotes:
+            lines.append(f"quotes checked: {len(verdict.quotes)}, not word for word in their source: {len(misquoted)}")
+        for quote in misquoted:
+            lines.append(f"misquoted {quote['id']}: \u201c{quote['quote']}\u201d")
         if verdict.uncited:
             lines.append("uncited: " + ", ".join(verdict.uncited))
         if verdict.foreign:
@@ -401,7 +411,7 @@ ARGUMENTS = {
     "add:id": "default: from subject", "supersedes": "ids this corrects", "valid_from": "YYYY-MM-DD",
     "type": "kind of memory", "fields": "frontmatter to set: subject, anchor, keywords, links, aliases, verify, "
     "type, core", "sections": "## heading -> new text", "response": "answer to check",
-    "ids": "ids recall handed", "rule": "cite any or all", "strategy": "which memory next",
+    "ids": "memory and turn ids recall handed", "rule": "cite any or all", "strategy": "which memory next",
     "question": "handle from quiz_next", "answer": "your answer",
 }
 

@@ -90,6 +90,7 @@ class ModeRun:
     context_hit: list[float] = field(default_factory=list)
     irrelevant: list[float] = field(default_factory=list)     # units of another kind than asked about, handed
     absent_units: list[float] = field(default_factory=list)   # units handed for questions the palace cannot answer
+    absent_turns: list[float] = field(default_factory=list)   # the turns among them
     latencies_ms: list[float] = field(default_factory=list)
     fallbacks: int = 0
     route_hit: list[float] = field(default_factory=list)
@@ -167,6 +168,7 @@ def run_retrieval_bench(palace: Palace, queries: list[Query], modes=ALL_MODES, p
             if not q.expected:
                 run.absent_confidence.append(confidence)
                 run.absent_units.append(float(len(units)))
+                run.absent_turns.append(float(sum(h.kind == "turn" for h in units)))
                 continue
             # a question about memories (or sections) is not answered by a conversation turn
             run.irrelevant.append(float(sum(h.kind == "turn" for h in units)))
@@ -233,6 +235,7 @@ def summarise(run: ModeRun) -> dict:
     ci["irrelevant_handed"] = bootstrap_ci(run.irrelevant)
     if run.absent_units:
         out["absent_units_handed"] = round(statistics.fmean(run.absent_units), 4)
+        out["absent_turns_handed"] = round(statistics.fmean(run.absent_turns), 4)
     lat = sorted(run.latencies_ms)
     out["p50_ms"] = round(float(np.percentile(lat, 50)), 2) if lat else 0.0
     out["p95_ms"] = round(float(np.percentile(lat, 95)), 2) if lat else 0.0
