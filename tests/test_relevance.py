@@ -142,6 +142,6 @@ def test_mcp_recall_caps_turns_and_says_when_nothing_is_relevant(team):
 
     tools = PalaceTools(team)
     text = tools.recall("Kyoto offsite ryokan temple tour budget", turns=1)
-    assert text.count("[chat-offsite-chat#") == 1 and "left out" in text
+    assert text.count("] (line ") == 1 and "left out" in text
     nothing = tools.recall(NONSENSE)
     assert "Nothing in this palace is relevant" in nothing and "## " not in nothing
