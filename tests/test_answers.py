@@ -120,15 +120,11 @@ def test_mcp_verify_checks_a_turn_citation(team):
     assert refused.startswith("NOT grounded (misquoted)") and "misquoted " + TURN in refused
 
 
-def test_the_standout_threshold_can_be_set_in_palace_toml(team, tmp_path):
-    from palace_cli.answers.abstention import MIN_UNITS
-
+def test_the_thresholds_can_be_set_in_palace_toml(team, tmp_path):
     toml = team.root / "palace.toml"
     toml.write_text(toml.read_text(encoding="utf-8") + "\n[retrieval]\nabstain_below = {coverage = 1.1, dense = 0.99}\n",
                     encoding="utf-8")
-    palace = Palace(team.root)
-    answer = ask(palace, OFFSITE)  # a palace under MIN_UNITS units: confidence and coverage decide
-    assert len(palace.index.catalog().ids) < MIN_UNITS and answer.evidence.standout is None
+    answer = ask(Palace(team.root), OFFSITE)
     assert answer.status == "abstained" and "covers too little" in answer.reason
 
 

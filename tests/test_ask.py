@@ -484,7 +484,7 @@ def test_the_readme_tour_saga_question_is_answered(tmp_path, with_models):
     assert result.output.startswith("extractive answer")
     assert "compensating actions undo the steps already committed, in reverse order.\" " \
            "[verify: forty purple sneakers squeak]" in result.output
-    assert "coverage 0.75 >= 0.5" in result.output and "too small to cite its sources" in result.output
+    assert "coverage 0.75 >= 0.75" in result.output and "too small to cite its sources" in result.output
     absent = _run(root, "ask", "What is the capital of France?")
     assert absent.exit_code == 1 and "not in this palace" in absent.output
     assert 'palace add "capital france" --domain DOMAIN' in absent.output

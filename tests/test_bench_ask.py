@@ -82,9 +82,11 @@ def test_bench_ask_command_scores_each_corpus_and_the_near_misses(example_palace
     result = CliRunner().invoke(cli, args + ["--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    shipped = data["rules"]["names held and standout (default)"]["shipped"]
+    shipped = data["rules"]["names held and (confidence or coverage 0.75) (default)"]["shipped"]
     assert shipped["System Design Palace"]["questions"] == 12 and shipped["System Design Palace"]["absent"] == 6
     assert shipped["near-domain"]["absent"] == 3 and shipped["near-domain"]["answerable"] == 6
     assert "quote_holds_phrase" in shipped["System Design Palace / few"]
+    crossed = data["rules"]["names held and confidence"]["cross_validated"]["near-domain"]
+    assert crossed["right_vs_default"]["n"] == 9 and len(crossed["right_vs_default"]["ci"]) == 2
     table = CliRunner().invoke(cli, args)
     assert table.exit_code == 0 and "| near-domain | 9 (3) |" in table.output

@@ -98,7 +98,7 @@ def test_untokened_memories_are_not_quoted_while_a_tokened_one_is_handed(palace)
 
 # ---- abstention evidence and suggestions -------------------------------------------------------
 
-def test_evidence_where_standout_is_not_measured_is_sure_on_either_signal():
+def test_evidence_is_sure_on_either_signal():
     common = dict(signal="dense", threshold=0.3, coverage_threshold=0.5)
     assert Evidence(confidence=0.31, coverage=0.0, **common).sure
     assert Evidence(confidence=0.1, coverage=0.5, **common).sure
@@ -107,12 +107,14 @@ def test_evidence_where_standout_is_not_measured_is_sure_on_either_signal():
                                                                             **common).describe()
 
 
-@pytest.mark.parametrize("standout, missing, sure", [
-    (ABSTAIN_BELOW["standout"], [], True), (ABSTAIN_BELOW["standout"] - 0.01, [], False),
-    (9.0, ["Kyoto"], False), (9.0, [], True),
+@pytest.mark.parametrize("confidence, coverage, missing, sure", [
+    (ABSTAIN_BELOW["dense"], 0.0, [], True), (ABSTAIN_BELOW["dense"] - 0.01, 0.0, [], False),
+    (0.0, ABSTAIN_BELOW["coverage"], [], True), (0.0, ABSTAIN_BELOW["coverage"] - 0.01, [], False),
+    (0.9, 1.0, ["Kyoto"], False), (0.9, 1.0, [], True),
 ])
-def test_evidence_needs_every_name_and_a_top_unit_that_stands_out(standout, missing, sure):
-    evidence = Evidence("dense", 0.9, 1.0, 0.3, 0.5, missing=missing, standout=standout)
+def test_evidence_needs_every_name_and_then_either_signal(confidence, coverage, missing, sure):
+    evidence = Evidence("dense", confidence, coverage, ABSTAIN_BELOW["dense"], ABSTAIN_BELOW["coverage"],
+                        missing=missing)
     assert evidence.sure is sure
     assert ("missing Kyoto" in evidence.describe()) is bool(missing)
 
@@ -139,10 +141,10 @@ def test_coverage_counts_the_quoted_evidence(palace):
 
 
 @pytest.mark.parametrize("setting, expected", [
-    (None, (ABSTAIN_BELOW["lexical"], 0.5, 0, ABSTAIN_BELOW["standout"])),
-    ("0.4", (0.4, 0.5, 0, ABSTAIN_BELOW["standout"])),
-    ("{lexical = 0.2, coverage = 0.9, standout = 3}", (0.2, 0.9, 0, 3.0)),
-    ("{dense = 0.2, missing = 1}", (ABSTAIN_BELOW["lexical"], 0.5, 1, ABSTAIN_BELOW["standout"])),
+    (None, (ABSTAIN_BELOW["lexical"], 0.75, 0)),
+    ("0.4", (0.4, 0.75, 0)),
+    ("{lexical = 0.2, coverage = 0.9}", (0.2, 0.9, 0)),
+    ("{dense = 0.2, missing = 1}", (ABSTAIN_BELOW["lexical"], 0.75, 1)),
 ])
 def test_thresholds_from_palace_toml(example_palace, setting, expected):
     from palace_cli.palace import Palace

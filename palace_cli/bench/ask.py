@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from palace_cli.answers.abstention import ABSTAIN_BELOW, MIN_UNITS, weigh
+from palace_cli.answers.abstention import ABSTAIN_BELOW, MIN_UNITS, standout_of, weigh
 from palace_cli.answers.extract import extract, sources_of
 from palace_cli.bench.retrieval import bootstrap_ci, load_queries
 from palace_cli.core.text import STOPWORDS, normalize, words
@@ -61,7 +61,7 @@ def _ask_evidence(palace: Palace, item: Asked, question: str, as_of=None) -> Ask
     quoted = extract(palace.index.text, question, sources)
     evidence = weigh(palace, question, result, quoted)
     item.features = {"confidence": evidence.confidence, "coverage": evidence.coverage, "missing": evidence.missing,
-                     "standout": evidence.standout, "relevant": result.relevant and bool(quoted),
+                     "standout": standout_of(palace, question), "relevant": result.relevant and bool(quoted),
                      "signal": evidence.signal, "sure": evidence.sure}
     item.cited = list(dict.fromkeys(s.source.id for s in quoted))
     item.quoted = " ".join(f"{s.text} {s.source.frame}" for s in quoted)
@@ -98,13 +98,15 @@ def _lines(path: Path, corpus: str | None) -> list[dict]:
 
 
 def ids_for_paths(palace: Palace, paths: list[str]) -> list[str]:
-    """The ids of the notes at these paths (relative to the vault that was imported or adopted)."""
+    """The ids of the notes at these paths (relative to the vault that was adopted, or imported: `imported: {from:
+    markdown:PATH}` in the note's frontmatter)."""
     memories = palace.scan().memories.values()
     out = []
     for wanted in paths:
         for memory in memories:
-            source = memory.meta.get("source") if isinstance(memory.meta.get("source"), dict) else {}
-            if memory.path == wanted or memory.path.endswith("/" + wanted) or source.get("path") == wanted:
+            imported = memory.meta.get("imported") if isinstance(memory.meta.get("imported"), dict) else {}
+            origin = str(imported.get("from", "")).partition(":")[2]
+            if memory.path == wanted or memory.path.endswith("/" + wanted) or origin == wanted:
                 out.append(memory.id)
     return list(dict.fromkeys(out))
 
@@ -165,19 +167,23 @@ def _standout_or(item: Asked, confidence: float, coverage: float, standout: floa
 
 # name -> (decide(item, params) -> answers?, grid of params, what it is). Every rule tried (docs/answers.md).
 RULES: dict[str, tuple] = {
-    "confidence or top-note coverage (before)": (
+    "confidence or coverage (the rule before)": (
         lambda i, p: i.features["confidence"] >= p[0] or i.features["coverage"] >= p[1],
-        [(c / 100, v) for c in range(20, 70) for v in (0.5, 9.0)], "the earlier rule: cosine or coverage"),
+        [(c / 100, v) for c in range(20, 70) for v in (0.5, 9.0)],
+        "the earlier rule (cosine or coverage), on the quoted evidence's coverage"),
     "names held and confidence": (
         lambda i, p: not i.features["missing"] and i.features["confidence"] >= p[0],
         [(c / 100,) for c in range(0, 70)], "every name and number quoted, and the cosine above a line"),
     "names held and (confidence or coverage)": (
         lambda i, p: not i.features["missing"] and (i.features["confidence"] >= p[0] or i.features["coverage"] >= p[1]),
         [(c / 50, v / 20) for c in range(10, 35) for v in range(6, 21)], "names, then either signal"),
+    "names held and (confidence or coverage 0.75) (default)": (
+        lambda i, p: not i.features["missing"] and (i.features["confidence"] >= p[0] or i.features["coverage"] >= 0.75),
+        [(c / 100,) for c in range(0, 70)], "names, then the cosine, or three quarters of the question's words quoted"),
     "names held and confidence and coverage": (
         lambda i, p: not i.features["missing"] and i.features["confidence"] >= p[0] and i.features["coverage"] >= p[1],
         [(c / 50, v / 20) for c in range(0, 30) for v in range(0, 16)], "names, then both signals"),
-    "names held and standout (default)": (
+    "names held and standout": (
         lambda i, p: not i.features["missing"] and _standout_or(i, ABSTAIN_BELOW["dense"], ABSTAIN_BELOW["coverage"],
                                                                 p[0]),
         [(s / 20,) for s in range(30, 120)], "names, then the top unit standing out of the palace's cosines"),
@@ -185,7 +191,7 @@ RULES: dict[str, tuple] = {
         lambda i, p: not i.features["missing"] and _standout_or(i, 9, 9, p[0]) and i.features["coverage"] >= p[1],
         [(s / 10, v / 20) for s in range(15, 50) for v in range(0, 16)], "names, standout and coverage"),
 }
-DEFAULT_RULE = "names held and standout (default)"
+DEFAULT_RULE = "names held and (confidence or coverage 0.75) (default)"
 
 
 def _balanced(items: list[Asked], decide, params) -> float:
@@ -258,10 +264,25 @@ def _mean_ci(values: list[float]) -> dict:
     return {"value": round(statistics.fmean(values), 4), "n": len(values), "ci": bootstrap_ci(values)}
 
 
+def _correct(item: Asked, answered: bool) -> float:
+    """1 when the decision is right: an absent question abstained on, an answerable one answered with a right
+    citation."""
+    return float(not answered) if item.absent else float(answered and item.right)
+
+
+def paired(items: list[Asked], answered: list[bool], baseline: list[bool]) -> dict:
+    """The mean difference in right decisions against a baseline's, on the same questions, with its 95% paired
+    bootstrap interval."""
+    diffs = [_correct(i, a) - _correct(i, b) for i, a, b in zip(items, answered, baseline)]
+    return {"value": round(statistics.fmean(diffs), 4) if diffs else None, "n": len(diffs),
+            "ci": bootstrap_ci(diffs) if diffs else None}
+
+
 def report(items: list[Asked]) -> dict:
     """Every rule, fitted on all corpora and cross-validated (each corpus left out of its own fit), scored per
-    corpus and per questions file."""
+    corpus and per questions file, and compared question by question with the default rule."""
     out: dict = {}
+    baseline = decisions(items, DEFAULT_RULE, None)
     for rule in RULES:
         fitted = fit(items, rule)
         rows: dict = {"fitted": [round(float(x), 4) for x in fitted], "description": RULES[rule][2]}
@@ -269,6 +290,11 @@ def report(items: list[Asked]) -> dict:
             answered = decisions(items, rule, params)
             rows[how] = {group: score([i for i in items if key(i)], [a for a, i in zip(answered, items) if key(i)])
                          for group, key in _groups(items)}
+            if how == "cross_validated":
+                for group, key in _groups(items):
+                    chosen = [(i, a, b) for i, a, b in zip(items, answered, baseline) if key(i)]
+                    rows[how][group]["right_vs_default"] = paired([c[0] for c in chosen], [c[1] for c in chosen],
+                                                                  [c[2] for c in chosen])
         if rule == DEFAULT_RULE:
             answered = [bool(i.features["relevant"]) and bool(i.features["sure"]) for i in items]
             rows["shipped"] = {group: score([i for i in items if key(i)],
@@ -327,7 +353,7 @@ def markdown_report(summary: dict) -> str:
     lines = ["sets: " + "; ".join(f"{s['palace']} ({s.get('queries') or s.get('locomo')})" for s in summary["sets"]),
              ""]
     columns = ["abstention_precision", "abstention_recall", "wrong_citation", "answered_right", "quote_holds_phrase",
-               "gold_in_quote"]
+               "gold_in_quote", "right_vs_default"]
     head = "| group | questions (absent) | " + " | ".join(c.replace("_", " ") for c in columns) + " |"
     for rule, rows in summary["rules"].items():
         for how in ("shipped", "cross_validated"):
