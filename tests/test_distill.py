@@ -143,3 +143,24 @@ def test_bench_scores_the_fixture(tmp_path):
     assert set(summary["cross_validated"]["by_conversation"]) == {"conv-t", "conv-u"}
     evidence = summary["evidence_recall@10"]["lexical"]
     assert evidence["questions"] == 8 and 0 <= evidence["turns"] <= 1 and 0 <= evidence["memories+turns"] <= 1
+
+
+def test_mcp_distill_tool(chat_palace):
+    import anyio
+
+    from test_mcp import call, session
+
+    async def scenario():
+        async with session(chat_palace.root) as client:
+            dry = await call(client, "distill", session="locomo-conv-t-s03", dry_run=True)
+            done = await call(client, "distill")
+            again = await call(client, "distill")
+            missing = await call(client, "distill", session="nope")
+            return dry, done, again, missing
+
+    dry, done, again, missing = anyio.run(scenario)
+    assert dry == (False, dry[1]) and dry[1].startswith("would write 2 memories from 4 turns")
+    assert "- (new) [event] Ben finally adopted a second dog" in dry[1]
+    assert not done[0] and done[1].startswith("wrote ") and "(conversations/locomo/conv-t-s01.md:" in done[1]
+    assert again == (False, "wrote 0 memories from 17 turns; 0 already known, 0 superseding")
+    assert missing[0] and "no imported session" in missing[1]
