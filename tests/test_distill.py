@@ -164,3 +164,14 @@ def test_mcp_distill_tool(chat_palace):
     assert not done[0] and done[1].startswith("wrote ") and "(conversations/locomo/conv-t-s01.md:" in done[1]
     assert again == (False, "wrote 0 memories from 17 turns; 0 already known, 0 superseding")
     assert missing[0] and "no imported session" in missing[1]
+
+
+def test_the_memory_core_imports_no_click_or_rich():
+    import subprocess
+    import sys
+
+    code = ("import sys, palace_cli.memory.distill, palace_cli.memory.consolidate, palace_cli.memory.llmstage, "
+            "palace_cli.capture.claude_code, palace_cli.capture.settings, palace_cli.bench.distill; "
+            "bad = [m for m in ('click', 'rich') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr[-500:]

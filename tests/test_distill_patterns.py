@@ -106,6 +106,8 @@ def test_memory_types(text, kind):
     ("My dog's name is Pepper.", ("name dog", "pepper")),
     ("I just got engaged!", ("status", "engaged")),
     ("I love green.", None),
+    ("Lost my job as a banker yesterday.", None),
+    ("I used to work as a waiter.", None),
 ])
 def test_attributes(text, found):
     assert attribute(text) == found

@@ -203,6 +203,26 @@ def fit_scorer(path: Path) -> dict:
             "threshold": cross_validate(path)["threshold"]}
 
 
+def ceilings(path: Path) -> dict:
+    """The recall every turn would reach as a memory, whole (as distill writes one) or cut into its sentences
+    (each a memory): the most any selection of turns can recall, per unit."""
+    from palace_cli.answers.extract import split_sentences
+
+    sessions, observations = locomo_sessions(path), load_observations(path)
+    whole, cut = [], []
+    for conversation, group in sessions.items():
+        for session in group:
+            previous = None
+            for turn in session.turns:
+                content, _, _ = turn_memory(turn, session, turn.speaker, addressee(session, turn.speaker), previous)
+                if content:
+                    whole.append(Scored(conversation, (turn.id,), content))
+                    cut += [Scored(conversation, (turn.id,), s) for s in split_sentences(content)]
+                previous = turn
+    known = {c: v for c, v in observations.items() if c in sessions}
+    return {"turn": score(whole, known)["recall"], "sentence": score(cut, known)["recall"]}
+
+
 def extraction_speed(sessions: dict[str, list[Session]], rounds: int = 3) -> dict:
     """Turns per second of the heuristic stage (scoring, rewriting, dating), the median of `rounds` passes."""
     every = [s for group in sessions.values() for s in group]
@@ -231,7 +251,8 @@ def run_distill_bench(path: Path, modes=("2hop",), workdir: str | None = None, k
     path = Path(path)
     sessions, observations = locomo_sessions(path), load_observations(path)
     summary = {"dataset": path.name, "conversations": len(sessions), "observations":
-               sum(len(v) for v in observations.values()), "speed": extraction_speed(sessions)}
+               sum(len(v) for v in observations.values()), "speed": extraction_speed(sessions),
+               "recall_if_every_turn": ceilings(path)}
     if cross:
         summary["cross_validated"] = cross_validate(path, progress=progress)
     base = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="palace-bench-distill-"))
@@ -257,8 +278,9 @@ def run_distill_bench(path: Path, modes=("2hop",), workdir: str | None = None, k
                                                 "memories+turns": after[mode]["recall@10"],
                                                 "turns_ci": before[mode]["ci"], "memories+turns_ci": after[mode]["ci"],
                                                 "questions": before[mode]["questions"]} for mode in before}
-        summary["context_recall"] = {mode: {"turns": before[mode]["context_recall"],
-                                            "memories+turns": after[mode]["context_recall"]} for mode in before}
+        for name in ("recall@10_hits", "context_recall"):
+            summary[name] = {mode: {"turns": before[mode][name], "memories+turns": after[mode][name]}
+                             for mode in before}
         if keep:
             summary["palace_dir"] = str(root)
     finally:
@@ -288,31 +310,38 @@ def _palace_memories(palace, confirmations: bool = True) -> list[Scored]:
 
 def _memory_turns(palace) -> dict[str, str]:
     """memory id -> the turn key it cites (`<session>/<turn>`)."""
-    return {m.id: f"{m.meta['session']}/{m.meta['turn']}" for m in palace.index.scan(light=True).memories.values()
+    return {m.id: f"{m.meta['session']}/{m.meta['turn']}" for m in palace.index.scan().memories.values()
             if m.meta.get("session") and m.meta.get("turn")}
 
 
 def _evidence(palace, path: Path, modes, limit: int | None, progress, memory_turns: dict | None = None) -> dict:
-    """LoCoMo's questions (categories 1-4) in each mode: recall@10 and context recall, a memory counting as its
-    turn; the ranking and the context are the retrieval benchmark's own (bench/locomo.py)."""
-    from palace_cli.bench.locomo import _ask, load_questions, question_metrics
+    """LoCoMo's questions (categories 1-4) in each mode, the ranking and the context being the retrieval
+    benchmark's own (bench/locomo.py), each memory counted as the turn it cites:
+
+    - recall@10: the ranking read as turns (a turn met twice, as itself and through a memory, counts once) cut
+      at ten turns;
+    - recall@10_hits: the first ten hits as they come, a memory and its own turn taking two places;
+    - context_recall: what the context handed within the profile's token budget holds."""
+    from palace_cli.bench.locomo import _ask, load_questions
 
     questions = load_questions(palace, path).answerable
     questions = questions[:limit] if limit else questions
     mapping = memory_turns or {}
     out = {}
     for mode in modes:
-        values, context = [], []
+        values: dict[str, list[float]] = {"recall@10": [], "recall@10_hits": [], "context_recall": []}
         for number, question in enumerate(questions, 1):
             ranked, handed, _, _ = _ask(palace, mode, question, None)
-            metrics = question_metrics([mapping.get(i, i) for i in ranked], [mapping.get(i, i) for i in handed],
-                                       question.evidence)
-            values.append(metrics["recall@10"])
-            context.append(metrics["context_recall"])
+            turns = [mapping.get(i, i) for i in ranked]
+            wanted = set(question.evidence)
+            values["recall@10"].append(len(wanted & set(list(dict.fromkeys(turns))[:10])) / len(wanted))
+            values["recall@10_hits"].append(len(wanted & set(turns[:10])) / len(wanted))
+            values["context_recall"].append(len(wanted & {mapping.get(i, i) for i in handed}) / len(wanted))
             if progress:
                 progress(f"questions ({mode})", number, len(questions))
-        out[mode] = {"questions": len(values), "recall@10": round(statistics.fmean(values), 4) if values else 0.0,
-                     "ci": bootstrap_ci(values), "context_recall": round(statistics.fmean(context), 4) if context else 0.0}
+        out[mode] = {"questions": len(questions),
+                     **{name: round(statistics.fmean(v), 4) if v else 0.0 for name, v in values.items()},
+                     "ci": bootstrap_ci(values["recall@10"])}
     return out
 
 

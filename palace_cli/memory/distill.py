@@ -76,7 +76,7 @@ class DistillReport:
     """What a distill run found and did."""
 
     dry_run: bool = False
-    sessions: int = 0
+    sessions: int = 0                    # sessions with turns not distilled before
     turns: int = 0
     already: int = 0                     # turns skipped: distilled by an earlier run
     candidates: int = 0
@@ -178,11 +178,13 @@ def _keep(palace: Palace, settings: Settings, scan, candidates: list[Candidate],
     from palace_cli.search.similar import similar
 
     wrote = False
+    people = {m.meta.get("about") for m in scan.memories.values()}
     for candidate in candidates:
         key = f"{candidate.session}/{candidate.turn}"
         if key in done:
             continue  # two candidates of one turn (heuristics and the LLM): the first wins
-        neighbour = _known(palace, similar, scan, candidate, settings.known)
+        # Nothing about this person yet, nothing to repeat: no search needed (the whole first distill of a chat).
+        neighbour = _known(palace, similar, scan, candidate, settings.known) if candidate.about in people else None
         if neighbour is not None:
             report.known.append({"turn": key, "source": candidate.source, "memory": neighbour[0],
                                  "score": round(neighbour[1], 3)})
@@ -210,6 +212,7 @@ def _keep(palace: Palace, settings: Settings, scan, candidates: list[Candidate],
                                     supersedes=[old.id] if old else None, scan=scan)
         entry.update(id=memory.id, path=memory.path)
         report.written.append(entry)
+        people.add(candidate.about)
         if old is not None:
             report.superseded.append({"old": old.id, "new": memory.id, "attribute": candidate.attribute})
             old.superseded_by = [*old.superseded_by, memory.id]
@@ -219,8 +222,6 @@ def _keep(palace: Palace, settings: Settings, scan, candidates: list[Candidate],
 
 def _known(palace: Palace, similar, scan, candidate: Candidate, limit: float) -> tuple[str, float] | None:
     """(id, score) of a memory about the same person that already says this, or None."""
-    if not any(m.meta.get("about") == candidate.about for m in scan.memories.values()):
-        return None  # nothing about this person yet: no search needed
     result = similar(palace, text=candidate.content, k=5, do_refresh=False)
     for neighbour in result.neighbours:
         memory = scan.memories.get(neighbour.id)

@@ -89,6 +89,9 @@ ATTRIBUTES = (
 )
 
 
+PAST_VALUE = re.compile(r"\b(lost|quit|left|former|old|previous|ex-|used to|no longer)\b")
+
+
 def plain(text: str) -> str:
     """Text with curly apostrophes made straight (the patterns are written with ')."""
     return text.translate(APOSTROPHES)
@@ -207,6 +210,8 @@ def attribute(text: str) -> tuple[str, str] | None:
     said = plain(text)
     for name, pattern in ATTRIBUTES:
         match = pattern.search(said if name in ("home", "name") else said.lower())
+        if match and PAST_VALUE.search(said[max(0, match.start() - 24) : match.start() + 12].lower()):
+            continue  # "lost my job as a banker": a value that no longer holds
         if match:
             what = match.groupdict().get("what")
             key = f"{name} {what.strip().lower()}" if what else name
