@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import click
 
-from palace_cli.cli import pass_ctx, render
+from palace_cli.cli import pass_ctx
 
 
 @click.command(name="distill")
@@ -24,6 +25,7 @@ def distill_command(ctx, since, until, source, session, llm, dry_run, as_json):
 
     Example: palace distill --source locomo --dry-run
     """
+    from palace_cli.cli import render
     from palace_cli.memory.distill import distill
 
     with render.progress_bar() as progress:
@@ -57,6 +59,7 @@ def consolidate_command(ctx, as_of, domain, promote, as_json):
 
     Example: palace consolidate --domain distilled
     """
+    from palace_cli.cli import render
     from palace_cli.memory.consolidate import consolidate
 
     with render.progress_bar() as progress:
@@ -105,8 +108,8 @@ def hook_claude_code(ctx):
     except Exception as exc:  # a hook must never break the session it serves
         click.echo(f"palace hook: {exc}", err=True)
         sys.exit(0)
-    if result.output is not None:
-        render.emit_json(result.output)
+    if result.output is not None:  # plain json: a hook's start time is paid on every Claude Code session
+        sys.stdout.write(json.dumps(result.output, ensure_ascii=False) + "\n")
     if result.summary:
         click.echo(f"palace hook: {result.summary}", err=True)
 
@@ -131,6 +134,7 @@ def hook_install(ctx, assistant, scope, as_json):
     Example: palace --palace ~/kb hook install claude-code --user
     """
     from palace_cli.capture.settings import hook_command, install, settings_path
+    from palace_cli.cli import render
     from palace_cli.core.config import find_root
     from palace_cli.errors import NotAPalace
 
@@ -162,6 +166,7 @@ def hook_uninstall(assistant, scope, as_json):
     Example: palace hook uninstall claude-code --user
     """
     from palace_cli.capture.settings import settings_path, uninstall
+    from palace_cli.cli import render
 
     change = uninstall(settings_path(scope))
     if as_json:

@@ -22,11 +22,13 @@ from datetime import date
 from palace_cli.core.text import split_sentences
 from palace_cli.conversations.model import Session, Turn
 from palace_cli.core.dates import RelativeDate, resolve_relative, said_on
-from palace_cli.memory.patterns import (PATTERNS, attribute, first_person, is_filler, is_question, memory_type,
-                                        plain, rewrite, with_subject)
+from palace_cli.memory.patterns import (PATTERNS, attribute, first_person, informative_words, is_filler, is_question,
+                                        memory_type, plain, rewrite, with_subject)
 from palace_cli.memory.scorer import FITTED, PHOTO, THRESHOLD, TurnView, Weights, session_words, signals
 
 SUBJECT_WORDS = 10
+GRATITUDE = re.compile(r"\W*(thanks|thank you|thx|sorry|congrats|congratulations|wow|whoa|woah|glad|appreciate)\b",
+                       re.IGNORECASE)
 YOU = re.compile(r"\b(you|your|you're|you've|yours)\b", re.IGNORECASE)
 # A user's sentence worth a memory in an assistant session: a preference, a decision or a plan, said by them.
 RULE = re.compile(r"\b(always|never|don't|do not|please (?:always|never|use|don't)|from now on|make sure)\b")
@@ -119,9 +121,10 @@ def _questions_to(previous: Turn, speaker: str) -> str:
 
 
 def subject_of(content: str) -> str:
-    """A short title: the first sentence's first words, without its closing punctuation."""
-    first = split_sentences(content)[0] if content else ""
-    words = first.split()
+    """A short title: the first words of the first sentence that says something (not thanks or a reaction)."""
+    sentences = split_sentences(content) if content else [""]
+    telling = [s for s in sentences if len(informative_words(s)) >= 2 and not GRATITUDE.match(s)]
+    words = (telling or sentences)[0].split()
     text = " ".join(words[:SUBJECT_WORDS]).rstrip(".,;:!?-–—")
     return text + ("…" if len(words) > SUBJECT_WORDS else "")
 

@@ -28,7 +28,8 @@ much lot lots time long talk talking chat catch back fun blast wait can't keep u
 you're that's it's what's how's there's here's let's such really too very pretty true right agree agreed exactly
 same here meant means love lovely happy lucky welcome problem prob worries worry mind news hope hopefully doing
 going went been well sweet wonderful fantastic incredible beautiful cute brilliant exciting interesting
-impressive inspiring adorable gorgeous stunning perfect neat wild crazy asking ask""".split())
+impressive inspiring adorable gorgeous stunning perfect neat wild crazy asking ask thing way go ha haha gotcha
+yup nah oof ouch must've should've could've would've must""".split())
 
 WORD = re.compile(r"[A-Za-z][A-Za-z']*")
 APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'"})
@@ -43,11 +44,14 @@ SUBJECTS = {"i", "you"}
 # After a subject turned into a name, these verbs change; words that are already past or modal do not.
 AGREEMENT = {"am": "is", "are": "is", "'m": "is", "were": "was", "have": "has", "do": "does", "don't": "doesn't",
              "haven't": "hasn't", "aren't": "isn't", "weren't": "wasn't", "go": "goes"}
-UNCHANGED = frozenset("""was did had can could will would shall should may might must need ought used got went
+UNCHANGED = frozenset("""gonna wanna gotta was did had can could will would shall should may might must need ought used got went
 made took saw came gave found felt bought met began won lost left ran wrote told said became heard knew thought
 brought caught taught sent spent built kept slept sat stood held paid meant led fought sold drove rode flew grew
 drew threw wore broke spoke chose woke forgot ate drank sang swam put cut let set quit hurt read finally
 can't couldn't won't wouldn't shouldn't didn't wasn't hadn't mightn't mustn't""".split())
+# Words that follow "I" without being its verb ("I, too", "I myself"): never given an -s.
+NOT_VERBS = frozenset("about again also although around because even here there too maybe perhaps myself "
+                      "alone instead though".split())
 ADVERBS = frozenset("""just really also always never still recently finally usually actually even totally
 definitely truly often sometimes already absolutely honestly literally seriously only mostly kinda""".split())
 
@@ -145,31 +149,34 @@ def rewrite(sentence: str, speaker: str, addressee: str | None = None) -> str:
     there is one): "I love my dog" said by Jon to Gina -> "Jon loves Jon's dog"; verbs agree with the name."""
     tokens = TOKEN.findall(plain(sentence))
     out: list[str] = []
-    agree = False  # the last name written was a subject: the next verb agrees with it
+    agree = ""  # "i" or "you" when the last word written was that subject turned into a name
     for token in tokens:
         low = token.lower()
         if not token[0].isalpha():
             out.append(token)
             if not token.isspace():
-                agree = False
+                agree = ""
             continue
         table = FIRST if low in FIRST else SECOND if addressee and low in SECOND else None
         if table is not None:
             name = speaker if table is FIRST else addressee
             out.append(table[low].format(n=name))
-            agree = low in SUBJECTS
+            agree = low if low in SUBJECTS else ""
             continue
         if agree and low in ADVERBS:
             out.append(token)
             continue
-        out.append(_third_person(token) if agree else token)
-        agree = False
+        # "you" is as often an object as a subject: after it only be/have/do change ("you are" -> "Gina is").
+        changes = low in AGREEMENT or (agree == "i" and low not in STOPWORDS and low not in NOT_VERBS)
+        out.append(_third_person(token) if agree and changes else token)
+        agree = ""
     return "".join(out)
 
 
 # A sentence that starts with one of these has left out its subject, the speaker ("Lost my job yesterday",
-# "Been only to Rome once", "Gonna continue my studies"): "I" is put back, and rewrite makes it the name.
-ELIDED = {"gonna": "I'm gonna", "been": "I've been", "wanna": "I want to", "gotta": "I've got to",
+# "Gonna continue my studies"): "I" is put back, and rewrite makes it the name. ("Been ..." is left alone: it
+# leaves out "I" as often as "it".)
+ELIDED = {"gonna": "I'm gonna", "wanna": "I want to", "gotta": "I've got to",
           "just": "I just", "finally": "I finally", "recently": "I recently", "can't": "I can't"}
 LEAD = re.compile(r"^((?:(?:oh|yeah|yes|yep|well|so|and|but|also|plus|actually|honestly|ha+|lol|wow),?\s+)*)"
                   r"([A-Za-z']+)", re.IGNORECASE)

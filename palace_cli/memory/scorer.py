@@ -50,22 +50,22 @@ class Weights:
 # Fitted by `palace bench distill --locomo locomo-dev5.json --fit` (5 conversations, 2,760 turns, 932 of them
 # a memory that recalls an observation).
 FITTED = Weights(
-    mean={"words": 2.9886, "relative_length": -0.1099, "statement_words": 2.6891, "informative": 1.9015,
+    mean={"words": 2.9886, "relative_length": -0.1099, "statement_words": 2.6795, "informative": 1.9015,
           "informative_share": 0.2936, "first_person": 0.5092, "speaker_statements": 0.5594,
           "second_person": 0.4251, "question_share": 0.1168, "exclamations": 0.3864, "greetings": 0.7224,
           "dated": 0.0844, "plan": 0.1543, "photo": 0.2181, "opens_session": 0.0464,
           "answers_question": 0.2967, "names_someone": 0.3917, "we": 0.1142},
-    scale={"words": 0.5695, "relative_length": 0.5395, "statement_words": 0.9594, "informative": 0.6468,
+    scale={"words": 0.5695, "relative_length": 0.5395, "statement_words": 0.9697, "informative": 0.6468,
           "informative_share": 0.1096, "first_person": 0.5434, "speaker_statements": 0.4965,
           "second_person": 0.5381, "question_share": 0.1997, "exclamations": 0.2895, "greetings": 0.7006,
           "dated": 0.278, "plan": 0.3613, "photo": 0.413, "opens_session": 0.2103,
           "answers_question": 0.4568, "names_someone": 0.4881, "we": 0.2841},
-    weights={"words": -0.6988, "relative_length": 0.562, "statement_words": 0.9147, "informative": 0.637,
-          "informative_share": 0.1512, "first_person": 0.3994, "speaker_statements": 0.2588,
-          "second_person": 0.014, "question_share": -0.0413, "exclamations": -0.1348, "greetings": -0.1056,
-          "dated": 0.1327, "plan": -0.0419, "photo": -0.0305, "opens_session": 0.3584,
-          "answers_question": 0.4408, "names_someone": 0.1523, "we": 0.0977},
-    bias=-1.2445)
+    weights={"words": -0.6798, "relative_length": 0.5644, "statement_words": 0.8996, "informative": 0.6266,
+          "informative_share": 0.1539, "first_person": 0.3982, "speaker_statements": 0.258,
+          "second_person": 0.0139, "question_share": -0.0471, "exclamations": -0.1342, "greetings": -0.107,
+          "dated": 0.1327, "plan": -0.0416, "photo": -0.0297, "opens_session": 0.3576,
+          "answers_question": 0.4404, "names_someone": 0.1522, "we": 0.0967},
+    bias=-1.2457)
 
 
 @dataclass
