@@ -3,7 +3,8 @@
 Three kinds of proposal, over the memories valid now:
 
 - merges: two memories about the same person (or two without one) that say nearly the same thing (the lexical
-  score of `search.similar` at or above `[consolidate] merge`, 0.5 by default): keep one, supersede the other;
+  score of `search.similar` at or above `[consolidate] merge`, 0.5 by default): keep the one told in more
+  sessions, else the newer, and supersede the other;
 - promotions: a fact told in `[consolidate] core_sessions` sessions or more (its own and those in its
   `confirmed_by`, 3 by default) and not yet `core: true`: always worth waking up with;
 - fading: a memory neither confirmed (`confirmed`), nor studied (reviews/*.jsonl), nor stated (valid_from,
@@ -107,7 +108,9 @@ def consolidate(palace: Palace, *, as_of: str | None = None, domain: str | None 
                     or other.meta.get("about") != memory.meta.get("about")):
                 continue
             seen_pairs.add(pair)
-            older, newer = sorted((memory, other), key=lambda m: (str(m.valid_from or m.created), m.id))
+            # Keep the one told in more sessions (its confirmations stay with it), else the newer one.
+            older, newer = sorted((memory, other), key=lambda m: (len(sessions_of(m)), str(m.valid_from or m.created),
+                                                                  m.id))
             result.merges.append({"keep": newer.id, "supersede": older.id, "score": round(neighbour.score, 3),
                                   "shared": neighbour.shared, "about": memory.meta.get("about"),
                                   "command": f"palace supersede {older.id} {newer.id}"})

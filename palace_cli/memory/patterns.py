@@ -12,7 +12,7 @@ from palace_cli.core.text import STOPWORDS
 from palace_cli.index.turns import CHAT_WORDS
 
 # What distill calls a memory (docs/memory.md): the first that matches a memory's text wins, in this order.
-MEMORY_TYPES = ("decision", "plan", "event", "preference", "relationship", "opinion", "fact")
+MEMORY_TYPES = ("decision", "event", "plan", "preference", "relationship", "opinion", "fact")
 
 GREETINGS = frozenset("""hey hi hello heya yo bye goodbye cya cheers thanks thank thx ty congrats congratulations wow
 whoa woah aww awww omg haha hahaha lol yay yeah yep yup yes no nope ok okay sure totally definitely absolutely
