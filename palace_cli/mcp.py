@@ -342,15 +342,15 @@ class PalaceTools:
         check_layout(self.palace)
         return fit(wake_up(self.palace, budget_tokens=max_tokens).text, max_tokens)
 
-    def distill(self, session: str | None = None, dry_run: bool = False) -> str:
+    def distill(self) -> str:
         """Form memories from imported conversation turns (palace distill): one line per memory written."""
         from palace_cli.memory.distill import distill
 
         check_layout(self.palace)
-        report = distill(self.palace, session=session, dry_run=dry_run)
-        lines = [f"{'would write' if dry_run else 'wrote'} {len(report.written)} memories from {report.turns} turns; "
-                 f"{len(report.known)} already known, {len(report.superseded)} superseding"]
-        lines += [f"- {m.get('id') or '(new)'} [{m['type']}] {m['subject']} ({m['source']})" for m in report.written]
+        report = distill(self.palace)
+        lines = [f"wrote {len(report.written)} memories from {report.turns} turns; {len(report.known)} already "
+                 f"known, {len(report.superseded)} superseding"]
+        lines += [f"- {m['id']} [{m['type']}] {m['subject']} ({m['source']})" for m in report.written]
         return fit("\n".join(lines), DISTILL_TOKENS)
 
     def status(self, max_tokens: int = 400) -> str:
@@ -405,7 +405,6 @@ ARGUMENTS = {
     "type, core", "sections": "## heading -> new text", "response": "answer to check",
     "ids": "ids recall handed", "rule": "cite any or all", "strategy": "which memory next",
     "question": "handle from quiz_next", "answer": "your answer",
-    "session": "session id", "dry_run": "write nothing",
 }
 
 

@@ -206,7 +206,7 @@ def fit_scorer(path: Path) -> dict:
 def ceilings(path: Path) -> dict:
     """The recall every turn would reach as a memory, whole (as distill writes one) or cut into its sentences
     (each a memory): the most any selection of turns can recall, per unit."""
-    from palace_cli.answers.extract import split_sentences
+    from palace_cli.core.text import split_sentences
 
     sessions, observations = locomo_sessions(path), load_observations(path)
     whole, cut = [], []
