@@ -12,9 +12,10 @@ import json
 import re
 
 from palace_cli.core.dates import said_on
+from palace_cli.core.text import one_line
 from palace_cli.errors import ModelError
 from palace_cli.memory.extract import Candidate, Uncertain, addressee, subject_of
-from palace_cli.memory.patterns import MEMORY_TYPES, plain
+from palace_cli.memory.patterns import MEMORY_TYPES
 
 CONFIDENCE = 0.5  # an LLM's fact has no fitted score; it ranks below every heuristic memory kept
 MAX_TOKENS = 300
@@ -40,11 +41,6 @@ def prompt_for(item: Uncertain) -> str:
     return PROMPT.format(date=session.time_of(turn) or "unknown", speaker=turn.speaker,
                          other=f"\nTalking with: {other}" if other else "", before=before,
                          text=one_line(turn.text), types=", ".join(MEMORY_TYPES))
-
-
-def one_line(text: str) -> str:
-    """Text on one line (a prompt keeps each turn on its line)."""
-    return " ".join(plain(text).split())
 
 
 def parse_facts(answer: str) -> list[tuple[str, str]]:
