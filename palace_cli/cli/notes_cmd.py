@@ -215,7 +215,7 @@ def show(ctx, ref, as_json):
     if memory.anchor or not memory.plain:
         print_(f"anchor: {memory.anchor}", markup=False)
     else:
-        print_("no frontmatter: a plain note (no anchor, no verify token)", markup=False)
+        print_("a plain note: not citable or studyable yet (`palace lint --study` says what it lacks)", markup=False)
     for line in validity_lines(memory):
         print_(line, markup=False)
     if memory.keywords:

@@ -269,8 +269,8 @@ def _holds(path: Path, text: str) -> bool:
 def propose_missing_token(palace: Palace, memory: Memory, taken: set[str]) -> Memory:
     """The memory with a verify token proposed from its Image and written to its frontmatter, when it has an
     Image but no token; unchanged otherwise. `taken` (the palace's tokens) gains the new one."""
-    if memory.verify or not memory.image or memory.plain:
-        return memory
+    if memory.verify or not memory.image or not memory.has_frontmatter:
+        return memory  # a note without frontmatter keeps its shape: palace does not give it one
     token = propose_token(memory.image, memory.subject, memory.keywords, memory.content, taken, anchor=memory.anchor)
     if not token:
         return memory

@@ -210,7 +210,7 @@ def move_memory(palace: Palace, ref: str, new_id: str | None = None, domain: str
 
     plans = _link_plans(scan, names, memory, new_id, id_changed, stem_changed)
     own_changes, own_renames = plans.pop(memory.path, (memory, {}, {}))[1:]
-    if id_changed and not memory.plain:  # a note without frontmatter takes its id from its new file name
+    if id_changed and not memory.derived_id:  # a note without `id:` takes its id from its new path
         previous = [i for i in memory.previous_ids if i != new_id] + [memory.id]
         own_changes = {**own_changes, "id": new_id, "previous_ids": list(dict.fromkeys(previous))}
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from palace_cli.conversations.model import TIME
 from palace_cli.core.disk import REFUSED, disk_error, sweep_temps
-from palace_cli.core.layout import INDEX_DIR, REVIEWS, Problem, Scan, domain_of
+from palace_cli.core.layout import REVIEWS, Problem, Scan
 from palace_cli.core.markdown import rest_of_body
 from palace_cli.core.notefile import parse_note, read_note_text
 from palace_cli.core.notes import Memory
@@ -110,8 +110,8 @@ def _file_hash(data: str, warnings=()) -> str:
 
 
 def _doc(memory: Memory) -> Doc:
-    # A plain note without a `## Content` section has its whole text as content already.
-    whole = memory.plain and not re.search(r"^##[ \t]+content[ \t]*$", memory.body, re.IGNORECASE | re.MULTILINE)
+    # A note without `## Image` or `## Content` sections has its whole text as content already.
+    whole = not memory.structured
     return Doc(memory.path, memory.id, memory.domain, memory.subject, " ".join(memory.keywords + memory.aliases),
                memory.anchor, memory.image, memory.content, time=memory_time(memory),
                rest="" if whole else rest_of_body(memory.body))
@@ -165,11 +165,11 @@ def _refresh(palace: Palace, embedder, progress: Progress | None, rebuild: bool,
         stages.done("notes")
         refresh_sessions(palace, idx.store, report, progress, temps)
         report.swept = [palace.rel(Path(p)) for p in
-                        sweep_temps(temps, [palace.root, palace.root / INDEX_DIR, palace.root / REVIEWS])]
+                        sweep_temps(temps, [palace.root, palace.root / palace.index_dir, palace.root / REVIEWS])]
         stages.done("sessions")
         losers = _collect_problems(idx.store, report)
         if report.changed:
-            changed_domains |= _domains_sharing_ids(idx.store)
+            changed_domains |= _domains_sharing_ids(palace, idx.store)
         stages.done("problems")
         _refresh_lexical(idx, report, progress, rebuild)
         stages.done("lexical")
@@ -241,7 +241,7 @@ def _refresh_notes(palace: Palace, store: NoteStore, report: RefreshReport, prog
         else:
             work.append((note_file, row))
     gone = sorted(set(known) - on_disk)
-    domains = {domain_of(path) for path in gone}
+    domains = {palace.domain_of(path) for path in gone}
     if not work and not gone:
         return domains
 
@@ -308,11 +308,11 @@ def _collect_problems(store: NoteStore, report: RefreshReport) -> set[str]:
     return losers
 
 
-def _domains_sharing_ids(store: NoteStore) -> set[str]:
+def _domains_sharing_ids(palace: Palace, store: NoteStore) -> set[str]:
     """Domains of notes that share an id (old or new) with a changed note: a duplicate may have changed owner."""
     pending = {p: i for p, i in store.pending_lexical().items() if not p.startswith(CONVERSATIONS_PREFIX)}
     ids = {i for i in pending.values() if i} | {i for i, _ in store.duplicate_ids()}
-    return {domain_of(path) for path in pending} | store.domains_of_ids(ids)
+    return {palace.domain_of(path) for path in pending} | store.domains_of_ids(ids)
 
 
 def _owner_docs(store: NoteStore):

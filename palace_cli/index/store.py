@@ -20,7 +20,8 @@ RACY_NS = 2_000_000_000  # stat of a file changed in the last 2 s is not trusted
 MEMORY_FIELDS = frozenset(f.name for f in dataclasses.fields(Memory))
 # What the generated index files need; stored apart from `data` so they can be read without decoding bodies.
 LIGHT_FIELDS = ("id", "subject", "anchor", "verify", "domain", "path", "keywords", "aliases", "previous_ids", "links",
-                "line", "created", "valid_from", "valid_until", "supersedes", "superseded_by", "type", "core", "plain")
+                "line", "created", "valid_from", "valid_until", "supersedes", "superseded_by", "type", "core", "plain",
+                "derived_id")
 
 
 def settled(mtime_ns: int) -> int:
