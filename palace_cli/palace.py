@@ -301,7 +301,6 @@ class Palace:
         names = set(self.config.domains)
         if self.adopted:
             names |= {m.domain for m in self.scan(light=True).memories.values()}
-            names.add(self.config.notes.inbox)
         if self.memories_dir.is_dir():
             for entry in self.memories_dir.iterdir():
                 if entry.name.startswith("."):

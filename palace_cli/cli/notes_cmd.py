@@ -11,7 +11,7 @@ from palace_cli.cli import open_palace, pass_ctx, render
 from palace_cli.core.notes import TYPES, Memory
 from palace_cli.core.tokens import fingerprint
 from palace_cli.core.wording import plural
-from palace_cli.editing.authoring import draft_memory, init_palace, propose_missing_token, review_added
+from palace_cli.editing.authoring import draft_memory, init as init_palace, propose_missing_token, review_added
 from palace_cli.editing.curate import has_tag
 from palace_cli.editing.lint import lint as run_lint
 from palace_cli.errors import NoteError
@@ -49,11 +49,26 @@ def _split_list(value: str | None) -> list[str]:
 @click.argument("directory", type=click.Path(file_okay=False), default=".")
 @click.option("--name", help="Palace name (default: the folder name).")
 def init(directory, name):
-    """Create a palace: palace.toml, memories/, index/, reviews/, git files.
+    """Create a palace, or adopt the Markdown notes already in a folder where they lie.
 
-    Example: palace init ~/kb
+    An empty folder gets palace.toml, memories/, index/, reviews/ and git files. A folder that holds Markdown
+    (an Obsidian vault, a Foam workspace, a zk notebook) is adopted: every .md file is a note; palace adds
+    palace.toml, its .gitignore and .gitattributes lines, reviews/ and its generated index under _palace/,
+    and changes no note.
+
+    Example: palace init ~/vault
     """
-    root = init_palace(directory, name)
+    done = init_palace(directory, name)
+    root = done.root
+    if done.adopted:
+        render.out.print(f"Adopted {plural(done.notes, 'note')} in {root} where they lie; wrote "
+                         f"{', '.join(dict.fromkeys(w.split('/')[0] + ('/' if '/' in w else '') for w in done.written))}"
+                         " (no note was changed).", markup=False)
+        render.out.print(f"Next: cd {root} && palace recall \"a question your notes answer\"", markup=False)
+        if not done.git:
+            render.out.print("Not a git repository: `git init` keeps its history (then `palace git setup`).",
+                             markup=False)
+        return
     render.out.print(f"Created a palace in {root}. Next: cd {root} && palace add \"Your first memory\" --domain general",
                      markup=False)
 

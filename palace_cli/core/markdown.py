@@ -28,6 +28,9 @@ TAG = re.compile(r"(?:(?<=\s)|^)#([^\W\d_][\w/-]*|[\d_][\w/-]*[^\W\d][\w/-]*)", 
 HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)
 SECTION_PATTERN = re.compile(r"^##[ \t]+(.+?)[ \t]*$", re.MULTILINE)
 FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)")
+# A fence's whole run of backticks or tildes and what follows: a fence closes only with a run of the same
+# character at least as long and nothing after it (CommonMark), so ```` can hold a ``` example.
+FENCE_RUN = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})(.*)$")
 # git's conflict markers; `=======` alone is also a setext heading underline, so it counts only inside a conflict
 CONFLICT_EDGE = re.compile(r"^(<{7}|>{7}|\|{7})(?:[ \t].*)?$", re.MULTILINE)
 
@@ -38,11 +41,13 @@ def code_ranges(body: str) -> list[tuple[int, int]]:
         return []
     ranges, start, marker, offset = [], None, "", 0
     for line in body.split("\n"):
-        found = FENCE.match(line)
+        found = FENCE_RUN.match(line)
         if found:
+            run, rest = found.groups()
             if start is None:
-                start, marker = offset, found.group(1)
-            elif found.group(1) == marker:
+                if not (run[0] == "`" and "`" in rest):  # a backtick fence's info string holds no backtick
+                    start, marker = offset, run
+            elif run[0] == marker[0] and len(run) >= len(marker) and not rest.strip():
                 ranges.append((start, offset + len(line)))
                 start = None
         offset += len(line) + 1
@@ -156,8 +161,9 @@ def note_links(body: str, body_first_line: int = 1) -> list[Link]:
 
 def body_link_lines(body: str, body_first_line: int, source: str = "") -> list[tuple[str, int]]:
     """Every link to a note in a body (note_links), as (the name the resolver looks up, file line); `source` is
-    the linking note's path, which Markdown links are relative to."""
-    return [(link.name(source), link.line) for link in note_links(body, body_first_line)]
+    the linking note's path, which Markdown links are relative to (one that climbs out of the palace is left out)."""
+    found = ((link.name(source), link.line) for link in note_links(body, body_first_line))
+    return [(name, line) for name, line in found if not name.startswith("../")]  # out of the palace: no note
 
 
 def inline_tags(body: str) -> list[str]:

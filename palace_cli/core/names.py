@@ -4,12 +4,16 @@ A reference names a memory by its id, its path, its file name, an alias (or an i
 `palace mv`), its subject or its anchor. Names are compared normalised (case, accents, punctuation
 and hyphens do not count), so `[[Saga pattern]]`, as Obsidian writes a link to `saga-pattern.md`,
 names the memory whose file is `saga-pattern.md`. A name is used only when it is unique within its
-rank; two memories answering to it at the same rank make the reference ambiguous, never a guess.
+rank; two memories answering to it at the same rank make the reference ambiguous, never a guess, with one
+exception, Obsidian's rule for file names: when several notes have the file name, the one with the shortest
+path wins (fewest folders, then fewest characters), and the resolution says which others share it.
+Paths match without case, whole (`Garden/Watering schedule.md`, with or without `.md`) or by their last
+folders (`[[Garden/Watering schedule]]` names `Notes/Garden/Watering schedule.md`).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from difflib import SequenceMatcher, get_close_matches
@@ -26,10 +30,21 @@ LINK_RANKS = 3  # links resolve by id, path, file name, alias or subject; anchor
 
 @dataclass(frozen=True)
 class Resolved:
-    """The memory a reference named, and how: id, path, file, alias, previous (a former id), subject, anchor."""
+    """The memory a reference named, and how: id, path, file, alias, previous (a former id), subject, anchor;
+    `shared`: the paths of other notes with the same file name, when the shortest path decided."""
 
     memory: Memory
     how: str
+    shared: tuple[str, ...] = ()
+
+
+def _shortest(matches: list[Memory]) -> tuple[Memory, tuple[str, ...]] | None:
+    """The note with the shortest path (fewest folders, then characters) and the others' paths; None on a tie."""
+    ranked = sorted(matches, key=lambda m: (m.path.count("/"), len(m.path), m.path))
+    first, second = ranked[0], ranked[1]
+    if (first.path.count("/"), len(first.path)) == (second.path.count("/"), len(second.path)):
+        return None
+    return first, tuple(m.path for m in ranked[1:])
 
 
 class Names:
@@ -40,10 +55,14 @@ class Names:
         self.paths: dict[str, Memory] = {}
         self._ranked: list[dict[str, list[Memory]]] = [defaultdict(list) for _ in RANKS]
         self._previous: dict[str, Memory] = {}
+        self._folded: dict[str, list[Memory]] = defaultdict(list)  # lowercase path and its last folders -> notes
         for memory in memories:
             self.ids[memory.id] = memory
             self.paths[memory.path] = memory
         for memory in self.ids.values():
+            parts = memory.path.lower().split("/")
+            for start in range(len(parts) - 1):
+                self._folded["/".join(parts[start:])].append(memory)
             stem = memory.path.rsplit("/", 1)[-1].removesuffix(".md")
             names = [{normalize(memory.id), normalize(stem)}, {normalize(a) for a in memory.aliases},
                      {normalize(memory.subject)}, {normalize(memory.anchor)}]
@@ -54,6 +73,7 @@ class Names:
             for table, keys in zip(self._ranked, names):
                 for key in keys - {""}:
                     table[key].append(memory)
+        self._near: _Near | None = None
 
     def by_rank(self, ref: str) -> list[tuple[str, list[Memory]]]:
         """For each rank, strongest first, the memories that answer to `ref` (compared normalised)."""
@@ -61,29 +81,55 @@ class Names:
         return [(rank, table.get(wanted, []) if wanted else []) for rank, table in zip(RANKS, self._ranked)]
 
     def path(self, ref: str) -> Memory | None:
-        """The memory at a path: `memories/d/x.md`, without `.md`, or without `memories/` (as Obsidian writes)."""
-        ref = ref.strip().removeprefix("./")
-        for candidate in (ref, ref + ".md", "memories/" + ref, "memories/" + ref + ".md"):
+        """The memory at a path: `memories/d/x.md`, without `.md`, or without `memories/` (as Obsidian writes);
+        compared without case, and by its last folders when no whole path matches (the shortest path wins)."""
+        found = self._at_path(ref)
+        return found[0] if found else None
+
+    def _at_path(self, ref: str) -> tuple[Memory, tuple[str, ...]] | None:
+        ref = ref.strip().removeprefix("./").lstrip("/")
+        candidates = (ref, ref + ".md", "memories/" + ref, "memories/" + ref + ".md")
+        for candidate in candidates:
             if candidate in self.paths:
-                return self.paths[candidate]
+                return self.paths[candidate], ()
+        for candidate in candidates[:2]:
+            matches = self._folded.get(candidate.lower(), [])
+            exact = [m for m in matches if m.path.lower() == candidate.lower()]
+            if len(exact) == 1:
+                return exact[0], ()
+            if len(matches) == 1:
+                return matches[0], ()
+            if len(matches) > 1:
+                return _shortest(matches) or self._ambiguous(ref, matches)
         return None
+
+    @staticmethod
+    def _ambiguous(ref: str, matches: list[Memory]):
+        ids = sorted(m.id for m in matches)
+        raise Ambiguous(f"{ref!r} names several memories: {', '.join(ids[:8])}; use an id or a longer path", ids[:8])
 
     def resolve(self, target: str, ranks: int = LINK_RANKS) -> Resolved | None:
         """What a link target (or a reference) names: None when nothing does; Ambiguous when several do."""
         target = target.strip()
         if target in self.ids:
-            return Resolved(self.ids[target], "id")
-        if "/" in target or target.endswith(".md"):
-            found = self.path(target)
+            found = self.ids[target]
+            sharing = self._ranked[0].get(normalize(target), [])
+            return Resolved(found, "id", tuple(m.path for m in sharing if m is not found) if found in sharing else ())
+        if "/" in target or target.lower().endswith(".md"):
+            found = self._at_path(target)
             if found is not None:
-                return Resolved(found, "path")
-            target = target.rsplit("/", 1)[-1].removesuffix(".md")  # a path to a moved file: try its name
+                return Resolved(found[0], "path", found[1])
+            target = target.rsplit("/", 1)[-1]  # a path to a moved file: try its name
+            target = target[:-3] if target.lower().endswith(".md") else target
         for rank, matches in self.by_rank(target)[:ranks]:
             if len(matches) == 1:
                 how = "previous" if rank == "alias" and normalize(target) in self._previous \
                     and self._previous[normalize(target)] is matches[0] else rank
                 return Resolved(matches[0], how)
             if len(matches) > 1:
+                chosen = _shortest(matches) if rank == "file" else None  # Obsidian's rule for a shared file name
+                if chosen is not None:
+                    return Resolved(chosen[0], rank, chosen[1])
                 ids = sorted(m.id for m in matches)
                 raise Ambiguous(f"{target!r} names several memories: {', '.join(ids[:8])}; use an id", ids[:8])
         return None
@@ -95,8 +141,19 @@ class Names:
 
     def link_ids(self, memory: Memory) -> list[str]:
         """The ids a memory's links resolve to, in order, each once; links that name nothing are left out."""
+        return self.linked_ids(memory.all_links)
+
+    def near(self, ref: str, limit: int = 5) -> list[Memory]:
+        """The memories a reference that names none most likely meant (what `not_found_message` suggests), at
+        most limit; the tables behind the suggestion are built on first use, once per Names."""
+        if self._near is None:
+            self._near = _Near(self.ids.values())
+        return [self.ids[i] for i in self._near.ids(ref)[:limit] if i in self.ids]
+
+    def linked_ids(self, targets: Iterable[str]) -> list[str]:
+        """The ids link targets resolve to, in order, each once; ambiguous targets and those naming nothing left out."""
         ids = []
-        for target in memory.all_links:
+        for target in targets:
             try:
                 found = self.link(target)
             except Ambiguous:
@@ -118,28 +175,48 @@ def _word_sets(memory: Memory) -> list[tuple[set[str], float]]:
     return [({root(w) for w in words(values[name])}, weight) for name, weight in FIELD_WEIGHTS]
 
 
+class _Near:
+    """What suggesting a memory for a name that names none needs of a set of memories, computed once: each
+    memory's word sets, the vocabulary, exact names, subjects with their letter counts, spelled words' owners."""
+
+    def __init__(self, memories: Iterable[Memory]):
+        self.memories = list(memories)
+        self.fields = [_word_sets(m) for m in self.memories]
+        self.vocabulary = set().union(*(words_ for sets in self.fields for words_, _ in sets))
+        self.exact: dict[str, list[Memory]] = defaultdict(list)
+        for memory in self.memories:
+            for key in {normalize(memory.subject), normalize(memory.anchor), normalize(memory.id),
+                        *(normalize(a) for a in memory.aliases)}:
+                self.exact[key].append(memory)
+        self.subjects = [normalize(m.subject) for m in self.memories]
+        self.letters = [Counter(subject) for subject in self.subjects]
+        self.owners: dict[str, list[str]] = {}
+        for memory in self.memories:
+            for word in {*words(memory.id), *words(memory.subject), *(w for a in memory.aliases for w in words(a))}:
+                if len(word) >= 3:
+                    self.owners.setdefault(word, []).append(memory.id)
+
+    def ids(self, ref: str) -> list[str]:
+        """Ids of the memories `ref` most likely meant: one fuzzy match, several close ones, or close spellings."""
+        try:
+            return [_fuzzy(ref, self).id]
+        except Ambiguous as exc:
+            return exc.candidates
+        except NotFound:
+            return _spelled_like(ref, self)
+
+
 def not_found_message(ref: str, memories: list[Memory]) -> str:
     """`no memory <ref>`, with the nearest memories by a fuzzy match when there are any."""
-    try:
-        near = [_fuzzy(ref, memories).id]
-    except Ambiguous as exc:
-        near = exc.candidates
-    except NotFound:
-        near = []
-    if not near:
-        near = _spelled_like(ref, memories)
+    near = _Near(memories).ids(ref)
     if not near:
         return f"no memory {ref!r} (try `palace list` or `palace search`)"
     return f"no memory {ref!r}; did you mean: {', '.join(near)}?"
 
 
-def _spelled_like(ref: str, memories: list[Memory], limit: int = 5) -> list[str]:
+def _spelled_like(ref: str, tables: _Near, limit: int = 5) -> list[str]:
     """Ids of memories with an id, subject word or alias word spelled close to a word of `ref` (`blom`: bloom-filter)."""
-    owners: dict[str, list[str]] = {}
-    for memory in memories:
-        for word in {*words(memory.id), *words(memory.subject), *(w for a in memory.aliases for w in words(a))}:
-            if len(word) >= 3:
-                owners.setdefault(word, []).append(memory.id)
+    owners = tables.owners
     found: list[str] = []
     for word in words(ref):
         for close in get_close_matches(word, list(owners), n=3, cutoff=0.75):
@@ -147,38 +224,46 @@ def _spelled_like(ref: str, memories: list[Memory], limit: int = 5) -> list[str]
     return found[:limit]
 
 
-def _fuzzy(ref: str, memories: list[Memory]) -> Memory:
+def _spelling(wanted: str, subject: str, letters: Counter, counts: Counter) -> float:
+    """How close `wanted` is spelled to a subject (0 below SPELLING): difflib's ratio, plus 0.3 when it is inside.
+    Upper bounds of the ratio from lengths and letter counts skip the costly exact ratio wherever they fall short."""
+    total = len(wanted) + len(subject)
+    bonus = 0.3 if wanted in subject else 0.0
+    bound = 2.0 * min(len(wanted), len(subject)) / total if total else 1.0  # difflib's real_quick_ratio
+    if bound < SPELLING - 0.3 or bound + bonus < SPELLING:
+        return 0.0
+    shared = sum(min(n, counts[c]) for c, n in letters.items())  # difflib's quick_ratio
+    if (2.0 * shared / total if total else 1.0) + bonus < SPELLING:
+        return 0.0
+    spelling = SequenceMatcher(None, wanted, subject).ratio() + bonus
+    return spelling if spelling >= SPELLING else 0.0
+
+
+def _fuzzy(ref: str, tables: _Near) -> Memory:
     """The one memory a free-text reference most likely means; NotFound or Ambiguous (naming the candidates)."""
     wanted = normalize(ref)
     if not wanted:
         raise NotFound(f"no memory matches {ref!r}")
-    exact = [m for m in memories if wanted in {normalize(m.subject), normalize(m.anchor), normalize(m.id),
-                                                *(normalize(a) for a in m.aliases)}]
+    exact = tables.exact.get(wanted, [])
     if len(exact) == 1:
         return exact[0]
     if len(exact) > 1:
         names = sorted(m.id for m in exact)[:8]
         raise Ambiguous(f"{ref!r} names several memories: {', '.join(names)}; use an id", names)
     query = [root(w) for w in wanted.split() if w not in STOPWORDS] or [root(w) for w in wanted.split()]
-    fields = [_word_sets(m) for m in memories]
-    vocabulary = set().union(*(words_ for sets in fields for words_, _ in sets))
+    vocabulary = tables.vocabulary
     near = {w: set(get_close_matches(w, vocabulary, n=8, cutoff=0.85)) - {w} if len(w) >= 5 else set() for w in query}
     known = [w for w in query if w in vocabulary or near[w]]  # words the palace has never seen tell nothing
+    letters = Counter(wanted)
     scored = []
-    for memory, sets in zip(memories, fields):
+    for memory, sets, subject, counts in zip(tables.memories, tables.fields, tables.subjects, tables.letters):
         words_score = 0.0
         for word in known:
             words_score += max((weight if word in vocabulary_ else 0.8 * weight if near[word] & vocabulary_ else 0.0)
                                for vocabulary_, weight in sets)
         words_score = words_score / len(known) if known else 0.0
-        subject = normalize(memory.subject)
-        matcher = SequenceMatcher(None, wanted, subject)
-        spelling = matcher.ratio() if matcher.real_quick_ratio() >= SPELLING - 0.3 else 0.0
-        spelling += 0.3 if wanted in subject else 0.0
-        spelling = spelling if spelling >= SPELLING else 0.0
-        scored.append((round(max(spelling, words_score), 6), memory.id, memory))
-    scored.sort(key=lambda item: (-item[0], item[1]))
-    good = [item for item in scored if item[0] >= MATCH]
+        scored.append((round(max(_spelling(wanted, subject, letters, counts), words_score), 6), memory.id, memory))
+    good = sorted((item for item in scored if item[0] >= MATCH), key=lambda item: (-item[0], item[1]))
     if not good:
         raise NotFound(f"no memory matches {ref!r} (try `palace list` or `palace search`)")
     if len(good) > 1 and good[0][0] - good[1][0] < MARGIN:

@@ -291,6 +291,8 @@ def parse_note(text: str, path: str, domain: str, warnings: list[Warning_] | Non
         plain=not (fields["anchor"] or fields["verify"] or found["image"][0]), derived_id=derived,
         structured=structured,
     )
+    if memory.plain:  # a vault's own `type:` (Foam's `type: feature`) is no palace type to check
+        memory.warnings = [w for w in memory.warnings if w.code != "unknown-type"]
     for name, message in type_problems:
         code_name = "bad-id" if name == "id" else "bad-type"
         memory.warnings.append(Warning_(field_lines.get(name, 2), code_name, message))

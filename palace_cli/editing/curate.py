@@ -14,7 +14,7 @@ from pathlib import Path
 
 from palace_cli.core.disk import atomic_write, create_new
 from palace_cli.core.layout import Scan, domain_of
-from palace_cli.core.markdown import body_link_lines, rename_body_links
+from palace_cli.core.markdown import note_links, rename_body_links
 from palace_cli.core.names import Names
 from palace_cli.core.noteedit import check_note_size, edit_frontmatter
 from palace_cli.core.notefile import parse_note
@@ -24,6 +24,9 @@ from palace_cli.palace import Palace
 from palace_cli.study.reviewlog import ReviewLog
 
 
+BODY_FIELDS = {"wiki": "body", "embed": "embed", "markdown": "markdown", "reference": "reference"}
+
+
 @dataclass
 class Backlink:
     """One place where a memory is linked to: the linking memory, its path and line, the field, the text written."""
@@ -31,7 +34,7 @@ class Backlink:
     id: str
     path: str
     line: int
-    field: str  # "links", "body", "supersedes" or "superseded_by"
+    field: str  # "links", "supersedes", "superseded_by", or in the body "body" (a wikilink), "embed", "markdown", "reference"
     target: str
 
     def as_dict(self) -> dict:
@@ -54,8 +57,10 @@ def _backlinks(target: Memory, memories: dict[str, Memory], names: Names) -> lis
             continue
         found += [Backlink(memory.id, memory.path, memory.field_line("links"), "links", text)
                   for text in memory.links if names_target(text)]
-        found += [Backlink(memory.id, memory.path, line, "body", text)
-                  for text, line in body_link_lines(memory.body, memory.body_line or memory.line) if names_target(text)]
+        for link in note_links(memory.body, memory.body_line or memory.line):
+            name = link.name(memory.path)
+            if not name.startswith("../") and names_target(name):
+                found.append(Backlink(memory.id, memory.path, link.line, BODY_FIELDS[link.form], link.target))
         found += [Backlink(memory.id, memory.path, memory.field_line(name), name, target.id)
                   for name in VERSION_FIELDS if target.id in getattr(memory, name)]
     return found

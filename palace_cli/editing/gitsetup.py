@@ -28,13 +28,21 @@ from pathlib import Path
 from palace_cli.errors import PalaceError
 from palace_cli.core.disk import atomic_write
 from palace_cli.palace import Palace
-from palace_cli.core.layout import INDEX_DIR, REVIEWS, ROOT_INDEX
+from palace_cli.core.layout import REVIEWS
 
 DRIVER = "palace-index"
 # The cache, an Obsidian vault's settings and the temp files of a writer killed mid-write (swept by the next
 # command) never belong in a commit.
 IGNORED = (".palace/", ".obsidian/", ".*.tmp")
-ATTRIBUTES = (f"{REVIEWS}/*.jsonl merge=union", f"{ROOT_INDEX} merge={DRIVER}", f"{INDEX_DIR}/*.md merge={DRIVER}")
+
+
+def attributes(palace: Palace) -> tuple[str, ...]:
+    """The .gitattributes lines: the review logs merge by union, the generated index files (wherever
+    [notes] index_folder puts them) by the merge driver."""
+    return (f"{REVIEWS}/*.jsonl merge=union", f"{palace.root_index} merge={DRIVER}",
+            f"{palace.index_dir}/*.md merge={DRIVER}")
+
+
 HOOK_MARK = "# installed by `palace git setup`"
 
 
@@ -152,7 +160,7 @@ def setup_git(palace: Palace, hook: bool = False) -> GitSetup:
     top = repository_top(palace)
     if top is None:
         raise PalaceError(f"{palace.root} is not in a git repository; run `git init` first")
-    report = GitSetup(attributes=ensure_lines(palace.root / ".gitattributes", ATTRIBUTES),
+    report = GitSetup(attributes=ensure_lines(palace.root / ".gitattributes", attributes(palace)),
                       ignored=ensure_lines(palace.root / ".gitignore", IGNORED))
     settings = {f"merge.{DRIVER}.name": "palace: merge generated index files line by line (regenerated after)",
                 f"merge.{DRIVER}.driver": driver_command()}

@@ -57,7 +57,13 @@ def _field_text(memory: Memory, name: str) -> str:
 def _link_problem(memory: Memory, link: str, line: int, names: Names) -> Problem | None:
     """A link that names no memory (broken) or several (ambiguous), by the resolver every command uses."""
     try:
-        if names.link(link) is not None:
+        found = names.resolve(link)
+        if found is not None and found.shared and found.memory.path != memory.path:
+            return Problem(memory.path, line, "warning", "shared-name",
+                           f"link {link!r} names {found.memory.path}: other notes share its name "
+                           f"({', '.join(found.shared[:3])}{', ...' if len(found.shared) > 3 else ''}) and the "
+                           "shortest path wins (Obsidian's rule); write the folder too to name another")
+        if found is not None:
             return None
     except Ambiguous as exc:
         return Problem(memory.path, line, "error", "ambiguous-link",
@@ -68,7 +74,7 @@ def _link_problem(memory: Memory, link: str, line: int, names: Names) -> Problem
 def _link_problems(memory: Memory, names: Names) -> list[Problem]:
     found = [_link_problem(memory, link, memory.field_line("links"), names) for link in memory.links]
     reported = set(memory.links)
-    for link, line in body_link_lines(memory.body, memory.body_line or memory.line):
+    for link, line in body_link_lines(memory.body, memory.body_line or memory.line, memory.path):
         if link not in reported:
             reported.add(link)
             found.append(_link_problem(memory, link, line, names))

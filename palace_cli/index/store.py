@@ -15,7 +15,7 @@ from pathlib import Path
 from palace_cli.core.layout import Scan
 from palace_cli.core.notes import Memory, Warning_
 
-SCHEMA_VERSION = "9"  # 9: the embedded text puts the Content before the Image (new text hashes)
+SCHEMA_VERSION = "10"  # 10: any Markdown file is a note (ids from paths, tags, every link form)
 RACY_NS = 2_000_000_000  # stat of a file changed in the last 2 s is not trusted (coarse clocks, network disks)
 MEMORY_FIELDS = frozenset(f.name for f in dataclasses.fields(Memory))
 # What the generated index files need; stored apart from `data` so they can be read without decoding bodies.
