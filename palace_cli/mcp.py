@@ -139,7 +139,7 @@ class PalaceTools:
         route = ", ".join(f"{r.domain} {r.confidence:.2f}" for r in result.route) or "none"
         shown = [h.id for h in result.handed]
         cut = [h.id for h in result.hits + result.linked if h.id not in shown]
-        memories = [h.id for h in result.handed if h.kind == "memory"]
+        memories = list(dict.fromkeys(h.memory_id for h in result.handed if h.kind != "turn"))
         turns = [h.id for h in result.handed if h.kind == "turn"]
         lines = [f"handed: {', '.join(memories) or 'none'}"]  # the ids verify takes
         if turns:
@@ -164,7 +164,7 @@ class PalaceTools:
             raise UsageError(f"k must be between 1 and 100, not {k}")
         check_layout(self.palace)
         result = core_search(self.palace, query, mode=mode, k=k, domain=domain, kind=kind, since=since, until=until)
-        lines = [f"{h.id} | {h.subject} | {h.domain if h.kind == 'memory' else h.time or 'no date'} | "
+        lines = [f"{h.id} | {h.subject} | {h.domain if h.kind != 'turn' else h.time or 'no date'} | "
                  f"{h.path}:{h.line} | {h.score:.3f}" for h in result.hits]
         head = f"{len(lines)} hit(s), {result.mode}" + (f" ({result.dense_reason})" if result.dense != "on" else "")
         return fit("\n".join([head] + lines), max_tokens)

@@ -107,12 +107,12 @@ def _run_query(palace: Palace, mode: str, query: Query, profile: str, include_su
         result = recall(palace, query.query, k=10, profile=profile, do_refresh=False, trim=False, **when)
         handed = trim_hits(result.hits[: spec.k]) if spec.trim else result.hits[: spec.k]
         context = build_context(handed, spec, spec.budget)
-        return ([h.id for h in result.hits], [h.id for h in handed], len(context.encode("utf-8")), result.fallback,
+        return ([h.memory_id for h in result.hits], [h.memory_id for h in handed], len(context.encode("utf-8")), result.fallback,
                 {r.domain for r in result.route}, result.confidence)
     result = search(palace, query.query, mode=mode, k=10, do_refresh=False, **when)
     top = result.hits[: spec.k]  # search() already loaded the hits' memories
     context = build_context(top, spec, spec.budget)
-    return ([h.id for h in result.hits], [h.id for h in top], len(context.encode("utf-8")), False, None,
+    return ([h.memory_id for h in result.hits], [h.memory_id for h in top], len(context.encode("utf-8")), False, None,
             hit_confidence(result.hits))
 
 

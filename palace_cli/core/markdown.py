@@ -243,11 +243,13 @@ def rename_body_links(text: str, renames: dict[str, str]) -> str:
 @dataclass(frozen=True)
 class Section:
     """A part of a note under one heading: the headings above it and its own (`Setup › Linux`), the file line of
-    its heading (the first body line for the text before any heading), and its text without the heading."""
+    its heading (the first body line for the text before any heading), its text without the heading, and the
+    file line that text starts on."""
 
     path: tuple[str, ...]
     line: int
     text: str
+    text_line: int
 
 
 def heading_sections(body: str, body_first_line: int = 1) -> list[Section]:
@@ -256,18 +258,23 @@ def heading_sections(body: str, body_first_line: int = 1) -> list[Section]:
     code = code_ranges(body)
     line = line_numbers(body, body_first_line)
     headings = [m for m in HEADING.finditer(body) if outside_code(m.start(), code)]
+
+    def text_of(start: int, end: int) -> tuple[str, int]:
+        raw = body[start:end]
+        return raw.strip(), line(start + len(raw) - len(raw.lstrip()))
+
     out: list[Section] = []
-    lead = body[: headings[0].start()] if headings else body
-    if lead.strip():
-        out.append(Section((), body_first_line + lead[: len(lead) - len(lead.lstrip())].count("\n"), lead.strip()))
+    lead, lead_line = text_of(0, headings[0].start() if headings else len(body))
+    if lead:
+        out.append(Section((), lead_line, lead, lead_line))
     stack: list[tuple[int, str]] = []
     for i, match in enumerate(headings):
         level, title = len(match.group(1)), match.group(2).strip()
         while stack and stack[-1][0] >= level:
             stack.pop()
         stack.append((level, title))
-        end = headings[i + 1].start() if i + 1 < len(headings) else len(body)
-        out.append(Section(tuple(t for _, t in stack), line(match.start()), body[match.end() : end].strip()))
+        text, text_line = text_of(match.end(), headings[i + 1].start() if i + 1 < len(headings) else len(body))
+        out.append(Section(tuple(t for _, t in stack), line(match.start()), text, text_line))
     return out
 
 

@@ -209,9 +209,12 @@ def _generated(path) -> bool:
         return False
 
 
-def _ours(path) -> bool:
-    """True when palace may write a generated file here: nothing is there, or a file palace generated. A file
-    of your own (an `index.md` that a case-insensitive disk calls INDEX.md, a note in your own index/) never is."""
+def _ours(palace: Palace, path) -> bool:
+    """True when palace may write a generated file here: in a palace of the memories/ layout, always (palace made
+    its INDEX.md and index/); in an adopted vault, only where nothing is or a file palace generated is, so a
+    file of your own (an `index.md` that a case-insensitive disk calls INDEX.md) is never written over."""
+    if not palace.adopted:
+        return True
     return not os.path.lexists(path) or (os.path.isfile(path) and _generated(path))
 
 
@@ -227,7 +230,7 @@ def _generated_files_on_disk(palace: Palace) -> list[str]:
 
 def taken_paths(palace: Palace, relpaths) -> list[str]:
     """The generated files among relpaths that palace will not write: a file of your own holds the name."""
-    return [relpath for relpath in relpaths if not _ours(palace.root / relpath)]
+    return [relpath for relpath in relpaths if not _ours(palace, palace.root / relpath)]
 
 
 def check_index_files(palace: Palace, scan: Scan) -> list[str]:
@@ -236,7 +239,7 @@ def check_index_files(palace: Palace, scan: Scan) -> list[str]:
     stale = []
     for relpath, text in expected.items():
         path = palace.root / relpath
-        if not _ours(path):
+        if not _ours(palace, path):
             continue  # not palace's to write (lint names it as index-file-taken)
         try:
             if path.read_text(encoding="utf-8") != text:
@@ -258,7 +261,7 @@ def write_index_files(palace: Palace, scan: Scan, dry_run: bool = False,
             current = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             current = None
-        if current != text and _ours(path):
+        if current != text and _ours(palace, path):
             written.append(relpath)
             if not dry_run:
                 atomic_write(path, text)
@@ -348,7 +351,7 @@ def _rewrite_touched_domains(palace: Palace, store: NoteStore, report: RefreshRe
 def _write_generated(palace: Palace, report: RefreshReport, relpath: str, text: str | None, gone: bool) -> None:
     """Write one generated file when its text changed, or remove it when what it listed went away."""
     path = palace.root / relpath
-    if not _ours(path):
+    if not _ours(palace, path):
         return  # a file of your own holds the name: never written over (lint names it)
     if gone:  # the domain's last note, or the last session file, went away
         if path.exists():

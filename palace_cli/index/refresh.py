@@ -29,6 +29,8 @@ from palace_cli.core.notes import Memory
 from palace_cli.errors import NoteError
 from palace_cli.index import Index
 from palace_cli.index.files import refresh_index_files
+from palace_cli.index.sections import section_title, section_units
+from palace_cli.index.sections import unit_text as section_text
 from palace_cli.index.store import NoteStore
 from palace_cli.index.text import Doc, TextIndex
 from palace_cli.index.turns import date_words, refresh_sessions, stale_sessions, unit_text
@@ -44,6 +46,7 @@ except ImportError:  # pragma: no cover - Windows: no cross-process lock, whoosh
     fcntl = None
 
 AUTO = object()
+SECTION = "\0section"  # marks a section unit's place among the texts to embed (a path never starts with NUL)
 COMMIT_EVERY = 2000  # notes per SQLite transaction on a big build: a killed build keeps what it committed
 CONVERSATIONS_PREFIX = "conversations/"
 REBUILD_SHARE = 0.3  # rebuild the lexical index instead of updating it when this share of notes changed
@@ -275,7 +278,8 @@ def _read_one(palace: Palace, store: NoteStore, note_file, row, report: RefreshR
     except NoteError as exc:
         store.put_error(note_file.relpath, note_file.mtime_ns, note_file.size, digest, exc.reason, exc.line)
     else:
-        store.put_memory(memory, note_file.mtime_ns, note_file.size, digest)
+        rows = [unit.row(memory.subject) for unit in section_units(memory)]
+        store.put_memory(memory, note_file.mtime_ns, note_file.size, digest, rows)
     listed.append(note_file.relpath)
     return True
 
@@ -315,14 +319,29 @@ def _domains_sharing_ids(palace: Palace, store: NoteStore) -> set[str]:
     return {palace.domain_of(path) for path in pending} | store.domains_of_ids(ids)
 
 
+def _section_docs(store: NoteStore, memories: list[Memory]):
+    """The lexical documents of these notes' section units."""
+    rows = store.section_rows([m.path for m in memories])
+    for memory in memories:
+        for key, heading, _line, text in rows.get(memory.path, []):
+            yield Doc(memory.path, key, memory.domain, section_title(memory.subject, heading), "", "", "", text,
+                      kind="section", time=memory_time(memory))
+
+
 def _owner_docs(store: NoteStore):
-    """The lexical document of every readable note that owns its id (the first path, sorted, wins), then of
-    every turn of the session files that own theirs."""
+    """The lexical document of every readable note that owns its id (the first path, sorted, wins) and of its
+    section units, then of every turn of the session files that own theirs."""
     seen = set()
+    batch: list[Memory] = []
     for memory in store.iter_memories():
         if memory.id not in seen:
             seen.add(memory.id)
             yield _doc(memory)
+            batch.append(memory)
+            if len(batch) >= 200:
+                yield from _section_docs(store, batch)
+                batch = []
+    yield from _section_docs(store, batch)
     paths = store.owner_session_paths()
     for start in range(0, len(paths), 200):
         yield from (_turn_doc(row) for row in store.turn_docs(paths[start : start + 200]))
@@ -335,8 +354,8 @@ def _turn_doc(row: tuple) -> Doc:
 
 
 def _expected_docs(store: NoteStore) -> int:
-    """How many documents the lexical index should hold: one per note id, one per indexed turn."""
-    return store.distinct_ids() + store.turn_count()
+    """How many documents the lexical index should hold: one per note id, per section unit, per indexed turn."""
+    return store.distinct_ids() + store.section_count() + store.turn_count()
 
 
 def _lexical_state(text: TextIndex) -> str:
@@ -359,7 +378,7 @@ def _refresh_lexical(idx: Index, report: RefreshReport, progress: Progress | Non
             return
     # First run, a deleted or foreign index, a big change, or counts that disagree: rebuild from the cache.
     report.rebuilt_lexical = True
-    total = store.count() + store.turn_count()
+    total = store.count() + store.section_count() + store.turn_count()
     if progress:
         progress("lexical index", 0, total)
     text.rebuild(_owner_docs(store), progress, total)
@@ -375,7 +394,8 @@ def _apply_pending(store: NoteStore, text: TextIndex, pending: dict[str, str | N
     notes = {p: i for p, i in pending.items() if p not in sessions}
     paths = sorted(notes)
     ids = {i for i in notes.values() if i} | store.ids_of_paths(paths)
-    upserts = [_doc(m) for m in store.memories(sorted(store.owner_paths(ids)))]
+    owners = store.memories(sorted(store.owner_paths(ids)))
+    upserts = [_doc(m) for m in owners] + list(_section_docs(store, owners))
     session_ids = {i for i in sessions.values() if i} | store.session_ids_of_paths(sessions)
     deletes = paths + sorted(set(sessions) | store.session_paths_of_ids(session_ids))
     upserts += [_turn_doc(row) for row in store.turn_docs(store.session_owner_paths(session_ids))]
@@ -391,13 +411,15 @@ def _record_lexical(store: NoteStore, text: TextIndex, applied: list[str] | None
 
 
 class _LazyTexts(Mapping):
-    """text hash -> text to embed, reading a note (a turn) from the cache only when its text is asked for."""
+    """text hash -> text to embed, reading a note (a turn, a section) from the cache only when its text is asked for."""
 
-    def __init__(self, store: NoteStore, paths: dict[str, str | tuple[str, int]]):
+    def __init__(self, store: NoteStore, paths: dict[str, str | tuple]):
         self.store, self.paths = store, paths
 
     def __getitem__(self, key: str) -> str:
         where = self.paths[key]
+        if isinstance(where, tuple) and where[0] == SECTION:  # a section unit: (SECTION, note, position)
+            return section_text(*self.store.section_parts(*where[1:]))
         if isinstance(where, tuple):  # a turn: (session file, position)
             return unit_text(*self.store.turn_parts(*where))
         return self.store.memories([where])[0].search_text()
@@ -420,6 +442,9 @@ def _refresh_vectors(idx: Index, model, model_key: str, losers: set[str], report
             paths.setdefault(digest, path)
     for digest, where in store.turn_hashes().items():
         paths.setdefault(digest, where)
+    for digest, (path, ord_) in store.section_hashes().items():
+        if path not in losers:
+            paths.setdefault(digest, (SECTION, path, ord_))
     report.vectors = vectors.sync(_LazyTexts(store, paths), model, progress)
     with store.transaction():
         store.set_meta("vectors_state", _vectors_state(idx, model_key))

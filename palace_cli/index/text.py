@@ -196,7 +196,8 @@ def pairs_of(doc: Doc) -> str:
 
 @dataclass
 class Doc:
-    """The fields the lexical index holds for one unit: a memory, or a turn (path: its session file)."""
+    """The fields the lexical index holds for one unit: a memory, a section of one (path: its note), or a turn
+    (path: its session file)."""
 
     path: str
     id: str
@@ -531,7 +532,7 @@ def _filter(scope: Scope):
     """The whoosh query a scope allows: (memories in its domains | turns in its sessions) within its time window."""
     parts = []
     if scope.memories:
-        memory = Term("kind", "memory")
+        memory = Or([Term("kind", "memory"), Term("kind", "section")])  # a section is part of its note
         if scope.domains is not None:
             memory = And([memory, Or([Term("domain_key", d) for d in scope.domains])])
         parts.append(memory)
