@@ -18,7 +18,7 @@ from functools import partial
 from typing import Any, Literal
 
 from palace_cli import __version__
-from palace_cli.core.layout import CACHE_DIR, INDEX_DIR, MEMORIES, REVIEWS, ROOT_INDEX, confined, refuse_path_tricks
+from palace_cli.core.layout import CACHE_DIR, MEMORIES, REVIEWS, confined, refuse_path_tricks
 from palace_cli.core.notes import TYPES, Memory
 from palace_cli.errors import NotAMemory, NotFound, OutsidePalace, PalaceError, UsageError
 from palace_cli.palace import Palace
@@ -45,7 +45,7 @@ INSTRUCTIONS = ("A memory palace: Markdown memories, each with a verify token, a
 
 def check_layout(palace: Palace) -> None:
     """Refuse to work when a folder the server writes to (notes, reviews, index files, cache) leads out of the palace."""
-    for name in (MEMORIES, REVIEWS, INDEX_DIR, ROOT_INDEX, CACHE_DIR):
+    for name in (MEMORIES, REVIEWS, palace.index_dir, palace.root_index, CACHE_DIR):
         try:
             confined(palace.root, name, name, under=".")
         except OutsidePalace:

@@ -20,6 +20,7 @@ MARKDOWN_LINK = re.compile(r"(?<![!\]\\])\[(?:[^\]\\\n]|\\.)*\]\([ \t]*(?:<([^>\
 # A link reference definition (`[label]: path/to/note.md "Title"`), as Foam writes them; footnotes (`[^1]:`) are not.
 REFERENCE = re.compile(r"^[ ]{0,3}\[(?!\^)[^\]\n]+\]:[ \t]*(?:<([^>\n]*)>|(\S+))(?:[ \t]+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^)\n]*\)))?[ \t]*$",
                        re.MULTILINE)
+BAD_LINK_CHARS = re.compile(r"[\[\]|#^\x00-\x1f]")  # what a note's name cannot hold and still be linked to
 SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 INLINE_CODE = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
 # An inline #tag as Obsidian reads one: after a space or at a line's start, letters, digits, `_`, `-` and `/`

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from palace_cli.core.disk import atomic_write, create_new
-from palace_cli.core.layout import Scan, domain_of
+from palace_cli.core.layout import MEMORIES, Scan, path_id
 from palace_cli.core.markdown import note_links, rename_body_links
 from palace_cli.core.names import Names
 from palace_cli.core.noteedit import check_note_size, edit_frontmatter
@@ -187,7 +187,9 @@ def _edited(text: str, memory: Memory, changes: dict, renames: dict[str, str]) -
 
 def move_memory(palace: Palace, ref: str, new_id: str | None = None, domain: str | None = None,
                 new_domain: bool = False) -> Move:
-    """Give a memory a new id (its file becomes `<new-id>.md`) and/or move it to another domain.
+    """Give a memory a new id (its file becomes `<new-id>.md`) and/or move it to another domain; a note outside
+    memories/ (an adopted vault's) gets a new name instead (editing/rename.py: `new_id` is its new file name or
+    path, links keep the form they were written in).
 
     Links to it by id, file name or path are renamed in every note (frontmatter `links`, `supersedes`,
     `superseded_by` and body `[[links]]`), through the byte-preserving writers; links by alias or subject
@@ -197,6 +199,14 @@ def move_memory(palace: Palace, ref: str, new_id: str | None = None, domain: str
     scan = palace.scan()
     names = palace.index.names()
     memory = palace.memory(ref, refresh=False)
+    if not memory.path.startswith(MEMORIES + "/"):  # a vault's note: named by its file, renamed the vault's way
+        from palace_cli.editing.rename import new_note_path, rename_note
+
+        target_domain = palace.resolve_domain(domain, allow_new=True, insist=new_domain) if domain else None
+        new_path = new_note_path(palace, memory, new_id, target_domain)
+        rewritten = rename_note(palace, memory, new_path, scan.memories.values(), names)
+        moved_id = memory.id if not memory.derived_id else path_id(new_path)
+        return Move(memory.id, moved_id, memory.path, new_path, rewritten)
     new_id = (new_id or "").strip() or memory.id
     if not ID_PATTERN.match(new_id):
         raise UsageError(f"id {new_id!r} must be lowercase letters, digits, '.', '_' or '-'")
@@ -261,7 +271,7 @@ def _planned(palace: Palace, relpath: str, new_relpath: str, memory: Memory, cha
     text = raw[len(bom):].decode("utf-8")
     new = _edited(text, memory, changes, renames)
     check_note_size(new, new_relpath)
-    domain = domain_of(new_relpath)
+    domain = palace.domain_of(new_relpath)
     try:
         read_text = new.replace("\r\n", "\n")
         parse_note(read_text, new_relpath, domain)

@@ -232,6 +232,11 @@ def _vectors_state(idx: Index, model_key: str) -> str:
 def _refresh_notes(palace: Palace, store: NoteStore, report: RefreshReport, progress: Progress | None,
                    temps: list[str]) -> set[str]:
     """Stat every note, read the ones whose stat changed, store the ones whose bytes changed; returns touched domains."""
+    rules = repr(palace.config.notes)
+    if store.get_meta("note_rules") != rules:  # [notes] changed: every note's domain may have too
+        with store.transaction():
+            store.forget_hashes()
+            store.set_meta("note_rules", rules)
     files = palace.note_files(report.problems, temps)
     known = store.stat_map()
     on_disk = set()

@@ -225,6 +225,11 @@ class NoteStore:
             (path, settled(mtime_ns), size, file_hash, message, line),
         )
 
+    def forget_hashes(self) -> None:
+        """Make every note be parsed again by the next read (inside a transaction): what a note is changed with
+        the rules that read it (palace.toml [notes]: its domain)."""
+        self.db.execute("UPDATE notes SET mtime_ns = -1, file_hash = ''")
+
     def touch(self, path: str, mtime_ns: int, size: int) -> None:
         self.db.execute("UPDATE notes SET mtime_ns=?, size=? WHERE path=?", (settled(mtime_ns), size, path))
 
