@@ -16,7 +16,8 @@ from palace_cli.core.config import CONFIG_NAME
 from palace_cli.core.dates import today, yaml_moment
 from palace_cli.core.disk import atomic_write, create_new
 from palace_cli.core.layout import INDEX_DIR, MEMORIES, REVIEWS, Scan
-from palace_cli.core.noteedit import check_note_size, edit_frontmatter, edit_section, inline_yaml, update_frontmatter
+from palace_cli.core.noteedit import (check_note_size, dump_frontmatter, edit_frontmatter, edit_section, inline_yaml,
+                                     update_frontmatter)
 from palace_cli.core.notefile import load_note, parse_note, split_frontmatter
 from palace_cli.core.notes import ID_PATTERN, TYPES, Memory
 from palace_cli.core.text import slugify
@@ -311,6 +312,84 @@ def add_memory(palace: Palace, subject: str, domain: str, **fields) -> Memory:
     bodies stay as they are."""
     with write_lock(palace):  # the scan that proposes its token sees every note written before it
         return draft_memory(palace, subject, domain, **fields).save()
+
+
+def plain_memory_text(fields: dict, subject: str, content: str) -> str:
+    """The text of a plain memory note: the frontmatter fields in order, `# subject`, then `## Content`."""
+    return "---\n" + dump_frontmatter(fields) + "---\n" + f"# {subject}\n\n## Content\n{content.strip()}\n"
+
+
+def write_plain_memory(palace: Palace, subject: str, domain: str, content: str, *, note_id: str | None = None,
+                       type: str = "", fields: dict | None = None, supersedes: list[str] | None = None,
+                       valid_from=None, core: bool = False, new_domain: bool = False, scan: Scan | None = None
+                       ) -> Memory:
+    """Write a plain memory (frontmatter and a `## Content` section, no Image or verify token) to
+    memories/<domain>/<id>.md and return it; never overwrites a file.
+
+    The frontmatter is `id`, `subject`, `type`, the given `fields` in their order, then `valid_from`,
+    `supersedes`, `core` and `created`. Without `note_id` the id is the subject's slug, made unique with
+    `-2`, `-3` ...; a given id that is taken is refused. With `supersedes`, those memories gain
+    `superseded_by` and `valid_until` (frontmatter only), as `palace add --supersedes` does. `scan` (a
+    light scan of the palace) saves a scan per note when many are written; it gains the new memory."""
+    subject = " ".join(subject.split())
+    if not subject:
+        raise UsageError("a memory needs a subject")
+    if not content.strip():
+        raise UsageError("a plain memory needs its content")
+    if type and type not in TYPES:
+        raise UsageError(f"type {type!r} is not one of {', '.join(TYPES)}")
+    domain = palace.resolve_domain(domain, allow_new=True, insist=new_domain)
+    with write_lock(palace):
+        scan = scan if scan is not None else palace.scan(light=True)
+        note_id = _free_id(palace, scan, domain, note_id, subject)
+        relpath = palace.rel(palace.memories_dir / domain / f"{note_id}.md")
+        when = moment_option(valid_from, "valid_from")
+        olds = [scan.memories.get(ref) or palace.memory(ref, refresh=False)
+                for ref in dict.fromkeys(r.strip() for r in supersedes or [] if r.strip())]
+        if olds and when is None:
+            when = today()
+        versions = Versions.of(scan.memories.values())
+        for old in olds:
+            check_link(versions, old, note_id, when)
+        front = {"id": note_id, "subject": subject}
+        if type:
+            front["type"] = type
+        front.update(fields or {})
+        if when is not None:
+            front["valid_from"] = yaml_moment(when)
+        if olds:
+            front["supersedes"] = [old.id for old in olds]
+        if core:
+            front["core"] = True
+        front.setdefault("created", date.today())
+        text = plain_memory_text(front, subject, content)
+        check_note_size(text, relpath)
+        parse_note(text, relpath, domain)
+        edits = [planned_edit(palace, old, old_note_changes(old, note_id, when)) for old in olds]
+        draft = Draft(palace, note_id, domain, relpath, text, edits)
+        memory = draft.save()
+        scan.memories[memory.id] = memory
+        return memory
+
+
+def _free_id(palace: Palace, scan: Scan, domain: str, wanted: str | None, subject: str) -> str:
+    """`wanted` when no memory or file has it (refused otherwise); without it, the first free one of the
+    subject's slug, then `-2`, `-3` ..."""
+    def taken(candidate: str) -> bool:
+        return candidate in scan.memories or (palace.memories_dir / domain / f"{candidate}.md").exists()
+
+    if wanted is not None:
+        if not ID_PATTERN.match(wanted):
+            raise UsageError(f"id {wanted!r} must be lowercase letters, digits, '.', '_' or '-'")
+        if taken(wanted):
+            where = scan.memories[wanted].path if wanted in scan.memories else f"memories/{domain}/{wanted}.md"
+            raise PalaceError(f"memory {wanted!r} already exists at {where}; choose another id")
+        return wanted
+    base = slugify(subject)
+    candidate, n = base, 2
+    while taken(candidate):
+        candidate, n = f"{base}-{n}", n + 1
+    return candidate
 
 
 def _holds(path: Path, text: str) -> bool:
