@@ -11,11 +11,10 @@ from palace_cli.cli import open_palace, pass_ctx, render
 from palace_cli.core.notes import TYPES, Memory
 from palace_cli.core.tokens import fingerprint
 from palace_cli.core.wording import plural
-from palace_cli.editing.authoring import draft_memory, init as init_palace, propose_missing_token, review_added
+from palace_cli.editing.authoring import add_note, draft_memory, init as init_palace, propose_missing_token, review_added
 from palace_cli.editing.curate import has_tag
 from palace_cli.editing.lint import lint as run_lint
 from palace_cli.errors import NoteError
-from palace_cli.index.locks import write_lock
 
 
 def memory_summary(memory: Memory) -> dict:
@@ -118,7 +117,8 @@ def _edit_draft(palace, draft) -> Memory | None:
 
 @click.command()
 @click.argument("subject")
-@click.option("--domain", "-d", required=True, help="Domain folder under memories/ (or a domain alias or prefix).")
+@click.option("--domain", "-d", default=None,
+              help="Domain folder (or a domain alias or prefix); default: the inbox ([notes] inbox, `inbox`).")
 @click.option("--new-domain", is_flag=True, help="Create the domain even when its name is close to an existing one.")
 @click.option("--anchor", default="", help="The memorable hook, 2-5 words.")
 @click.option("--image", default="", help="The SMASHIN scene ('-' reads stdin).")
@@ -134,32 +134,38 @@ def _edit_draft(palace, draft) -> Memory | None:
 @click.option("--type", "type_", type=click.Choice(TYPES), default=None, help="What kind of memory it is.")
 @click.option("--core", is_flag=True, help="Always in wake-up, first.")
 @click.option("--edit/--no-edit", default=None,
-              help="Open $EDITOR on the new note (default: when run in a terminal).")
+              help="Open $EDITOR on a SMASHIN note from the template (default: in a terminal, when a --domain is "
+                   "given and no --image).")
 @click.option("--json", "as_json", is_flag=True, help="Print the new memory as JSON.")
 @pass_ctx
 def add(ctx, subject, domain, new_domain, anchor, image, content, keywords, links, verify, note_id, supersedes,
         valid_from, type_, core, edit, as_json):
-    """Add a memory from templates/memory.md; opens $EDITOR in a terminal.
+    """Add a memory: a thought at once, or a SMASHIN note from templates/memory.md.
 
-    Example: pbpaste | palace add "Saga" -d distributed-systems --image "Relay runners hand over apology letters." --content -
+    Text alone (SUBJECT, or `-` to read it from stdin) is written at once as a plain note in the inbox
+    domain, no image, no editor: it is searched and recalled now, cited and studied once it grows an Image
+    and a verify token (`palace lint --study`, `palace evolve`). With --image (or in $EDITOR) it is a SMASHIN
+    memory with its verify token.
+
+    Example: echo "Rotate the API keys every 90 days" | palace add -
     """
     palace = ctx.palace
+    if subject == "-":
+        if "-" in (image, content):
+            raise click.UsageError("only one argument can read stdin; SUBJECT and an option both say '-'")
+        subject = sys.stdin.read()
     texts = _stdin_options(image=image, content=content)
-    fields = dict(anchor=anchor, image=texts["image"], content=texts["content"], keywords=_split_list(keywords),
-                  links=_split_list(links), verify=verify, note_id=note_id, new_domain=new_domain,
-                  supersedes=[i for s in supersedes for i in _split_list(s)], valid_from=valid_from, type=type_ or "",
-                  core=core)
-    if edit if edit is not None else _interactive():
-        draft = draft_memory(palace, subject, domain, **fields)
+    fields = dict(anchor=anchor, keywords=_split_list(keywords), links=_split_list(links), verify=verify,
+                  note_id=note_id, new_domain=new_domain, supersedes=[i for s in supersedes for i in _split_list(s)],
+                  valid_from=valid_from, type=type_ or "", core=core)
+    smashin = bool(texts["image"].strip())
+    if edit or (edit is None and domain is not None and not smashin and _interactive()):
+        draft = draft_memory(palace, subject, domain or palace.config.notes.inbox, image=texts["image"],
+                             content=texts["content"], **fields)
         path, memory = draft.relpath, _edit_draft(palace, draft)
     else:
-        with write_lock(palace):  # the token proposed for it is checked against every note written before it
-            draft = draft_memory(palace, subject, domain, **fields)
-            if not fields["image"].strip():  # after the draft's own checks (an existing id, a bad id, the size)
-                raise click.UsageError("a memory added without the editor needs --image: a vivid scene of two to "
-                                       "four sentences; its verify token is a phrase of it (`--image -` reads it "
-                                       "from stdin). Or use --edit to write the note in $EDITOR")
-            path, memory = draft.relpath, draft.save()
+        memory = add_note(palace, subject, domain, image=texts["image"], content=texts["content"], **fields)
+        path = memory.path
     palace.refresh()
     if memory is None:
         raise SystemExit(1)
@@ -176,7 +182,10 @@ def add(ctx, subject, domain, new_domain, anchor, image, content, keywords, link
                          markup=False)
     if memory.verify:
         render.out.print(f"verify token: {memory.verify}", markup=False)
-    for message in review.token_problems:
+    else:
+        render.out.print("a plain note: searched and recalled now; not citable or studyable until it has an Image "
+                         f"and a verify token (`palace evolve {memory.id}` proposes them)", markup=False)
+    for message in review.token_problems if memory.verify else []:
         render.warn(f"{path}: {message}")
     if review.compare_error:
         render.warn(f"could not compare {memory.id} with the other memories: {review.compare_error}")

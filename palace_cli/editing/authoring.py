@@ -324,7 +324,8 @@ def write_plain_memory(palace: Palace, subject: str, domain: str, content: str, 
                        valid_from=None, core: bool = False, new_domain: bool = False, scan: Scan | None = None
                        ) -> Memory:
     """Write a plain memory (frontmatter and a `## Content` section, no Image or verify token) to
-    memories/<domain>/<id>.md and return it; never overwrites a file.
+    memories/<domain>/<id>.md (in an adopted vault, the domain's folder: Palace.new_note_path) and return it;
+    never overwrites a file.
 
     The frontmatter is `id`, `subject`, `type`, the given `fields` in their order, then `valid_from`,
     `supersedes`, `core` and `created`. Without `note_id` the id is the subject's slug, made unique with
@@ -342,7 +343,7 @@ def write_plain_memory(palace: Palace, subject: str, domain: str, content: str, 
     with write_lock(palace):
         scan = scan if scan is not None else palace.scan(light=True)
         note_id = _free_id(palace, scan, domain, note_id, subject)
-        relpath = palace.rel(palace.memories_dir / domain / f"{note_id}.md")
+        relpath = palace.new_note_path(domain, note_id)
         when = moment_option(valid_from, "valid_from")
         olds = [scan.memories.get(ref) or palace.memory(ref, refresh=False)
                 for ref in dict.fromkeys(r.strip() for r in supersedes or [] if r.strip())]
@@ -372,17 +373,57 @@ def write_plain_memory(palace: Palace, subject: str, domain: str, content: str, 
         return memory
 
 
+SUBJECT_CHARS = 60  # a captured thought's subject: its first line, cut at a word near this many characters
+
+
+def capture_subject(text: str) -> str:
+    """A subject for a thought given as text alone: its first line (a heading's `#` dropped), cut at a word
+    boundary near SUBJECT_CHARS characters."""
+    first = next((line.strip().lstrip("#").strip() for line in text.splitlines() if line.strip()), "")
+    if len(first) <= SUBJECT_CHARS:
+        return first
+    cut = first[:SUBJECT_CHARS].rsplit(" ", 1)[0].rstrip(",;:-")
+    return (cut or first[:SUBJECT_CHARS]) + "…"
+
+
+def add_note(palace: Palace, text: str, domain: str | None = None, *, subject: str = "", image: str = "",
+             content: str = "", **fields) -> Memory:
+    """The one "add a memory" workflow of every face (CLI `add`, MCP `add`): with an Image, a SMASHIN memory
+    (`add_memory`: anchor and verify token proposed from the Image); without one, a plain note written at once
+    (quick capture: no template, no editor, no token), into the inbox domain ([notes] inbox) when no domain is
+    given. `text` is the subject when `content` is given, else the thought itself (its subject from its first
+    line). `review_added` is the step after, for every face."""
+    text = (text or "").strip()
+    if image.strip():
+        return add_memory(palace, subject or text, domain or palace.config.notes.inbox, image=image, content=content,
+                          **fields)
+    body = content.strip() or text
+    if not body:
+        raise UsageError("a memory needs a subject, or a thought to capture (`palace add -` reads it from stdin)")
+    subject = subject or (text if content.strip() else capture_subject(text)) or capture_subject(body)
+    inbox = domain is None
+    extra = {name: value for name in ("keywords", "links") if (value := [v for v in fields.get(name) or [] if v])}
+    if (fields.get("anchor") or "").strip():
+        extra["anchor"] = fields["anchor"].strip()
+    # A thought captured into the inbox takes the next free id; a note named in a domain is refused when taken.
+    note_id = fields.get("note_id") or (None if inbox else slugify(subject))
+    return write_plain_memory(palace, subject, domain or palace.config.notes.inbox, body,
+                              note_id=note_id, type=fields.get("type") or "", fields=extra,
+                              supersedes=fields.get("supersedes"), valid_from=fields.get("valid_from"),
+                              core=bool(fields.get("core")), new_domain=inbox or bool(fields.get("new_domain")))
+
+
 def _free_id(palace: Palace, scan: Scan, domain: str, wanted: str | None, subject: str) -> str:
     """`wanted` when no memory or file has it (refused otherwise); without it, the first free one of the
     subject's slug, then `-2`, `-3` ..."""
     def taken(candidate: str) -> bool:
-        return candidate in scan.memories or (palace.memories_dir / domain / f"{candidate}.md").exists()
+        return candidate in scan.memories or os.path.lexists(palace.root / palace.new_note_path(domain, candidate))
 
     if wanted is not None:
         if not ID_PATTERN.match(wanted):
             raise UsageError(f"id {wanted!r} must be lowercase letters, digits, '.', '_' or '-'")
         if taken(wanted):
-            where = scan.memories[wanted].path if wanted in scan.memories else f"memories/{domain}/{wanted}.md"
+            where = scan.memories[wanted].path if wanted in scan.memories else palace.new_note_path(domain, wanted)
             raise PalaceError(f"memory {wanted!r} already exists at {where}; choose another id")
         return wanted
     base = slugify(subject)
