@@ -279,17 +279,20 @@ def domains(ctx, as_json):
 @click.argument("directory", required=False, type=click.Path(file_okay=False))
 @click.option("--fix", is_flag=True, help="Propose missing verify tokens and regenerate index files; nothing else.")
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too, not only on errors.")
+@click.option("--study", is_flag=True, help="Also say what each note lacks to be cited and studied (study-gap).")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @pass_ctx
-def lint(ctx, directory, fix, strict, as_json):
+def lint(ctx, directory, fix, strict, study, as_json):
     """Check every note; exit 1 on errors (with --strict, on warnings too).
 
+    Errors are what is broken (a note that cannot be read, a broken link, a wrong token); a note that merely
+    lacks its SMASHIN parts is fine, and --study lists what each lacks to be cited and studied.
     DIRECTORY is the palace to check (default: this one).
 
-    Example: palace lint --fix
+    Example: palace lint --study
     """
     palace = open_palace(directory) if directory else ctx.palace
-    report = run_lint(palace, fix=fix)
+    report = run_lint(palace, fix=fix, study=study)
     if as_json:
         render.emit_json(report.as_dict())
     else:

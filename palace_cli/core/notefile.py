@@ -19,6 +19,7 @@ from palace_cli.core.markdown import (
     inline_tags,
     outside_code,
     parse_sections,
+    rest_of_body,
 )
 from palace_cli.core.notes import (
     DATE_FIELDS,
@@ -275,13 +276,14 @@ def parse_note(text: str, path: str, domain: str, warnings: list[Warning_] | Non
                          or (heading.group(1).strip() if heading else path.rsplit("/", 1)[-1].removesuffix(".md")))
     fields["keywords"] += [tag for tag in inline_tags(body) if tag not in fields["keywords"]]
     sections = parse_sections(body, body_first_line)
-    structured = "image" in sections or "content" in sections
-    if structured:
-        found = _smashin_sections(sections, line, memory_warnings,
-                                  started=bool(fields["anchor"] or fields["verify"]) or "image" in sections)
-    else:  # a note of its own shape: its whole text (but the title) is its content
-        whole = (body[: heading.start()] + body[heading.end():] if heading else body).strip()
-        found = {"image": ("", 0), "content": (whole, line)}
+    structured = "content" in sections
+    started = bool(fields["anchor"] or fields["verify"]) or "image" in sections
+    found = _smashin_sections(sections, line, memory_warnings, started, ("image", "content") if structured
+                              else ("image",) if started else ())
+    if not structured:  # a note of its own shape: its whole text but the title (and an Image it grew) is content
+        whole = rest_of_body(body) if "image" in sections else \
+            (body[: heading.start()] + body[heading.end():] if heading else body).strip()
+        found["content"] = (whole, line)
     memory = Memory(
         id=note_id, domain=domain, path=path, **fields, **validity,
         image=found["image"][0], content=found["content"][0], body=body, line=line,
@@ -340,11 +342,11 @@ def _fields(meta: dict, type_problems: list[tuple[str, str]]) -> dict:
 
 
 def _smashin_sections(sections: dict[str, tuple[str, int]], title_line: int, warnings: list[Warning_],
-                      started: bool) -> dict[str, tuple[str, int]]:
-    """The Image and Content sections: name -> (text, heading line); for a started memory (a hook, a token or an
-    Image), missing ones are warned about; a template's hint left in place always is."""
-    found = {}
-    for name in ("image", "content"):
+                      started: bool, names=("image", "content")) -> dict[str, tuple[str, int]]:
+    """The Image and Content sections (of `names`): name -> (text, heading line); for a started memory (a hook, a
+    token or an Image), missing ones are warned about; a template's hint left in place always is."""
+    found = {"image": ("", 0), "content": ("", 0)}
+    for name in names:
         section_text, section_line = sections.get(name, ("", 0))
         if not section_text:
             if started:
