@@ -17,7 +17,9 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import SHARED
+from palace_cli.backends import Generator
 from palace_cli.cli import cli
+from palace_cli.core.tokens import contains_phrase
 from palace_cli.palace import Palace
 
 FOAM = SHARED / "data" / "foam-docs"
@@ -322,3 +324,43 @@ def test_section_units_follow_edits_and_go_with_their_note(tmp_path):
     palace = Palace(root)
     palace.refresh(embedder=None)
     assert not palace.index.catalog().note_of and palace.index.text.doc_count() == 0
+
+
+# ---- a note grows into a memory ---------------------------------------------------------------------------
+
+
+class Scripted(Generator):
+    """A generator that always answers one Image (the writing of evolve is tested, not a model)."""
+
+    model_id, parameters = "scripted", None
+
+    def __init__(self, image: str):
+        self.image = image
+
+    def complete(self, prompt, **kwargs):
+        return self.image
+
+
+SCENE = ("You stand in a greenhouse at dawn while a brass octopus waters the beds, each of its eight arms "
+         "holding a dripping violet teapot; the glass roof hums and a rooster in galoshes counts the pots aloud, "
+         "seventeen, eighteen, nineteen, as the smell of wet loam fills your nose.")
+
+
+def test_evolve_grows_a_plain_note_into_a_memory_and_keeps_every_byte(vault):
+    from palace_cli.study.evolver import evolve
+
+    path = vault / "Garden" / "Watering schedule.md"
+    before = path.read_bytes()
+    palace = Palace(vault)
+    preview = evolve(palace, "Garden/Watering schedule.md", Scripted(SCENE))
+    assert preview.lacks == ["image", "anchor", "verify"] and preview.verify and preview.anchor
+    assert path.read_bytes() == before  # a preview never writes
+    evolve(palace, "Garden/Watering schedule.md", Scripted(SCENE), accept=True)
+    after = path.read_bytes().decode()
+    assert after.startswith(f"---\nanchor: {preview.anchor}\nverify: {preview.verify}\n---\n")
+    assert before.decode() in after and after.endswith(f"\n## Image\n{SCENE}\n")
+    grown = Palace(vault).memory("Garden/Watering schedule.md")
+    assert grown.id == "garden.watering-schedule" and grown.content == "Water the beds at dawn, twice a week in July."
+    assert not grown.plain and contains_phrase(grown.image, preview.verify)
+    study = json.loads(run(vault, "lint", "--study", "--json").stdout)["problems"]
+    assert not [p for p in study if p["path"] == "Garden/Watering schedule.md" and p["code"] == "study-gap"]
