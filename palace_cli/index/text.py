@@ -267,8 +267,9 @@ class TextIndex:
                       pairs=pairs_of(doc))
         if doc.domain:
             fields["domain_key"] = doc.domain
+        # A part of n terms gives n - 1 pairs (PairAnalyzer): counted from the terms, not by pairing them again.
         fields[LENGTHS] = (self._length(fields["text"]), self._length(doc.rest),
-                           sum(1 for _ in self._pairs(fields["pairs"])))
+                           sum(max(0, self._length(part) - 1) for part in fields["pairs"].split(PARTS)))
         if doc.time:
             fields["time"] = doc.time
         if doc.session:
