@@ -112,11 +112,16 @@ def _file_hash(data: str, warnings=()) -> str:
     return hashlib.sha256((data + marks).encode("utf-8")).hexdigest()[:16]
 
 
-def _doc(memory: Memory) -> Doc:
-    # A note without `## Image` or `## Content` sections has its whole text as content already.
-    whole = not memory.structured
+def _doc(memory: Memory, sections: list[tuple] = ()) -> Doc:
+    """A note's lexical document. A note ranked by section (its stored rows: key, heading path, line, text)
+    holds only its opening part and the outline of its headings: the rest of its words are in its sections'
+    documents, and indexing them twice doubled a vault's build for no recall (docs/benchmarks.md)."""
+    whole = not memory.structured  # a note without `## Image`/`## Content` has its whole text as content already
+    content = memory.content
+    if sections:
+        content = "\n".join([sections[0][3], *dict.fromkeys(part for row in sections for part in row[1])])
     return Doc(memory.path, memory.id, memory.domain, memory.subject, " ".join(memory.keywords + memory.aliases),
-               memory.anchor, memory.image, memory.content, time=memory_time(memory),
+               memory.anchor, memory.image, content, time=memory_time(memory),
                rest="" if whole else rest_of_body(memory.body))
 
 
@@ -324,11 +329,13 @@ def _domains_sharing_ids(palace: Palace, store: NoteStore) -> set[str]:
     return {palace.domain_of(path) for path in pending} | store.domains_of_ids(ids)
 
 
-def _section_docs(store: NoteStore, memories: list[Memory]):
-    """The lexical documents of these notes' section units."""
+def _note_docs(store: NoteStore, memories: list[Memory]):
+    """The lexical documents of these notes and of their section units, note by note."""
     rows = store.section_rows([m.path for m in memories])
     for memory in memories:
-        for key, heading, _line, text in rows.get(memory.path, []):
+        units = rows.get(memory.path, [])
+        yield _doc(memory, units)
+        for key, heading, _line, text in units:
             yield Doc(memory.path, key, memory.domain, section_title(memory.subject, heading), "", "", "", text,
                       kind="section", time=memory_time(memory))
 
@@ -341,12 +348,11 @@ def _owner_docs(store: NoteStore):
     for memory in store.iter_memories():
         if memory.id not in seen:
             seen.add(memory.id)
-            yield _doc(memory)
             batch.append(memory)
             if len(batch) >= 200:
-                yield from _section_docs(store, batch)
+                yield from _note_docs(store, batch)
                 batch = []
-    yield from _section_docs(store, batch)
+    yield from _note_docs(store, batch)
     paths = store.owner_session_paths()
     for start in range(0, len(paths), 200):
         yield from (_turn_doc(row) for row in store.turn_docs(paths[start : start + 200]))
@@ -399,8 +405,7 @@ def _apply_pending(store: NoteStore, text: TextIndex, pending: dict[str, str | N
     notes = {p: i for p, i in pending.items() if p not in sessions}
     paths = sorted(notes)
     ids = {i for i in notes.values() if i} | store.ids_of_paths(paths)
-    owners = store.memories(sorted(store.owner_paths(ids)))
-    upserts = [_doc(m) for m in owners] + list(_section_docs(store, owners))
+    upserts = list(_note_docs(store, store.memories(sorted(store.owner_paths(ids)))))
     session_ids = {i for i in sessions.values() if i} | store.session_ids_of_paths(sessions)
     deletes = paths + sorted(set(sessions) | store.session_paths_of_ids(session_ids))
     upserts += [_turn_doc(row) for row in store.turn_docs(store.session_owner_paths(session_ids))]

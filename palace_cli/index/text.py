@@ -63,7 +63,7 @@ LOCK_TIMEOUT_S = 30.0
 MAX_DELETED, MAX_DELETED_SHARE = 500, 0.01  # deleted documents kept before an update merges every segment
 
 
-SCHEMA_VERSION = "7"  # bump when the schema or analyzer changes: old indexes are rebuilt (7: the `pairs` field)
+SCHEMA_VERSION = "8"  # bump when the schema or analyzer changes: old indexes are rebuilt (8: lean notes with sections)
 SCHEMA_MARKER = "palace-schema"
 RETRIES = 3
 DAMAGE = (EOFError, struct.error, zlib.error, pickle.UnpicklingError, ValueError)
