@@ -63,7 +63,7 @@ LOCK_TIMEOUT_S = 30.0
 MAX_DELETED, MAX_DELETED_SHARE = 500, 0.01  # deleted documents kept before an update merges every segment
 
 
-SCHEMA_VERSION = "8"  # bump when the schema or analyzer changes: old indexes are rebuilt (8: lean notes with sections)
+SCHEMA_VERSION = "8"  # bump when the schema or analyzer changes: old indexes are rebuilt (8: section units)
 SCHEMA_MARKER = "palace-schema"
 RETRIES = 3
 DAMAGE = (EOFError, struct.error, zlib.error, pickle.UnpicklingError, ValueError)
@@ -190,7 +190,11 @@ def text_of(doc: Doc) -> str:
 
 
 def pairs_of(doc: Doc) -> str:
-    """What the `pairs` field holds: the unit's own parts with PARTS between them, not a turn's neighbours."""
+    """What the `pairs` field holds: the unit's own parts with PARTS between them, not a turn's neighbours.
+
+    A section unit gets none (`_add`): a long note's prose gives a pair term per word, each a term of its own
+    in whoosh, which made a vault's build 3.5x slower (41 against 12 s for 1,000 notes of 5 KB) for no
+    recall on Foam's questions (docs/benchmarks.md)."""
     return PARTS.join(part for part in (doc.subject, doc.keywords, doc.anchor, doc.image, doc.content) if part)
 
 
@@ -264,7 +268,7 @@ class TextIndex:
 
     def _add(self, writer, doc: Doc) -> None:
         fields = dict(path=doc.path, id=doc.id, kind=doc.kind, text=text_of(doc), rest=doc.rest,
-                      pairs=pairs_of(doc))
+                      pairs=pairs_of(doc) if doc.kind != "section" else "")
         if doc.domain:
             fields["domain_key"] = doc.domain
         # A part of n terms gives n - 1 pairs (PairAnalyzer): counted from the terms, not by pairing them again.
