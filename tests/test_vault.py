@@ -364,3 +364,38 @@ def test_evolve_grows_a_plain_note_into_a_memory_and_keeps_every_byte(vault):
     assert not grown.plain and contains_phrase(grown.image, preview.verify)
     study = json.loads(run(vault, "lint", "--study", "--json").stdout)["problems"]
     assert not [p for p in study if p["path"] == "Garden/Watering schedule.md" and p["code"] == "study-gap"]
+
+
+# ---- the rules, in tables ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("pattern, path, matches", [
+    ("**/*.md", "a.md", True), ("**/*.md", "x/y/z.md", True), ("**/*.md", "x/y.txt", False),
+    ("templates/**", "templates/daily.md", True), ("templates/**", "Templates/a/b.md", True),  # without case
+    ("templates/**", "notes/templates/a.md", False), ("*.excalidraw.md", "x/d.excalidraw.md", True),
+    ("/README.md", "README.md", True), ("/README.md", "x/README.md", False), ("README.md", "x/README.md", True),
+    ("Journal/202?-*.md", "journal/2024-07-01.md", True), ("[ab]*.md", "b1.md", True), ("[!ab]*.md", "b1.md", False),
+])
+def test_note_globs(pattern, path, matches):
+    from palace_cli.core.layout import glob_pattern
+
+    assert bool(glob_pattern(pattern).fullmatch(path)) is matches
+
+
+@pytest.mark.parametrize("text, subject", [
+    ("Rotate the keys.", "Rotate the keys."),
+    ("# A heading\nthen text", "A heading"),
+    ("\n\n  first line after blanks  \nsecond", "first line after blanks"),
+    ("word " * 30, "word " * 11 + "word…"),  # cut at a word near 60 characters
+])
+def test_a_captured_thought_takes_its_first_line_as_subject(text, subject):
+    from palace_cli.editing.authoring import capture_subject
+
+    assert capture_subject(text) == subject
+
+
+def test_two_notes_of_one_name_at_the_same_depth_make_a_link_ambiguous(tmp_path):
+    root = make_vault(tmp_path / "vault", {"a/x.md": "# X one\n", "b/x.md": "# X two\n", "c.md": "See [[x]].\n"})
+    CliRunner().invoke(cli, ["init", str(root)], catch_exceptions=False)
+    problems = json.loads(run(root, "lint", "--json", code=1).stdout)["problems"]
+    assert [(p["path"], p["code"]) for p in problems] == [("c.md", "ambiguous-link")]
