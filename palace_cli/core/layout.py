@@ -82,6 +82,11 @@ def glob_pattern(pattern: str, exact_case: bool = False) -> re.Pattern:
     """A glob over paths relative to the root as a regex, compared without case: `**` any folders (none too),
     `*` and `?` within one name, `[abc]` a class. A pattern without `/` matches a file name at any depth; a
     leading `/` anchors it at the root."""
+    return re.compile(glob_source(pattern, exact_case), re.DOTALL)
+
+
+def glob_source(pattern: str, exact_case: bool = False) -> str:
+    """The regex source of glob_pattern (case folded inside it unless exact_case), to be joined with others."""
     pattern = pattern.strip()
     anchored = pattern.startswith("/")
     pattern = pattern.strip("/")
@@ -109,7 +114,7 @@ def glob_pattern(pattern: str, exact_case: bool = False) -> re.Pattern:
         else:
             out.append(re.escape(pattern[i]))
             i += 1
-    return re.compile("".join(out), re.DOTALL if exact_case else re.IGNORECASE | re.DOTALL)
+    return "".join(out) if exact_case else f"(?i:{''.join(out)})"
 
 
 # Always left out of an adopted vault's notes, by exact name: what palace writes, and session files.
@@ -130,21 +135,24 @@ class NoteRules:
         self.rule = notes.domains if notes is not None else "folder"
         self.root_domain = notes.root_domain if notes is not None else "root"
         own = PALACE_OWN + ((f"{generated}/**",) if generated else (f"/{ROOT_INDEX}", f"{INDEX_DIR}/**"))
-        self._include = [glob_pattern(p) for p in (notes.include if self.adopted else ())]
-        self._exclude = [glob_pattern(p) for p in (notes.exclude if self.adopted else ())]
-        self._exclude += [glob_pattern(p, exact_case=True) for p in own]
+        excluded = [glob_source(p) for p in (notes.exclude if self.adopted else ())]
+        excluded += [glob_source(p, exact_case=True) for p in own]
+        # One regex for all the includes and one for all the excludes: a vault's no-op refresh tests every file.
+        self._include = re.compile("|".join(f"(?:{glob_source(p)})" for p in (notes.include if self.adopted
+                                                                                 else ())) or "(?!)", re.DOTALL)
+        self._exclude = re.compile("|".join(f"(?:{source})" for source in excluded), re.DOTALL)
+        self._excludes = [re.compile(source, re.DOTALL) for source in excluded]
 
     def wanted(self, relpath: str) -> bool:
         """True when a `.md` path (relative to the root) is a note by these rules."""
         if not self.adopted:
             return relpath.startswith(MEMORIES + "/")
-        return (any(p.fullmatch(relpath) for p in self._include)
-                and not any(p.fullmatch(relpath) for p in self._exclude))
+        return self._include.fullmatch(relpath) is not None and self._exclude.fullmatch(relpath) is None
 
     def pruned(self, reldir: str) -> bool:
         """True when no file under a folder (relative to the root) can be a note: it need not be walked."""
         probes = (f"{reldir}/\x00", f"{reldir}/\x00/\x00.md")
-        return any(all(p.fullmatch(probe) for probe in probes) for p in self._exclude)
+        return any(all(p.fullmatch(probe) for probe in probes) for p in self._excludes)
 
     def domain_of(self, relpath: str) -> str:
         """The domain of a note at a path relative to the root ("" when it is in none)."""
