@@ -231,32 +231,8 @@ def run_retrieval_bench(palace: Palace, queries: list[Query], modes=ALL_MODES, p
             ranked, handed_hits, context_bytes, fallback, routed, confidence = _run_query(palace, mode, q, profile,
                                                                                           include_superseded)
             elapsed = (time.perf_counter() - started) * 1000
-            handed = [h.memory_id for h in handed_hits]
-            if q.section and q.expected:  # the section, or the whole note when it is too short to be cut
-                run.section_hit.append(float(any(h.memory_id == q.expected[0] and (
-                    _section_hit(h, q.section) or (h.kind == "memory" and h.id not in sectioned))
-                    for h in handed_hits)))
-            moment = parse_moment(q.as_of) if q.as_of else None
-            if any(not versions.valid_at(i, moment) for i in handed):
-                if q.as_of:
-                    run.stale_handed_as_of += 1
-                else:
-                    run.stale_handed += 1
-            if q.qid in changed:
-                (run.as_of_at_1 if q.as_of else run.current_at_1).append(float(bool(ranked) and ranked[0] in q.expected))
-            if not q.expected:
-                run.absent_confidence.append(confidence)
-                continue
-            run.present_confidence.append(confidence)
-            run.latencies_ms.append(elapsed)
-            run.metrics.append(query_metrics(ranked, q.expected))
-            run.kinds.append(q.kind)
-            run.context_bytes.append(context_bytes)
-            run.context_hit.append(float(bool(set(handed) & set(q.expected))))
-            run.fallbacks += int(fallback)
-            if routed is not None:
-                domains = {palace_domain(palace, e) for e in q.expected}
-                run.route_hit.append(float(bool(domains & routed)))
+            _record(palace, run, q, versions, q.qid in changed, sectioned,
+                    (ranked, handed_hits, context_bytes, fallback, routed, confidence), elapsed)
         if progress:
             progress("queries", position + 1, len(queries))
     for mode in modes:
@@ -267,6 +243,38 @@ def run_retrieval_bench(palace: Palace, queries: list[Query], modes=ALL_MODES, p
                                    "modes": {mode: summarise_kind(runs[mode], kind) for mode in modes}}
                             for kind in kinds}
     return summary
+
+
+def _record(palace: Palace, run: ModeRun, q: Query, versions, changed: bool, sectioned: set[str], outcome: tuple,
+            elapsed: float) -> None:
+    """Add one query's outcome (ranked ids, handed hits, context bytes, fallback, routed domains, confidence) to
+    its mode's run."""
+    ranked, handed_hits, context_bytes, fallback, routed, confidence = outcome
+    handed = [h.memory_id for h in handed_hits]
+    if q.section and q.expected:  # the section, or the whole note when it is too short to be cut
+        run.section_hit.append(float(any(h.memory_id == q.expected[0] and (
+            _section_hit(h, q.section) or (h.kind == "memory" and h.id not in sectioned)) for h in handed_hits)))
+    moment = parse_moment(q.as_of) if q.as_of else None
+    if any(not versions.valid_at(i, moment) for i in handed):
+        if q.as_of:
+            run.stale_handed_as_of += 1
+        else:
+            run.stale_handed += 1
+    if changed:
+        (run.as_of_at_1 if q.as_of else run.current_at_1).append(float(bool(ranked) and ranked[0] in q.expected))
+    if not q.expected:
+        run.absent_confidence.append(confidence)
+        return
+    run.present_confidence.append(confidence)
+    run.latencies_ms.append(elapsed)
+    run.metrics.append(query_metrics(ranked, q.expected))
+    run.kinds.append(q.kind)
+    run.context_bytes.append(context_bytes)
+    run.context_hit.append(float(bool(set(handed) & set(q.expected))))
+    run.fallbacks += int(fallback)
+    if routed is not None:
+        domains = {palace_domain(palace, e) for e in q.expected}
+        run.route_hit.append(float(bool(domains & routed)))
 
 
 KIND_METRICS = ("recall@1", "recall@3", "mrr", "ndcg@10")
