@@ -471,4 +471,75 @@ def build_server(palace: Palace):
 
 def serve(palace: Palace) -> None:
     """Run the stdio MCP server until the client closes stdin."""
-    build_server(palace).run("stdio")
+    import anyio
+
+    anyio.run(_serve_stdio, build_server(palace))
+
+
+async def _serve_stdio(server) -> None:
+    """The SDK's stdio transport, with one addition: a line it cannot read (bad JSON, a lone surrogate escape,
+    nesting past its parser's limit, a message that is not JSON-RPC) gets a JSON-RPC error with the request's
+    id, where the SDK would drop it and leave the client waiting for a reply that never comes."""
+    import io
+    import sys
+
+    import anyio
+    from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
+
+    lowlevel = server._lowlevel_server  # as the SDK's own run_stdio_async does
+    lines = _Lines(anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")))
+    async with stdio_server(stdin=lines) as (read_stream, write_stream):
+        readable_in, readable_out = anyio.create_memory_object_stream(0)
+
+        async def relay():
+            async with readable_in:
+                async for item in read_stream:
+                    if isinstance(item, Exception):  # the line just read: the reader waits until this is taken
+                        await write_stream.send(SessionMessage(_unreadable(item, lines.last)))
+                    else:
+                        await readable_in.send(item)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(relay)
+            await lowlevel.run(readable_out, write_stream, lowlevel.create_initialization_options())
+            group.cancel_scope.cancel()
+
+
+class _Lines:
+    """stdin's lines for the SDK's reader, remembering the last one (to answer it when it cannot be read)."""
+
+    def __init__(self, file):
+        self.file, self.last = file, ""
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self) -> str:
+        line = await self.file.readline()
+        if not line:
+            raise StopAsyncIteration
+        self.last = line
+        return line
+
+
+REQUEST_ID = re.compile(r'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
+
+
+def _unreadable(exc: Exception, raw: str):
+    """The JSON-RPC error for a line the SDK could not read: a parse error (-32700) when it is no JSON, else an
+    invalid request (-32600); the id read from the line when it has one (else null, as JSON-RPC says)."""
+    import json
+
+    from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+
+    errors = exc.errors() if hasattr(exc, "errors") else []
+    unparsed = not errors or any(e.get("type") == "json_invalid" for e in errors)
+    found = REQUEST_ID.search(raw[:4096])  # the id comes first in every client we know; never scan megabytes
+    try:
+        request_id = json.loads(found.group(1)) if found else None
+    except ValueError:
+        request_id = None
+    reason = errors[0].get("msg", "unreadable") if errors else str(exc)
+    code, what = (PARSE_ERROR, "cannot be read") if unparsed else (INVALID_REQUEST, "is not a JSON-RPC request")
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=f"the request {what}: {reason}"))

@@ -95,8 +95,7 @@ def test_few_long_functions_outside_bench():
 
 
 def test_sql_only_in_the_store():
-    # lsp/names.py reads store.db until the language server resolves through the core (issue 21, in progress).
-    allowed = {SQL_HOME, "palace_cli/lsp/names.py"}
+    allowed = {SQL_HOME}
     offenders = [str(p.relative_to(PACKAGE.parent)) for p in MODULES.values()
                  if SQL_CALL.search(p.read_text(encoding="utf-8"))]
     assert set(offenders) <= allowed, offenders

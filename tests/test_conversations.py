@@ -9,12 +9,13 @@ import pytest
 from conversation_fixtures import (CHAT, SESSION, chatgpt_conversations, claude_ai_conversations, claude_code_lines,
                                    locomo_samples, write_chatgpt, write_claude_code)
 
-from palace_cli.conversations import detect, parse_session, read_conversations, render_session
+from palace_cli.conversations import parse_session, read_conversations, render_session
 from palace_cli.conversations.locomo import locomo_time
 from palace_cli.conversations.model import Session, Turn
 from palace_cli.core.dates import iso_time
 from palace_cli.conversations.sessionfile import session_digest
-from palace_cli.conversations.sources import tool_line
+from palace_cli.conversations.reading import tool_line
+from palace_cli.importers import detect_format
 from palace_cli.errors import UsageError
 
 EVERYTHING = frozenset({"thinking", "tools", "system", "branches", "sidechains", "attachments"})
@@ -208,11 +209,11 @@ def test_a_palace_session_file_is_read_as_itself(tmp_path, sources):
 
 def test_detect(sources, tmp_path):
     for format, path in sources.items():
-        assert detect(path) == format
-    assert detect(sources["chatgpt"] / "conversations.json") == "chatgpt"
-    assert detect(sources["claude-code"] / f"{SESSION}.jsonl") == "claude-code"
+        assert detect_format(path) == format
+    assert detect_format(sources["chatgpt"] / "conversations.json") == "chatgpt"
+    assert detect_format(sources["claude-code"] / f"{SESSION}.jsonl") == "claude-code"
     (tmp_path / "note.md").write_text("# DNS\n\nNote: resolvers cache answers.\n")
-    assert detect(tmp_path / "note.md") is None
+    assert detect_format(tmp_path / "note.md") == "markdown"
     with pytest.raises(UsageError, match="cannot include"):
         read_conversations(sources["locomo"], "locomo", frozenset({"everything"}))
 

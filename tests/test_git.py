@@ -349,3 +349,63 @@ def test_the_session_list_merges_too():
     both = base + ours[1:] + theirs[1:]
     texts = [render_conversations_index(s) for s in (base, ours, theirs, both)]
     assert merge_generated(*texts[:3]) == texts[3]
+
+
+# ---- what a clean merge can still leave wrong (issue 25, rows 13, 14, 18) ----------------------------
+
+
+def test_a_merge_that_gives_two_notes_one_id_is_stopped_naming_both(repo):
+    """Row 13: two branches add the same subject in different domains; the hook names both notes."""
+    git(repo, "checkout", "-qb", "theirs")
+    add(repo, "Quotient Filter", "storage-engines", "A sieve of eleven silver spoons catches phantom peas.")
+    commit(repo, "theirs")
+    git(repo, "checkout", "-q", "-")
+    add(repo, "Quotient Filter", "caching-performance", "Nine copper ladles scoop marbles from a moat.")
+    commit(repo, "ours")
+    stopped = git(repo, "merge", "--no-edit", "theirs", check=False)
+    assert stopped.returncode != 0 and "CONFLICT" not in stopped.stdout
+    report = stopped.stdout + stopped.stderr
+    assert "duplicate-id" in report
+    assert "memories/storage-engines/quotient-filter.md" in report
+    assert "memories/caching-performance/quotient-filter.md" in report
+    assert len(git(repo, "log", "-1", "--format=%P").stdout.split()) == 1  # no merge commit was made
+    check = palace(repo, "index", "--check")
+    assert check.exit_code == 1 and "duplicate-id" in check.output
+
+
+@pytest.mark.parametrize("removed_on", ["ours", "theirs"])
+def test_a_merge_that_leaves_a_link_broken_is_stopped_naming_both_notes(repo, removed_on):
+    """Row 14: one branch removes a note, the other adds a link to it; whichever side is HEAD, the hook says so."""
+    target = "memories/caching-performance/cache-stampede.md"
+    linker = repo / "memories/storage-engines/b-tree.md"
+
+    def remove():
+        assert palace(repo, "rm", "cache-stampede", "--force").exit_code == 0
+
+    def link():
+        linker.write_text(linker.read_text() + "\nSee also [[cache-stampede]].\n")
+
+    git(repo, "checkout", "-qb", "theirs")
+    (remove if removed_on == "theirs" else link)()
+    commit(repo, "theirs")
+    git(repo, "checkout", "-q", "-")
+    (link if removed_on == "theirs" else remove)()
+    commit(repo, "ours")
+    stopped = git(repo, "merge", "--no-edit", "theirs", check=False)
+    report = stopped.stdout + stopped.stderr
+    assert stopped.returncode != 0, report
+    assert "broken-link" in report and "memories/storage-engines/b-tree.md" in report, report
+    assert "cache-stampede" in report
+    if removed_on == "theirs":
+        assert target in report  # the note the merge removes is named too, as HEAD had it
+    assert palace(repo, "index", "--check").exit_code == 1
+
+
+def test_the_merge_driver_takes_a_missing_side_as_empty(repo, tmp_path):
+    """Row 18: a side that does not exist is no traceback."""
+    ours = tmp_path / "ours.md"
+    ours.write_text((repo / "INDEX.md").read_text())
+    result = palace(repo, "git", "merge-driver", tmp_path / "no-base.md", ours, tmp_path / "no-theirs.md",
+                    "INDEX.md")
+    assert result.exit_code in (0, 1), result.output
+    assert "Traceback" not in result.output

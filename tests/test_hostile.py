@@ -60,7 +60,7 @@ FRONTMATTER = st.one_of(
         lambda t: "{good}odd: " + t + "\n"),
     st.sampled_from([".nan", "2024-02-30", "[1]", "high"]).map(lambda v: "{good}importance: " + v + "\ncreated: " + v + "\n"),
     st.tuples(st.sampled_from(["valid_from", "valid_until", "supersedes", "superseded_by", "type", "core"]),
-              st.sampled_from(["2024-02-30", "2020-01-01", "[n0, n1]", "n0", "{a: 1}", "yes", ".inf", "[[x]]", "''"])
+              st.sampled_from(["2024-02-30", "2020-01-01", "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", "[n0, n1]", "n0", "{a: 1}", "yes", ".inf", "[[x]]", "''"])
               ).map(lambda kv: "{good}" + f"{kv[0]}: {kv[1]}\n"),
     st.integers(1, 120_000).map(lambda n: "{good}" + "k" * n + ": v\n"),
     st.integers(1, 1_100).map(lambda n: "{good}deep: " + "[" * n + "]" * n + "\n"),

@@ -21,8 +21,9 @@ from pygls.lsp.client import LanguageClient  # noqa: E402
 from conftest import EXAMPLE, READ_ONLY_LAUNCHER, copy_palace, needs_namespace  # noqa: E402
 from palace_cli.errors import PalaceError  # noqa: E402
 from palace_cli.editing.lint import lint, lint_note_text  # noqa: E402
-from palace_cli.lsp import buffer  # noqa: E402
-from palace_cli.lsp.names import Snapshot  # noqa: E402
+from palace_cli.lsp.snapshot import Snapshot  # noqa: E402
+from palace_cli.lsp.buffer import Buffer  # noqa: E402
+from palace_cli.editing.curate import backlinks  # noqa: E402
 from palace_cli.core.notefile import parse_note
 from palace_cli.core.noteedit import update_frontmatter
 from palace_cli.palace import Palace  # noqa: E402
@@ -391,7 +392,7 @@ def test_typing_fast_is_linted_once_the_typing_pauses(fresh):
     fresh.diagnosed(uri)
     seen = fresh.published[uri]
     line = fresh.at(uri, "## Links").line
-    for i, char in enumerate("Note [[no-such"):
+    for i, char in enumerate("Note [[no-such]] "):  # a link closed on its line: links never span lines
         fresh.type_at(uri, line, i, char)
     fresh.diagnosed(uri, lambda d: any(x.code == "broken-link" for x in d))
     assert fresh.published[uri] - seen <= 3  # debounced: not one lint per keystroke
@@ -487,6 +488,81 @@ def test_refresh_on_save_is_shared_with_the_cli(fresh):
     fresh.close()
 
 
+SPACED = "memories/storage-engines/Tomato bed – ünïcode.md"
+SPACED_NOTE = """---
+id: tomato-bed
+subject: Tomato bed
+anchor: a copper kettle on the raised bed
+keywords: [watering]
+verify: seven copper kettles
+---
+# Tomato bed
+
+## Image
+Seven copper kettles steam on the raised bed while a B-tree grows out of the soil.
+
+## Content
+Watered every morning; the layout follows [[lsm-tree]] levels.
+
+![[tomato-bed.png]]
+
+## Links
+- [[no-such-bed]]
+"""
+
+
+def test_a_file_named_with_spaces_and_unicode(example_palace, tmp_path):
+    """Percent-encoded URIs both ways (as the client spells them), live diagnostics that update, links to the file
+    by its name, and an attachment embed said to be an attachment."""
+    (example_palace / SPACED).write_text(SPACED_NOTE)
+    (example_palace / "memories/storage-engines/tomato-bed.png").write_bytes(b"\x89PNG\r\n")
+    session = Editor(example_palace, server_env(tmp_path))
+    encoded = (example_palace / SPACED).as_uri()
+    assert "%20" in encoded and "%C3%BC" in encoded
+    uri = encoded.replace("%C3%BC", "%c3%bc")  # another client's spelling of the same file
+    session.texts[uri], session.versions[uri] = SPACED_NOTE, 1
+    session.client.text_document_did_open(lsp.DidOpenTextDocumentParams(
+        lsp.TextDocumentItem(uri, "markdown", 1, SPACED_NOTE)))
+    found = session.diagnosed(uri, lambda d: any(x.code == "broken-link" for x in d))
+    broken = next(d for d in found if d.code == "broken-link")
+    assert broken.range.start.line == SPACED_NOTE.split("\n").index("- [[no-such-bed]]")
+    assert (example_palace / "memories/storage-engines/Tomato bed – ünïcode.md").exists()
+    session.change(uri, SPACED_NOTE.replace("[[no-such-bed]]", "[[b-tree]]"))
+    session.diagnosed(uri, lambda d: not any(x.code == "broken-link" for x in d))  # updated at the client's URI
+    assert set(session.diagnostics) == {uri}
+    embed = session.hover(uri, session.at(uri, "![[tomato-bed.png]]", 5))
+    assert "`tomato-bed.png` is an attachment, not a note" in embed and "memories/storage-engines/tomato-bed.png" in embed
+    [image] = session.run(session.client.text_document_definition_async(
+        lsp.DefinitionParams(lsp.TextDocumentIdentifier(uri), session.at(uri, "![[tomato-bed.png]]", 5))))
+    assert image.uri == (example_palace / "memories/storage-engines/tomato-bed.png").as_uri()
+    btree = session.open(BTREE)
+    session.change(btree, session.texts[btree] + "\nSee [[Tomato bed – ünïcode]].\n")
+    position = session.at(btree, "[[Tomato bed", 4)
+    [target] = session.run(session.client.text_document_definition_async(
+        lsp.DefinitionParams(lsp.TextDocumentIdentifier(btree), position)))
+    assert target.uri == encoded
+    assert "Tomato bed" in session.hover(btree, position)
+    references = session.run(session.client.text_document_references_async(lsp.ReferenceParams(
+        text_document=lsp.TextDocumentIdentifier(uri), position=lsp.Position(0, 0),
+        context=lsp.ReferenceContext(include_declaration=False))))
+    assert [(r.uri, r.range.start.line) for r in references] == [(btree, position.line)]  # from the unsaved buffer
+    assert session.close() == 0
+
+
+def test_completion_right_after_start_waits_for_the_tables(example_palace, tmp_path):
+    """A palace with no cache yet: the first `[[` completion, sent before any table is built, is answered with
+    the memories (the server waits for its first refresh), never with nothing."""
+    session = Editor(example_palace, server_env(tmp_path))
+    text = (example_palace / BTREE).read_text() + "See [[write-a"
+    uri = session.open(BTREE, text)
+    line = len(text.split("\n")) - 1
+    found = session.run(session.client.text_document_completion_async(
+        lsp.CompletionParams(lsp.TextDocumentIdentifier(uri), lsp.Position(line, len("See [[write-a")))))
+    assert isinstance(found, lsp.CompletionList) and found.items
+    assert found.items[0].label == "write-ahead-log"
+    assert session.close() == 0
+
+
 def test_shutdown_then_exit_ends_the_process_cleanly(fresh):
     assert fresh.close() == 0
 
@@ -566,26 +642,58 @@ def test_generated_files_are_left_alone_while_open(fresh):
 
 
 def _names(memory) -> list[str]:
-    return [memory.id, memory.subject, memory.anchor, memory.path, Path(memory.path).stem, *memory.aliases,
-            memory.subject.upper(), f"{memory.path}:3"]
+    """The names a link can give a memory by (its anchor is a hook, not a name)."""
+    return [memory.id, memory.subject, memory.path, Path(memory.path).stem, *memory.aliases, memory.subject.upper()]
 
 
 @pytest.mark.parametrize("fixture", ["example_palace", "messy"])
 def test_snapshot_resolves_as_palace_memory_does(request, fixture):
+    """The server's answers are the core resolver's: Palace.memory's for every name a link can use, and the
+    unreadable note Palace.memory reports for a broken note's path or file name."""
     palace = Palace(request.getfixturevalue(fixture))
     palace.refresh(embedder=None)
     snapshot = Snapshot.load(palace)
-    refs = [name for m in snapshot.memories.values() for name in _names(m)]
-    refs += [Path(p).stem for p in snapshot.broken] + list(snapshot.broken) + ["nothing-like-this", "d"]
-    for ref in refs:
-        found = snapshot.resolve(ref)
+    assert snapshot.memories and (fixture == "example_palace" or snapshot.broken)
+    for ref in [name for m in snapshot.memories.values() for name in _names(m)] + ["nothing-like-this", "d"]:
         try:
             expected = palace.memory(ref, refresh=False).id
         except PalaceError as exc:
             expected = type(exc).__name__
-        got = (found.memory.id if found.memory else "Ambiguous" if found.candidates else
-               "NoteError" if found.broken else "NotFound")
+        try:
+            found = snapshot.resolve(ref)
+            got = found.memory.id if found else "NotFound"
+        except PalaceError as exc:
+            got = type(exc).__name__
         assert got == expected, ref
+    for path in snapshot.broken:
+        for ref in (path, Path(path).stem):
+            if snapshot.resolve(ref) is None:
+                with pytest.raises(PalaceError) as raised:
+                    palace.memory(ref, refresh=False)
+                assert snapshot.unreadable(ref) == path and path in str(raised.value), ref
+
+
+def test_snapshot_backlinks_are_palace_backlinks(example_palace):
+    palace = Palace(example_palace)
+    palace.refresh(embedder=None)
+    snapshot = Snapshot.load(palace)
+    counted = 0
+    for note_id in snapshot.memories:
+        expected = sorted({link.path for link in backlinks(palace, note_id)[1]})
+        assert snapshot.backlinks(note_id) == expected, note_id
+        counted += len(expected)
+    assert counted > len(snapshot.memories)
+
+
+def test_snapshot_suggests_what_palace_memory_suggests(example_palace):
+    palace = Palace(example_palace)
+    palace.refresh(embedder=None)
+    snapshot = Snapshot.load(palace)
+    for typo in ("lsm-tee", "write-ahead-lgo", "two phase comit", "blom filter"):
+        with pytest.raises(PalaceError) as raised:
+            palace.memory(typo, refresh=False)
+        near = [m.id for m in snapshot.near(typo, limit=5)]
+        assert near and f"did you mean: {', '.join(near)}" in str(raised.value), typo
 
 
 def test_lint_of_a_buffer_is_lint_of_the_saved_note(example_palace):
@@ -653,7 +761,7 @@ def test_hover_says_what_superseded_a_memory(fresh):
     ("plain [[x]] text", 0, 3, None),
 ])
 def test_what_the_cursor_is_completing(text, line, column, expected):
-    found = buffer.completing(text, line, column)
+    found = Buffer(text).completing(line, column)
     if expected is None:
         assert found is None
     else:
@@ -665,7 +773,7 @@ def test_what_the_cursor_is_completing(text, line, column, expected):
 def test_links_in_a_buffer():
     text = ("---\nid: a\nlinks: [b, \"c\"]  # two\nsupersedes:\n  - old-a\n---\n# A\n\n"
             "[[d|label]] and [[ e#Image ]]\n```\n[[not-a-link]]\n```\nindex line id:f-g\n")
-    found = [(link.target, link.field, link.span.line) for link in buffer.links(text)]
+    found = [(link.target, link.field, link.span.line) for link in Buffer(text).links()]
     assert found == [("b", "links", 2), ("c", "links", 2), ("old-a", "supersedes", 4), ("d", "body", 8),
                      ("e", "body", 8), ("f-g", "mention", 12)]
 
@@ -754,6 +862,7 @@ def test_bench_lsp_runs_on_a_small_palace(tmp_path):
     report = json.loads(result.output[result.output.index("{"):])
     assert report["notes"] == 60 and report["completion"]["n"] == 5 and report["hover"]["n"] == 5
     assert report["diagnostics_after_change"]["n"] == 5 and report["ready_s"] > 0
+    assert [b["bytes"] >= 100_000 and b["diagnostics_s"] is not None for b in report["big_buffers"]] == [True] * 5
     rebuild = report["table_rebuild_after_edit"]
     assert rebuild["edits"] == 5 and rebuild["cpu_p50_ms"] > 0 and rebuild["first_cpu_ms"] > 0
     palace = Palace(tmp_path / "palace-60")

@@ -367,8 +367,8 @@ def test_stdout_carries_only_protocol_messages(example_palace):
                      "params": {"protocolVersion": "2025-06-18", "capabilities": {},
                                 "clientInfo": {"name": "raw", "version": "0"}}})
         send({"jsonrpc": "2.0", "method": "notifications/initialized"}, reply=False)
-        send("this line is not JSON", reply=False)
-        send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": "not an object"}, reply=False)
+        unreadable = [send("this line is not JSON"),  # JSON-RPC: an error reply, with a null id when none is read
+                      send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": "not an object"})]
         replies = [send({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": name, "arguments": args}})
                    for n, (name, args) in enumerate([("recall", {"query": "quorum"}), ("get", {"id": "/etc/passwd"}),
                                                      ("recall", {"query": ["x"]}), ("status", {})], start=3)]
@@ -377,6 +377,7 @@ def test_stdout_carries_only_protocol_messages(example_palace):
         process.wait(timeout=120)
     rest = [line for line in iter(lambda: lines.get(timeout=5) if not lines.empty() else None, None)]
     assert init["result"]["serverInfo"] == {"name": "palace", "version": __version__}
+    assert [(r["id"], r["error"]["code"]) for r in unreadable] == [(None, -32700), (2, -32600)]
     assert [r["id"] for r in replies] == [3, 4, 5, 6]
     assert not replies[0]["result"].get("isError") and "handed: quorum" in replies[0]["result"]["content"][0]["text"]
     assert replies[1]["result"]["isError"] and replies[2]["result"]["isError"]

@@ -55,3 +55,39 @@ def test_concurrent_adds_wait_for_the_write_lock_and_get_distinct_tokens(small_p
     new = [tokens[f"widget-{i}"] for i in range(writers)]
     assert all(new), tokens
     assert len(set(new) | {tokens["two-phase-commit"], tokens["saga"], tokens["bloom-filter"]}) == len(tokens)
+
+
+def supersede_command(root: Path, old: str, new: str) -> list[str]:
+    return [sys.executable, "-c", "from palace_cli.cli import main; main()", "--palace", str(root), "supersede",
+            old, new]
+
+
+def test_concurrent_supersedes_of_one_note_all_land(small_palace):
+    """Issue 25, row 4: each supersede reads, plans and writes the old note under the lock, so none is lost."""
+    from palace_cli.editing.authoring import add_memory
+
+    palace = Palace(small_palace)
+    writers = 4
+    for i in range(writers):
+        add_memory(palace, f"Bloom filter v{i}", "storage", anchor=f"lamp post number {i}",
+                   image=f"A lamp post hung with {i + 2} humming brass bells guards a hotel of lightbulbs.",
+                   content=f"Version {i} of the bloom filter note.")
+    lock = palace.cache_dir / "write.lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # every supersede queues behind the test, then they race for the lock
+    procs = [subprocess.Popen(supersede_command(small_palace, "bloom-filter", f"bloom-filter-v{i}"),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(writers)]
+    try:
+        deadline = time.monotonic() + 120
+        while len(waiting_on(lock)) < writers:
+            finished = [p for p in procs if p.poll() is not None]
+            assert not finished, "a supersede finished while another writer held the lock: " + finished[0].stderr.read()
+            assert time.monotonic() < deadline, "the supersedes never queued on the write lock"
+            time.sleep(0.05)
+    finally:
+        os.close(fd)
+    for p in procs:
+        _out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    old = palace.memory("bloom-filter")
+    assert sorted(old.superseded_by) == [f"bloom-filter-v{i}" for i in range(writers)]

@@ -4,7 +4,8 @@ A pygls client starts `palace lsp` in a subprocess over stdio, as an editor does
 refresh (the first diagnostics), warms up, then times each request from send to answer: completion
 after `[[` with prefixes of real names, typos and abbreviations, hover and definition on links to
 random memories, references, document and workspace symbols, and how long diagnostics take after the
-debounce. The typing itself (didChange) is sent before each timed request and is not timed. Then, in
+debounce. The typing itself (didChange) is sent before each timed request and is not timed. Then big buffers
+of links: how long until their diagnostics, and hovers in them and elsewhere meanwhile. Then, in
 this process, the cost that is in no request: rebuilding the server's tables after a save changed one
 note (CPU and wall time of `Snapshot.load` in a long-lived process, as the server does it).
 """
@@ -27,6 +28,8 @@ from palace_cli.bench.index_bench import calibration_s
 from palace_cli.bench.synth import generate_palace
 
 ENTRY = "from palace_cli.cli import main; main()"
+# Buffers of links opened at the end: linted (up to the note size limit), and one far over it.
+BUFFER_SIZES = (100_000, 250_000, 500_000, 990_000, 20_000_000)
 
 
 def _stats(times: list[float]) -> dict:
@@ -142,10 +145,46 @@ async def _session(root: Path, requests: int, seed: int, say) -> dict:
     results.update(references=_stats(references), document_symbols=_stats(symbols),
                    workspace_symbols=_stats(workspace), diagnostics_after_change=_stats(lint))
     results["server_peak_rss_mb"] = _peak_rss_mb(client._server.pid)
+    say("opening big buffers of links")
+    results["big_buffers"] = [await _big_buffer(client, root, memories, size, published, doc, lsp.Position(base_lines, 0))
+                              for size in BUFFER_SIZES]
+    results["server_peak_rss_mb_with_big_buffers"] = _peak_rss_mb(client._server.pid)
     await client.shutdown_async(None)
     client.exit(None)
     await client.stop()
     return results
+
+
+async def _big_buffer(client, root: Path, memories: list, size: int, published: dict, other, other_position,
+                      deadline_s: float = 600.0) -> dict:
+    """Open a buffer of `size` bytes of `[[links]]` lines (half to memories, half broken; not saved): seconds to
+    its diagnostics, and the latency of a hover in it and of one in another document sent right after it opened
+    (answered while the big one is linted)."""
+    from lsprotocol import types as lsp
+
+    head = f"---\nid: big-buffer-{size}\nsubject: Big buffer\n---\n# Big buffer\n\n"
+    lines, total = [], len(head)
+    while total < size:
+        lines.append(f"- [[{memories[len(lines) % len(memories)].id}]] and [[no-such-memory-{len(lines)}]]")
+        total += len(lines[-1]) + 1
+    text = head + "\n".join(lines) + "\n"
+    uri = (root / "memories" / memories[0].domain / f"big-buffer-{size}.md").as_uri()
+    published.pop(uri, None)
+    sent = time.perf_counter()
+    client.text_document_did_open(lsp.DidOpenTextDocumentParams(lsp.TextDocumentItem(uri, "markdown", 1, text)))
+    begun = time.perf_counter()
+    await client.text_document_hover_async(lsp.HoverParams(other, other_position))
+    elsewhere = time.perf_counter() - begun
+    begun = time.perf_counter()
+    position = lsp.Position(head.count("\n") + len(lines) // 2, 5)
+    await client.text_document_hover_async(lsp.HoverParams(lsp.TextDocumentIdentifier(uri), position))
+    inside = time.perf_counter() - begun
+    while uri not in published and time.perf_counter() - sent < deadline_s:
+        await asyncio.sleep(0.005)
+    client.text_document_did_close(lsp.DidCloseTextDocumentParams(lsp.TextDocumentIdentifier(uri)))
+    return {"bytes": len(text.encode()), "links": 2 * len(lines),
+            "diagnostics_s": round(published[uri] - sent, 3) if uri in published else None,
+            "hover_elsewhere_ms": round(elsewhere * 1000, 1), "hover_in_it_ms": round(inside * 1000, 1)}
 
 
 def run(size: int = 10_000, requests: int = 200, seed: int = 0, workdir: Path | None = None,
@@ -186,7 +225,7 @@ def _run(root: Path, size: int, requests: int, seed: int, say) -> dict:
 def _table_rebuilds(root: Path, edits: int = 5) -> dict:
     """CPU and wall ms of rebuilding the server's tables after each of `edits` saves of one note (the note
     restored afterwards); the first build of the process is reported apart, as nothing is reused in it."""
-    from palace_cli.lsp.names import Snapshot
+    from palace_cli.lsp.snapshot import Snapshot
     from palace_cli.palace import Palace
 
     palace = Palace(root)

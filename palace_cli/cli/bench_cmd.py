@@ -253,6 +253,10 @@ def bench_lsp(size, requests, seed, workdir, as_json):
              "diagnostics_after_change")
     render.table(["request", "n", "p50 ms", "p95 ms", "max ms"],
                  [[k, results[k]["n"], results[k]["p50_ms"], results[k]["p95_ms"], results[k]["max_ms"]] for k in kinds])
+    for big in results["big_buffers"]:
+        render.note(f"a buffer of {big['bytes']:,} bytes ({big['links']:,} links): diagnostics after "
+                    f"{big['diagnostics_s']} s; a hover in it {big['hover_in_it_ms']} ms, in another document "
+                    f"meanwhile {big['hover_elsewhere_ms']} ms")
     rebuild = results["table_rebuild_after_edit"]
     render.note(f"tables rebuilt after a one-note save: {rebuild['cpu_p50_ms']} ms CPU ({rebuild['p50_ms']} ms wall) "
                 f"at the median of {rebuild['edits']}; the process's first build {rebuild['first_cpu_ms']} ms CPU")

@@ -8,11 +8,13 @@ from pathlib import Path
 
 import click
 
+from palace_cli.cli import pass_ctx, render
+from palace_cli.core.wording import plural
 from palace_cli.editing.gitsetup import setup_git, stage
+from palace_cli.editing.lint import merge_problems
+from palace_cli.errors import PalaceError
 from palace_cli.index.files import MARKER, render_all
 from palace_cli.index.merge import merge_generated
-from palace_cli.core.wording import plural
-from palace_cli.cli import pass_ctx, render
 
 
 @click.group(name="git")
@@ -60,8 +62,8 @@ def merge_driver(base, ours, theirs, path):
 
     A file in index/ that palace did not generate is merged by `git merge-file` as usual (conflicts and all).
     """
-    texts = [Path(p).read_bytes().decode("utf-8", "replace") for p in (base, ours, theirs)]
-    if not all(MARKER in text for text in texts[1:]):
+    texts = [_read_side(p) for p in (base, ours, theirs)]
+    if not all(MARKER in text for text in texts[1:] if text):  # a missing side (added on one branch) is empty
         done = subprocess.run(["git", "merge-file", "-L", "ours", "-L", "base", "-L", "theirs", ours, base, theirs])
         sys.exit(min(done.returncode, 127))
     Path(ours).write_text(merge_generated(*texts), encoding="utf-8")
@@ -89,12 +91,28 @@ def regenerate(ctx, stage_, merge, as_json):
         render.emit_json({"written": written, "staged": paths if stage_ or merge else []})
     elif written:
         render.note(f"palace: regenerated {plural(len(written), 'index file')} from the notes: {', '.join(written)}")
+    problems = merge_problems(palace, merging=True) if merge else []
+    if problems:
+        render.problems(problems)
+        render.note("palace: the merge leaves the notes above wrong (git merged them without a conflict); fix "
+                    "them, `git add` them, then `git commit` to finish the merge")
+        raise SystemExit(1)
     if merge and written:
         # git makes the merge commit from the tree it merged, not from the index a pre-merge-commit hook
         # changed: stopping the merge lets `git commit` make it from the staged, regenerated files.
         render.note("palace: the merged notes give other index files than the line merge; they are staged: "
                     "run `git commit --no-edit` to finish the merge")
         raise SystemExit(1)
+
+
+def _read_side(path: str) -> str:
+    """One side of a merge as text; a side that does not exist is empty (added on one branch only)."""
+    try:
+        return Path(path).read_bytes().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        raise PalaceError(f"merge driver: cannot read {path}: {exc.strerror}") from None
 
 
 COMMANDS = [git_group]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import click
 
-from palace_cli.cli import render
+from palace_cli.cli import pass_ctx, render
 from palace_cli.core.wording import plural
+from palace_cli.editing.lint import merge_problems
 from palace_cli.errors import UsageError
 from palace_cli.index.refresh import stale
-from palace_cli.cli import pass_ctx
 
 
 def refresh_with_progress(palace, rebuild: bool = False):
@@ -26,7 +26,8 @@ def report_problems_once(report) -> None:
 @click.command()
 @click.option("--rebuild", is_flag=True, help="Drop the caches under .palace/ and rebuild everything.")
 @click.option("--check", is_flag=True,
-              help="Change nothing; exit 1 when INDEX.md or index/*.md differ from what the notes produce.")
+              help="Change nothing; exit 1 when INDEX.md or index/*.md differ from what the notes produce, two notes "
+                   "share an id, or a merge in progress left a link broken.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @pass_ctx
 def index(ctx, rebuild, check, as_json):
@@ -38,15 +39,16 @@ def index(ctx, rebuild, check, as_json):
     if check and rebuild:
         raise UsageError("--check changes nothing; use it without --rebuild")
     if check:
-        items = stale(palace)
+        items, problems = stale(palace), merge_problems(palace)
         if as_json:
-            render.emit_json({"stale": items})
+            render.emit_json({"stale": items, "problems": [p.as_dict() for p in problems]})
         else:
             for item in items:
                 render.out.print(item)
             render.out.print("The generated index files match the notes." if not items else
                              f"{plural(len(items), 'generated file')} out of date: run `palace index` and commit them.")
-        raise SystemExit(1 if items else 0)
+            render.problems(problems)
+        raise SystemExit(1 if items or problems else 0)
     report = refresh_with_progress(palace, rebuild=rebuild)
     if as_json:
         render.emit_json(report.as_dict())

@@ -23,14 +23,16 @@ from pathlib import Path
 
 from palace_cli.errors import ImportFailed, NoteError
 from palace_cli.core.notefile import load_frontmatter
-from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, one_line, participants_of, session_id, slug
+from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, participants_of, session_id
+from palace_cli.core.text import one_line, slug
 from palace_cli.core.dates import iso_time
 from palace_cli.conversations.sessionfile import split_text, is_session_text, parse_session
-from palace_cli.conversations.sources import files_under, read_text, shown
+from palace_cli.conversations.reading import RecordGuard, files_under, read_text, shown
 
 FORMAT = "chat-markdown"
 SOURCE = "chat"
 SUFFIXES = (".md", ".markdown", ".txt")
+PLAIN = (".txt",)  # read as chat text without a look inside
 STAMP = r"(?:\d{4}-\d\d-\d\d[ T])?\d{1,2}:\d\d(?::\d\d)?(?:\s?[AaPp]\.?[Mm]\.?)?"
 TURN = re.compile(
     rf"^(?:\[(?P<stamp1>{STAMP})\]\s*|(?P<stamp2>{STAMP})\s+(?:-\s+)?)?"
@@ -51,24 +53,34 @@ def read(path: Path, include: frozenset[str]) -> ReadResult:
     if not files:
         raise ImportFailed(f"{path}: no .md or .txt chat files")
     for file in files:
-        text = read_text(file, result)
-        where = shown(file)
-        if is_session_text(text):
-            session = parse_session(text, where)
-            result.problems += session.problems
-            session.problems = []
-            session.imported = None
-            session.stem = Path(file).stem
-            if session.turns:
-                result.sessions.append(session)
-            continue
-        rel = file.relative_to(root).with_suffix("").as_posix()
-        session = parse_chat(text, where, rel, result.problems)
-        if session.turns:
-            result.sessions.append(session)
-        else:
-            result.problems.append(ReadProblem(where, None, "no `Speaker: text` lines; nothing imported"))
+        with RecordGuard(result.problems, shown(file), None, "the file"):
+            _read_file(file, root, result)
     return result
+
+
+def _read_file(file: Path, root: Path, result: ReadResult) -> None:
+    """The session of one file, into `result`."""
+    where = shown(file)
+    text = read_text(file, result)
+    if text is None:
+        return
+    if is_session_text(text):
+        session = parse_session(text, where)
+        result.problems += session.problems
+        session.problems = []
+        session.imported = None
+        session.stem = Path(file).stem
+    else:
+        session = parse_chat(text, where, file.relative_to(root).with_suffix("").as_posix(), result.problems)
+        if not session.turns:
+            result.problems.append(ReadProblem(where, None, "no `Speaker: text` lines; nothing imported"))
+    if session.turns:
+        result.add(session, where)
+
+
+def sniff(head: str) -> bool:
+    """True when a Markdown file's first megabyte is a palace session file or reads as a chat log."""
+    return is_session_text(head) or looks_like_chat(head)
 
 
 def _date(line: str) -> str | None:
@@ -149,9 +161,7 @@ def parse_chat(text: str, where: str, rel: str, problems: list[ReadProblem]) -> 
             meta = load_frontmatter(yaml_text, where)
         except NoteError as exc:
             problems.append(ReadProblem(where, exc.line, exc.reason + "; frontmatter ignored"))
-    source_id = str(meta.get("id") or rel)
-    session = Session(id=session_id(SOURCE, source_id), source=SOURCE, source_id=source_id,
-                      title=one_line(meta.get("title") or "", 120), started=iso_time(meta.get("date") or meta.get("started")))
+    session = _from_frontmatter(meta, rel, where, problems)
     day = session.started
     preamble: list[str] = []
     current: list[str] | None = None
@@ -195,4 +205,16 @@ def parse_chat(text: str, where: str, rel: str, problems: list[ReadProblem]) -> 
     session.started = session.started or next((t.time for t in session.turns if t.time), None)
     session.stem = slug(rel, 80) or "chat"
     session.meta = {k: v for k, v in meta.items() if k not in ("id", "title", "date", "started", "participants")}
+    return session
+
+
+def _from_frontmatter(meta: dict, rel: str, where: str, problems: list[ReadProblem]) -> Session:
+    """The session a chat file's frontmatter describes (`id`, `title`, `date` or `started`), still without turns."""
+    source_id = str(meta.get("id") or rel)
+    when = meta.get("date") or meta.get("started")
+    session = Session(id=session_id(SOURCE, source_id), source=SOURCE, source_id=source_id,
+                      title=one_line(meta.get("title") or "", 120), started=iso_time(when))
+    if when and session.started is None:
+        problems.append(ReadProblem(where, 1, f"frontmatter date {one_line(repr(when), 60)} cannot be read or "
+                                    "is out of range; the session has none from it"))
     return session

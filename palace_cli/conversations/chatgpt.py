@@ -9,13 +9,17 @@ A message has `author.role`, `create_time` (may be null), `content{content_type,
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Callable
 
-from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, one_line, participants_of, session_id, slug, text_id, unique_turn_ids
-from palace_cli.core.dates import iso_time
-from palace_cli.conversations.sources import read_export, thinking_block, threads, tool_line
+from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, participants_of, session_id, text_id
+from palace_cli.core.text import one_line, slug
+from palace_cli.conversations.reading import read_export, text_value, thinking_block, threads, tool_line
 
 FORMAT = SOURCE = "chatgpt"
+SUFFIXES = (".json",)
+KEYS = re.compile(r'"(?:mapping|current_node)"\s*:')
 TOOL_OUTPUT = {"execution_output", "tether_browsing_display", "tether_quote", "system_error", "computer_output"}
 THINKING = {"thoughts", "reasoning_recap"}
 HIDDEN = {"user_editable_context", "model_editable_context"}
@@ -26,6 +30,11 @@ def read(path: Path, include: frozenset[str]) -> ReadResult:
     return read_export(path, FORMAT, include, _conversation)
 
 
+def sniff(head: str) -> bool:
+    """True when a JSON file's first megabyte has the keys of ChatGPT conversations."""
+    return KEYS.search(head) is not None
+
+
 def _conversation(conversation, where: str, line: int, number: int, include: frozenset[str],
                   result: ReadResult) -> None:
     def problem(message: str) -> None:
@@ -34,7 +43,7 @@ def _conversation(conversation, where: str, line: int, number: int, include: fro
     if not isinstance(conversation, dict):
         problem("not a JSON object; left out")
         return
-    cid = conversation.get("conversation_id") or conversation.get("id")
+    cid = text_value(conversation.get("conversation_id"), "conversation_id") or text_value(conversation.get("id"), "id")
     mapping = conversation.get("mapping")
     if not cid:
         problem("no `id` or `conversation_id`; left out")
@@ -45,8 +54,8 @@ def _conversation(conversation, where: str, line: int, number: int, include: fro
     nodes = {key: node for key, node in mapping.items() if isinstance(node, dict)}
     if len(nodes) < len(mapping):
         problem(f"{cid}: {len(mapping) - len(nodes)} mapping entries are not objects; left out")
-    parents = {key: node.get("parent") for key, node in nodes.items()}
-    current = conversation.get("current_node")
+    parents = {key: text_value(node.get("parent"), "parent") for key, node in nodes.items()}
+    current = text_value(conversation.get("current_node"), "current_node")
     if current not in nodes:
         leaves = [key for key in nodes if not nodes[key].get("children")]
         current = leaves[-1] if leaves else None
@@ -54,14 +63,18 @@ def _conversation(conversation, where: str, line: int, number: int, include: fro
     main, branches = threads(parents, list(nodes), current)
 
     title = one_line(conversation.get("title") or "", 120)
-    started = iso_time(conversation.get("create_time"))
-    source_id = str(cid)
+    started = result.time(conversation.get("create_time"), where, line)
+    source_id = cid
     base_id = session_id(SOURCE, source_id)
-    turns = _turns([nodes[key] for key in main], include, result)
+
+    def when(value) -> str | None:
+        return result.time(value, where, line)
+
+    turns = _turns([nodes[key] for key in main], include, result, when)
     meta = {"model": conversation["default_model_slug"]} if conversation.get("default_model_slug") else {}
     sessions = [_session(source_id, title, started, turns, meta, "")]
     for fork, chain in branches:
-        branch_turns = _turns([nodes[key] for key in chain], include, result, count=False)
+        branch_turns = _turns([nodes[key] for key in chain], include, result, when, count=False)
         if not branch_turns:
             continue
         if "branches" not in include:
@@ -72,8 +85,7 @@ def _conversation(conversation, where: str, line: int, number: int, include: fro
                                  {**meta, "branch_of": base_id, "forks_at": fork_turn}, f"branch-{text_id(chain[0])[:8]}"))
     for session in sessions:
         if session.turns:
-            unique_turn_ids(session.turns, where, result.problems)
-            result.sessions.append(session)
+            result.add(session, where, line)
 
 
 def _session(source_id: str, title: str, started: str | None, turns: list[Turn], meta: dict, suffix: str) -> Session:
@@ -87,14 +99,15 @@ def _session(source_id: str, title: str, started: str | None, turns: list[Turn],
     return session
 
 
-def _turns(nodes: list[dict], include: frozenset[str], result: ReadResult, count: bool = True) -> list[Turn]:
+def _turns(nodes: list[dict], include: frozenset[str], result: ReadResult, when: Callable[[object], str | None],
+           count: bool = True) -> list[Turn]:
     """The turns of a chain of mapping nodes; what is left out is counted (when `count`)."""
     turns = []
     for node in nodes:
         message = node.get("message")
         if not isinstance(message, dict):
             continue  # the root and other empty nodes carry no message
-        turn, left_out = _turn(node, message, include)
+        turn, left_out = _turn(node, message, include, when)
         if turn is not None:
             turns.append(turn)
         elif left_out and count:
@@ -102,15 +115,16 @@ def _turns(nodes: list[dict], include: frozenset[str], result: ReadResult, count
     return turns
 
 
-def _turn(node: dict, message: dict, include: frozenset[str]) -> tuple[Turn | None, str]:
+def _turn(node: dict, message: dict, include: frozenset[str], when: Callable[[object], str | None]
+          ) -> tuple[Turn | None, str]:
     """(turn, "") or (None, what it was: system, tools, thinking, empty)."""
     author = message.get("author") if isinstance(message.get("author"), dict) else {}
     role = str(author.get("role") or "unknown")
     content = message.get("content") if isinstance(message.get("content"), dict) else {}
     kind = str(content.get("content_type") or "text")
     metadata = message.get("metadata") if isinstance(message.get("metadata"), dict) else {}
-    turn_id = text_id(message.get("id") or node.get("id") or "")
-    time = iso_time(message.get("create_time"))
+    turn_id = text_id(text_value(message.get("id"), "id") or text_value(node.get("id"), "id") or "")
+    time = when(message.get("create_time"))
     text = _text(content)
     recipient = message.get("recipient")
 

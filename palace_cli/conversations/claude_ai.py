@@ -8,19 +8,27 @@ present. Newer exports give messages a `parent_message_uuid` and the conversatio
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, one_line, participants_of, session_id, slug, text_id, unique_turn_ids
-from palace_cli.core.dates import iso_time
-from palace_cli.conversations.sources import block_text, read_export, thinking_block, threads, tool_line
+from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, participants_of, session_id, text_id
+from palace_cli.core.text import one_line, slug
+from palace_cli.conversations.reading import block_text, kind_of, read_export, text_value, thinking_block, threads, tool_line
 
 FORMAT = SOURCE = "claude-ai"
+SUFFIXES = (".json",)
+KEYS = re.compile(r'"chat_messages"\s*:')
 SPEAKERS = {"human": "user", "assistant": "assistant"}
 
 
 def read(path: Path, include: frozenset[str]) -> ReadResult:
     """Every conversation of a Claude.ai export (conversations.json, or the unpacked export folder)."""
     return read_export(path, FORMAT, include, _conversation)
+
+
+def sniff(head: str) -> bool:
+    """True when a JSON file's first megabyte has the keys of Claude.ai conversations."""
+    return KEYS.search(head) is not None
 
 
 def _conversation(conversation, where: str, line: int, number: int, include: frozenset[str],
@@ -31,7 +39,7 @@ def _conversation(conversation, where: str, line: int, number: int, include: fro
     if not isinstance(conversation, dict):
         problem("not a JSON object; left out")
         return
-    cid = conversation.get("uuid")
+    cid = text_value(conversation.get("uuid"), "uuid")
     messages = conversation.get("chat_messages")
     if not cid:
         problem("no `uuid`; left out")
@@ -44,12 +52,12 @@ def _conversation(conversation, where: str, line: int, number: int, include: fro
         if not isinstance(message, dict):
             problem(f"{cid}: message {index + 1} is not a JSON object; left out")
             continue
-        ordered.append((str(message.get("uuid") or f"{cid}#{index + 1}"), message))
+        ordered.append((text_value(message.get("uuid"), "uuid") or f"{cid}#{index + 1}", message))
     chains = [[m for _, m in ordered]]
-    leaf = conversation.get("current_leaf_message_uuid")
+    leaf = text_value(conversation.get("current_leaf_message_uuid"), "current_leaf_message_uuid")
     if leaf and any(m.get("parent_message_uuid") for _, m in ordered):
         by_id = dict(ordered)
-        parents = {key: m.get("parent_message_uuid") for key, m in ordered}
+        parents = {key: text_value(m.get("parent_message_uuid"), "parent_message_uuid") for key, m in ordered}
         main, branches = threads(parents, list(by_id), leaf if leaf in by_id else ordered[-1][0])
         chains = [[by_id[k] for k in main]] + [[by_id[k] for k in chain] for _, chain in branches]
         forks = [None] + [fork for fork, _ in branches]
@@ -57,10 +65,10 @@ def _conversation(conversation, where: str, line: int, number: int, include: fro
         forks = [None]
 
     title = one_line(conversation.get("name") or "", 120)
-    started = iso_time(conversation.get("created_at"))
-    base_id = session_id(SOURCE, str(cid))
+    started = result.time(conversation.get("created_at"), where, line)
+    base_id = session_id(SOURCE, cid)
     for index, (chain, fork) in enumerate(zip(chains, forks)):
-        turns = [turn for message in chain for turn in _turns(message, include, result, count=index == 0)]
+        turns = [turn for message in chain for turn in _turns(message, include, result, (where, line), index == 0)]
         if index and "branches" not in include:
             result.left_out["branches"] += len(turns)
             continue
@@ -74,16 +82,16 @@ def _conversation(conversation, where: str, line: int, number: int, include: fro
                           meta={"branch_of": base_id, "forks_at": fork} if index else {})
         date = (session.started or "")[:10]
         session.stem = "-".join(p for p in (date, slug(title or session.title, 40), slug(str(cid))[:8], suffix) if p)
-        unique_turn_ids(turns, where, result.problems)
-        result.sessions.append(session)
+        result.add(session, where, line)
 
 
-def _turns(message: dict, include: frozenset[str], result: ReadResult, count: bool) -> list[Turn]:
+def _turns(message: dict, include: frozenset[str], result: ReadResult, origin: tuple[str, int], count: bool
+           ) -> list[Turn]:
     """The turn of one message (and, with `--include tools`, one per tool result in it)."""
     sender = str(message.get("sender") or "unknown")
     speaker = SPEAKERS.get(sender, sender)
-    turn_id = text_id(message.get("uuid") or "")
-    time = iso_time(message.get("created_at"))
+    turn_id = text_id(text_value(message.get("uuid"), "uuid") or "")
+    time = result.time(message.get("created_at"), *origin)
     pieces, outputs = [], []
     content = message.get("content")
     if isinstance(content, list) and content:
@@ -107,7 +115,7 @@ def _turns(message: dict, include: frozenset[str], result: ReadResult, count: bo
                 pieces.append(f"[{kind}]")
     else:
         pieces.append(str(message.get("text") or ""))
-    for attachment in message.get("attachments") or []:
+    for attachment in listed(message, "attachments", result, origin):
         if not isinstance(attachment, dict):
             continue
         name = attachment.get("file_name") or "attachment"
@@ -117,7 +125,7 @@ def _turns(message: dict, include: frozenset[str], result: ReadResult, count: bo
             pieces.append(str(extracted))
         elif extracted and count:
             result.left_out["attachments"] += 1
-    for file in message.get("files") or []:
+    for file in listed(message, "files", result, origin):
         if isinstance(file, dict) and file.get("file_name"):
             pieces.append(f"[file: {file['file_name']}]")
     turns = []
@@ -129,3 +137,13 @@ def _turns(message: dict, include: frozenset[str], result: ReadResult, count: bo
     for n, output in enumerate(outputs):
         turns.append(Turn(f"{turn_id}/tool" + (f"-{n + 1}" if n else ""), "tool", clean_text(output), time))
     return turns
+
+
+def listed(message: dict, key: str, result: ReadResult, origin: tuple[str, int]) -> list:
+    """A message's list field (`attachments`, `files`); anything else there is reported and read as none."""
+    value = message.get(key)
+    if not value or isinstance(value, list):
+        return value or []
+    result.problems.append(ReadProblem(*origin, f"message {one_line(str(message.get('uuid')), 40)}: `{key}` is "
+                                       f"{kind_of(value)}, not a list; left out"))
+    return []

@@ -11,14 +11,32 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Iterator
 
 from palace_cli.errors import ImportFailed
-from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, one_line, participants_of, session_id, slug, unique_turn_ids
-from palace_cli.core.dates import iso_time
-from palace_cli.conversations.sources import block_text, files_under, shown, thinking_block, threads, tool_line
+from palace_cli.conversations.jsonstream import CHUNK, MAX_RECORD_BYTES, open_source
+from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, participants_of, session_id
+from palace_cli.core.text import one_line, slug
+from palace_cli.conversations.reading import (BadRecord, RecordGuard, block_text, files_under, shown, text_value,
+                                              thinking_block, threads, tool_line)
 
 FORMAT = SOURCE = "claude-code"
+SUFFIXES = (".jsonl",)
 MESSAGES = ("user", "assistant", "system")
+# Fields that must be text (or absent): a line where one is a list or an object is left out.
+IDS = ("type", "uuid", "parentUuid", "logicalParentUuid", "leafUuid", "sessionId")
+
+
+def sniff(head: str) -> bool:
+    """True when a file's first megabyte holds Claude Code records (one of its first 50 lines will do)."""
+    for raw in head.split("\n")[:50]:
+        try:
+            record = json.loads(raw)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(record, dict) and ("sessionId" in record or record.get("type") in ("summary", "user", "assistant")):
+            return True
+    return False
 
 
 def read(path: Path, include: frozenset[str]) -> ReadResult:
@@ -28,19 +46,17 @@ def read(path: Path, include: frozenset[str]) -> ReadResult:
     if not files:
         raise ImportFailed(f"{path}: no .jsonl session files")
     for file in files:
-        _read_file(file, include, result)
+        with RecordGuard(result.problems, shown(file), None, "the session"):
+            _read_file(file, include, result)
     return result
 
 
 def _records(file: Path, result: ReadResult) -> list[tuple[int, dict]]:
-    """(line, record) for each readable line; a torn or invalid line is reported and the rest read."""
+    """(line, record) for each readable line; a torn, invalid, too deep or too big line is reported and the rest
+    read."""
     where = shown(file)
-    try:
-        data = file.read_bytes()
-    except OSError as exc:
-        raise ImportFailed(f"{where}: cannot read: {exc.strerror}") from None
     records = []
-    for number, raw in enumerate(data.split(b"\n"), 1):
+    for number, raw in _lines(file, where, result.problems):
         if not raw.strip():
             continue
         try:
@@ -52,11 +68,40 @@ def _records(file: Path, result: ReadResult) -> list[tuple[int, dict]]:
             message = f"{exc.msg}, column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else str(exc)
             result.problems.append(ReadProblem(where, number, f"not valid JSON ({message}); line left out"))
             continue
+        except RecursionError:
+            result.problems.append(ReadProblem(where, number, "nested deeper than Python can read; line left out"))
+            continue
         if not isinstance(record, dict):
             result.problems.append(ReadProblem(where, number, "not a JSON object; line left out"))
             continue
+        try:
+            for key in IDS:
+                if key in record:
+                    record[key] = text_value(record[key], key)
+        except BadRecord as exc:
+            result.problems.append(ReadProblem(where, number, f"{exc}; line left out"))
+            continue
         records.append((number, record))
     return records
+
+
+def _lines(file: Path, where: str, problems: list[ReadProblem]) -> Iterator[tuple[int, bytes]]:
+    """(number, bytes) of each line; a line over MAX_RECORD_BYTES is reported and passed over, never held whole."""
+    handle = open_source(file, where, problems)
+    if handle is None:
+        return
+    with handle:
+        number = 0
+        while raw := handle.readline(MAX_RECORD_BYTES + 1):
+            number += 1
+            if len(raw) > MAX_RECORD_BYTES and not raw.endswith(b"\n"):
+                del raw
+                while (rest := handle.readline(CHUNK)) and not rest.endswith(b"\n"):
+                    pass
+                problems.append(ReadProblem(where, number, f"line is over the {MAX_RECORD_BYTES:,} byte limit for a "
+                                            "session file; left out"))
+                continue
+            yield number, raw.removesuffix(b"\n")
 
 
 def _read_file(file: Path, include: frozenset[str], result: ReadResult) -> None:
@@ -94,7 +139,7 @@ def _read_file(file: Path, include: frozenset[str], result: ReadResult) -> None:
     tools: dict[str, str] = {}
     session = _session(base, _turns(thread, include, result, where, tools), "", where, result)
     if session is not None:
-        result.sessions.append(session)
+        result.add(session, where)
     branch_records = {}
     for n, r in main_records:
         if r.get("uuid") in branch_of:
@@ -107,7 +152,7 @@ def _read_file(file: Path, include: frozenset[str], result: ReadResult) -> None:
         extra = _session(base, _turns(chunk, include, result, where, tools), f"branch-{chunk[0][1]['uuid'][:8]}",
                          where, result, {"branch_of": base.id, "forks_at": fork})
         if extra is not None:
-            result.sessions.append(extra)
+            result.add(extra, where)
     if side_records:
         if "sidechains" not in include:
             result.left_out["sidechains"] += len(side_records)
@@ -115,7 +160,7 @@ def _read_file(file: Path, include: frozenset[str], result: ReadResult) -> None:
             extra = _session(base, _turns(side_records, include, result, where, tools), "sidechain", where, result,
                              {"sidechain_of": base.id} if session is not None else {})
             if extra is not None:
-                result.sessions.append(extra)
+                result.add(extra, where)
 
 
 def _session(base: Session, turns: list[Turn], suffix: str, where: str, result: ReadResult,
@@ -132,7 +177,6 @@ def _session(base: Session, turns: list[Turn], suffix: str, where: str, result: 
                       meta={**base.meta, **(extra_meta or {})})
     date = (session.started or "")[:10]
     session.stem = "-".join(p for p in (date, slug(title, 40), slug(base.source_id)[:8], suffix) if p)
-    unique_turn_ids(turns, where, result.problems)
     return session
 
 
@@ -146,21 +190,28 @@ def _turns(records: list[tuple[int, dict]], include: frozenset[str], result: Rea
     for number, record in records:
         kind = record.get("type")
         uuid = str(record.get("uuid") or f"line-{number}")
-        time = iso_time(record.get("timestamp"))
+        time = result.time(record.get("timestamp"), where, number)
         message = record.get("message")
         if kind == "system" or record.get("isMeta"):
             merging, open_turn = None, None
             if "system" not in include:
                 result.left_out["system"] += 1
             else:
-                text = clean_text(str(record.get("content") or block_text((message or {}).get("content")) or ""))
+                text = ""
+                with RecordGuard(result.problems, where, number, "system record"):
+                    text = clean_text(str(record.get("content") or block_text((message or {}).get("content")) or ""))
                 if text:
                     turns.append(Turn(uuid, "system", text, time))
             continue
         if not isinstance(message, dict) or "content" not in message:
             result.problems.append(ReadProblem(where, number, f"{kind} record without a message; left out"))
             continue
-        pieces, outputs = _content(message["content"], include, result, tools)
+        parts = None
+        with RecordGuard(result.problems, where, number, f"{kind} record"):  # content nested too deep, say
+            parts = _content(message["content"], include, result, tools)
+        if parts is None:
+            continue
+        pieces, outputs = parts
         text = clean_text("\n\n".join(p for p in pieces if p.strip()))
         if kind == "assistant":
             message_id = message.get("id")
@@ -177,7 +228,8 @@ def _turns(records: list[tuple[int, dict]], include: frozenset[str], result: Rea
             merging, open_turn = None, None
             if text:
                 turns.append(Turn(uuid, "user", text, time))
-        if not text and not outputs and not str(message["content"] or "").strip():
+        content = message["content"]
+        if not text and not outputs and (not content or (isinstance(content, str) and not content.strip())):
             result.left_out["empty"] += 1
         for n, output in enumerate(outputs):
             turns.append(Turn(f"{uuid}/tool" + (f"-{n + 1}" if n else ""), "tool", output, time))

@@ -14,11 +14,16 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, participants_of, slug, text_id, unique_turn_ids
-from palace_cli.conversations.sources import json_records, read_text, shown
+from palace_cli.conversations.jsonstream import json_records
+from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, participants_of, text_id
+from palace_cli.core.text import one_line, slug
+from palace_cli.conversations.reading import RecordGuard, shown, text_value
 
 FORMAT = SOURCE = "locomo"
+SUFFIXES = (".json",)
+KEYS = re.compile(r'"(?:speaker_a|session_1_date_time)"\s*:')
 SESSION_KEY = re.compile(r"session_(\d+)")
+DATE_KEY = re.compile(r"session_(\d+)_date_time")
 DATE_FORMATS = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%I:%M %p on %B %d, %Y")
 
 
@@ -38,10 +43,15 @@ def read(path: Path, include: frozenset[str]) -> ReadResult:
     files = [path] if path.is_file() else sorted(p for p in path.glob("*.json") if p.is_file())
     for file in files:
         where = shown(file)
-        text = read_text(file, result)
-        for number, (line, sample) in enumerate(json_records(text, where, result.problems), 1):
-            _sample(sample, where, line, number, result)
+        for number, line, sample in json_records(file, where, result.problems, "sample"):
+            with RecordGuard(result.problems, where, line, f"sample {number}"):
+                _sample(sample, where, line, number, result)
     return result
+
+
+def sniff(head: str) -> bool:
+    """True when a JSON file's first megabyte has the keys of LoCoMo samples."""
+    return KEYS.search(head) is not None
 
 
 def _sample(sample, where: str, line: int, number: int, result: ReadResult) -> None:
@@ -51,36 +61,56 @@ def _sample(sample, where: str, line: int, number: int, result: ReadResult) -> N
     if not isinstance(sample, dict) or not isinstance(sample.get("conversation"), dict):
         problem(f"sample {number}: no `conversation` object; left out")
         return
-    sample_id = str(sample.get("sample_id") or f"sample-{number}")
+    sample_id = text_value(sample.get("sample_id"), "sample_id") or f"sample-{number}"
     conversation = sample["conversation"]
     people = [str(conversation[k]) for k in ("speaker_a", "speaker_b") if conversation.get(k)]
-    numbers = sorted(int(m.group(1)) for key in conversation if (m := SESSION_KEY.fullmatch(key)))
-    for n in numbers:
-        key = f"session_{n}"
+    for n, (key, date_key) in sorted(_sessions(conversation, sample_id, problem).items()):
         entries = conversation[key]
         if not isinstance(entries, list):
             problem(f"{sample_id} {key}: not a list of turns; left out")
             continue
-        raw_date = conversation.get(f"{key}_date_time")
+        raw_date = conversation.get(date_key) if date_key else None
         started = locomo_time(raw_date) if raw_date else None
         if raw_date and started is None:
-            problem(f"{sample_id} {key}_date_time: cannot read the date {raw_date!r}; the session has none")
+            problem(f"{sample_id} {date_key}: cannot read the date {one_line(repr(raw_date), 80)}; "
+                    "the session has none")
         turns = []
         for index, entry in enumerate(entries):
-            turn = _turn(entry, f"{sample_id} {key}[{index}]", problem)
+            label, turn, read = f"{sample_id} {key}[{index}]", None, False
+            with RecordGuard(result.problems, where, line, label):
+                turn, read = _turn(entry, label, problem), True
             if turn is not None:
                 turns.append(turn)
-            elif isinstance(entry, dict) and not problem_worthy(entry):
+            elif read and isinstance(entry, dict) and not problem_worthy(entry):
                 result.left_out["empty"] += 1
         if not turns:
             continue
-        unique_turn_ids(turns, where, result.problems)
-        session = Session(id=f"{SOURCE}-{slug(sample_id)}-s{n:02d}", source=SOURCE, source_id=f"{sample_id}/{key}",
+        session = Session(id=f"{SOURCE}-{slug(sample_id)}-s{n:02d}", source=SOURCE,
+                          source_id=f"{sample_id}/session_{n}",
                           title=f"{sample_id}, session {n}", started=started,
                           participants=people + [p for p in participants_of(turns) if p not in people],
                           turns=turns, meta={"conversation": sample_id})
         session.stem = f"{slug(sample_id)}-s{n:02d}"
-        result.sessions.append(session)
+        result.add(session, where, line)
+
+
+def _sessions(conversation: dict, sample_id: str, problem) -> dict[int, tuple[str, str | None]]:
+    """Session number -> (its turn list's key, its date's key), by number whatever the spelling (`session_01`);
+    a number spelled twice is reported and its second spelling left out."""
+    dates = {}
+    for key in conversation:
+        if (match := DATE_KEY.fullmatch(key)):
+            dates.setdefault(int(match.group(1)), key)
+    sessions: dict[int, tuple[str, str | None]] = {}
+    for key in conversation:
+        if (match := SESSION_KEY.fullmatch(key)):
+            n = int(match.group(1))
+            if n in sessions:
+                problem(f"{sample_id} {key}: session {n} again (it is `{sessions[n][0]}` too); left out")
+                continue
+            spelled = f"{key}_date_time"
+            sessions[n] = (key, spelled if spelled in conversation else dates.get(n))
+    return sessions
 
 
 def problem_worthy(entry: dict) -> bool:
@@ -97,10 +127,11 @@ def _turn(entry, where: str, problem) -> Turn | None:
         missing = [k for k in ("speaker", "dia_id") if not entry.get(k)]
         problem(f"{where}: no {' or '.join(missing)}; left out")
         return None
+    dia_id, speaker = text_value(entry["dia_id"], "dia_id"), text_value(entry["speaker"], "speaker")
     parts = [clean_text(str(entry.get("text") or ""))]
     if entry.get("blip_caption"):
         parts.append(f"[shares a photo: {' '.join(str(entry['blip_caption']).split())}]")
     text = clean_text("\n".join(p for p in parts if p.strip()))
     if not text:
         return None
-    return Turn(text_id(entry["dia_id"]), str(entry["speaker"]), text)
+    return Turn(text_id(dia_id), speaker, text)

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import date
 
 from palace_cli.core.dates import iso_time
+from palace_cli.core.text import one_line, slug
 
 ROLES = ("user", "assistant", "system", "tool")
+# The frontmatter fields a session file gives every session, in order; the import stamp `imported` follows the others.
+HEADER_FIELDS = ("id", "source", "source_id", "title", "started", "participants")
+RESERVED = HEADER_FIELDS + ("imported",)  # no other field of a session (a source's `meta`) may take these names
+MAX_META_DEPTH = 50  # a value nested deeper is no session metadata (and YAML readers refuse past 100)
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 # What a reader leaves out unless asked (`--include`); the keys of ReadResult.left_out.
 INCLUDABLE = ("thinking", "tools", "system", "branches", "sidechains", "attachments")
 TIME_TEXT = r"\d{4}-\d\d-\d\d(?:T\d\d:\d\d(?::\d\d)?)?(?:Z|[+-]\d\d:\d\d)?"
@@ -76,8 +84,9 @@ class Session:
 
     def header(self) -> dict:
         """The frontmatter fields a source controls (everything but the import stamp)."""
-        return {"id": self.id, "source": self.source, "source_id": self.source_id, "title": self.title,
-                "started": self.started, "participants": list(self.participants), **self.meta}
+        own = {"id": self.id, "source": self.source, "source_id": self.source_id, "title": self.title,
+               "started": self.started, "participants": list(self.participants)}
+        return {**own, **{key: value for key, value in self.meta.items() if key not in RESERVED}}
 
 
 @dataclass
@@ -100,6 +109,31 @@ class ReadResult:
     sessions: list[Session] = field(default_factory=list)
     problems: list[ReadProblem] = field(default_factory=list)
     left_out: Counter = field(default_factory=Counter)
+    bad_times: dict[str, list] = field(default_factory=dict)  # file -> [count, line and value of the first]
+
+    def add(self, session: Session, where: str, line: int | None = None) -> None:
+        """Keep a session a reader read, made safe to write first (see `check_session`)."""
+        check_session(session, where, line, self.problems)
+        self.sessions.append(session)
+
+    def time(self, value, where: str, line: int | None = None) -> str | None:
+        """The ISO time of a source's timestamp; one that is given but cannot be read, or is out of range, is
+        counted (`time_problems` reports each file's once)."""
+        moment = iso_time(value)
+        if moment is None and value is not None and value != "":
+            counted = self.bad_times.setdefault(where, [0, line, value])
+            counted[0] += 1
+        return moment
+
+    def time_problems(self) -> list[ReadProblem]:
+        """One problem per file whose timestamps could not all be read."""
+        out = []
+        for where, (count, line, value) in self.bad_times.items():
+            shown = one_line(repr(value), 60)
+            out.append(ReadProblem(where, line, f"{count} timestamp{'' if count == 1 else 's'} cannot be read or "
+                                   f"{'is' if count == 1 else 'are'} out of range (the first: {shown}); "
+                                   "left without a time"))
+        return out
 
 
 # ---- helpers for readers ---------------------------------------------------------------------
@@ -122,20 +156,6 @@ def clean_text(text: str) -> str:
     while end > start and not lines[end - 1]:
         end -= 1
     return "\n".join(lines[start:end])
-
-
-def one_line(text: str, limit: int = 0) -> str:
-    """Whitespace collapsed to single spaces, cut at limit characters with an ellipsis."""
-    flat = " ".join(str(text).split())
-    if limit and len(flat) > limit:
-        return flat[: limit - 1].rstrip() + "…"
-    return flat
-
-
-def slug(text: str, limit: int = 60) -> str:
-    """Lowercase words joined by hyphens, for file names and ids."""
-    out = re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")
-    return out[:limit].rstrip("-")
 
 
 def session_id(source: str, source_id: str) -> str:
@@ -171,3 +191,89 @@ def participants_of(turns: list[Turn]) -> list[str]:
     for turn in turns:
         seen.setdefault(turn.speaker, None)
     return list(seen)
+
+
+# ---- what every session passes before it is kept ------------------------------------------------
+
+
+def check_session(session: Session, where: str, line: int | None, problems: list[ReadProblem]) -> None:
+    """Make a session safe to write and to read back: turn ids present and unique, no lone surrogate (a JSON
+    `\\ud800` escape, which no file can hold), metadata that YAML writes and reads back as it was."""
+    for index, turn in enumerate(session.turns, 1):
+        if not turn.id:
+            turn.id = f"{session.id}#{index}"
+            problems.append(ReadProblem(where, line, f"session {session.source_id}: turn {index} has no id; "
+                                        f"it is {turn.id!r}"))
+    unique_turn_ids(session.turns, where, problems)
+    if _surrogates(session):
+        problems.append(ReadProblem(where, line, f"session {session.source_id}: lone surrogate escapes "
+                                    "(`\\ud800`-`\\udfff`) are not characters; read as U+FFFD"))
+    for key in list(session.meta):
+        why = "is a field palace writes itself" if key in RESERVED else _unwritable(session.meta[key], MAX_META_DEPTH)
+        if why:
+            del session.meta[key]
+            problems.append(ReadProblem(where, line, f"session {session.source_id}: `{one_line(str(key), 60)}` "
+                                        f"{why}; not kept"))
+
+
+def _surrogates(session: Session) -> bool:
+    """Replace lone surrogates in every text of a session with U+FFFD; True when there were any."""
+    texts = [session.id, session.source, session.source_id, session.title, session.preamble, session.stem,
+             *session.participants, *(piece for turn in session.turns for piece in (turn.id, turn.speaker, turn.text))]
+    found = any(LONE_SURROGATE.search(text) for text in texts if text)
+    found = _scrub_meta(session.meta) or found
+    if not found:
+        return False
+    for name in ("id", "source", "source_id", "title", "preamble", "stem"):
+        setattr(session, name, LONE_SURROGATE.sub("\ufffd", getattr(session, name)))
+    session.participants = [LONE_SURROGATE.sub("\ufffd", p) for p in session.participants]
+    for turn in session.turns:
+        turn.id, turn.speaker, turn.text = (LONE_SURROGATE.sub("\ufffd", s) for s in (turn.id, turn.speaker, turn.text))
+    return True
+
+
+def _scrub_meta(meta: dict) -> bool:
+    """Replace lone surrogates in the metadata's values (in place); True when there were any."""
+    found = False
+    for key, value in list(meta.items()):
+        meta[key], changed = scrub(value)
+        found = found or changed
+    return found
+
+
+def scrub(value):
+    """(value with every lone surrogate in its text replaced by U+FFFD, whether there was any); walks lists and
+    dicts without recursion, however deep a decoder let them nest."""
+    if isinstance(value, str):
+        return (LONE_SURROGATE.sub("\ufffd", value), True) if LONE_SURROGATE.search(value) else (value, False)
+    if not isinstance(value, (list, dict)):
+        return value, False
+    found, stack = False, [value]
+    while stack:
+        container = stack.pop()
+        for key in (list(container) if isinstance(container, dict) else range(len(container))):
+            item = container[key]
+            if isinstance(item, str) and LONE_SURROGATE.search(item):
+                container[key], found = LONE_SURROGATE.sub("\ufffd", item), True
+            elif isinstance(item, (list, dict)):
+                stack.append(item)
+    return value, found
+
+
+def _unwritable(value, depth: int) -> str:
+    """Why a metadata value cannot go into a session's frontmatter as it is ("" when it can)."""
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return "is not a finite number"
+    if isinstance(value, str) and LONE_SURROGATE.search(value):
+        return "holds a lone surrogate"
+    if isinstance(value, (list, dict)):
+        if depth <= 1:
+            return f"is nested more than {MAX_META_DEPTH} levels deep"
+        for item in value.values() if isinstance(value, dict) else value:
+            why = _unwritable(item, depth - 1)
+            if why:
+                return why
+        return ""
+    if value is None or isinstance(value, (str, int, float, date)):
+        return ""
+    return f"is {type(value).__name__}, not a value YAML keeps"

@@ -20,8 +20,9 @@ Hey Mel! Good to see you! How have you been?
 ```
 
 A turn is a header line `### <speaker> · <time> · <turn id>` (the time is left out when the
-source has none) and its text up to the next header. A text line that would read as a header is
-written with a leading backslash, which the parser takes off again. See docs/conversations.md.
+source has none, or written `-` when the id itself looks like a time) and its text up to the next
+header. A line of text or of the preamble that would read as a header is written with a leading
+backslash, which the parser takes off again. See docs/conversations.md.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ from palace_cli.errors import NoteError
 from palace_cli.core.notefile import load_frontmatter
 from palace_cli.core.noteedit import dump_frontmatter
 from palace_cli.core.disk import read_capped
-from palace_cli.conversations.model import TIME, ReadProblem, Session, Turn, digest, one_line
+from palace_cli.conversations.model import RESERVED, TIME, ReadProblem, Session, Turn, digest
+from palace_cli.core.text import one_line
 from palace_cli.core.dates import iso_time
 
 CONVERSATIONS = "conversations"
@@ -46,7 +48,7 @@ CONVERSATIONS = "conversations"
 MAX_SESSION_BYTES = 32_000_000
 SEP = " · "
 HEAD = "### "
-FIELDS = ("id", "source", "source_id", "title", "started", "participants")
+NO_TIME = "-"  # the time slot of a turn without a time whose id looks like one (`### Bob · - · 2024-01-01`)
 STAMP_KEYS = ("from", "turns", "record", "note")
 
 
@@ -71,18 +73,22 @@ def _looks_like_header(line: str) -> bool:
 
 
 def header_line(turn: Turn) -> str:
-    """The first line of a turn's block: `### speaker · time · id` (no time part when there is none)."""
+    """The first line of a turn's block: `### speaker · time · id` (no time part when there is none, `-` when
+    the id would be taken for one)."""
     speaker = one_line(turn.speaker).replace(SEP, " - ") or "?"
-    parts = [speaker] + ([turn.time] if turn.time else []) + [turn.id]
+    time = turn.time or (NO_TIME if TIME.fullmatch(turn.id) else None)
+    parts = [speaker] + ([time] if time else []) + [turn.id]
     return HEAD + SEP.join(parts)
+
+
+def escaped(text: str) -> list[str]:
+    """The lines of a text, those that would read as a turn header escaped with a backslash."""
+    return ["\\" + line if _looks_like_header(line) else line for line in text.split("\n")]
 
 
 def turn_block(turn: Turn) -> list[str]:
     """A turn's lines: the header, then its text with header-like lines escaped."""
-    lines = [header_line(turn)]
-    if turn.text:
-        lines += ["\\" + line if _looks_like_header(line) else line for line in turn.text.split("\n")]
-    return lines
+    return [header_line(turn)] + (escaped(turn.text) if turn.text else [])
 
 
 def frontmatter(session: Session) -> str:
@@ -100,7 +106,7 @@ def render_session(session: Session) -> str:
     if session.title:
         lines += [f"# {one_line(session.title)}", ""]
     if session.preamble:
-        lines += session.preamble.split("\n") + [""]
+        lines += escaped(session.preamble) + [""]
     line_number = head.count("\n") + len(lines) + 1
     for turn in session.turns:
         block = turn_block(turn)
@@ -147,13 +153,15 @@ def _header(line: str) -> tuple[str, str | None, str] | None:
     if len(parts) < 2:
         return None
     turn_id = parts[-1].strip()
-    time = None
-    if len(parts) >= 3 and TIME.fullmatch(parts[-2].strip()):
-        time = parts[-2].strip()
+    slot = parts[-2].strip() if len(parts) >= 3 else None
+    if slot is not None and (slot == NO_TIME or TIME.fullmatch(slot)):
+        time = None if slot == NO_TIME else slot
         speaker = SEP.join(parts[:-2]).strip()
-    else:
-        speaker = SEP.join(parts[:-1]).strip()
-    if not speaker or not turn_id or any(c.isspace() for c in turn_id) or TIME.fullmatch(turn_id):
+    else:  # no time slot: an id that looks like a time is a time written without its id (`### Bob · 2024-03-01`)
+        time, speaker = None, SEP.join(parts[:-1]).strip()
+        if TIME.fullmatch(turn_id):
+            return None
+    if not speaker or not turn_id or any(c.isspace() for c in turn_id):
         return None
     return speaker, time, turn_id
 
@@ -182,7 +190,7 @@ def _fields(session: Session, meta: dict, path: str, problems: list[ReadProblem]
     elif stamp is not None:
         problems.append(ReadProblem(path, 1, "frontmatter `imported` is not an import stamp "
                                     f"({', '.join(STAMP_KEYS)}); the file is treated as not imported"))
-    session.meta = {k: v for k, v in meta.items() if k not in FIELDS and k != "imported"}
+    session.meta = {k: v for k, v in meta.items() if k not in RESERVED}
 
 
 def parse_session(text: str, path: str) -> Session:
@@ -194,22 +202,8 @@ def parse_session(text: str, path: str) -> Session:
     """
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
-    text = text.removeprefix("\ufeff")
-    stem = os.path.splitext(os.path.basename(path))[0]
-    folder = os.path.basename(os.path.dirname(path)) or "unknown"
-    session = Session(id=f"{folder}-{stem}", source=folder, source_id=stem, path=path)
+    session, body, first = _header_and_body(text.removeprefix("\ufeff"), path)
     problems = session.problems
-    yaml_text, body, first = split_text(text)
-    if yaml_text is None:
-        problems.append(ReadProblem(path, 1, "no frontmatter (`---` lines); id and source taken from the path"))
-    else:
-        try:
-            meta = load_frontmatter(yaml_text, path)
-        except NoteError as exc:
-            problems.append(ReadProblem(path, exc.line, exc.reason + "; id and source taken from the path"))
-        else:
-            _fields(session, meta, path, problems)
-
     lines = body.split("\n")
     preamble: list[str] = []
     current: list[str] = preamble
@@ -245,6 +239,29 @@ def parse_session(text: str, path: str) -> Session:
     if not turns and not problems:
         problems.append(ReadProblem(path, first, "no turns (`### speaker · time · id` lines)"))
     return session
+
+
+def parse_header(text: str, path: str) -> Session:
+    """A session file's frontmatter alone, as parse_session reads it (no turns); problems in `.problems`."""
+    return _header_and_body(text.removeprefix("\ufeff").replace("\r\n", "\n"), path)[0]
+
+
+def _header_and_body(text: str, path: str) -> tuple[Session, str, int]:
+    """(the session its frontmatter describes, the body, the file line the body starts on)."""
+    stem = os.path.splitext(os.path.basename(path))[0]
+    folder = os.path.basename(os.path.dirname(path)) or "unknown"
+    session = Session(id=f"{folder}-{stem}", source=folder, source_id=stem, path=path)
+    yaml_text, body, first = split_text(text)
+    if yaml_text is None:
+        session.problems.append(ReadProblem(path, 1, "no frontmatter (`---` lines); id and source taken from the path"))
+        return session, body, first
+    try:
+        meta = load_frontmatter(yaml_text, path)
+    except NoteError as exc:
+        session.problems.append(ReadProblem(path, exc.line, exc.reason + "; id and source taken from the path"))
+    else:
+        _fields(session, meta, path, session.problems)
+    return session, body, first
 
 
 def _tidy(lines: list[str]) -> str:

@@ -9,8 +9,14 @@ last written whole (`note`). On re-import:
   No new turns: nothing is written at all.
 - they do not (the source changed turns it had given before: a regenerated answer, an edited
   ChatGPT branch): if the file still hashes to `note`, nobody edited it, and it is rewritten to
-  the source's turns (turns only the file has are kept in place). If it was edited, every turn
-  that differs, or that the source has and the file lacks, is a conflict and the file is left alone.
+  the source's turns (turns only the file has are kept in place), and the turns it replaced are
+  reported. If it was edited, every turn that differs, or that the source has and the file lacks,
+  is a conflict and the file is left alone.
+- the file came from another source (its stamp's `from`) and this one has other text under the same
+  turn ids: it is another conversation with the same id, kept apart as a new session.
+
+Every file written whole has its frontmatter read back first: one that would not read back as its
+session is refused and reported, never written to come back as a duplicate.
 """
 
 from __future__ import annotations
@@ -18,13 +24,15 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from palace_cli.core.noteedit import edit_frontmatter
 from palace_cli.core.disk import atomic_write
-from palace_cli.conversations.model import ReadProblem, Session, Turn, slug
-from palace_cli.conversations.sessionfile import (CONVERSATIONS, MAX_SESSION_BYTES, append_turns, load_session, render_session,
-                          session_digest, session_files, turns_digest)
+from palace_cli.conversations.model import ReadProblem, Session, Turn
+from palace_cli.core.text import slug
+from palace_cli.conversations.sessionfile import (CONVERSATIONS, MAX_SESSION_BYTES, append_turns, load_session, parse_header,
+                                                  render_session, session_digest, session_files, turns_digest)
+from palace_cli.conversations.reading import EXPORT
 from palace_cli.conversations.sources import read_conversations
 
 WRITERS = 8
@@ -107,15 +115,7 @@ def import_conversations(palace, path, format: str, include: frozenset[str] = fr
     result = read_conversations(path, format, include)
     report = ConversationImport(format, str(path), dry_run, problems=list(result.problems),
                                 left_out=dict(sorted(result.left_out.items())))
-    root = palace.root
-    stamp_from = f"{format}:{path.name}"
-    on_disk = existing_sessions(root)
-    by_key: dict[tuple[str, str], Session] = {}
-    for existing in on_disk:
-        by_key.setdefault((existing.source, existing.source_id), existing)
-    ids = {s.id for s in on_disk}
-    paths = {s.path for s in on_disk}
-    writes: list[tuple[Path, str]] = []
+    plan = _Plan(palace.root, f"{format}:{source_name(path)}", report)
     seen: set[tuple[str, str]] = set()
     for session in result.sessions:
         key = (session.source, session.source_id)
@@ -124,42 +124,135 @@ def import_conversations(palace, path, format: str, include: frozenset[str] = fr
                                                "appears twice in the source; the second is left out"))
             continue
         seen.add(key)
-        old = by_key.get(key)
-        if old is None:
-            relpath = _new_path(root, session, ids, paths)
-            session.imported = None
-            session.imported = _stamp(stamp_from, session.turns, session_digest(session))
-            writes.append((root / relpath, render_session(session)))
-            report.sessions.append(SessionOutcome(session.id, relpath, "added", len(session.turns), len(session.turns)))
-            continue
-        outcome, text, conflicts = _merge(root, old, session, stamp_from)
-        report.sessions.append(outcome)
-        report.conflicts += conflicts
-        if text is not None:
-            writes.append((root / old.path, text))
-    writes = [item for item in writes if _within_cap(item, root, report)]
-    if not dry_run and writes:
+        plan.take(session)
+    if not dry_run and plan.writes:
         with ThreadPoolExecutor(max_workers=WRITERS) as pool:  # each write fsyncs; threads overlap them
-            for done, _ in enumerate(pool.map(lambda item: atomic_write(*item), writes), 1):
+            for done, _ in enumerate(pool.map(lambda item: atomic_write(*item), plan.writes), 1):
                 if progress:
-                    progress("writing sessions", done, len(writes))
+                    progress("writing sessions", done, len(plan.writes))
     return report
 
 
-def _within_cap(write: tuple[Path, str], root: Path, report: ConversationImport) -> bool:
-    """False (with a problem naming the session) for a session file the index would refuse to read."""
-    path, text = write
-    size = len(text.encode("utf-8"))
+def source_name(path: Path) -> str:
+    """How an import stamp's `from` names a source: its file or folder name; an export's `conversations.json`
+    with its folder's name too (every ChatGPT and Claude.ai export has a file of that name)."""
+    if path.name == EXPORT and path.parent.name:
+        return f"{path.parent.name}/{path.name}"
+    return path.name
+
+
+class _Plan:
+    """What an import will write: each session of the source matched to its file (or a new one) and merged."""
+
+    def __init__(self, root: Path, stamp_from: str, report: ConversationImport):
+        self.root, self.stamp_from, self.report = root, stamp_from, report
+        on_disk = existing_sessions(root)
+        self.by_key: dict[tuple[str, str], list[Session]] = {}
+        for existing in on_disk:
+            self.by_key.setdefault((existing.source, existing.source_id), []).append(existing)
+        self.ids = {s.id for s in on_disk}
+        self.paths = {s.path for s in on_disk}
+        self.writes: list[tuple[Path, str]] = []  # (file, text)
+
+    def take(self, session: Session) -> None:
+        """Plan one session of the source: added, merged into its file, or kept apart from another export's."""
+        old = self._match(session)
+        if old is not None:
+            apart = _claimed_elsewhere(old, session, self.stamp_from)
+            if apart is None:
+                merged = _merge(self.root, old, session, self.stamp_from, self.report.problems)
+                self.report.sessions.append(merged.outcome)
+                self.report.conflicts += merged.conflicts
+                if merged.text is not None:
+                    self._write(old.path, merged.text, merged.session)
+                return
+        relpath = _new_path(self.root, session, self.ids, self.paths)
+        if old is not None:
+            self.report.problems.append(ReadProblem(old.path, None, f"session {session.source_id} of "
+                                                    f"{session.source} is also in {old.imported.get('from')}, with "
+                                                    f"{apart}; this import's is kept apart, as {relpath}"))
+        session.imported = None
+        session.imported = _stamp(self.stamp_from, session.turns, session_digest(session))
+        self.report.sessions.append(SessionOutcome(session.id, relpath, "added", len(session.turns),
+                                                   len(session.turns)))
+        self._write(relpath, render_session(session), session)
+
+    def _match(self, session: Session) -> Session | None:
+        """The file of this session: the one this export wrote, else one whose turns it still has, else the first."""
+        candidates = self.by_key.get((session.source, session.source_id), [])
+        for old in candidates:
+            if (old.imported or {}).get("from") == self.stamp_from:
+                return old
+        for old in candidates:
+            if _still_has(old, session):
+                return old
+        return candidates[0] if candidates else None
+
+    def _write(self, relpath: str, text: str, whole: Session | None) -> None:
+        """Queue a write, unless the file would be over the size cap, or (a session rendered `whole`) would not
+        read back as that session."""
+        why = _too_big(text) or (_unreadable(text, relpath, whole) if whole else "")
+        if not why:
+            self.writes.append((self.root / relpath, text))
+            return
+        self.report.problems.append(ReadProblem(relpath, None, why))
+        for outcome in self.report.sessions:
+            if outcome.path == relpath:
+                outcome.action, outcome.written = "refused", 0
+
+
+def _too_big(text: str) -> str:
+    """Why a session file's text is over the cap ("" when it is not)."""
+    if len(text) * 4 <= MAX_SESSION_BYTES:  # UTF-8 takes at most 4 bytes a character: no need to encode
+        return ""
+    size = len(text.encode("utf-8", "surrogatepass"))
     if size <= MAX_SESSION_BYTES:
-        return True
-    relpath = path.relative_to(root).as_posix()
-    report.problems.append(ReadProblem(relpath, None, f"the session file would be {size:,} bytes, over the "
-                                       f"{MAX_SESSION_BYTES:,} byte limit for a session file; not written "
-                                       "(split the session in the source, or import it with fewer parts)"))
-    for outcome in report.sessions:
-        if outcome.path == relpath:
-            outcome.action, outcome.written = "refused", 0
-    return False
+        return ""
+    return (f"the session file would be {size:,} bytes, over the {MAX_SESSION_BYTES:,} byte limit for a session "
+            "file; not written (split the session in the source, or import it with fewer parts)")
+
+
+def _unreadable(text: str, relpath: str, session: Session) -> str:
+    """Why a session file's text would not read back as the session it was written for ("" when it would).
+
+    The frontmatter is what a hostile value can break (turn headers are escaped as they are written);
+    it is read back as the index will read it, and must name the same session."""
+    back = parse_header(text, relpath)
+    if back.problems:
+        return f"the session file would not read back ({back.problems[0].message}); not written"
+    if back.header() != session.header():
+        return ("the session file's frontmatter would read back as other values (session "
+                f"{back.id!r}); not written")
+    return ""
+
+
+def _still_has(old: Session, new: Session) -> bool:
+    """True when the source still has the turns last imported into this file (perhaps more)."""
+    stamp = old.imported or {}
+    if not _is_count(stamp.get("turns")):
+        return False
+    imported = int(stamp["turns"])
+    return 0 <= imported <= len(new.turns) and turns_digest(new.turns[:imported]) == stamp.get("record")
+
+
+def _claimed_elsewhere(old: Session, new: Session, stamp_from: str) -> str | None:
+    """What tells that the source's session is not the one in this file, though it has its id: another export
+    gave the file other text under the same turn ids (not a revision: neither text holds the other). None when
+    it is the same session (the same export, a grown or revised one, or no stamp to tell)."""
+    stamp = old.imported
+    if stamp is None or stamp.get("from") == stamp_from or _still_has(old, new):
+        return None
+    have = _first_turns(old)
+    differ = [t for t in new.turns if t.id in have and not _revises(have[t.id], t)]
+    if not differ:
+        return None
+    return f"other text under {len(differ)} of its turn ids (the first: {differ[0].id})"
+
+
+def _revises(mine: Turn, theirs: Turn) -> bool:
+    """True when a turn of the source is this turn, perhaps grown or cut (a message still being written, a block
+    taken in or left out by --include): the same speaker, one text within the other."""
+    return mine.speaker == theirs.speaker and (mine.text in theirs.text or theirs.text in mine.text)
 
 
 def _stamp(stamp_from: str, turns: list[Turn], note: str) -> dict:
@@ -188,63 +281,102 @@ def _new_path(root: Path, session: Session, ids: set[str], paths: set[str]) -> s
     return relpath
 
 
-def _merge(root: Path, old: Session, new: Session, stamp_from: str
-           ) -> tuple[SessionOutcome, str | None, list[TurnConflict]]:
-    """(outcome, new file text or None to leave it, conflicts) for a session already in the palace."""
-    stamp = old.imported
-    source = new.turns
+class _Merged(NamedTuple):
+    """What merging a source's session into its file gives: the outcome, the file's new text (None: leave it),
+    conflicts, and the session when the text renders it whole."""
+
+    outcome: SessionOutcome
+    text: str | None = None
+    conflicts: list[TurnConflict] = []
+    session: Session | None = None  # the session the text renders whole (None: the file edited in place)
+
+
+def _merge(root: Path, old: Session, new: Session, stamp_from: str, problems: list[ReadProblem]) -> _Merged:
+    """How a session already in the palace takes the source's version of it."""
     new.id, new.path = old.id, old.path
-
-    def outcome(action: str, written: int = 0) -> SessionOutcome:
-        return SessionOutcome(old.id, old.path, action, len(source), written)
-
+    stamp = old.imported
+    reason = None
     if stamp is None:
-        conflict = TurnConflict(old.id, None, old.path, 1, "this session's file has no import stamp (`imported`), "
-                                "so it is not known what was imported; left as it is")
-        return outcome("conflict"), None, [conflict]
-    try:
-        imported = int(stamp["turns"])
-    except (TypeError, ValueError):
-        conflict = TurnConflict(old.id, None, old.path, 1, "the import stamp's `turns` is not a number; left as it is")
-        return outcome("conflict"), None, [conflict]
+        reason = "this session's file has no import stamp (`imported`), so it is not known what was imported"
+    elif not _is_count(stamp.get("turns")):
+        reason = "the import stamp's `turns` is not a number"
+    if reason is not None:
+        return _Merged(_outcome(old, new, "conflict"), None, [TurnConflict(old.id, None, old.path, 1,
+                                                                            reason + "; left as it is")])
     untouched = stamp.get("note") == session_digest(old)
-    have = {}
-    for turn in old.turns:
+    if _still_has(old, new):
+        return _grown(root, old, new, int(stamp["turns"]), untouched, stamp_from)
+    return _changed(root, old, new, untouched, stamp_from, problems)
+
+
+def _is_count(value) -> bool:
+    try:
+        int(value)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return True
+
+
+def _outcome(old: Session, new: Session, action: str, written: int = 0) -> SessionOutcome:
+    return SessionOutcome(old.id, old.path, action, len(new.turns), written)
+
+
+def _first_turns(session: Session) -> dict[str, Turn]:
+    """Each turn id's first turn in a session."""
+    have: dict[str, Turn] = {}
+    for turn in session.turns:
         have.setdefault(turn.id, turn)
+    return have
 
-    if imported <= len(source) and turns_digest(source[:imported]) == stamp.get("record"):
-        fresh, conflicts = [], []
-        for turn in source[imported:]:
-            mine = have.get(turn.id)
-            if mine is None:
-                fresh.append(turn)
-            elif mine.key() != turn.key():
-                conflicts.append(TurnConflict(old.id, turn.id, old.path, mine.line,
-                                              "the source has a different turn with this id; left as it is"))
-        if conflicts:
-            return outcome("conflict"), None, conflicts
-        header_moved = untouched and new.header() != old.header()
-        if not fresh and not header_moved:
-            return outcome("skipped"), None, []
-        if untouched:
-            merged = _whole(new, old.turns + fresh, old.preamble)
-            merged.imported = _stamp(stamp_from, source, session_digest(merged))
-            return outcome("appended" if fresh else "updated", len(fresh)), render_session(merged), []
-        bom, text = _read(root, old.path)
-        text = edit_frontmatter(text, {"imported": {**_stamp(stamp_from, source, ""), "note": stamp.get("note")}},
-                                old.path)
-        plain = text.replace("\r\n", "\n")
-        full = append_turns(plain, fresh)
-        if plain != text:  # a file with CRLF line ends: its bytes as they are, the new lines with CRLF too
-            full = text + full[len(plain):].replace("\n", "\r\n")
-        return outcome("appended", len(fresh)), bom + full, []
 
-    changed = [(have[t.id], t) for t in source if t.id in have and have[t.id].key() != t.key()]
-    missing = [t for t in source if t.id not in have]
+def _grown(root: Path, old: Session, new: Session, imported: int, untouched: bool, stamp_from: str) -> _Merged:
+    """The source still has the turns last imported, perhaps more: append the new ones, touch nothing else."""
+    have = _first_turns(old)
+    fresh, conflicts = [], []
+    for turn in new.turns[imported:]:
+        mine = have.get(turn.id)
+        if mine is None:
+            fresh.append(turn)
+        elif mine.key() != turn.key():
+            conflicts.append(TurnConflict(old.id, turn.id, old.path, mine.line,
+                                          "the source has a different turn with this id; left as it is"))
+    if conflicts:
+        return _Merged(_outcome(old, new, "conflict"), None, conflicts)
+    header_moved = untouched and new.header() != old.header()
+    if not fresh and not header_moved:
+        return _Merged(_outcome(old, new, "skipped"))
     if untouched:
-        merged = _whole(new, _interleave(old.turns, source), old.preamble)
-        merged.imported = _stamp(stamp_from, source, session_digest(merged))
-        return outcome("updated", len(changed) + len(missing)), render_session(merged), []
+        merged = _whole(new, old.turns + fresh, old.preamble)
+        merged.imported = _stamp(stamp_from, new.turns, session_digest(merged))
+        return _Merged(_outcome(old, new, "appended" if fresh else "updated", len(fresh)), render_session(merged),
+                       session=merged)
+    bom, text = _read(root, old.path)
+    text = edit_frontmatter(text, {"imported": {**_stamp(stamp_from, new.turns, ""), "note": old.imported.get("note")}},
+                            old.path)
+    plain = text.replace("\r\n", "\n")
+    full = append_turns(plain, fresh)
+    if plain != text:  # a file with CRLF line ends: its bytes as they are, the new lines with CRLF too
+        full = text + full[len(plain):].replace("\n", "\r\n")
+    return _Merged(_outcome(old, new, "appended", len(fresh)), bom + full)
+
+
+def _changed(root: Path, old: Session, new: Session, untouched: bool, stamp_from: str,
+             problems: list[ReadProblem]) -> _Merged:
+    """The source changed turns it had given before: follow it if nobody edited the file (saying which turns
+    it replaced), else report conflicts."""
+    have = _first_turns(old)
+    changed = [(have[t.id], t) for t in new.turns if t.id in have and have[t.id].key() != t.key()]
+    missing = [t for t in new.turns if t.id not in have]
+    if untouched:
+        merged = _whole(new, _interleave(old.turns, new.turns), old.preamble)
+        merged.imported = _stamp(stamp_from, new.turns, session_digest(merged))
+        if changed:
+            problems.append(ReadProblem(old.path, changed[0][0].line or None, f"{len(changed)} turn"
+                                        f"{'' if len(changed) == 1 else 's'} changed in the source since the last "
+                                        f"import (the first: {changed[0][0].id}); the file now has the source's "
+                                        "(the old text is in git, once committed)"))
+        return _Merged(_outcome(old, new, "updated", len(changed) + len(missing)), render_session(merged),
+                       session=merged)
     if changed or missing:
         conflicts = [TurnConflict(old.id, mine.id, old.path, mine.line,
                                   "differs from the source, which changed turns it had given before, and the "
@@ -252,11 +384,12 @@ def _merge(root: Path, old: Session, new: Session, stamp_from: str
         conflicts += [TurnConflict(old.id, turn.id, old.path, None,
                                    "in the source but not in the file, which was edited since it was imported "
                                    "(deleted there?); not added") for turn in missing]
-        return outcome("conflict"), None, conflicts
+        return _Merged(_outcome(old, new, "conflict"), None, conflicts)
     # Edited, and the source only lost turns the file still has: record the source as it now is.
     bom, text = _read(root, old.path)
-    text = edit_frontmatter(text, {"imported": {**_stamp(stamp_from, source, ""), "note": stamp.get("note")}}, old.path)
-    return outcome("updated"), bom + text, []
+    text = edit_frontmatter(text, {"imported": {**_stamp(stamp_from, new.turns, ""), "note": old.imported.get("note")}},
+                            old.path)
+    return _Merged(_outcome(old, new, "updated"), bom + text)
 
 
 def _whole(header: Session, turns: list[Turn], preamble: str) -> Session:

@@ -43,7 +43,10 @@ def parse_moment(value) -> datetime | None:
         raise ValueError(f"{value!r} is not a date: write YYYY-MM-DD")
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
+    try:
+        return moment.astimezone(timezone.utc)
+    except OverflowError:  # 0001-01-01T00:00+01:00 is in year 0 in UTC, 9999-12-31T23:59-01:00 in year 10000
+        raise ValueError(f"{str(value).strip()!r} is outside the years 0001-9999 once moved to UTC") from None
 
 
 def format_moment(moment: datetime | None) -> str:
@@ -83,12 +86,13 @@ WITH_SECONDS = re.compile(r"\d\d:\d\d:\d\d")
 
 
 def iso_time(value, seconds: bool = True) -> str | None:
-    """An ISO 8601 string for a time from a source (epoch seconds, ISO text, datetime); None if unreadable.
+    """An ISO 8601 string for a time from a source (epoch seconds, ISO text, datetime); None if unreadable
+    or out of range (no UTC moment: year 1 ahead of UTC, 9999 behind it; epoch seconds past year 9999).
 
     Text keeps its own precision (a date, minutes or seconds; fractions dropped); a UTC offset
-    of zero is written `Z`, naive times stay naive.
+    of zero is written `Z`, naive times stay naive. Years are written with four digits (`0999`).
     """
-    if value is None or value == "" or isinstance(value, bool):
+    if value is None or isinstance(value, (bool, list, dict)) or (isinstance(value, str) and not value):
         return None
     if isinstance(value, (int, float)):
         try:
@@ -108,7 +112,12 @@ def iso_time(value, seconds: bool = True) -> str | None:
         if DATE_ONLY.fullmatch(text):
             return moment.date().isoformat()
         seconds = bool(WITH_SECONDS.search(text))
-    out = moment.strftime("%Y-%m-%dT%H:%M:%S" if seconds else "%Y-%m-%dT%H:%M")
+    if moment.tzinfo is not None:
+        try:
+            moment.astimezone(timezone.utc)  # a moment UTC cannot hold is out of range for every later comparison
+        except (OverflowError, ValueError):
+            return None
+    out = moment.replace(tzinfo=None, microsecond=0).isoformat(timespec="seconds" if seconds else "minutes")
     offset = moment.utcoffset()
     if offset is not None:
         minutes = int(offset.total_seconds() // 60)

@@ -99,10 +99,8 @@ def fold(word: str) -> str:
 
 
 def slugify(text: str) -> str:
-    """A note id from a subject: lowercase words joined by hyphens."""
-    text = re.sub(r"\(([^)]*)\)", " ", text.lower())
-    slug = re.sub(r"[^a-z0-9]+", "-", text).strip("-")
-    return slug[:80] or "memory"
+    """A note id from a subject: its slug without the parenthesised asides, at most 80 characters."""
+    return slug(re.sub(r"\(([^)]*)\)", " ", text), 80) or "memory"
 
 
 ABBREVIATIONS = frozenset("e.g i.e etc vs cf approx incl fig dr mr mrs al".split())
@@ -174,3 +172,17 @@ def prefix_root(word: str) -> str:
 def prefix_roots(text: str) -> set[str]:
     """Roots of the content words of a text (single letters carry no meaning of their own)."""
     return {prefix_root(w) for w in words(text) if w not in STOPWORDS and len(w) > 1}
+
+
+def one_line(text: str, limit: int = 0) -> str:
+    """Whitespace collapsed to single spaces, cut at limit characters with an ellipsis."""
+    flat = " ".join(str(text).split())
+    if limit and len(flat) > limit:
+        return flat[: limit - 1].rstrip() + "…"
+    return flat
+
+
+def slug(text: str, limit: int = 60) -> str:
+    """Lowercase ASCII words joined by hyphens, at most `limit` characters: the one rule for file names and ids."""
+    out = re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")
+    return out[:limit].rstrip("-")

@@ -62,17 +62,17 @@ def run_keys(phrase: str) -> set[str]:
 
 
 def propose_token(image: str, subject: str = "", keywords: list[str] | None = None, content: str = "",
-                  taken: set[str] | None = None, anchor: str = "") -> str | None:
+                  taken: set[str] | None = None, anchor: str = "", shown: list[str] | None = None) -> str | None:
     """A 2-4 word phrase from the image that is unguessable and does not overlap a taken token, or None.
 
     Not guessable: no word of the subject, keywords or content. Not overlapping: neither the phrase
-    nor any run of its words reads as a taken token, and it is not a run of a taken token or of the
-    anchor (the anchor is printed in the generated index files).
+    nor any run of its words reads as a taken token, and it is not a run of a taken token, of the
+    anchor or of a phrase in `shown` (other notes' anchors: anchors are printed in the index files).
     """
     known = content_words(subject) | content_words(" ".join(keywords or [])) | content_words(content)
     taken_keys = {phrase_key(t) for t in (taken or set())} - {""}
     inside_taken = set().union(*(run_keys(t) for t in (taken or set()))) if taken else set()
-    inside_anchor = run_keys(anchor) if anchor else set()
+    inside_anchor = set().union(*(run_keys(phrase) for phrase in [anchor, *(shown or [])] if phrase))
     anchor_words = content_words(anchor)
     best: tuple[float, int, str] | None = None
     for sentence_index, sentence in enumerate(re.split(r"[.!?;:\n]+", image)):

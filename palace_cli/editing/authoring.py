@@ -20,7 +20,7 @@ from palace_cli.core.noteedit import (check_note_size, dump_frontmatter, edit_fr
                                      update_frontmatter)
 from palace_cli.core.notefile import load_note, parse_note, split_frontmatter
 from palace_cli.core.notes import ID_PATTERN, TYPES, Memory
-from palace_cli.core.text import slugify
+from palace_cli.core.text import slugify, words
 from palace_cli.core.tokens import propose_token, token_problems
 from palace_cli.core.validity import Versions
 from palace_cli.editing.gitsetup import IGNORED, attributes, ensure_lines, setup_git
@@ -293,13 +293,17 @@ def draft_memory(palace: Palace, subject: str, domain: str, *, anchor: str = "",
 def _proposed_hooks(scan: Scan, note_id: str, subject: str, image: str, content: str, keywords: list[str],
                     verify: str | None, anchor: str) -> tuple[str | None, str]:
     """The verify token and anchor of a new note: as given, else proposed from its Image (when it has one)."""
+    others = [m for m in scan.memories.values() if m.id != note_id]
+    taken = {m.verify for m in others if m.verify}
     if verify is None and image.strip():
-        taken = {m.verify for m in scan.memories.values() if m.verify and m.id != note_id}
-        verify = propose_token(image, subject, keywords, content, taken, anchor=anchor) or ""
+        # Another note's anchor is printed in the index files: the token must be no run of one that shares its words.
+        image_words = set(words(image))
+        shown = [m.anchor for m in others if m.anchor and not image_words.isdisjoint(words(m.anchor))]
+        verify = propose_token(image, subject, keywords, content, taken, anchor=anchor, shown=shown) or ""
     if not anchor.strip() and image.strip():
-        # The domain index lists every memory by its anchor: without one, another odd phrase of the image
-        # (never a run of the token, which must not be printed in the index files).
-        anchor = propose_token(image, subject, keywords, content, {verify} if verify else set()) or ""
+        # The domain index lists every memory by its anchor: without one, another odd phrase of the image that
+        # is no run of any verify token (its own or another note's: tokens are never printed in the index files).
+        anchor = propose_token(image, subject, keywords, content, taken | ({verify} if verify else set())) or ""
     return verify, anchor
 
 

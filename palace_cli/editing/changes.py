@@ -11,6 +11,7 @@ import difflib
 from pathlib import Path
 
 from palace_cli.core.disk import atomic_write
+from palace_cli.core.markdown import conflict_blocks
 from palace_cli.core.noteedit import _read_for_write, check_note_size, edit_frontmatter, edit_section
 from palace_cli.core.notefile import load_note, parse_note
 from palace_cli.core.notes import LIST_FIELDS, TEXT_FIELDS, TYPES, Memory
@@ -143,6 +144,9 @@ def _update(palace: Palace, ref: str, fields: dict, sections: dict) -> Memory:
         new = edit_section(new, name.strip().lstrip("#").strip(), body, memory.path)
     if new == text:
         return memory
+    if len(conflict_blocks(new)) > len(conflict_blocks(text)):
+        raise Refused("the new text holds git conflict markers (<<<<<<< ======= >>>>>>>): resolve the conflict "
+                      "before sending it; the note is unchanged")
     updated = parse_note(new, memory.path, memory.domain)
     if "verify" in changes or "image" in {name.strip().lstrip("#").strip().lower() for name in sections}:
         _check_token(palace, updated)

@@ -25,10 +25,12 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from palace_cli.errors import PalaceError
 from palace_cli.core.disk import atomic_write
-from palace_cli.palace import Palace
 from palace_cli.core.layout import REVIEWS
+from palace_cli.core.notefile import parse_note
+from palace_cli.core.notes import Memory
+from palace_cli.errors import NoteError, PalaceError
+from palace_cli.palace import Palace
 
 DRIVER = "palace-index"
 # The cache, an Obsidian vault's settings and the temp files of a writer killed mid-write (swept by the next
@@ -179,3 +181,29 @@ def stage(palace: Palace, paths: list[str]) -> None:
     """`git add -A` these palace paths (written or removed), when the palace is in a git work tree."""
     if paths and repository_top(palace) is not None:
         _git(palace.root, "add", "-A", "--", *paths)
+
+
+def merge_changes(palace: Palace, merging: bool = False) -> tuple[set[str], list[Memory]]:
+    """While a merge is in progress: the notes it adds or changes against HEAD (palace-relative paths) and the
+    notes it removes (as HEAD had them). Empty when no merge is in progress or git is not there.
+
+    `merging`: the caller knows (git's pre-merge-commit hook runs before git writes MERGE_HEAD)."""
+    top = repository_top(palace)
+    if top is None or not (merging or _git(top, "rev-parse", "-q", "--verify", "MERGE_HEAD", check=False)):
+        return set(), []
+    listed = _git(top, "diff", "--cached", "--name-status", "--no-renames", "-z", "HEAD", "--", check=False)
+    fields = listed.split("\0")
+    changed, removed = set(), []
+    for status, path in zip(fields[0::2], fields[1::2]):
+        relpath = os.path.relpath(top / path, palace.root).replace(os.sep, "/")
+        if not relpath.endswith(".md") or relpath.startswith("../"):
+            continue
+        if status != "D":
+            changed.add(relpath)
+            continue
+        text = _git(top, "show", f"HEAD:{path}", check=False)
+        try:
+            removed.append(parse_note(text + "\n", relpath, palace.domain_of(relpath)))
+        except NoteError:
+            continue  # an unreadable note named nothing a link could reach
+    return changed, removed

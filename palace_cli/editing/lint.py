@@ -72,13 +72,19 @@ def _link_problem(memory: Memory, link: str, line: int, names: Names) -> Problem
     return Problem(memory.path, line, "error", "broken-link", f"link to unknown memory {link!r}")
 
 
-def _link_problems(memory: Memory, names: Names) -> list[Problem]:
-    found = [_link_problem(memory, link, memory.field_line("links"), names) for link in memory.links]
+def _links_with_lines(memory: Memory) -> list[tuple[str, int]]:
+    """Every link of a note once, with the file line it is on: frontmatter `links`, then body links."""
+    found = [(link, memory.field_line("links")) for link in memory.links]
     reported = set(memory.links)
     for link, line in body_link_lines(memory.body, memory.body_line or memory.line, memory.path):
         if link not in reported:
             reported.add(link)
-            found.append(_link_problem(memory, link, line, names))
+            found.append((link, line))
+    return found
+
+
+def _link_problems(memory: Memory, names: Names) -> list[Problem]:
+    found = [_link_problem(memory, link, line, names) for link, line in _links_with_lines(memory)]
     return [problem for problem in found if problem is not None]
 
 
@@ -356,3 +362,37 @@ def lint(palace: Palace, fix: bool = False, study: bool = False) -> LintReport:
                                 "generated index file is out of date; run `palace index`", fixable=True))
     problems.sort(key=lambda p: (p.path, p.line or 0, p.code, p.message))
     return LintReport(problems, fixed)
+
+
+def merge_problems(palace: Palace, merging: bool = False) -> list[Problem]:
+    """What a merge leaves wrong though git merged every file cleanly, each problem naming both notes: two notes
+    with one id (one of them is not indexed), and, while a merge is in progress, links it left broken (a link
+    added on one side to a note the other side removed; `merging`: see gitsetup.merge_changes). Reads the notes
+    on disk; changes nothing."""
+    from palace_cli.editing.gitsetup import merge_changes
+    from palace_cli.index.refresh import notes_on_disk
+
+    disk = notes_on_disk(palace)
+    problems = list(disk.duplicates)
+    changed, removed = merge_changes(palace, merging)
+    if not changed and not removed:
+        return problems
+    memories = {m.path: m for m in palace.index.store.iter_memories() if m.path not in disk.changed}
+    memories.update(disk.fresh)
+    names = Names(disk.scan.memories.values())
+    gone = Names(removed)
+    for memory in sorted(memories.values(), key=lambda m: m.path):
+        for link, line in _links_with_lines(memory):
+            problem = _link_problem(memory, link, line, names)
+            if problem is None or problem.code != "broken-link":
+                continue
+            try:
+                target = gone.link(link)
+            except Ambiguous:
+                target = None
+            if target is not None:
+                problem.message = f"link {link!r} to {target.path}, which the merge removed"
+                problems.append(problem)
+            elif memory.path in changed:
+                problems.append(problem)
+    return problems

@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from palace_cli.errors import UsageError
-from palace_cli.core.notes import Memory
-from palace_cli.core.noteedit import planned_frontmatter
-from palace_cli.core.disk import atomic_write
-from palace_cli.palace import Palace
-from palace_cli.core.validity import Versions
 from palace_cli.core.dates import format_moment, parse_moment, today, yaml_moment
+from palace_cli.core.disk import atomic_write
+from palace_cli.core.noteedit import planned_frontmatter
+from palace_cli.core.notes import Memory
+from palace_cli.core.validity import Versions
+from palace_cli.errors import UsageError
+from palace_cli.index.locks import write_lock
+from palace_cli.palace import Palace
 
 
 @dataclass
@@ -124,6 +125,11 @@ def handover_date(new: Memory, given: datetime | None) -> datetime:
 
 def supersede(palace: Palace, old_ref: str, new_ref: str, valid_from=None) -> Link:
     """Record that NEW replaces OLD from a date on: frontmatter of both notes only, bodies untouched."""
+    with write_lock(palace):  # read, plan and write both notes as one writer: concurrent supersedes all land
+        return _supersede(palace, old_ref, new_ref, valid_from)
+
+
+def _supersede(palace: Palace, old_ref: str, new_ref: str, valid_from=None) -> Link:
     old = palace.memory(old_ref)
     new = palace.memory(new_ref, refresh=False)
     when = handover_date(new, moment_option(valid_from, "--valid-from"))

@@ -17,7 +17,7 @@ from palace_cli.backends import Embedder
 from palace_cli.errors import ImportFailed, UsageError
 from palace_cli.core.text import slugify
 from palace_cli.progress import Progress
-from palace_cli.importers import Batch, Record, json_line_error, map_ids
+from palace_cli.importers.records import Batch, Record, json_line_error, map_ids
 from palace_cli.importers.clustering import cluster
 
 FORMAT = "beir"

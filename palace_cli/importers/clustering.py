@@ -76,15 +76,20 @@ def choose_k(n: int) -> int:
     return max(2, min(MAX_K, round(math.sqrt(n / 2))))
 
 
-def words(text: str) -> list[str]:
-    """Lowercase terms of a text, without stopwords and one- or two-letter words."""
+def topic_terms(text: str) -> list[str]:
+    """Terms that can name or separate topics: lowercase ASCII words of three letters or more, hyphenated compounds
+    whole (`t-cell`), no numbers, no stopwords of prose.
+
+    Not `core.text.words` on purpose: that one keeps every word (accents folded, hyphens split) for matching;
+    cluster names are slugs, and clusters are drawn from the rarer, longer terms.
+    """
     return [w for w in WORD.findall(text.lower())
             if len(w) > 2 and w not in STOPWORDS and w not in EXTRA_STOPWORDS and not w.isdigit()]
 
 
 def tfidf(texts: list[str], min_df: int = 2, max_df: float = 0.5) -> Tfidf:
     """Sublinear TF-IDF rows (L2-normalised) over terms in at least min_df and at most max_df of the texts."""
-    counts = [Counter(words(t)) for t in texts]
+    counts = [Counter(topic_terms(t)) for t in texts]
     df = Counter()
     for c in counts:
         df.update(c.keys())

@@ -17,7 +17,7 @@ from palace_cli.core.notes import ID_PATTERN
 from palace_cli.core.notefile import load_frontmatter, split_frontmatter
 from palace_cli.core.text import slugify
 from palace_cli.core.markdown import parse_sections
-from palace_cli.importers import Batch, Record
+from palace_cli.importers.records import Batch, Record
 
 FORMAT = "markdown"
 SUFFIXES = (".md", ".markdown")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from palace_cli.errors import ImportFailed
 from palace_cli.core.text import slugify
-from palace_cli.importers import Batch, Record, check_unique, json_line_error, map_ids, safe_id
+from palace_cli.importers.records import Batch, Record, check_unique, json_line_error, map_ids, safe_id
 
 FORMAT = "memory-palace-json"
 # memory key -> Record attribute; several spellings of one field (paper: snake_case, skill: camelCase)

@@ -460,7 +460,18 @@ def _refresh_vectors(idx: Index, model, model_key: str, losers: set[str], report
         store.set_meta("vectors_state", _vectors_state(idx, model_key))
 
 
-def _notes_on_disk(palace: Palace) -> tuple[Scan, list[str]]:
+@dataclass
+class DiskNotes:
+    """The notes on disk as they are now, read without changing anything (see `notes_on_disk`)."""
+
+    scan: Scan  # one memory per id, the first path keeping a shared id; light rows where the cache is current
+    behind: list[str]  # what the cache has not caught up with
+    duplicates: list[Problem]  # notes whose id another note holds, naming both
+    fresh: dict[str, Memory]  # path -> memory parsed from disk now (new or changed since indexed)
+    changed: set[str]  # paths new, changed or gone since indexed
+
+
+def notes_on_disk(palace: Palace) -> DiskNotes:
     """The memories the notes on disk hold now (a cached row stands in for a file whose stat or bytes match it,
     the rest is parsed), and what the cache has not caught up with. Changes nothing."""
     store = palace.index.store
@@ -468,7 +479,7 @@ def _notes_on_disk(palace: Palace) -> tuple[Scan, list[str]]:
     files = palace.note_files(problems)
     known = store.stat_rows()
     behind = []
-    fresh: list[Memory] = []
+    fresh: dict[str, Memory] = {}
     changed: set[str] = set()
     for note_file in files:
         row = known.get(note_file.relpath)
@@ -484,17 +495,21 @@ def _notes_on_disk(palace: Palace) -> tuple[Scan, list[str]]:
         behind.append(f"{note_file.relpath}: {'changed since indexed' if row else 'not indexed'}")
         if data is not None:
             try:
-                fresh.append(parse_note(data, note_file.relpath, note_file.domain, warnings))
+                fresh[note_file.relpath] = parse_note(data, note_file.relpath, note_file.domain, warnings)
             except NoteError:
                 pass
     gone = sorted(set(known) - {f.relpath for f in files})
     behind += [f"{path}: deleted but still indexed" for path in gone]
     behind += stale_sessions(palace, store)
     changed.update(gone)
-    scan = Scan()
-    for memory in sorted([m for m in store.light_memories() if m.path not in changed] + fresh, key=lambda m: m.path):
-        scan.memories.setdefault(memory.id, memory)
-    return scan, behind
+    scan, duplicates = Scan(), []
+    cached = [m for m in store.light_memories() if m.path not in changed]
+    for memory in sorted(cached + list(fresh.values()), key=lambda m: m.path):
+        owner = scan.memories.setdefault(memory.id, memory)
+        if owner is not memory:
+            duplicates.append(Problem(memory.path, memory.field_line("id"), "error", "duplicate-id",
+                                      f"id {memory.id!r} is already used by {owner.path}; this note is not indexed"))
+    return DiskNotes(scan, behind, duplicates, fresh, changed)
 
 
 def stale(palace: Palace) -> list[str]:
@@ -505,10 +520,9 @@ def stale(palace: Palace) -> list[str]:
     """
     from palace_cli.index.files import check_index_files
 
-    scan, _ = _notes_on_disk(palace)
-    return [f"{path}: generated index file out of date" for path in check_index_files(palace, scan)]
+    return [f"{path}: generated index file out of date" for path in check_index_files(palace, notes_on_disk(palace).scan)]
 
 
 def unindexed(palace: Palace) -> list[str]:
     """Notes the cache under .palace/ has not caught up with (new, changed, deleted): what a refresh would read."""
-    return _notes_on_disk(palace)[1]
+    return notes_on_disk(palace).behind

@@ -384,6 +384,15 @@ class NoteStore:
             "json_extract(light, '$.valid_until'), json_extract(light, '$.supersedes'), "
             "json_extract(light, '$.superseded_by') FROM notes WHERE light IS NOT NULL ORDER BY path").fetchall()
 
+    def link_rows(self) -> list[tuple[str, str, list[str]]]:
+        """(path, id, link targets as written) of readable notes, by path: `links`, body [[links]], then the
+        version links (`supersedes`, `superseded_by`); what a backlink table is built from without decoding bodies."""
+        rows = self.db.execute(
+            "SELECT path, id, json_extract(data, '$.links'), json_extract(data, '$.body_links'), "
+            "json_extract(light, '$.supersedes'), json_extract(light, '$.superseded_by') FROM notes "
+            "WHERE data IS NOT NULL ORDER BY path")
+        return [(path, note_id, [t for part in parts for t in json.loads(part or "[]")]) for path, note_id, *parts in rows]
+
     def text_hashes(self) -> dict[str, str]:
         """path -> text hash of readable notes."""
         return dict(self.db.execute("SELECT path, text_hash FROM notes INDEXED BY notes_stat WHERE id IS NOT NULL"))

@@ -1,7 +1,10 @@
 """`palace lsp`: a language server (pygls) that makes editors palace-aware.
 
-`names` holds the per-index-version tables (resolve, complete, backlinks), `buffer` reads an editor's
-text, `features` answers each request through the core, and `server` wires them to pygls on stdio.
+`snapshot` holds what the server knows at one index version (the core resolver's names, backlinks and
+suggestions, with `matcher`'s completion tables), `buffer` reads an editor's text, `features` and
+`actions` answer each request through the core, `keeper` keeps the palace and its snapshot current,
+`lint` lints buffers off the event loop, `transport` guards what reaches pygls, and `server` wires them
+to pygls on stdio.
 """
 
 from __future__ import annotations

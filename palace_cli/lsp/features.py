@@ -2,39 +2,38 @@
 
 No pygls here (only lsprotocol's types): the server wires these to requests. Columns are code points
 inside; `Context.to_client` and `Context.range` convert them to the client's units (UTF-16 by default).
+Code actions are in `actions`.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from datetime import date
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 from urllib.parse import unquote, urlparse
 
 from lsprotocol import types as lsp
 
-from palace_cli.core.layout import Problem
-from palace_cli.core.notefile import parse_note
-from palace_cli.core.notes import ID_PATTERN, TYPES, Memory
-from palace_cli.core.text import slugify
-from palace_cli.core.tokens import PhraseIndex, fingerprint, propose_token
-from palace_cli.errors import PalaceError
-from palace_cli.lsp import buffer
-from palace_cli.lsp.buffer import LINK_FIELDS, Link, Span
-from palace_cli.lsp.names import Match, Resolved, Snapshot
+from palace_cli.core.layout import Problem, domain_of
+from palace_cli.core.notefile import MAX_NOTE_BYTES, parse_note
+from palace_cli.core.notes import FIELDS, TYPES, Memory
+from palace_cli.core.tokens import PhraseIndex, fingerprint
+from palace_cli.errors import Ambiguous, PalaceError
+from palace_cli.lsp.buffer import LINK_FIELDS, Buffer, Completing, Link, Span
+from palace_cli.lsp.matcher import Match
+from palace_cli.lsp.snapshot import Snapshot
 from palace_cli.palace import Palace
 
 SOURCE = "palace"
 EXCERPT_CHARS = 400
-TOKEN_CODES = {"token-missing", "token-not-in-image", "token-guessable", "token-duplicate", "token-overlap",
-               "token-length"}
 HINT_CODES = {"smashin-weak"}  # advice about the Image, not a fault
+MAX_DIAGNOSTICS = 1000  # per buffer: more helps no one, and tens of thousands take seconds to send
+LINK_CODES = {"broken-link", "ambiguous-link"}  # problems about one link: the diagnostic marks the link itself
 
 
 def path_of(uri: str) -> Path | None:
-    """The file a `file:` URI names."""
+    """The file a `file:` URI names (percent-encoding decoded: spaces, Unicode, `#`)."""
     parsed = urlparse(uri)
     return Path(unquote(parsed.path)) if parsed.scheme == "file" else None
 
@@ -51,8 +50,21 @@ def relpath_in(palace: Palace, path: Path | None) -> str | None:
 
 
 def uri_of(path: Path) -> str:
-    """The `file:` URI of a path."""
+    """The `file:` URI of a path, percent-encoded as editors write it."""
     return Path(path).absolute().as_uri()
+
+
+def note_domain(snapshot: Snapshot | None, relpath: str | None) -> str | None:
+    """The domain of the note at relpath, or None when the file is not a note: what the note store says of a
+    file it read, else the `memories/<domain>/` layout (a new file the store has not seen yet)."""
+    if relpath is None:
+        return None
+    known = snapshot.by_path.get(relpath) if snapshot is not None else None
+    if known is not None:
+        return known.domain
+    if domain_of(relpath) and relpath.endswith(".md"):
+        return domain_of(relpath)
+    return "" if snapshot is not None and relpath in snapshot.broken else None
 
 
 @dataclass
@@ -60,27 +72,34 @@ class Document:
     """An editor buffer (or a file read from disk) and where it sits in the palace."""
 
     uri: str
-    text: str
+    buffer: Buffer
     version: int | None = None
     relpath: str | None = None  # relative to the palace root; None outside it
+    domain: str | None = None  # None: not a note
+
+    @property
+    def text(self) -> str:
+        """The buffer's text."""
+        return self.buffer.text
 
     @property
     def lines(self) -> list[str]:
-        return buffer.lines_of(self.text)
-
-    @property
-    def domain(self) -> str:
-        parts = (self.relpath or "").split("/")
-        return parts[1] if self.is_note else ""
+        """The buffer's lines."""
+        return self.buffer.lines
 
     @property
     def is_note(self) -> bool:
-        parts = (self.relpath or "").split("/")
-        return len(parts) >= 3 and parts[0] == "memories" and parts[-1].endswith(".md")
+        """Whether the file is a note of the palace."""
+        return self.domain is not None
+
+    @property
+    def oversized(self) -> bool:
+        """Over the size limit of a note: the palace will not read it, so neither does the server."""
+        return self.buffer.size > MAX_NOTE_BYTES
 
     def memory(self) -> Memory | None:
         """The buffer parsed as a note (None when it is not a readable note)."""
-        if not self.is_note:
+        if not self.is_note or self.oversized:
             return None
         try:
             return parse_note(self.text.replace("\r\n", "\n"), self.relpath, self.domain)
@@ -95,21 +114,24 @@ class Context:
     palace: Palace
     snapshot: Snapshot
     to_client: Callable[[list[str], int, int], lsp.Position]
-    open_text: Callable[[str], str | None] = lambda uri: None
+    open_document: Callable[[str], Document | None] = lambda relpath: None
     can_create_files: bool = False
+    _read: dict[str, Document] = field(default_factory=dict)
 
     def document(self, relpath: str) -> Document:
         """A palace file as the editor holds it when open, else as it is on disk."""
-        uri = uri_of(self.palace.root / relpath)
-        text = self.open_text(uri)
-        if text is None:
+        found = self.open_document(relpath) or self._read.get(relpath)
+        if found is None:
             try:
                 text = (self.palace.root / relpath).read_text(encoding="utf-8", errors="replace")
             except OSError:
                 text = ""
-        return Document(uri, text, relpath=relpath)
+            found = self._read[relpath] = Document(uri_of(self.palace.root / relpath), Buffer(text), relpath=relpath,
+                                                   domain=note_domain(self.snapshot, relpath))
+        return found
 
     def range(self, lines: list[str], span: Span) -> lsp.Range:
+        """A span as an LSP range in the client's units."""
         return lsp.Range(self.to_client(lines, span.line, span.start), self.to_client(lines, span.line, span.end))
 
     def location(self, memory: Memory) -> lsp.Location:
@@ -123,28 +145,34 @@ class Context:
 
 def completion(ctx: Context, doc: Document, line: int, column: int) -> lsp.CompletionList | None:
     """Memories after `[[` and in frontmatter link fields; `type:` values; frontmatter field names."""
-    what = buffer.completing(doc.text, line, column)
+    what = doc.buffer.completing(line, column)
     if what is None:
         return None
-    lines = doc.lines
-    edit_range = ctx.range(lines, what.span)
+    edit_range = ctx.range(doc.lines, what.span)
     items: list[lsp.CompletionItem] = []
     if what.kind == "link" or (what.kind == "value" and what.field in LINK_FIELDS):
         own = ctx.snapshot.by_path.get(doc.relpath or "")
-        for index, match in enumerate(ctx.snapshot.match(what.typed, near_domain=doc.domain)):
+        typed, domain = what.typed, ""
+        if "/" in typed:  # `domain/name`: one domain's memories (its name, an alias or a unique prefix)
+            head, typed = typed.split("/", 1)
+            try:
+                domain = ctx.palace.resolve_domain(head)
+            except PalaceError:
+                domain = ""
+        for index, match in enumerate(ctx.snapshot.matcher.match(typed, near_domain=doc.domain or "", domain=domain)):
             if what.kind == "value" and own is not None and match.memory.id == own.id:
                 continue
             items.append(_memory_item(match, what, edit_range, index))
     elif what.kind == "value" and what.field == "type":
-        items = [_word_item(t, what.typed, edit_range, lsp.CompletionItemKind.EnumMember, i)
+        items = [_word_item(t, edit_range, lsp.CompletionItemKind.EnumMember, i)
                  for i, t in enumerate(TYPES) if t.startswith(what.typed.lower())]
     elif what.kind == "key":
-        items = [_word_item(f, what.typed, edit_range, lsp.CompletionItemKind.Field, i, suffix=": ")
-                 for i, f in enumerate(buffer.FIELDS) if f.startswith(what.typed.lower())]
+        items = [_word_item(f, edit_range, lsp.CompletionItemKind.Field, i, suffix=": ")
+                 for i, f in enumerate(FIELDS) if f.startswith(what.typed.lower())]
     return lsp.CompletionList(is_incomplete=what.kind != "key", items=items)
 
 
-def _memory_item(match: Match, what: buffer.Completing, edit_range: lsp.Range, index: int) -> lsp.CompletionItem:
+def _memory_item(match: Match, what: Completing, edit_range: lsp.Range, index: int) -> lsp.CompletionItem:
     memory = match.memory
     text = memory.id
     if what.kind == "link" and match.field != "id":
@@ -160,7 +188,7 @@ def _memory_item(match: Match, what: buffer.Completing, edit_range: lsp.Range, i
         text_edit=lsp.TextEdit(edit_range, text), data={"id": memory.id})
 
 
-def _word_item(word: str, typed: str, edit_range: lsp.Range, kind: lsp.CompletionItemKind, index: int,
+def _word_item(word: str, edit_range: lsp.Range, kind: lsp.CompletionItemKind, index: int,
                suffix: str = "") -> lsp.CompletionItem:
     return lsp.CompletionItem(label=word, kind=kind, sort_text=f"{index:04d}", filter_text=word,
                               text_edit=lsp.TextEdit(edit_range, word + suffix))
@@ -169,7 +197,7 @@ def _word_item(word: str, typed: str, edit_range: lsp.Range, kind: lsp.Completio
 def resolve_item(ctx: Context, item: lsp.CompletionItem) -> lsp.CompletionItem:
     """The completion item with the memory's description as documentation."""
     note_id = (item.data or {}).get("id") if isinstance(item.data, dict) else None
-    memory = ctx.snapshot.memories.get(note_id or "")
+    memory = ctx.snapshot.memories.get(note_id) if isinstance(note_id, str) else None
     if memory is not None:
         item.documentation = lsp.MarkupContent(lsp.MarkupKind.Markdown, describe(ctx, memory))
     return item
@@ -214,39 +242,66 @@ def describe(ctx: Context, light: Memory) -> str:
     return "\n".join(lines)
 
 
-def _target(ctx: Context, doc: Document, line: int, column: int) -> tuple[Link | None, Resolved]:
-    link = buffer.link_at(doc.text, line, column)
-    if link is None:
-        return None, Resolved()
-    return link, ctx.snapshot.resolve(link.target)
+@dataclass
+class Target:
+    """What a link under the cursor names: a memory, several, an unreadable note's path, or nothing."""
+
+    memory: Memory | None = None
+    candidates: list[str] = field(default_factory=list)
+    unreadable: str = ""
+
+
+def target_of(ctx: Context, link: Link) -> Target:
+    """The core resolver's answer for a link, and the unreadable note it names when it names no memory."""
+    if link.attachment:
+        return Target()
+    try:
+        found = ctx.snapshot.resolve(link.target)
+    except Ambiguous as exc:
+        return Target(candidates=exc.candidates)
+    if found is not None:
+        return Target(found.memory)
+    return Target(unreadable=ctx.snapshot.unreadable(link.target) or "")
+
+
+def attachment_path(ctx: Context, doc: Document, link: Link) -> Path | None:
+    """The file an attachment link names: beside the note, else from the palace root."""
+    for base in ((ctx.palace.root / doc.relpath).parent if doc.relpath else None, ctx.palace.root):
+        if base is not None and relpath_in(ctx.palace, base / link.target) is not None and (base / link.target).is_file():
+            return base / link.target
+    return None
 
 
 def hover(ctx: Context, doc: Document, line: int, column: int) -> lsp.Hover | None:
     """What a link (or an `id:`, or the note's own `verify:` line) refers to."""
-    link, found = _target(ctx, doc, line, column)
-    lines = doc.lines
+    link = doc.buffer.link_at(line, column)
     if link is None:
-        return _verify_hover(ctx, doc, line)
+        return _verify_hover(doc, line)
+    if link.attachment:
+        where = attachment_path(ctx, doc, link)
+        text = (f"`{link.target}` is an attachment, not a note" +
+                (f": `{relpath_in(ctx.palace, where)}`" if where else " (no such file beside the note or at the root)"))
+        return lsp.Hover(lsp.MarkupContent(lsp.MarkupKind.Markdown, text), ctx.range(doc.lines, link.whole))
+    found = target_of(ctx, link)
     if found.memory is not None:
         text = describe(ctx, found.memory)
     elif found.candidates:
         text = f"`{link.target}` names several memories: " + ", ".join(f"`{c}`" for c in found.candidates[:8])
-    elif found.broken:
-        text = f"`{found.broken}` cannot be read: {found.problem}"
+    elif found.unreadable:
+        text = f"`{found.unreadable}` cannot be read: {ctx.snapshot.broken[found.unreadable][0]}"
     else:
-        near = ctx.snapshot.closest(link.target)
+        near = ctx.snapshot.near(link.target)
         text = f"no memory `{link.target}`" + (
             "; did you mean " + ", ".join(f"`{m.id}`" for m in near) + "?" if near else "")
-    return lsp.Hover(lsp.MarkupContent(lsp.MarkupKind.Markdown, text), ctx.range(lines, link.whole))
+    return lsp.Hover(lsp.MarkupContent(lsp.MarkupKind.Markdown, text), ctx.range(doc.lines, link.whole))
 
 
-def _verify_hover(ctx: Context, doc: Document, line: int) -> lsp.Hover | None:
-    block = buffer.frontmatter(doc.lines)
-    if not block or not block[0] <= line <= block[1]:
+def _verify_hover(doc: Document, line: int) -> lsp.Hover | None:
+    if not doc.buffer.in_frontmatter(line):
         return None
-    owner = buffer.field_at(doc.lines, line, block)
-    memory = doc.memory()
-    if owner is None or owner[0] != "verify" or memory is None or not memory.verify:
+    owner = doc.buffer.field_at(line)
+    memory = doc.memory() if owner is not None and owner[0] == "verify" else None
+    if memory is None or not memory.verify:
         return None
     text = (f"verify token `{fingerprint(memory.verify)}`: the generated index files and results show this "
             "fingerprint, never the phrase; `palace verify` finds the phrase in an answer")
@@ -254,23 +309,30 @@ def _verify_hover(ctx: Context, doc: Document, line: int) -> lsp.Hover | None:
 
 
 def definition(ctx: Context, doc: Document, line: int, column: int) -> list[lsp.Location] | None:
-    """The note a link names, at its title line (every candidate when the name is ambiguous)."""
-    link, found = _target(ctx, doc, line, column)
+    """The note a link names, at its title line (every candidate when the name is ambiguous); an attachment's file."""
+    link = doc.buffer.link_at(line, column)
+    if link is None:
+        return None
+    if link.attachment:
+        where = attachment_path(ctx, doc, link)
+        start = lsp.Range(lsp.Position(0, 0), lsp.Position(0, 0))
+        return [lsp.Location(uri_of(where), start)] if where else None
+    found = target_of(ctx, link)
     if found.memory is not None:
         return [ctx.location(found.memory)]
     if found.candidates:
-        return [ctx.location(ctx.snapshot.memories[c]) for c in found.candidates]
-    if found.broken:
-        start = lsp.Position(max((ctx.snapshot.broken[found.broken][1] or 1) - 1, 0), 0)
-        return [lsp.Location(uri_of(ctx.palace.root / found.broken), lsp.Range(start, start))]
+        return [ctx.location(ctx.snapshot.memories[c]) for c in found.candidates if c in ctx.snapshot.memories]
+    if found.unreadable:
+        start = lsp.Position(max((ctx.snapshot.broken[found.unreadable][1] or 1) - 1, 0), 0)
+        return [lsp.Location(uri_of(ctx.palace.root / found.unreadable), lsp.Range(start, start))]
     return None
 
 
 def _subject_of(ctx: Context, doc: Document, line: int, column: int) -> Memory | None:
     """The memory a references request is about: the link under the cursor, else the note itself."""
-    link, found = _target(ctx, doc, line, column)
+    link = doc.buffer.link_at(line, column)
     if link is not None:
-        return found.memory
+        return target_of(ctx, link).memory
     own = doc.memory()
     if own is not None:
         return ctx.snapshot.memories.get(own.id) or own
@@ -278,25 +340,26 @@ def _subject_of(ctx: Context, doc: Document, line: int, column: int) -> Memory |
 
 
 def references(ctx: Context, doc: Document, line: int, column: int, include_declaration: bool,
-               open_uris: list[str] = ()) -> list[lsp.Location]:
+               open_relpaths: list[str] = ()) -> list[lsp.Location]:
     """Backlinks: every link to the memory, in saved notes and in open buffers."""
     target = _subject_of(ctx, doc, line, column)
     if target is None:
         return []
-    root = ctx.palace.root
-    relpaths = set(ctx.snapshot.backlinks(target.id))
-    for uri in open_uris:
-        relpath = relpath_in(ctx.palace, path_of(uri))
-        if relpath is not None:
-            relpaths.add(relpath)
+    relpaths = set(ctx.snapshot.backlinks(target.id)) | set(open_relpaths)
     out = [ctx.location(target)] if include_declaration else []
+    named: dict[str, str | None] = {}  # link target -> the id it names, once per target
     for relpath in sorted(relpaths):
         source = ctx.document(relpath)
-        lines = source.lines
-        for link in buffer.links(source.text):
-            resolved = ctx.snapshot.resolve(link.target).memory
-            if link.field != "mention" and resolved is not None and resolved.id == target.id:
-                out.append(lsp.Location(uri_of(root / relpath), ctx.range(lines, link.whole)))
+        if source.oversized:
+            continue  # not a note the palace reads (and hundreds of thousands of links to resolve)
+        for link in source.buffer.links():
+            if link.field == "mention" or link.attachment:
+                continue
+            if link.target not in named:
+                found = target_of(ctx, link).memory
+                named[link.target] = found.id if found is not None else None
+            if named[link.target] == target.id:
+                out.append(lsp.Location(uri_of(ctx.palace.root / relpath), ctx.range(source.lines, link.whole)))
     return out
 
 
@@ -306,11 +369,17 @@ def references(ctx: Context, doc: Document, line: int, column: int, include_decl
 def document_symbols(ctx: Context, doc: Document) -> list[lsp.DocumentSymbol]:
     """The note's outline: `#` title, `##` sections (Image, Content, Links, ...), deeper headings nested."""
     lines = doc.lines
-    found = buffer.headings(doc.text)
+    found = doc.buffer.headings()
     roots: list[lsp.DocumentSymbol] = []
     stack: list[tuple[int, lsp.DocumentSymbol]] = []
+    ends: list[int] = [len(lines)] * len(found)
+    open_: list[int] = []  # indexes of headings whose section has not ended yet, levels increasing
+    for i, (level, _, number) in enumerate(found):
+        while open_ and found[open_[-1]][0] >= level:
+            ends[open_.pop()] = number
+        open_.append(i)
     for i, (level, title, number) in enumerate(found):
-        end_line = next((n for lv, _, n in found[i + 1 :] if lv <= level), len(lines)) - 1
+        end_line = ends[i] - 1
         end = ctx.to_client(lines, end_line, len(lines[end_line]))
         head = ctx.range(lines, Span(number, 0, len(lines[number].rstrip("\r"))))
         symbol = lsp.DocumentSymbol(name=title, kind=lsp.SymbolKind.Module if level == 1 else lsp.SymbolKind.String,
@@ -325,7 +394,7 @@ def document_symbols(ctx: Context, doc: Document) -> list[lsp.DocumentSymbol]:
 def workspace_symbols(ctx: Context, query: str, limit: int = 50) -> list[lsp.SymbolInformation]:
     """Memories for a query, ranked as `palace search` ranks them (names as typed when the query is empty)."""
     if not query.strip():
-        memories = [m.memory for m in ctx.snapshot.match("", limit)]
+        memories = [m.memory for m in ctx.snapshot.matcher.match("", limit)]
     else:
         from palace_cli.search.retrieve import search
 
@@ -339,141 +408,48 @@ def workspace_symbols(ctx: Context, query: str, limit: int = 50) -> list[lsp.Sym
 
 
 def diagnostics(ctx: Context, doc: Document) -> list[lsp.Diagnostic]:
-    """Lint's problems for the buffer's unsaved text (notes under memories/ only)."""
+    """Lint's problems for the buffer's unsaved text (notes only): what `palace lint` says once it is saved."""
     if not doc.is_note:
         return []
     from palace_cli.editing.lint import lint_note_text
 
-    problems = lint_note_text(ctx.palace, doc.relpath, doc.text, ctx.snapshot.checker)
+    if doc.oversized:  # what the refresh will say of the saved file, without parsing megabytes
+        problems = [Problem(doc.relpath, 1, "error", "unreadable-note",
+                            f"file is {doc.buffer.size:,} bytes, over the {MAX_NOTE_BYTES:,} byte limit for a note")]
+    else:
+        problems = lint_note_text(ctx.palace, doc.relpath, doc.text, ctx.snapshot.checker)
+    fields = {repr(link.target): link for link in reversed(doc.buffer.field_links())}
+    found = [_diagnostic(ctx, doc, problem, fields) for problem in problems[:MAX_DIAGNOSTICS]]
+    if len(problems) > MAX_DIAGNOSTICS:
+        start = lsp.Position(0, 0)
+        found.append(lsp.Diagnostic(lsp.Range(start, start), f"{len(problems) - MAX_DIAGNOSTICS:,} more problems not "
+                                    f"shown; `palace lint` lists them all once the note is saved",
+                                    severity=lsp.DiagnosticSeverity.Information, code="more-problems", source=SOURCE))
+    return found
+
+
+def _named(problem: Problem, doc: Document, number: int, fields: dict[str, Link]) -> Link | None:
+    """The link a broken- or ambiguous-link problem is about: lint's message ends with the target's repr."""
+    for link in doc.buffer.links_on(number):
+        if link.field != "mention" and problem.message.endswith(repr(link.target)):
+            return link
+    for i, char in enumerate(problem.message):  # a frontmatter item: its repr starts at one of the quotes
+        if char in "'\"" and problem.message[i:] in fields:
+            return fields[problem.message[i:]]
+    return None
+
+
+def _diagnostic(ctx: Context, doc: Document, problem: Problem, fields: dict[str, Link]) -> lsp.Diagnostic:
     lines = doc.lines
-    named = [link for link in buffer.links(doc.text) if link.field != "mention"]
-    return [_diagnostic(ctx, lines, problem, named) for problem in problems]
-
-
-def _diagnostic(ctx: Context, lines: list[str], problem: Problem, named: list[Link]) -> lsp.Diagnostic:
     number = min(max((problem.line or 1) - 1, 0), len(lines) - 1)
     text = lines[number].rstrip("\r")
     span = Span(number, len(text) - len(text.lstrip()), len(text))
     data = None
-    if problem.code == "broken-link":
-        for link in named:
-            if repr(link.target) in problem.message and (link.span.line == number or link.field != "body"):
-                span, data = link.span, {"target": link.target, "line": link.span.line, "start": link.span.start,
-                                         "end": link.span.end, "field": link.field}
-                break
+    link = _named(problem, doc, number, fields) if problem.code in LINK_CODES else None
+    if link is not None:
+        span, data = link.span, {"target": link.target, "line": link.span.line, "start": link.span.start,
+                                 "end": link.span.end, "field": link.field}
     severity = (lsp.DiagnosticSeverity.Hint if problem.code in HINT_CODES else
                 lsp.DiagnosticSeverity.Error if problem.severity == "error" else lsp.DiagnosticSeverity.Warning)
     return lsp.Diagnostic(ctx.range(lines, span), problem.message, severity=severity, code=problem.code,
                           source=SOURCE, data=data)
-
-
-# ---- code actions -------------------------------------------------------------------------------
-
-
-def code_actions(ctx: Context, doc: Document, diagnostics_: list[lsp.Diagnostic]) -> list[lsp.CodeAction]:
-    """Quick fixes for the palace's diagnostics: propose a verify token, fix a broken link to the closest
-    memory, create the missing memory from the note template."""
-    actions: list[lsp.CodeAction] = []
-    ours = [d for d in diagnostics_ if d.source == SOURCE]
-    token_fix = [d for d in ours if d.code in TOKEN_CODES]
-    if token_fix:
-        action = propose_token_action(ctx, doc, token_fix)
-        if action is not None:
-            actions.append(action)
-    for diagnostic in ours:
-        if diagnostic.code == "broken-link" and isinstance(diagnostic.data, dict):
-            actions += _link_fixes(ctx, doc, diagnostic)
-    return actions
-
-
-def propose_token_action(ctx: Context, doc: Document, fixes: list[lsp.Diagnostic]) -> lsp.CodeAction | None:
-    """Set `verify:` to a phrase proposed from the Image (unguessable, unused elsewhere in the palace)."""
-    from palace_cli.core.noteedit import edit_frontmatter
-
-    memory = doc.memory()
-    if memory is None or not memory.image:
-        return None
-    taken = {token for note_id, token in ctx.snapshot.tokens.items() if note_id != memory.id}
-    token = propose_token(memory.image, memory.subject, memory.keywords, memory.content, taken, anchor=memory.anchor)
-    if not token or token == memory.verify:
-        return None
-    try:
-        new_text = edit_frontmatter(doc.text, {"verify": token}, doc.relpath or "note")
-    except PalaceError:
-        return None
-    title = f"Propose a verify token from the Image: {token!r}"
-    return lsp.CodeAction(title, kind=lsp.CodeActionKind.QuickFix, diagnostics=fixes, is_preferred=True,
-                          edit=_whole_edit(ctx, doc, new_text))
-
-
-def _link_fixes(ctx: Context, doc: Document, diagnostic: lsp.Diagnostic) -> list[lsp.CodeAction]:
-    data = diagnostic.data
-    target = data["target"]
-    lines = doc.lines
-    span = Span(data["line"], data["start"], data["end"])
-    if span.line >= len(lines) or lines[span.line][span.start : span.end] != target:
-        return []  # the buffer changed under the diagnostic; a fresh one follows
-    where = ctx.range(lines, span)
-    actions = []
-    for memory in ctx.snapshot.closest(target):
-        edit = lsp.WorkspaceEdit(changes={doc.uri: [lsp.TextEdit(where, memory.id)]})
-        actions.append(lsp.CodeAction(f"Link to {memory.id} ({memory.subject})", kind=lsp.CodeActionKind.QuickFix,
-                                      diagnostics=[diagnostic], is_preferred=not actions, edit=edit))
-    create = _create_action(ctx, doc, target, where, diagnostic)
-    if create is not None:
-        actions.append(create)
-    return actions
-
-
-def new_memory_text(ctx: Context, note_id: str, subject: str, domain: str, linked_from: str | None) -> str:
-    """A new note from the palace's template (as `palace add` writes it), linking back to the note it came from."""
-    from palace_cli.editing.authoring import memory_template, render_memory
-
-    template, where = memory_template(ctx.palace)
-    fields = {"id": note_id, "subject": subject, "anchor": "", "keywords": [], "verify": "",
-              "links": [linked_from] if linked_from else [], "created": date.today()}
-    sections = {"Links": f"- [[{linked_from}]]"} if linked_from else {}
-    return render_memory(template, fields, domain, sections, where)
-
-
-def _create_action(ctx: Context, doc: Document, target: str, where: lsp.Range,
-                   diagnostic: lsp.Diagnostic) -> lsp.CodeAction | None:
-    if not ctx.can_create_files or not doc.is_note:
-        return None
-    note_id = target if ID_PATTERN.match(target) else slugify(target)
-    subject = target if not ID_PATTERN.match(target) else target.replace("-", " ").capitalize()
-    relpath = f"memories/{doc.domain}/{note_id}.md"
-    if note_id in ctx.snapshot.memories or (ctx.palace.root / relpath).exists():
-        return None
-    own = doc.memory()
-    try:
-        text = new_memory_text(ctx, note_id, subject, doc.domain, own.id if own else None)
-    except PalaceError:
-        return None
-    uri = uri_of(ctx.palace.root / relpath)
-    changes: list = [lsp.CreateFile(uri=uri, options=lsp.CreateFileOptions(overwrite=False, ignore_if_exists=True)),
-                     lsp.TextDocumentEdit(lsp.OptionalVersionedTextDocumentIdentifier(uri, None),
-                                          [lsp.TextEdit(lsp.Range(lsp.Position(0, 0), lsp.Position(0, 0)), text)])]
-    if note_id != target:
-        changes.append(lsp.TextDocumentEdit(lsp.OptionalVersionedTextDocumentIdentifier(doc.uri, doc.version),
-                                            [lsp.TextEdit(where, note_id)]))
-    return lsp.CodeAction(f"Create memory {note_id} in {doc.domain} from the template",
-                          kind=lsp.CodeActionKind.QuickFix,
-                          diagnostics=[diagnostic], edit=lsp.WorkspaceEdit(document_changes=changes))
-
-
-def _whole_edit(ctx: Context, doc: Document, new_text: str) -> lsp.WorkspaceEdit:
-    """The smallest single edit turning the buffer into new_text."""
-    old = doc.text
-    head = len(os.path.commonprefix([old, new_text]))
-    tail = 0
-    while tail < min(len(old), len(new_text)) - head and old[-1 - tail] == new_text[-1 - tail]:
-        tail += 1
-    lines = doc.lines
-
-    def position(offset: int) -> lsp.Position:
-        line = old.count("\n", 0, offset)
-        return ctx.to_client(lines, line, offset - (old.rfind("\n", 0, offset) + 1))
-
-    edit = lsp.TextEdit(lsp.Range(position(head), position(len(old) - tail)), new_text[head : len(new_text) - tail])
-    return lsp.WorkspaceEdit(changes={doc.uri: [edit]})

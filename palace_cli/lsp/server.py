@@ -1,10 +1,8 @@
-"""The pygls wiring: documents, debounced diagnostics, the snapshot kept current by the watcher, lifecycle.
+"""The pygls wiring: documents, diagnostics linted off the event loop, requests, lifecycle.
 
-Three Palace objects over one palace, each with its own SQLite connection and used by one thread:
-requests (the event loop), the watcher's refreshes, and the snapshot builder. The watcher refreshes
-the shared caches under .palace/ exactly as `palace watch` does; after each refresh that changed the
-note store the builder makes a new Snapshot in the background and swaps it in, so no request ever
-waits for a 10,000-note table to be built.
+The palace and its tables are the Keeper's (`keeper`), kept current in the background; requests answer
+from its current Snapshot and never wait for one to be built, except the very first (a few seconds at
+most). Lint runs on a thread of its own (`lint`), so a big buffer never holds up requests.
 """
 
 from __future__ import annotations
@@ -15,20 +13,25 @@ import threading
 import traceback
 from functools import wraps
 from pathlib import Path
+from urllib.parse import unquote
 
 from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
 from pygls.workspace.position_codec import ServerTextPosition
 
-from palace_cli.core.config import CONFIG_NAME, find_root
-from palace_cli.errors import PalaceError
-from palace_cli.palace import Palace
+from palace_cli.core.config import CONFIG_NAME
 from palace_cli.core.layout import INDEX_DIR, ROOT_INDEX
-from palace_cli.lsp import features
-from palace_cli.lsp.features import Context, Document, path_of, relpath_in
-from palace_cli.lsp.names import Snapshot
+from palace_cli.errors import PalaceError
+from palace_cli.lsp import actions, features
+from palace_cli.lsp.buffer import Buffer
+from palace_cli.lsp.features import Context, Document, note_domain, path_of, relpath_in
+from palace_cli.lsp.lint import Linter
+from palace_cli.lsp.keeper import Keeper
+from palace_cli.lsp.transport import Framing, Protocol
+from palace_cli.palace import Palace
 
 DEBOUNCE_S = 0.3  # quiet time after a keystroke before the buffer is linted
+READY_WAIT_S = 5.0  # how long a request made while the first tables load waits for them
 # What initializationOptions {"disable": [...]} can turn off, and the requests each name stands for.
 SWITCHES = {"completion": (lsp.TEXT_DOCUMENT_COMPLETION, lsp.COMPLETION_ITEM_RESOLVE),
             "hover": (lsp.TEXT_DOCUMENT_HOVER,),
@@ -39,7 +42,19 @@ log = logging.getLogger("palace.lsp")
 
 
 def _guarded(method):
-    """A request handler that answers None (and logs why) instead of failing: a broken note never breaks the server."""
+    """A handler that answers None (and logs why) instead of failing: a broken note never breaks the server."""
+    if asyncio.iscoroutinefunction(method):
+        @wraps(method)
+        async def run_async(self, *args):
+            try:
+                return await method(self, *args)
+            except PalaceError as exc:
+                log.info("%s: %s", method.__name__, exc)
+            except Exception:  # one place, at the boundary: the editor keeps a working server
+                log.error("%s failed:\n%s", method.__name__, traceback.format_exc())
+            return None
+
+        return run_async
 
     @wraps(method)
     def run(self, *args):
@@ -47,7 +62,7 @@ def _guarded(method):
             return method(self, *args)
         except PalaceError as exc:
             log.info("%s: %s", method.__name__, exc)
-        except Exception:  # one place, at the boundary: the editor keeps a working server
+        except Exception:
             log.error("%s failed:\n%s", method.__name__, traceback.format_exc())
         return None
 
@@ -60,20 +75,17 @@ class PalaceServer:
     def __init__(self, palace_dir: str | None = None):
         from palace_cli import __version__
 
-        self.explicit = palace_dir
-        self.server = LanguageServer("palace", __version__)
-        self.palace: Palace | None = None
-        self.snapshot: Snapshot | None = None
-        self.watcher = None
+        self.server = LanguageServer("palace", __version__, protocol_cls=Protocol)
+        self.keeper = Keeper(palace_dir, self._notice, self._tables_changed, self._config_changed,
+                             self._may_write_index_files)
         self.shut_down = False
         self.can_create_files = False
         self.disabled: set[str] = set()
-        self._reader: Palace | None = None
-        self._build_lock = threading.Lock()
-        self._building = False
-        self._refreshed = False  # diagnostics wait for the watcher's first refresh
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._ready: asyncio.Event | None = None  # set once the first snapshot is in
         self._pending: dict[str, asyncio.TimerHandle] = {}
+        self._buffers: dict[str, Buffer] = {}  # the last Buffer of each open document (its text parsed once)
+        self._linter = Linter(self._deliver)
         self._noticed: list[str] = []  # palace notices (a cache that moved) shown once each
         self._notice_lock = threading.Lock()
         self._register()
@@ -83,8 +95,12 @@ class PalaceServer:
     def _register(self) -> None:
         def feature(name, options=None):
             def register(method):  # pygls marks the function it registers: give it a plain one
-                def handler(params):
-                    return method(params)
+                if asyncio.iscoroutinefunction(method):
+                    async def handler(params):
+                        return await method(params)
+                else:
+                    def handler(params):
+                        return method(params)
 
                 self.server.feature(name, options)(handler)
 
@@ -100,8 +116,8 @@ class PalaceServer:
         feature(lsp.TEXT_DOCUMENT_COMPLETION, lsp.CompletionOptions(trigger_characters=["[", " ", ",", "/"],
                                                                    resolve_provider=True))(self.completion)
         feature(lsp.COMPLETION_ITEM_RESOLVE)(self.resolve_item)
-        feature(lsp.TEXT_DOCUMENT_HOVER)(self.hover)
-        feature(lsp.TEXT_DOCUMENT_DEFINITION)(self.definition)
+        feature(lsp.TEXT_DOCUMENT_HOVER)(self._at_cursor(features.hover))
+        feature(lsp.TEXT_DOCUMENT_DEFINITION)(self._at_cursor(features.definition))
         feature(lsp.TEXT_DOCUMENT_REFERENCES)(self.references)
         feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)(self.document_symbols)
         feature(lsp.WORKSPACE_SYMBOL)(self.workspace_symbols)
@@ -110,8 +126,10 @@ class PalaceServer:
 
     def serve(self, stdin=None, stdout=None) -> int:
         """Run on stdio until the client says exit (or goes away); 0 after a clean shutdown, else 1."""
+        import sys
+
         try:
-            self.server.start_io(stdin, stdout)
+            self.server.start_io(Framing(stdin or sys.stdin.buffer), stdout)
         finally:
             self.stop()
         return 0 if self.shut_down else 1
@@ -119,10 +137,11 @@ class PalaceServer:
     # ---- lifecycle ------------------------------------------------------------------------------
 
     def initialize(self, params: lsp.InitializeParams) -> None:
+        """Find the palace, take the client's options and what it can apply."""
         starts = [path_of(folder.uri) for folder in params.workspace_folders or []]
         starts += [path_of(params.root_uri) if params.root_uri else None,
                    Path(params.root_path) if params.root_path else None]
-        self._open_palace([s for s in starts if s is not None] + [Path.cwd()])
+        self._find([s for s in starts if s is not None] + [Path.cwd()])
         self._disable((params.initialization_options or {}).get("disable", []) if isinstance(
             params.initialization_options, dict) else [])
         edits = params.capabilities.workspace.workspace_edit if params.capabilities.workspace else None
@@ -131,7 +150,7 @@ class PalaceServer:
 
     def _disable(self, names: list) -> None:
         """Turn features off: their capabilities are not announced (pygls builds them after this handler)."""
-        for name in names:
+        for name in names if isinstance(names, list) else []:
             if name not in SWITCHES:
                 log.warning("palace lsp: cannot disable %r; known: %s", name, ", ".join(SWITCHES))
                 continue
@@ -140,27 +159,19 @@ class PalaceServer:
                 self.server.protocol.fm.features.pop(method, None)
                 self.server.protocol.fm.feature_options.pop(method, None)
 
-    def _open_palace(self, starts: list[Path]) -> None:
-        """Find the palace: --palace (or $PALACE_DIR), else walking up from the workspace, the cwd or a file."""
-        if self.palace is not None:
-            return
-        if self.explicit:
-            self.palace = self._with_notices(Palace.find(self.explicit))
-            return
-        for start in starts:
-            try:
-                root = find_root(start=start.parent if start.is_file() else start, explicit=None)
-            except PalaceError:
-                continue
-            try:
-                self.palace = self._with_notices(Palace(root))
-            except PalaceError as exc:  # a palace.toml that cannot be read: say so, in the editor's log
-                self._log(lsp.MessageType.Error, f"palace: {exc}")
-            return
+    @property
+    def palace(self) -> Palace | None:
+        """The palace served (None until one is found)."""
+        return self.keeper.palace
 
-    def _with_notices(self, palace: Palace) -> Palace:
-        palace.notify = self._notice
-        return palace
+    def _find(self, starts: list[Path]) -> None:
+        """Find the palace (Keeper.find); a palace.toml that cannot be read is said in the editor's log."""
+        try:
+            self.keeper.find(starts)
+        except PalaceError as exc:
+            if self.keeper.explicit:
+                raise  # --palace was checked when the server started; this is a palace.toml gone bad since
+            self._log(lsp.MessageType.Error, f"palace: {exc}")
 
     def _notice(self, message: str) -> None:
         """A palace notice (its cache cannot be written and moved elsewhere, ...), shown once in the editor as
@@ -180,15 +191,17 @@ class PalaceServer:
             pass
 
     def initialized(self, params: lsp.InitializedParams) -> None:
+        """Start keeping the tables, and say what arose before the client could be told."""
         with self._notice_lock:
             self._loop = asyncio.get_running_loop()
+            self._ready = asyncio.Event()
             for message in self._noticed:  # arose before the client could be told
                 self._show(message)
         if self.palace is None:
             self._log(lsp.MessageType.Info,
                       f"palace: no {CONFIG_NAME} above the workspace; waiting for a note to be opened")
             return
-        self._start_background()
+        self.keeper.start()
 
     def _log(self, kind: lsp.MessageType, message: str) -> None:
         """A line in the editor's log of this server (and on stderr)."""
@@ -198,105 +211,41 @@ class PalaceServer:
         except Exception:  # before initialize there is no one to tell
             pass
 
-    def _start_background(self) -> None:
-        threading.Thread(target=self._background, name="palace-lsp-start", daemon=True).start()
-
-    def _background(self) -> None:
-        """Serve from the cache as it is at once; refresh the notes (lint waits for that, not for embeddings);
-        then keep everything current with a watcher, as `palace watch` does."""
-        from palace_cli.index.refresh import refresh
-        from palace_cli.watch import Watcher
-
-        self._reader = self._with_notices(Palace(self.palace.root))
-        self._build()
-        try:
-            refresh(self._reader, embedder=None, index_files=self._may_write_index_files())
-        except Exception:
-            log.error("the first refresh failed:\n%s", traceback.format_exc())
-        self._refreshed = True
-        self._build(force=True)
-        if self.shut_down:
-            return
-        watcher = Watcher(self._with_notices(Palace(self.palace.root)), self._watched,
-                          index_files=self._may_write_index_files)
-        try:
-            watcher.start()
-        except Exception:
-            log.error("the watcher did not start:\n%s", traceback.format_exc())
-            return
-        # Published once started: a shutdown that came meanwhile found no watcher to stop, so it is stopped here
-        # (stopping a half-started one would join threads that have not started).
-        self.watcher = watcher
-        if self.shut_down:
-            self.stop()
-
     def _may_write_index_files(self) -> bool:
         """The watcher regenerates INDEX.md and index/*.md unless the editor has one of them open."""
-        for uri in list(self.server.workspace.text_documents):
-            relpath = relpath_in(self.palace, path_of(uri))
+        for document in self._open_documents():
+            relpath = relpath_in(self.palace, path_of(document.uri))
             if relpath is not None and (relpath == ROOT_INDEX or relpath.startswith(INDEX_DIR + "/")):
                 return False
         return True
 
-    def _watched(self, event) -> None:
-        """A watcher event (on the watcher's thread): a refresh that changed something means a new snapshot."""
-        if event.kind in ("started", "refreshed"):
-            if CONFIG_NAME in event.triggers and self._loop is not None:
-                self._loop.call_soon_threadsafe(self._reload_config)
-            self._build()
-
-    def _reload_config(self) -> None:
-        try:
-            self.palace.reload_config()
-            if self._reader is not None:
-                self._reader.reload_config()
-        except PalaceError as exc:
-            log.info("palace.toml: %s", exc)
-
-    def _build(self, force: bool = False) -> None:
-        """Make the snapshot of the cache as it is now, when it changed, and republish diagnostics (force:
-        republish even when the cache did not change: the first refresh is done, diagnostics may start)."""
-        with self._build_lock:
-            try:
-                version = self._reader.index.store.version()
-                if self.snapshot is not None and self.snapshot.version == version:
-                    if force and self._loop is not None:
-                        self._loop.call_soon_threadsafe(self._republish)
-                    return
-                snapshot = Snapshot.load(self._reader)
-                snapshot.backlinks("")  # build the backlink table here rather than in the first request
-            except Exception:
-                log.error("could not read the palace's cache:\n%s", traceback.format_exc())
-                return
-            finally:
-                self._building = False
-            self.snapshot = snapshot
-        if self._loop is not None:
+    def _tables_changed(self) -> None:
+        """A new snapshot, or the first refresh done (on the keeper's thread): ready, and lint again."""
+        if self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._republish)
 
-    def _current(self) -> Snapshot | None:
-        """The snapshot to answer from; a newer cache (another process refreshed) is loaded in the background."""
-        if self.palace is None or self.snapshot is None:
-            return None
-        if self.palace.index.store.version() != self.snapshot.version and not self._building and self._reader:
-            self._building = True
-            threading.Thread(target=self._build, name="palace-lsp-snapshot", daemon=True).start()
-        return self.snapshot
+    def _config_changed(self) -> None:
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self.keeper.reload_config)
 
     def shutdown(self, params: None) -> None:
+        """Stop the watcher and the linter; the process ends at `exit`."""
         self.shut_down = True
         self.stop()
 
     def stop(self) -> None:
-        """Stop the watcher (idempotent)."""
-        watcher, self.watcher = self.watcher, None
-        if watcher is not None:
-            watcher.stop()
+        """Stop the watcher and the linter (idempotent)."""
+        self._linter.stop()
+        self.keeper.stop()
 
     # ---- documents ------------------------------------------------------------------------------
 
+    def _open_documents(self) -> list:
+        """pygls's open documents; each keeps the URI as the client wrote it (pygls keys them decoded)."""
+        return list(self.server.workspace.text_documents.values())
+
     def _context(self) -> Context | None:
-        snapshot = self._current()
+        snapshot = self.keeper.current()
         if snapshot is None:
             return None
         codec = self.server.workspace.position_codec
@@ -304,130 +253,181 @@ class PalaceServer:
         def to_client(lines: list[str], line: int, column: int) -> lsp.Position:
             return codec.position_to_client_units(lines, ServerTextPosition(line, column))
 
-        return Context(self.palace, snapshot, to_client, self._open_text, self.can_create_files)
+        return Context(self.palace, snapshot, to_client, self._open_document, self.can_create_files)
 
-    def _open_text(self, uri: str) -> str | None:
-        document = self.server.workspace.text_documents.get(uri)
-        return document.source if document is not None else None
+    async def _ready_context(self) -> Context | None:
+        """The context to answer from; while the first tables load, waits for them (a few seconds at most)."""
+        if self.palace is not None and self._ready is not None and not self._ready.is_set():
+            try:
+                await asyncio.wait_for(self._ready.wait(), READY_WAIT_S)
+            except asyncio.TimeoutError:
+                pass
+        return self._context()
+
+    def _open_document(self, relpath: str) -> Document | None:
+        """The open buffer of a palace file, whatever the client's spelling of its URI."""
+        for document in self._open_documents():
+            if relpath_in(self.palace, path_of(document.uri)) == relpath:
+                return self._document(document.uri)
+        return None
 
     def _document(self, uri: str) -> Document:
+        """The document as the editor holds it now (its Buffer parsed once per version)."""
         text_document = self.server.workspace.get_text_document(uri)
-        relpath = relpath_in(self.palace, path_of(uri)) if self.palace is not None else None
-        return Document(uri, text_document.source, text_document.version, relpath)
+        key, source = unquote(uri), text_document.source
+        buffer = self._buffers.get(key)
+        if buffer is None or buffer.text is not source:
+            buffer = Buffer(source)
+            if key in self.server.workspace.text_documents:
+                self._buffers[key] = buffer
+        relpath = relpath_in(self.palace, path_of(text_document.uri)) if self.palace is not None else None
+        return Document(text_document.uri, buffer, text_document.version, relpath,
+                        note_domain(self.keeper.snapshot, relpath))
 
     def _cursor(self, uri: str, position: lsp.Position) -> tuple[Document, int, int]:
         doc = self._document(uri)
-        lines = doc.lines
         server = self.server.workspace.position_codec.position_from_client_units(
-            lines, lsp.Position(position.line, position.character))
+            doc.lines, lsp.Position(position.line, position.character))
         return doc, server.line, server.character
 
+    @_guarded
     def did_open(self, params: lsp.DidOpenTextDocumentParams) -> None:
+        """Lint the new buffer at once (and find the palace from it when none was found yet)."""
         if self.palace is None:
             path = path_of(params.text_document.uri)
             if path is not None:
-                self._open_palace([path])
+                self._find([path])
                 if self.palace is not None and self._loop is not None:
-                    self._start_background()
+                    self.keeper.start()
         self._schedule(params.text_document.uri, 0.0)
 
+    @_guarded
     def did_change(self, params: lsp.DidChangeTextDocumentParams) -> None:
+        """Lint the buffer once typing pauses."""
         self._schedule(params.text_document.uri, DEBOUNCE_S)
 
+    @_guarded
     def did_save(self, params: lsp.DidSaveTextDocumentParams) -> None:
+        """Tell the watcher (file systems without events)."""
         path = path_of(params.text_document.uri)
-        if self.watcher is not None and path is not None:
-            self.watcher.notice(str(path))  # the file event says so too; this covers file systems without events
+        watcher = self.keeper.watcher
+        if watcher is not None and path is not None:
+            watcher.notice(str(path))  # the file event says so too; this covers file systems without events
 
+    @_guarded
     def did_close(self, params: lsp.DidCloseTextDocumentParams) -> None:
+        """Forget the buffer and clear its diagnostics."""
         uri = params.text_document.uri
-        pending = self._pending.pop(uri, None)
+        pending = self._pending.pop(unquote(uri), None)
         if pending is not None:
             pending.cancel()
+        self._buffers.pop(unquote(uri), None)
         self.server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri, []))
 
     # ---- diagnostics ----------------------------------------------------------------------------
 
     def _schedule(self, uri: str, delay: float) -> None:
         """Lint the buffer once typing pauses for `delay` seconds (a newer change restarts the wait)."""
-        pending = self._pending.pop(uri, None)
+        key = unquote(uri)
+        pending = self._pending.pop(key, None)
         if pending is not None:
             pending.cancel()
         loop = self._loop or asyncio.get_running_loop()
-        self._pending[uri] = loop.call_later(delay, self._publish, uri)
+        self._pending[key] = loop.call_later(delay, self._publish, uri)
 
     def _republish(self) -> None:
-        for uri in list(self.server.workspace.text_documents):
-            self._schedule(uri, 0.0)
+        if self._ready is not None and self.keeper.ready:
+            self._ready.set()
+        for document in self._open_documents():
+            self._schedule(document.uri, 0.0)
 
     @_guarded
     def _publish(self, uri: str) -> None:
-        self._pending.pop(uri, None)
-        if uri not in self.server.workspace.text_documents:
+        """Hand the buffer as it is now to the linter (its diagnostics come back through _deliver)."""
+        self._pending.pop(unquote(uri), None)
+        if unquote(uri) not in self.server.workspace.text_documents:
             return
         ctx = self._context()
-        if ctx is None or not self._refreshed or "diagnostics" in self.disabled:
+        if ctx is None or not self.keeper.refreshed or "diagnostics" in self.disabled:
             return  # lint waits for the first refresh: a stale cache would report links that are fine
-        doc = self._document(uri)
-        found = features.diagnostics(ctx, doc)
-        self.server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri, found, doc.version))
+        self._linter.submit(ctx, self._document(uri))
+
+    def _deliver(self, doc: Document, found: list[lsp.Diagnostic]) -> None:
+        """Diagnostics from the linter's thread: published on the loop, unless the buffer changed meanwhile."""
+        def publish() -> None:
+            current = self.server.workspace.text_documents.get(unquote(doc.uri))
+            if current is not None and current.version == doc.version:
+                self.server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(doc.uri, found, doc.version))
+
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(publish)
 
     # ---- requests -------------------------------------------------------------------------------
 
+    async def _at(self, uri: str, position: lsp.Position) -> tuple[Context | None, Document, int, int]:
+        """The context, the document as it was when the request came, and the cursor in code points."""
+        doc, line, column = self._cursor(uri, position)  # read before waiting: later changes are not this request's
+        ctx = await self._ready_context()
+        if ctx is not None:
+            doc.domain = note_domain(ctx.snapshot, doc.relpath)
+        return ctx, doc, line, column
+
+    def _at_cursor(self, answer):
+        """A request handler that answers `answer(ctx, doc, line, column)` (None while there is no palace)."""
+        async def request(self, params):
+            ctx, doc, line, column = await self._at(params.text_document.uri, params.position)
+            return answer(ctx, doc, line, column) if ctx is not None else None
+
+        request.__name__ = answer.__name__
+        return _guarded(request).__get__(self)
+
     @_guarded
-    def completion(self, params: lsp.CompletionParams):
-        ctx = self._context()
-        if ctx is None:
-            return None
-        doc, line, column = self._cursor(params.text_document.uri, params.position)
+    async def completion(self, params: lsp.CompletionParams):
+        """Completion at the cursor; an incomplete empty list while the first tables load."""
+        ctx, doc, line, column = await self._at(params.text_document.uri, params.position)
+        if ctx is None or self._ready is None or not self._ready.is_set():  # loading: more to come, never "nothing"
+            loading = self.palace is not None and doc.buffer.completing(line, column) is not None
+            return lsp.CompletionList(is_incomplete=True, items=[]) if loading else None
         return features.completion(ctx, doc, line, column)
 
     @_guarded
-    def resolve_item(self, item: lsp.CompletionItem):
-        ctx = self._context()
+    async def resolve_item(self, item: lsp.CompletionItem):
+        """A completion item with its memory's description."""
+        ctx = await self._ready_context()
         return features.resolve_item(ctx, item) if ctx is not None else item
 
     @_guarded
-    def hover(self, params: lsp.HoverParams):
-        ctx = self._context()
+    async def references(self, params: lsp.ReferenceParams):
+        """Backlinks, in saved notes and open buffers."""
+        ctx, doc, line, column = await self._at(params.text_document.uri, params.position)
         if ctx is None:
             return None
-        doc, line, column = self._cursor(params.text_document.uri, params.position)
-        return features.hover(ctx, doc, line, column)
-
-    @_guarded
-    def definition(self, params: lsp.DefinitionParams):
-        ctx = self._context()
-        if ctx is None:
-            return None
-        doc, line, column = self._cursor(params.text_document.uri, params.position)
-        return features.definition(ctx, doc, line, column)
-
-    @_guarded
-    def references(self, params: lsp.ReferenceParams):
-        ctx = self._context()
-        if ctx is None:
-            return None
-        doc, line, column = self._cursor(params.text_document.uri, params.position)
+        opened = [relpath_in(self.palace, path_of(d.uri)) for d in self._open_documents()]
         return features.references(ctx, doc, line, column, params.context.include_declaration,
-                                   list(self.server.workspace.text_documents))
+                                   [r for r in opened if r is not None])
 
     @_guarded
-    def document_symbols(self, params: lsp.DocumentSymbolParams):
-        ctx = self._context()
-        return features.document_symbols(ctx, self._document(params.text_document.uri)) if ctx else None
+    async def document_symbols(self, params: lsp.DocumentSymbolParams):
+        """The outline of a buffer."""
+        doc = self._document(params.text_document.uri)
+        ctx = await self._ready_context()
+        return features.document_symbols(ctx, doc) if ctx is not None else None
 
     @_guarded
-    def workspace_symbols(self, params: lsp.WorkspaceSymbolParams):
-        ctx = self._context()
-        return features.workspace_symbols(ctx, params.query) if ctx else None
+    async def workspace_symbols(self, params: lsp.WorkspaceSymbolParams):
+        """Memories for a query, as `palace search` ranks them."""
+        ctx = await self._ready_context()
+        return features.workspace_symbols(ctx, params.query) if ctx is not None else None
 
     @_guarded
-    def code_actions(self, params: lsp.CodeActionParams):
-        ctx = self._context()
+    async def code_actions(self, params: lsp.CodeActionParams):
+        """Quick fixes for the palace's diagnostics."""
+        doc = self._document(params.text_document.uri)
+        ctx = await self._ready_context()
         if ctx is None:
             return None
-        return features.code_actions(ctx, self._document(params.text_document.uri), params.context.diagnostics)
+        doc.domain = note_domain(ctx.snapshot, doc.relpath)
+        return actions.code_actions(ctx, doc, params.context.diagnostics)
 
 
 def serve(palace_dir: str | None = None, stdin=None, stdout=None) -> int:

@@ -13,6 +13,7 @@ from collections import defaultdict
 from datetime import datetime
 
 from palace_cli.core.dates import format_moment, parse_moment
+from palace_cli.core.text import one_line
 from palace_cli.errors import UsageError
 from palace_cli.index.catalog import Catalog
 from palace_cli.index.scope import Scope, make_scope
@@ -21,7 +22,6 @@ from palace_cli.search.context import assemble_context
 from palace_cli.search.hits import DomainRoute, Hit, Recall, SearchResult, Turn, attach_section, one_per_note
 from palace_cli.search.profiles import BYTES_PER_TOKEN, PROFILES, Profile
 from palace_cli.search.sessions import reorder, route_sessions
-
 
 MODES = ("lexical", "dense", "hybrid")
 RRF_K = 60
@@ -153,7 +153,7 @@ def _attach(palace: Palace, hits: list[Hit], catalog: Catalog | None = None, whe
                 hit.turn = Turn(row["session"], row["turn"], row["speaker"], row["text"], row["time"],
                                 header.get("title") or "", header.get("started") or "",
                                 header.get("conversation") or "")
-                hit.subject = f"{row['speaker']}: {_preview(row['text'])}"
+                hit.subject = f"{row['speaker']}: {one_line(row['text'], 80)}"
             continue
         memory = memories.get(hit.path)
         if memory:
@@ -167,11 +167,6 @@ def _versions(hit: Hit, memory_id: str, catalog: Catalog, when: datetime | None)
     hit.replaces = list(versions.predecessors.get(memory_id, []))
     hit.superseded_by = list(versions.successors.get(memory_id, []))
     hit.valid = versions.valid_at(memory_id, when)
-
-
-def _preview(text: str, limit: int = 80) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
 def _prepare(palace: Palace, do_refresh: bool) -> Catalog:

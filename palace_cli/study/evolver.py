@@ -13,6 +13,7 @@ from palace_cli.core.notefile import load_note, parse_note
 from palace_cli.core.text import split_sentences
 from palace_cli.core.tokens import contains_phrase, propose_token
 from palace_cli.errors import ModelError, PalaceError
+from palace_cli.index.locks import write_lock
 from palace_cli.palace import Palace
 from palace_cli.study.llm import NEEDS_MODEL, propose_image
 from palace_cli.study.smashin import FACTORS, SmashinScore, detect, factor, score_memory
@@ -143,6 +144,11 @@ def grow_memory(palace: Palace, memory_id: str, image: str, anchor: str, verify:
 
 def accept_image(palace: Palace, memory_id: str, image: str, base_hash: str) -> None:
     """Replace the Image section atomically; refuse when the note changed since the proposal or the token would go."""
+    with write_lock(palace):  # the note checked is the note rewritten
+        _accept_image(palace, memory_id, image, base_hash)
+
+
+def _accept_image(palace: Palace, memory_id: str, image: str, base_hash: str) -> None:
     memory = palace.memory(memory_id)
     if _note_hash(palace, memory.path) != base_hash:
         raise PalaceError(f"{memory.path} changed since the proposal was made; run `palace evolve {memory_id}` again")

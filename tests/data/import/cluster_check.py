@@ -23,7 +23,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))
 
-from palace_cli.importers.clustering import _sums, _unit, tfidf, words  # noqa: E402
+from palace_cli.importers.clustering import _sums, _unit, tfidf, topic_terms  # noqa: E402
 
 BEIR = REPO.parent / "shared" / "data" / "scifact"
 
@@ -70,12 +70,12 @@ def main(palaces: list[Path]) -> None:
     column = {t: i for i, t in enumerate(lexical.terms)}
     df = Counter()
     for text in texts:
-        df.update(set(words(text)))
+        df.update(set(topic_terms(text)))
     idf = {t: math.log((1 + len(texts)) / (1 + df[t])) + 1 for t in lexical.terms}
 
     def query_vector(text: str) -> np.ndarray:
         v = np.zeros(len(lexical.terms), np.float32)
-        for term, count in Counter(words(text)).items():
+        for term, count in Counter(topic_terms(text)).items():
             if term in column:
                 v[column[term]] = (1 + math.log(count)) * idf[term]
         return v / (np.linalg.norm(v) or 1)
