@@ -266,6 +266,46 @@ def bench_lsp(size, requests, seed, workdir, as_json):
                 f"load {machine['load_avg_1m']}, calibration loop {machine['calibration_s']} s")
 
 
+@click.command(name="vault")
+@click.option("--sizes", default="10000", show_default=True, help="Comma-separated vault sizes (notes).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the synthetic notes.")
+@click.option("--embed-notes", type=int, default=250, show_default=True,
+              help="Notes of the vault whose units are embedded with the installed embedder (0: none).")
+@click.option("--stand-in-vectors", "stand_in", is_flag=True,
+              help="Also time hybrid recall over random unit vectors (latency only, never quality).")
+@click.option("--workdir", type=click.Path(file_okay=False), default=None, help="Where to generate (default: a temp dir).")
+@click.option("--keep", is_flag=True, help="Keep the generated vaults.")
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+def bench_vault(sizes, seed, embed_notes, stand_in, workdir, keep, as_json):
+    """An adopted vault of long notes (~5 KB, 8 sections each): adopt and index, no-op and one-edit refresh,
+    warm recall, and section units embedded per second.
+
+    Example: palace bench vault --sizes 10000 --json
+    """
+    from palace_cli.cli import render
+    from palace_cli.bench.vault_bench import run
+
+    try:
+        wanted = [int(part) for part in sizes.split(",") if part.strip()]
+    except ValueError:
+        raise click.BadParameter("sizes are whole numbers, e.g. 1000,10000", param_hint="--sizes") from None
+    results = run(wanted, seed=seed, embed_notes=embed_notes, stand_in=stand_in, workdir=workdir, keep=keep,
+                  progress=render.progress_lines())
+    if as_json:
+        render.emit_json(results)
+        return
+    rows = [[f"{r['notes']:,}", f"{r['section_units']:,}", r["adopt_and_lexical_index_s"],
+             f"{r['noop_refresh_s'] * 1000:.0f}", f"{r['one_edit_refresh_s'] * 1000:.0f}",
+             " / ".join(f"{x['mode']} {x['warm']['p50_ms']}" for x in r["recall"])] for r in results["sizes"]]
+    render.table(["notes", "sections", "adopt + lexical s", "no-op ms", "one edit ms", "warm recall p50 ms"], rows)
+    embedding = results.get("embedding") or {}
+    if embedding.get("units_per_s"):
+        render.note(f"embedded {embedding['embedded']:,} units ({embedding['section_units']:,} sections) at "
+                    f"{embedding['units_per_s']}/s with {embedding['model']}")
+    machine = results["machine"]
+    render.note(f"{machine['cpus']} CPUs, load {machine['load_avg_1m']}, calibration loop {machine['calibration_s']} s")
+
+
 @click.command(name="recall")
 @click.option("--size", type=int, default=1000, show_default=True, help="Notes in the synthetic palace.")
 @click.option("--words", default="5,10,20", show_default=True, help="Comma-separated query lengths (words).")
@@ -420,6 +460,7 @@ bench.add_command(bench_similar)
 bench.add_command(bench_verify)
 bench.add_command(bench_ask)
 bench.add_command(bench_index)
+bench.add_command(bench_vault)
 bench.add_command(bench_embed)
 
 COMMANDS = [bench]
