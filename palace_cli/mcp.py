@@ -34,6 +34,7 @@ Strategy = Literal[STRATEGIES]  # type: ignore[valid-type]
 MemoryType = Literal[TYPES]  # type: ignore[valid-type]
 Kind = Literal["memory", "turn"]
 MIN_TOKENS, MAX_TOKENS = 50, 20000
+DISTILL_TOKENS = 800  # distill's answer: counts, then a line per memory written, cut there
 LINE_REF = re.compile(r":\d+$")
 INSTRUCTIONS = ("A memory palace: Markdown memories, each with a verify token, and imported conversations. Call "
                 "recall before answering from memory, cite each used memory's token as [verify: token], then call "
@@ -348,6 +349,17 @@ class PalaceTools:
         check_layout(self.palace)
         return fit(wake_up(self.palace, budget_tokens=max_tokens).text, max_tokens)
 
+    def distill(self) -> str:
+        """Form memories from imported conversation turns (palace distill): one line per memory written."""
+        from palace_cli.memory.distill import distill
+
+        check_layout(self.palace)
+        report = distill(self.palace)
+        lines = [f"wrote {len(report.written)} memories from {report.turns} turns; {len(report.known)} already "
+                 f"known, {len(report.superseded)} superseding"]
+        lines += [f"- {m['id']} [{m['type']}] {m['subject']} ({m['source']})" for m in report.written]
+        return fit("\n".join(lines), DISTILL_TOKENS)
+
     def status(self, max_tokens: int = 400) -> str:
         """Counts by domain, dense ranking on or off, and what `palace lint` finds (the same call)."""
         from palace_cli.editing.lint import lint
@@ -381,6 +393,7 @@ TOOLS = {
     "verify": ("Check an answer's [verify: token] citations against the memory ids it was given.", True, False, True),
     "wake_up": ("Session opener: the palace's identity and key memories.", True, False, True),
     "status": ("Memory counts, dense ranking on/off, lint's problems.", True, False, True),
+    "distill": ("Turn imported conversations into memories.", False, False, True),
     "quiz_next": ("Study: your next question, to answer from memory.", True, False, False),
     "quiz_grade": ("Grade your answer to a quiz_next question and log the review.", False, False, False),
 }

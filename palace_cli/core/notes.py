@@ -13,7 +13,7 @@ DATE_FIELDS = ("valid_from", "valid_until")
 VERSION_FIELDS = ("supersedes", "superseded_by")  # lists of memory ids: the versions of a fact
 FIELDS = ("id", "subject", "title", "anchor", "keywords", "verify", "links", "aliases", "tags", "previous_ids", "created",
           "importance", "type", *DATE_FIELDS, *VERSION_FIELDS, "core")
-TYPES = ("fact", "preference", "decision", "event", "procedure", "concept")
+TYPES = ("fact", "preference", "decision", "event", "procedure", "concept", "plan", "relationship", "opinion")
 
 
 @dataclass
