@@ -18,7 +18,7 @@ from functools import partial
 from typing import Any, Literal
 
 from palace_cli import __version__
-from palace_cli.core.layout import CACHE_DIR, INDEX_DIR, MEMORIES, REVIEWS, ROOT_INDEX, confined, refuse_path_tricks
+from palace_cli.core.layout import CACHE_DIR, MEMORIES, REVIEWS, confined, refuse_path_tricks
 from palace_cli.core.notes import TYPES, Memory
 from palace_cli.errors import NotAMemory, NotFound, OutsidePalace, PalaceError, UsageError
 from palace_cli.palace import Palace
@@ -35,6 +35,7 @@ Strategy = Literal[STRATEGIES]  # type: ignore[valid-type]
 MemoryType = Literal[TYPES]  # type: ignore[valid-type]
 Kind = Literal["memory", "turn"]
 MIN_TOKENS, MAX_TOKENS = 50, 20000
+DISTILL_TOKENS = 800  # distill's answer: counts, then a line per memory written, cut there
 LINE_REF = re.compile(r":\d+$")
 INSTRUCTIONS = ("A memory palace: Markdown memories, each with a verify token, and imported conversations. Call "
                 "recall before answering from memory, cite each used memory's token as [verify: token] and quote "
@@ -47,7 +48,7 @@ INSTRUCTIONS = ("A memory palace: Markdown memories, each with a verify token, a
 
 def check_layout(palace: Palace) -> None:
     """Refuse to work when a folder the server writes to (notes, reviews, index files, cache) leads out of the palace."""
-    for name in (MEMORIES, REVIEWS, INDEX_DIR, ROOT_INDEX, CACHE_DIR):
+    for name in (MEMORIES, REVIEWS, palace.index_dir, palace.root_index, CACHE_DIR):
         try:
             confined(palace.root, name, name, under=".")
         except OutsidePalace:
@@ -145,7 +146,7 @@ class PalaceTools:
         if not result.relevant:
             return fit(f"Nothing in this palace is relevant; say you do not know. ({result.why})", max_tokens)
         route = ", ".join(f"{r.domain} {r.confidence:.2f}" for r in result.route) or "none"
-        memories = [h.id for h in result.handed if h.kind != "turn"]
+        memories = list(dict.fromkeys(h.memory_id for h in result.handed if h.kind != "turn"))
         turns_handed = [h.id for h in result.handed if h.kind == "turn"]
         lines = [f"handed: {', '.join(memories) or 'none'}"]  # the ids verify takes
         if turns_handed:
@@ -174,7 +175,7 @@ class PalaceTools:
             raise UsageError(f"k must be between 1 and 100, not {k}")
         check_layout(self.palace)
         result = core_search(self.palace, query, mode=mode, k=k, domain=domain, kind=kind, since=since, until=until)
-        lines = [f"{h.id} | {h.subject} | {h.domain if h.kind == 'memory' else h.time or 'no date'} | "
+        lines = [f"{h.id} | {h.subject} | {h.domain if h.kind != 'turn' else h.time or 'no date'} | "
                  f"{h.path}:{h.line} | {describe(h)}" for h in result.hits]
         head = f"{len(lines)} hit(s), {result.mode}" + (f" ({result.dense_reason})" if result.dense != "on" else "")
         if not result.hits:
@@ -201,32 +202,35 @@ class PalaceTools:
         lines += ["## Image", memory.image, "## Content", memory.content]
         return fit("\n".join(lines), max_tokens)
 
-    def add(self, subject: str, domain: str, anchor: str | None = None, image: str | None = None,
+    def add(self, subject: str, domain: str | None = None, anchor: str | None = None, image: str | None = None,
             content: str | None = None, keywords: list[str] | None = None, links: list[str] | None = None,
             verify: str | None = None, id: str | None = None, supersedes: list[str] | None = None,
             valid_from: str | None = None, type: MemoryType | None = None) -> str:
         """Write a new memory (never overwrites), refresh, and say where it is and its verify token.
 
-        Refused, nothing written, without an image (it holds the token), with a token the image cannot give,
-        or with a link to no memory. `supersedes` corrects memories: they stay, marked superseded by this one
-        from `valid_from` (default today)."""
+        Text alone (`subject`, no image) is written at once as a plain note, in the inbox domain when no domain
+        is given: searched and recalled now, but it has no verify token, so it cannot be cited until it grows an
+        image. With an image, a SMASHIN memory: refused, nothing written, with a token the image cannot give or a
+        link to no memory. `supersedes` corrects memories: they stay, marked superseded by this one from
+        `valid_from` (default today)."""
         from palace_cli.core.noteedit import check_note_size
         from palace_cli.core.text import slugify
-        from palace_cli.editing.authoring import add_memory, review_added
+        from palace_cli.editing.authoring import add_note, capture_subject, review_added
         from palace_cli.editing.changes import link_ids, token_for
         from palace_cli.index.locks import write_lock
 
-        _plain_name(domain, "domain")
+        if domain is not None:
+            _plain_name(domain, "domain")
         if id is not None:
             _plain_name(id, "id")
         for old in supersedes or []:
             _plain_name(old, "superseded id")
         self._fresh()
-        domain = self.palace.resolve_domain(domain, allow_new=True)
-        folder = confined(self.palace.root, f"{MEMORIES}/{domain}", "domain")
-        note_id = id or slugify(subject)
-        target = folder / f"{note_id}.md"
-        if os.path.lexists(target):
+        resolved = self.palace.resolve_domain(domain, allow_new=True) if domain is not None \
+            else self.palace.config.notes.inbox
+        where = self.palace.new_note_path(resolved, id or slugify(capture_subject(subject) if not image else subject))
+        target = confined(self.palace.root, where, "domain", under=".")
+        if os.path.lexists(target) and (id is not None or domain is not None):
             raise PalaceError(f"{self.palace.rel(target)} already exists; choose another id")
         anchor, image, content = anchor or "", image or "", content or ""
         # Refused before any work on the text (proposing a token reads every phrase), as add_memory does.
@@ -234,20 +238,24 @@ class PalaceTools:
                         self.palace.rel(target))
         links = link_ids(self.palace, links or [])
         with write_lock(self.palace):  # the token is checked against every note written before this one
-            verify = token_for(self.palace, image, verify, subject=subject, keywords=keywords or [], content=content,
-                               anchor=anchor)
-            memory = add_memory(self.palace, subject, domain, anchor=anchor, image=image, content=content,
-                                keywords=keywords, links=links, verify=verify, note_id=id, supersedes=supersedes,
-                                valid_from=valid_from, type=type or "")
+            if image or verify or anchor:  # a SMASHIN memory, asked for: its image gives its token, or it is refused
+                verify = token_for(self.palace, image, verify, subject=subject, keywords=keywords or [],
+                                   content=content, anchor=anchor)
+            memory = add_note(self.palace, subject, resolved if domain is not None else None, anchor=anchor,
+                              image=image, content=content, keywords=keywords, links=links, verify=verify,
+                              note_id=id, supersedes=supersedes, valid_from=valid_from, type=type or "")
         self._fresh()
         lines = [f"added {memory.id} at {memory.location}", f"verify: {memory.verify or '(none)'}"]
+        if not memory.verify:
+            lines.append("a plain note: recalled now, not citable yet (no image, so no verify token); "
+                         "update it with an image to make it a memory you can cite")
         if memory.supersedes:
             lines.append(f"supersedes {', '.join(memory.supersedes)} from {memory.valid_from}")
         review = review_added(self.palace, memory)
         lines += review.advice
         if review.compare_error:  # the memory is written; say why it was not compared, do not fail the call
             lines.append(f"warning: could not compare with other memories: {review.compare_error}")
-        lines += [f"warning: {message}" for message in review.token_problems]
+        lines += [f"warning: {message}" for message in review.token_problems if memory.verify]
         return "\n".join(lines)
 
     def update(self, id: str, fields: dict[str, Any] | None = None, sections: dict[str, str] | None = None) -> str:
@@ -362,6 +370,17 @@ class PalaceTools:
         check_layout(self.palace)
         return fit(wake_up(self.palace, budget_tokens=max_tokens).text, max_tokens)
 
+    def distill(self) -> str:
+        """Form memories from imported conversation turns (palace distill): one line per memory written."""
+        from palace_cli.memory.distill import distill
+
+        check_layout(self.palace)
+        report = distill(self.palace)
+        lines = [f"wrote {len(report.written)} memories from {report.turns} turns; {len(report.known)} already "
+                 f"known, {len(report.superseded)} superseding"]
+        lines += [f"- {m['id']} [{m['type']}] {m['subject']} ({m['source']})" for m in report.written]
+        return fit("\n".join(lines), DISTILL_TOKENS)
+
     def status(self, max_tokens: int = 400) -> str:
         """Counts by domain, dense ranking on or off, and what `palace lint` finds (the same call)."""
         from palace_cli.editing.lint import lint
@@ -395,6 +414,7 @@ TOOLS = {
     "verify": ("Check an answer's [verify: token] citations against the memory ids it was given.", True, False, True),
     "wake_up": ("Session opener: the palace's identity and key memories.", True, False, True),
     "status": ("Memory counts, dense ranking on/off, lint's problems.", True, False, True),
+    "distill": ("Turn imported conversations into memories.", False, False, True),
     "quiz_next": ("Study: your next question, to answer from memory.", True, False, False),
     "quiz_grade": ("Grade your answer to a quiz_next question and log the review.", False, False, False),
 }

@@ -24,10 +24,10 @@ from palace_cli.core.layout import (
     ROOT_INDEX,
     SKIPPED_DIRS,
     NoteFile,
+    NoteRules,
     Problem,
     Scan,
     confined_target,
-    domain_of,
     shown_path,
 )
 from palace_cli.core.names import not_found_message
@@ -46,6 +46,7 @@ class Palace:
     def __init__(self, root: Path):
         self.root = Path(root).resolve()
         self.config: PalaceConfig = load_config(self.root)
+        self.rules = NoteRules(self.config.notes, self.config.notes.index_folder)
         self._index: Index | None = None
         self._cache_dir: Path | None = None
         self.notices: list[str] = []  # one-line notices for the user (a face shows them, once)
@@ -61,6 +62,35 @@ class Palace:
     @property
     def memories_dir(self) -> Path:
         return self.root / MEMORIES
+
+    @property
+    def adopted(self) -> bool:
+        """True for an adopted vault (palace.toml [notes] include): notes wherever they lie, not only in memories/."""
+        return self.rules.adopted
+
+    @property
+    def root_index(self) -> str:
+        """Where the generated level-0 index is, relative to the root: INDEX.md, or inside [notes] index_folder."""
+        folder = self.config.notes.index_folder
+        return f"{folder}/{ROOT_INDEX}" if folder else ROOT_INDEX
+
+    @property
+    def index_dir(self) -> str:
+        """Where the generated domain index files are, relative to the root: index/, or inside [notes] index_folder."""
+        folder = self.config.notes.index_folder
+        return f"{folder}/{INDEX_DIR}" if folder else INDEX_DIR
+
+    def domain_of(self, relpath: str) -> str:
+        """The domain of a note at a path relative to the root (see core.layout.NoteRules)."""
+        return self.rules.domain_of(relpath)
+
+    def new_note_path(self, domain: str, name: str) -> str:
+        """Where a new note called `name` (without .md) in a domain goes, relative to the root: memories/<domain>/
+        in the memories/ layout (and in an adopted vault that has that folder), else the domain's folder (the
+        root for the root domain)."""
+        if not self.adopted or (self.memories_dir / domain).is_dir():
+            return f"{MEMORIES}/{domain}/{name}.md"
+        return f"{name}.md" if domain == self.rules.root_domain else f"{domain}/{name}.md"
 
     @property
     def cache_dir(self) -> Path:
@@ -88,13 +118,14 @@ class Palace:
         """The confinement rule every face applies to a path under memories/: (real path, stat) when its name
         is printable and, after resolving links, it is a regular file or a folder inside the palace's own
         memories/; else NotAMemory. (note_files applies the same rule, cheaper, to what is not a link.)"""
-        return confined_target(self.root, MEMORIES, path)
+        return confined_target(self.root, self.rules.base, path)
 
     # ---- discovery ----------------------------------------------------------------------------
 
     def note_files(self, problems: list[Problem] | None = None, temps: list[str] | None = None) -> list[NoteFile]:
-        """Every `memories/<domain>/**/*.md` file that memory_target accepts, sorted; the rest reported into problems
-        (and the paths of hidden `*.tmp` files, temp files of writes, into temps when given).
+        """Every note file (`memories/<domain>/**/*.md`, or what an adopted vault's [notes] globs take) that
+        memory_target accepts, sorted; the rest reported into problems (and the paths of hidden `*.tmp` files,
+        temp files of writes, into temps when given).
 
         Real files and folders are read first, symlinks after: a link to a note or folder that is read
         through its own path is skipped (reported), so a note is never read twice and never loses its id
@@ -102,9 +133,10 @@ class Palace:
         """
         found: list[NoteFile] = []
         report = problems if problems is not None else []
-        if not self.memories_dir.is_dir():
+        base = self.root / self.rules.base if self.rules.base else self.root
+        if not base.is_dir():
             return found
-        stack = [(str(self.memories_dir), os.path.realpath(self.memories_dir))]
+        stack = [(str(base), os.path.realpath(base))]
         visited = {stack[0][1]}
         real_files: dict[str, str] = {}  # real path -> the relpath it is read through
         links: list[tuple[str, str, str]] = []  # (path, name, relpath) of symlinks, read after the real tree
@@ -138,6 +170,8 @@ class Palace:
                     continue
                 real = real_dir + os.sep + name  # os.path.join costs 0.2 s of a 100k-note no-op refresh
                 if is_dir:
+                    if self.rules.adopted and self.rules.pruned(relpath):
+                        continue  # excluded whole (a templates folder, palace's own files)
                     if self._named_well(name, relpath, True, report):
                         visited.add(real)
                         stack.append((entry.path, real))
@@ -158,6 +192,8 @@ class Palace:
             report.append(Problem(shown_path(relpath), None, "error" if serious else "warning", exc.code, exc.reason))
             return
         is_dir = stat.S_ISDIR(info.st_mode)
+        if is_dir and self.rules.adopted and self.rules.pruned(relpath):
+            return
         if not self._named_well(name, relpath, is_dir, report):
             return
         if is_dir:
@@ -184,23 +220,27 @@ class Palace:
         return True
 
     def _note_file(self, name: str, relpath: str, info: os.stat_result, report: list, found: list) -> bool:
-        """Add a regular `.md` file in a domain folder to found; report what is not one. True when added."""
-        if not name.endswith(".md") or not self._named_well(name, relpath, False, report):
+        """Add a regular `.md` file that is a note by the rules to found; report what is not one. True when added."""
+        if not name.endswith(".md") or not self.rules.wanted(relpath) or not self._named_well(name, relpath, False,
+                                                                                             report):
             return False
-        parts = relpath.split("/")
-        if len(parts) < 3:
+        domain = self.rules.domain_of(relpath)
+        if not domain:
             report.append(Problem(relpath, None, "error", "no-domain",
                                   "note is not in a domain folder (memories/<domain>/<id>.md); not indexed"))
             return False
         if not stat.S_ISREG(info.st_mode):
             report.append(Problem(relpath, None, "error", "unreadable", "not a regular file; not read"))
             return False
-        found.append(NoteFile(relpath, domain_of(relpath), info.st_mtime_ns, info.st_size))
+        found.append(NoteFile(relpath, domain, info.st_mtime_ns, info.st_size))
         return True
 
     def stray_notes(self) -> list[Problem]:
-        """Markdown files with note frontmatter outside memories/: reported, never indexed."""
+        """Markdown files with note frontmatter outside memories/: reported, never indexed (an adopted vault
+        has no such files: its notes are wherever they lie)."""
         problems = []
+        if self.adopted:
+            return problems
         for dirpath, dirnames, filenames in os.walk(self.root):
             rel_dir = self.rel(Path(dirpath))
             dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS and not d.startswith(".")
@@ -225,6 +265,7 @@ class Palace:
     def reload_config(self) -> None:
         """Read palace.toml again (the watcher does, when it changes) and drop what depended on it."""
         self.config = load_config(self.root)
+        self.rules = NoteRules(self.config.notes, self.config.notes.index_folder)
         if self._index is not None:
             self._index.forget()
 
@@ -255,8 +296,11 @@ class Palace:
         return self.index.scan(light=light)
 
     def domains(self) -> list[str]:
-        """Domains: folders under memories/ plus those declared in palace.toml, sorted."""
+        """Domains: folders under memories/ plus those declared in palace.toml (in an adopted vault, also the
+        domains of its notes and the inbox), sorted."""
         names = set(self.config.domains)
+        if self.adopted:
+            names |= {m.domain for m in self.scan(light=True).memories.values()}
         if self.memories_dir.is_dir():
             for entry in self.memories_dir.iterdir():
                 if entry.name.startswith("."):

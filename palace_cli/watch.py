@@ -2,8 +2,8 @@
 
 Editors save in odd ways (write a swap or temp file and rename it over the note, rename the note to a
 backup first, create a folder and then a file in it). The watcher does not try to follow each file: any
-event that touches a note, a session file, a folder under memories/ or conversations/, or palace.toml
-marks the palace dirty, and once the
+event that touches a note, a session file, a folder under memories/ or conversations/ (in an adopted vault,
+a note or a folder anywhere), or palace.toml marks the palace dirty, and once the
 events go quiet for `debounce` seconds (or `max_delay` after the first one) it runs the same incremental
 refresh every command runs, which stats the whole tree and works out what changed. Idle, both threads
 block on the kernel (inotify) or on a condition variable: no polling.
@@ -24,7 +24,7 @@ from palace_cli.core.config import CONFIG_NAME
 from palace_cli.conversations import CONVERSATIONS
 from palace_cli.errors import PalaceError
 from palace_cli.palace import Palace
-from palace_cli.core.layout import MEMORIES
+from palace_cli.core.layout import MEMORIES, NoteRules
 from palace_cli.index.refresh import AUTO, RefreshReport, refresh
 from palace_cli.progress import Progress
 
@@ -56,16 +56,24 @@ class WatchEvent:
         return data
 
 
-def relevant(relpath: str) -> bool:
-    """True when an event on this path (relative to the root, '/'-separated) can change the palace."""
+def relevant(relpath: str, rules: NoteRules | None = None) -> bool:
+    """True when an event on this path (relative to the root, '/'-separated) can change the palace. In an
+    adopted vault (`rules` of one) a note or folder anywhere can; palace's own generated files cannot."""
     if relpath == CONFIG_NAME or relpath in CONTENT_DIRS:
         return True
-    if not relpath.startswith(tuple(d + "/" for d in CONTENT_DIRS)):
+    adopted = rules is not None and rules.adopted
+    if not adopted and not relpath.startswith(tuple(d + "/" for d in CONTENT_DIRS)):
         return False
     name = relpath.rsplit("/", 1)[-1]
     if name.startswith((".", "#")) or name.endswith(IGNORED_SUFFIXES) or name == "4913":
         return False  # editor swap, lock, backup and probe files; our own atomic-write temp files
-    return not any(part.startswith(".") for part in relpath.split("/")[:-1])  # .obsidian/, .trash/: never read
+    if any(part.startswith(".") for part in relpath.split("/")[:-1]):
+        return False  # .obsidian/, .trash/, .palace/: never read
+    if adopted and not relpath.startswith(CONVERSATIONS + "/"):
+        if name.lower().endswith(".md"):
+            return rules.wanted(relpath)
+        return "." not in name and not rules.pruned(relpath)  # a folder (of notes, maybe), not an image
+    return True
 
 
 class _Handler(FileSystemEventHandler):
@@ -111,8 +119,9 @@ class Watcher:
     def start(self, initial_refresh: bool = True) -> RefreshReport | None:
         """Start watching (the observer first, so nothing saved during the first refresh is missed)."""
         self._observer = Observer()
-        self._observer.schedule(_Handler(self), self._root, recursive=False)
-        for name in CONTENT_DIRS:
+        adopted = self.palace.adopted  # an adopted vault's notes are anywhere: the whole tree is watched
+        self._observer.schedule(_Handler(self), self._root, recursive=adopted)
+        for name in () if adopted else CONTENT_DIRS:
             self._watch_content(name)
         self._observer.start()
         report = None
@@ -167,9 +176,9 @@ class Watcher:
         if not path.startswith(self._root):
             return
         relpath = path[len(self._root) + 1 :].replace(os.sep, "/")
-        if not relevant(relpath):
+        if not relevant(relpath, self.palace.rules):
             return
-        if relpath in CONTENT_DIRS:
+        if relpath in CONTENT_DIRS and not self.palace.adopted:
             try:
                 self._watch_content(relpath)
             except (OSError, KeyError):

@@ -146,7 +146,7 @@ def test_add_when_the_edit_breaks_the_note(kb, tmp_path):
 
 @pytest.mark.parametrize("args, code, message", [
     (["add", "Saga", "--domain", "distributed-systems", "--no-edit"], 1, "already exists"),
-    (["add", "Saga"], 2, "Missing option '--domain'"),
+    (["add", "-"], 2, "needs a subject"),  # nothing on stdin to capture
     (["add", "Other", "--domain", "d", "--id", "Bad Id", "--no-edit"], 2, "must be lowercase"),
     (["add", "   ", "--domain", "d", "--no-edit"], 2, "needs a subject"),
 ])
@@ -340,10 +340,25 @@ def test_every_bad_file_at_once_leaves_the_rest_working(messy, bad_files, odd_fi
     assert "new\nline" not in (messy / "index" / "d.md").read_text()
 
 
-def test_add_without_the_editor_refuses_a_note_with_no_image_and_writes_nothing(kb):
+def test_add_without_an_image_writes_a_plain_note_at_once(kb):
     result = run("add", "Raft", "--domain", "consensus", "--content", "Leader election.", "--no-edit", cwd=kb)
-    assert result.exit_code == 2 and "needs --image" in result.stderr
-    assert not (kb / "memories" / "consensus").exists()
+    assert result.exit_code == 0, result.output
+    assert "Added raft at memories/consensus/raft.md" in result.output and "not citable" in result.output
+    memory = Palace(kb).memory("raft")
+    assert (memory.subject, memory.content, memory.verify, memory.plain) == ("Raft", "Leader election.", "", True)
+
+
+def test_quick_capture_from_stdin_goes_to_the_inbox(kb):
+    thought = "Rotate the API keys every 90 days, and tell the on-call team first.\nThe vault has the runbook."
+    result = run("add", "-", input=thought, cwd=kb)
+    assert result.exit_code == 0, result.output
+    path = kb / "memories" / "inbox" / "rotate-the-api-keys-every-90-days-and-tell-the-on-call.md"
+    assert f"Added rotate-the-api-keys-every-90-days-and-tell-the-on-call at {path.relative_to(kb)}" in result.output
+    memory = Palace(kb).memory("rotate-the-api-keys-every-90-days-and-tell-the-on-call")
+    assert memory.subject == "Rotate the API keys every 90 days, and tell the on-call…"
+    assert memory.content == thought and memory.domain == "inbox"
+    again = run("add", "-", input=thought, cwd=kb)  # the same thought twice: a second note, never over the first
+    assert again.exit_code == 0 and "-2 at memories/inbox/" in again.output
 
 
 def test_add_without_an_anchor_proposes_one_from_the_image_apart_from_the_token(kb):

@@ -130,7 +130,7 @@ def test_session_lists_measures_recalls_adds_and_verifies(example_palace):
     tools, wire, recalled, added, again, recalled_new, got = anyio.run(scenario)
     names = {t.name for t in tools}
     assert REQUIRED_TOOLS <= names, REQUIRED_TOOLS - names
-    assert len(tools) <= 10
+    assert len(tools) <= 11  # ten, and distill (issue 24)
     by_name = {t.name: t for t in tools}
     def hint(name, which):
         value = getattr(by_name[name].annotations, which)
@@ -324,7 +324,7 @@ MALFORMED = [
     ("search", {"query": "quorum", "k": 0}),
     ("get", {"id": ""}),
     ("get", {"id": ["paxos"]}),
-    ("add", {"subject": "No domain"}),
+    ("add", {"subject": "No domain", "anchor": "a hook without its image"}),
     ("add", {"subject": "", "domain": "general"}),
     ("add", {"subject": "Bad id", "domain": "general", "id": "Not An Id!"}),
     ("verify", {"response": "x", "ids": []}),
@@ -563,6 +563,20 @@ def test_add_refusals_say_what_to_send_and_write_nothing(example_palace):
     assert "unknown link 'two-phase-comit'" in out["unknown link"][1]
     assert "closest ids: two-phase-commit" in out["unknown link"][1]
     assert sorted(p for p in example_palace.rglob("*") if ".palace" not in p.parts) == before
+
+
+def test_add_with_text_alone_captures_a_plain_note_in_the_inbox(example_palace):
+    async def scenario():
+        async with session(example_palace) as client:
+            added = await call(client, "add", subject="The staging database is restored from Sunday's snapshot")
+            found = await call(client, "recall", query="which snapshot restores the staging database?")
+            return added, found
+
+    (error, text), (_, found) = anyio.run(scenario)
+    assert not error, text
+    assert text.startswith("added the-staging-database-is-restored-from-sunday-s-snapshot at memories/inbox/")
+    assert "verify: (none)" in text and "not citable yet" in text
+    assert "the-staging-database-is-restored-from-sunday-s-snapshot" in handed(found)
 
 
 def test_add_links_by_subject_are_stored_as_ids(example_palace):

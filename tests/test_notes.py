@@ -124,9 +124,6 @@ BAD_INPUTS = [
     ("only-whitespace", b"  \n\n", 1, "empty file"),
     ("only-a-bom", b"\xef\xbb\xbf\n", 1, "empty file"),
     ("too-big", b"---\nid: x\n---\n" + b"x" * 1_000_001, None, "over the 1,000,000 byte limit"),
-    ("missing-id", b"---\nsubject: y\n---\n", 2, "missing required field `id`"),
-    ("bad-id", b"---\nsubject: y\nid: Not An Id\n---\n", 3, "must be lowercase"),
-    ("id-is-a-list", b"---\nid: [a]\n---\n", 2, "`id` must be text"),
     ("control-char", b"---\nid: x\nsubject: a\x07b\n---\n", 3, "not valid YAML"),
 ]
 
@@ -209,6 +206,48 @@ def test_bad_input_is_one_clear_line(tmp_path, name, data, line, message):
     assert error.line == line
     assert str(error).startswith(f"{name}.md:{line}: " if line else f"{name}.md: ")
     assert "\n" not in str(error)
+
+
+# A note's id when its frontmatter names none (or one that cannot be used): derived from its path.
+@pytest.mark.parametrize("path, data, note_id, problem", [
+    ("Garden/Watering schedule.md", "---\ntags: [garden]\n---\nWater at dawn.\n", "garden.watering-schedule", None),
+    ("Garden/Watering schedule.md", "Water at dawn.\n", "garden.watering-schedule", None),
+    ("index.md", "---\nsubject: y\n---\n", "index", None),
+    ("user/index.md", "---\nsubject: y\n---\n", "user.index", None),
+    ("日記/今日 の メモ.md", "text\n", "日記.今日-の-メモ", None),
+    ("Café/Ça va.md", "text\n", "cafe.ca-va", None),
+    ("memories/d/Outbox polling.md", "text\n", "outbox-polling", None),
+    ("n.md", "---\nsubject: y\nid: Not An Id\n---\n", "n", ("bad-id", 3, "must be lowercase")),
+    ("n.md", "---\nid: [a]\n---\n", "n", ("bad-id", 2, "`id` must be text")),
+    ("n.md", "---\nid: kept-id\n---\n", "kept-id", None),
+])
+def test_an_id_is_derived_from_the_path_when_the_note_names_none(path, data, note_id, problem):
+    memory = parse_note(data, path, "d")
+    assert memory.id == note_id
+    assert memory.derived_id == (note_id != "kept-id")
+    found = [(w.code, w.line) for w in memory.warnings if w.code == "bad-id"]
+    if problem is None:
+        assert not found
+    else:
+        assert found == [problem[:2]]
+        assert problem[2] in next(w.message for w in memory.warnings if w.code == "bad-id")
+
+
+@pytest.mark.parametrize("text, subject", [
+    ("---\nsubject: Given\ntitle: T\n---\n# H\n", "Given"),
+    ("---\ntitle: From title\n---\n# H\n", "From title"),
+    ("---\ntags: [a]\n---\n```sh\n# a shell comment\n```\n# The heading\n", "The heading"),
+    ("Just text, no heading.\n", "Watering schedule"),
+])
+def test_the_subject_is_subject_then_title_then_heading_then_file_name(text, subject):
+    assert parse_note(text, "Garden/Watering schedule.md", "d").subject == subject
+
+
+def test_inline_tags_outside_code_are_keywords():
+    text = ("---\ntags: [garden, '#Water']\n---\n# Beds\n#tomato and #garden/beds, not #123, "
+            "`#inline`, a#b or [x](#frag)\n```\n#fenced\n```\n## Sub #heading-tag\n")
+    memory = parse_note(text, "n.md", "d")
+    assert memory.keywords == ["garden", "Water", "tomato", "garden/beds", "heading-tag"]
 
 
 @pytest.mark.parametrize("data, codes", [

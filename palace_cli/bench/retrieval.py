@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -20,19 +21,24 @@ from palace_cli.search.context import build_context
 from palace_cli.core.dates import parse_moment
 
 ALL_MODES = ("2hop", "lexical", "dense", "hybrid")
+WHOLE = "whole-notes"  # flat BM25 over whole notes, no section units: the baseline a palace of long notes must beat
 CUTOFFS = (1, 3, 5, 10)
 BOOTSTRAP = 1000
 
 
 @dataclass
 class Query:
-    """One benchmark question: expected ids (empty means the palace does not hold the answer)."""
+    """One benchmark question: expected ids (empty means the palace does not hold the answer), or expected paths
+    (an adopted vault's questions name notes by path; resolve_paths turns them into ids), and the heading
+    under which the first one answers (`section`)."""
 
     qid: str
     query: str
     expected: list[str]
     kind: str = ""
     as_of: str = ""  # asked about this date (the expected memories are the versions valid then)
+    expected_paths: list[str] = field(default_factory=list)
+    section: str = ""
 
 
 def load_queries(path: Path) -> list[Query]:
@@ -44,13 +50,42 @@ def load_queries(path: Path) -> list[Query]:
         try:
             data = json.loads(line)
             query = Query(str(data["qid"]), str(data["query"]), [str(e) for e in data.get("expected") or []],
-                          str(data.get("kind", "")), str(data.get("as_of") or ""))
+                          str(data.get("kind", "")), str(data.get("as_of") or ""),
+                          [str(p) for p in data.get("expected_paths") or []], str(data.get("section") or ""))
             if query.as_of:
                 parse_moment(query.as_of)
             queries.append(query)
         except (ValueError, KeyError, TypeError) as exc:
             raise PalaceError(f"{path}:{number}: not a query line ({exc})") from None
     return queries
+
+
+def resolve_paths(palace: Palace, queries: list[Query]) -> list[Query]:
+    """Queries whose `expected_paths` are turned into the ids of the notes at those paths; a path no note has
+    raises PalaceError (a question about a note the palace does not index would count as absent)."""
+    palace.refresh(embedder=None)
+    paths = palace.index.names().paths
+    for query in queries:
+        if query.expected_paths and not query.expected:
+            missing = [p for p in query.expected_paths if p not in paths]
+            if missing:
+                raise PalaceError(f"{query.qid}: no note at {', '.join(missing)} in {palace.root}")
+            query.expected = [paths[p].id for p in query.expected_paths]
+    return queries
+
+
+def _section_hit(hit, heading: str) -> bool:
+    """True when a hit is handed as the section a question's answer stands under (its heading on the hit's path,
+    or the heading of a short section joined into it)."""
+    from palace_cli.core.text import normalize
+
+    wanted = normalize(heading)
+    if hit.kind != "section" or not wanted:
+        return False
+    if any(normalize(part) == wanted for part in hit.heading):
+        return True
+    text = hit.memory.content if hit.memory is not None else ""
+    return any(normalize(line) == wanted for line in text.splitlines()[:60] if len(line) < 200)
 
 
 def ndcg_at(ranked: list[str], expected: set[str], k: int = 10) -> float:
@@ -93,6 +128,7 @@ class ModeRun:
     absent_turns: list[float] = field(default_factory=list)   # the turns among them
     latencies_ms: list[float] = field(default_factory=list)
     fallbacks: int = 0
+    section_hit: list[float] = field(default_factory=list)    # questions with a `section`: handed as that section
     route_hit: list[float] = field(default_factory=list)
     absent_confidence: list[float] = field(default_factory=list)
     present_confidence: list[float] = field(default_factory=list)
@@ -105,19 +141,63 @@ class ModeRun:
 def _run_query(palace: Palace, mode: str, query: Query, profile: str, include_superseded: bool = False):
     """(ranked ids, handed-over units, context bytes, fallback, routed domains, confidence) for one query. 2hop is
     `palace recall` as an agent calls it (the relevance rule, the caps, the budget); the flat modes hand the
-    first k of their ranking, trimmed as the profile trims."""
+    first k of their ranking, trimmed as the profile trims. A section's id is its note's."""
     spec = PROFILES[profile]
     when = dict(as_of=query.as_of or None, include_superseded=include_superseded)
     if mode == "2hop":
         result = recall(palace, query.query, profile=profile, do_refresh=False, depth=10, **when)
-        return ([h.id for h in result.ranked], result.handed, result.context_bytes, result.fallback,
+        return (_unit_ids(result.ranked), result.handed, result.context_bytes, result.fallback,
                 {r.domain for r in result.route}, result.confidence)
+    if mode == WHOLE:
+        return _whole_notes(palace, query, spec)
     result = search(palace, query.query, mode=mode, k=10, do_refresh=False, **when)
     top = result.ranked[: spec.k]  # search() already loaded these hits' memories
     top = trim_hits(top) if spec.trim else top
     context = build_context(top, spec, spec.budget)
-    return ([h.id for h in result.ranked], top, len(context.encode("utf-8")), False, None,
+    return (_unit_ids(result.ranked), top, len(context.encode("utf-8")), False, None,
             hit_confidence(result.ranked))
+
+
+def _unit_ids(hits) -> list[str]:
+    """The ids a question's expected answers name: a memory's, a section's note's, a turn's."""
+    return [h.memory_id or h.id for h in hits]
+
+
+def _whole_notes(palace: Palace, query: Query, spec):
+    """Flat BM25 over whole notes, each note's whole text in one document, no section units: the baseline for a
+    palace of long notes (its own lexical index, built once per bench run in a temporary folder)."""
+    from palace_cli.search.hits import Hit
+
+    catalog = palace.index.catalog()
+    ranked = _whole_index(palace).search(query.query, limit=10, exclude=list(catalog.hidden()))
+    hits = [Hit(i, "", catalog.domains[catalog.row_of[i]], catalog.paths[catalog.row_of[i]], 0, score,
+                {"lexical": score}) for i, score in ranked if i in catalog.row_of]
+    return [h.id for h in hits], hits[: spec.k], 0, False, None, hit_confidence(hits)
+
+
+_WHOLE: dict = {}
+
+
+def _whole_index(palace: Palace):
+    """A lexical index of the palace's whole notes (subject, keywords and aliases, anchor, Image, whole Content)."""
+    import tempfile
+
+    from palace_cli.core.markdown import rest_of_body
+    from palace_cli.index.text import Doc, TextIndex
+
+    key = (str(palace.root), palace.index.store.version())
+    if key not in _WHOLE:
+        index = TextIndex(Path(tempfile.mkdtemp(prefix="palace-whole-notes-")))
+        seen: set[str] = set()
+        docs = []
+        for m in palace.index.store.iter_memories():
+            if m.id not in seen:
+                seen.add(m.id)
+                docs.append(Doc(m.path, m.id, m.domain, m.subject, " ".join(m.keywords + m.aliases), m.anchor,
+                                m.image, m.content, rest=rest_of_body(m.body) if m.structured else ""))
+        index.rebuild(docs)
+        _WHOLE[key] = index
+    return _WHOLE[key]
 
 
 def run_retrieval_bench(palace: Palace, queries: list[Query], modes=ALL_MODES, profile: str = "reference",
@@ -131,7 +211,11 @@ def run_retrieval_bench(palace: Palace, queries: list[Query], modes=ALL_MODES, p
     every query over all versions: what the validity filter prevents."""
     palace.refresh()
     embedder, dense, _ = palace.index.dense()
+    queries = resolve_paths(palace, queries)
     modes = [m for m in modes if m in ALL_MODES and (embedder is not None or m not in ("dense",))]
+    sectioned = set(palace.index.catalog().sections_of)
+    if sectioned:  # long notes ranked by section: what whole notes alone would give
+        modes.append(WHOLE)
     answerable = [q for q in queries if q.expected]
     absent = [q for q in queries if not q.expected]
     # Warm-up: load catalogs, whoosh readers and the query-embedding cache once, so latency is warm.
@@ -153,35 +237,11 @@ def run_retrieval_bench(palace: Palace, queries: list[Query], modes=ALL_MODES, p
             # Warm means indexes and models loaded, not answers remembered: each timed query embeds itself.
             palace.index.forget_query_vectors()
             started = time.perf_counter()
-            ranked, units, context_bytes, fallback, routed, confidence = _run_query(palace, mode, q, profile,
-                                                                                    include_superseded)
+            ranked, handed_hits, context_bytes, fallback, routed, confidence = _run_query(palace, mode, q, profile,
+                                                                                          include_superseded)
             elapsed = (time.perf_counter() - started) * 1000
-            handed = [h.id for h in units]
-            moment = parse_moment(q.as_of) if q.as_of else None
-            if any(not versions.valid_at(i, moment) for i in handed):
-                if q.as_of:
-                    run.stale_handed_as_of += 1
-                else:
-                    run.stale_handed += 1
-            if q.qid in changed:
-                (run.as_of_at_1 if q.as_of else run.current_at_1).append(float(bool(ranked) and ranked[0] in q.expected))
-            if not q.expected:
-                run.absent_confidence.append(confidence)
-                run.absent_units.append(float(len(units)))
-                run.absent_turns.append(float(sum(h.kind == "turn" for h in units)))
-                continue
-            # a question about memories (or sections) is not answered by a conversation turn
-            run.irrelevant.append(float(sum(h.kind == "turn" for h in units)))
-            run.present_confidence.append(confidence)
-            run.latencies_ms.append(elapsed)
-            run.metrics.append(query_metrics(ranked, q.expected))
-            run.kinds.append(q.kind)
-            run.context_bytes.append(context_bytes)
-            run.context_hit.append(float(bool(set(handed) & set(q.expected))))
-            run.fallbacks += int(fallback)
-            if routed is not None:
-                domains = {palace_domain(palace, e) for e in q.expected}
-                run.route_hit.append(float(bool(domains & routed)))
+            _record(palace, run, q, versions, q.qid in changed, sectioned,
+                    (ranked, handed_hits, context_bytes, fallback, routed, confidence), elapsed)
         if progress:
             progress("queries", position + 1, len(queries))
     for mode in modes:
@@ -192,6 +252,42 @@ def run_retrieval_bench(palace: Palace, queries: list[Query], modes=ALL_MODES, p
                                    "modes": {mode: summarise_kind(runs[mode], kind) for mode in modes}}
                             for kind in kinds}
     return summary
+
+
+def _record(palace: Palace, run: ModeRun, q: Query, versions, changed: bool, sectioned: set[str], outcome: tuple,
+            elapsed: float) -> None:
+    """Add one query's outcome (ranked ids, handed hits, context bytes, fallback, routed domains, confidence) to
+    its mode's run."""
+    ranked, handed_hits, context_bytes, fallback, routed, confidence = outcome
+    handed = _unit_ids(handed_hits)
+    if q.section and q.expected:  # the section, or the whole note when it is too short to be cut
+        run.section_hit.append(float(any(h.memory_id == q.expected[0] and (
+            _section_hit(h, q.section) or (h.kind == "memory" and h.id not in sectioned)) for h in handed_hits)))
+    moment = parse_moment(q.as_of) if q.as_of else None
+    if any(not versions.valid_at(i, moment) for i in handed):
+        if q.as_of:
+            run.stale_handed_as_of += 1
+        else:
+            run.stale_handed += 1
+    if changed:
+        (run.as_of_at_1 if q.as_of else run.current_at_1).append(float(bool(ranked) and ranked[0] in q.expected))
+    if not q.expected:
+        run.absent_confidence.append(confidence)
+        run.absent_units.append(float(len(handed_hits)))
+        run.absent_turns.append(float(sum(h.kind == "turn" for h in handed_hits)))
+        return
+    # a question about memories (or sections) is not answered by a conversation turn
+    run.irrelevant.append(float(sum(h.kind == "turn" for h in handed_hits)))
+    run.present_confidence.append(confidence)
+    run.latencies_ms.append(elapsed)
+    run.metrics.append(query_metrics(ranked, q.expected))
+    run.kinds.append(q.kind)
+    run.context_bytes.append(context_bytes)
+    run.context_hit.append(float(bool(set(handed) & set(q.expected))))
+    run.fallbacks += int(fallback)
+    if routed is not None:
+        domains = {palace_domain(palace, e) for e in q.expected}
+        run.route_hit.append(float(bool(domains & routed)))
 
 
 KIND_METRICS = ("recall@1", "recall@3", "mrr", "ndcg@10")
@@ -236,6 +332,10 @@ def summarise(run: ModeRun) -> dict:
     if run.absent_units:
         out["absent_units_handed"] = round(statistics.fmean(run.absent_units), 4)
         out["absent_turns_handed"] = round(statistics.fmean(run.absent_turns), 4)
+    if run.section_hit:
+        out["section_recall"] = round(statistics.fmean(run.section_hit), 4)
+        out["section_queries"] = len(run.section_hit)
+        ci["section_recall"] = bootstrap_ci(run.section_hit)
     lat = sorted(run.latencies_ms)
     out["p50_ms"] = round(float(np.percentile(lat, 50)), 2) if lat else 0.0
     out["p95_ms"] = round(float(np.percentile(lat, 95)), 2) if lat else 0.0
@@ -282,6 +382,9 @@ def markdown_table(summary: dict) -> str:
         lines.append(f"| {mode} | " + " | ".join(cells) + " |")
     extra = [f"{m}: route accuracy {r['route_accuracy']:.3f} (an expected memory's domain among those handed over)"
              for m, r in summary["modes"].items() if "route_accuracy" in r]
+    extra += [f"{m}: section recall {r['section_recall']:.3f} (of {r['section_queries']} questions whose answer stands "
+              "under a heading: handed that section, or the whole note when it is too short to be cut)"
+              for m, r in summary["modes"].items() if "section_recall" in r]
     extra += [f"{m}: abstention AUC {r['abstain_auc']:.3f} (confidence answerable {r['confidence_present_mean']:.3f}"
               f" vs absent {r['confidence_absent_mean']:.3f})" for m, r in summary["modes"].items() if "abstain_auc" in r]
     if summary.get("kinds"):
@@ -328,10 +431,38 @@ def corpus_palace(source: Path, workdir: Path | None = None, progress=None) -> t
     digest = hashlib.sha256(stamp.encode("utf-8")).hexdigest()[:12]
     root = Path(workdir) if workdir else models_dir().parent / "bench" / f"{source.name}-{digest}"
     marker = root / "bench-source.txt"  # written once the import finished: a killed import is redone
+    if source.is_dir() and _is_vault(files):
+        return _vault_palace(source, root, marker)
     if not marker.is_file():
         if not (root / "palace.toml").exists():
             init_palace(root, name=f"corpus {source.name}")
         import_path(Palace(root), source, queries=root / "queries.jsonl", progress=progress)
+        marker.write_text(f"{source}\n", encoding="utf-8")
+    return Palace(root), root / "queries.jsonl"
+
+
+def _is_vault(files: list[Path]) -> bool:
+    """True for a folder of Markdown notes (an Obsidian vault, a Foam workspace): nothing `palace import` reads
+    as records (JSON), at least one `.md`."""
+    suffixes = {p.suffix.lower() for p in files if not p.name.startswith(".")}
+    return ".md" in suffixes and not suffixes & {".json", ".jsonl"}
+
+
+def _vault_palace(source: Path, root: Path, marker: Path) -> tuple[Palace, Path]:
+    """A copy of a vault adopted where it lies (`palace init` on the copy: the notes are read as they are, not
+    imported), made once and reused."""
+    import shutil
+
+    from palace_cli.editing.authoring import init_palace
+
+    if not marker.is_file():
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.copytree(source, root, ignore=shutil.ignore_patterns(".git", ".palace", ".obsidian"))
+        for folder, _dirs, names in os.walk(root):  # the data may be read-only; the copy is the bench's own
+            os.chmod(folder, 0o755)
+            for name in names:
+                os.chmod(os.path.join(folder, name), 0o644)
+        init_palace(root, name=f"vault {source.name}")
         marker.write_text(f"{source}\n", encoding="utf-8")
     return Palace(root), root / "queries.jsonl"
 

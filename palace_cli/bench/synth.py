@@ -176,3 +176,78 @@ def edit_note(path: Path, generation: int, seed: int = 0) -> None:
     """Rewrite one sentence of a note's Content, atomically, as an editor would save it."""
     factory = NoteFactory(seed + generation, 10)
     atomic_write(path, factory.edit(path.read_text(encoding="utf-8"), generation))
+
+
+VAULT_TOML = """[palace]
+name = "Synthetic Vault"
+
+[models]
+embedder = "{embedder}"
+
+[notes]
+include = ["**/*.md"]
+exclude = ["templates/**"]
+index_folder = "_palace"
+"""
+
+
+class VaultFactory(NoteFactory):
+    """Makes the notes of an Obsidian-like vault: titled files with spaces in folders, a `# Title`, an opening
+    paragraph and `## ` sections of prose (a `### ` one now and then), wikilinks to other notes, inline #tags,
+    frontmatter (tags, aliases) on half of them; a note is about `note_bytes` long in `sections` sections."""
+
+    def __init__(self, seed: int = 0, size: int = 1000, sections: int = 8, note_bytes: int = 4600):
+        super().__init__(seed, size, "zipf")
+        self.sections, self.note_bytes = sections, note_bytes
+        rng = random.Random(seed + 3)
+        self.folders = sorted({" ".join(w.capitalize() for w in rng.sample(TOPIC_WORDS, 2))
+                               for _ in range(max(3, int(size ** 0.5 / 3)))})
+        self.titles: list[str] = []
+
+    def _prose(self, size: int) -> str:
+        out, length = [], 0
+        while length < size:
+            sentence = self._sentence(scene=False)
+            if self.titles and self.rng.random() < 0.08:
+                sentence = sentence[:-1] + f", see [[{self.titles[self.rng.randrange(len(self.titles))]}]]."
+            if self.rng.random() < 0.03:
+                sentence += f" #{self._topic(1)[0]}"
+            out.append(sentence)
+            length += len(sentence) + 1
+        return " ".join(out)
+
+    def vault_note(self, index: int) -> tuple[str, str]:
+        """(path from the root, text) of the index-th note."""
+        rng = self.rng
+        folder = self.folders[index % len(self.folders)]
+        title = " ".join(w.capitalize() for w in self._topic(rng.randint(2, 4))) + f" {index}"
+        if index % 5 == 0:
+            folder += "/" + " ".join(w.capitalize() for w in self._topic(1)) + " archive"
+        part = (self.note_bytes - 300) // self.sections
+        lines = []
+        if index % 2 == 0:
+            tags = ", ".join(sorted(set(self._topic(rng.randint(1, 3)))))
+            lines += ["---", f"tags: [{tags}]", f"aliases: [{title.lower()}]", "---"]
+        lines += [f"# {title}", "", self._prose(250), ""]
+        for number in range(self.sections):
+            level = "###" if number and rng.random() < 0.2 else "##"
+            heading = " ".join(w.capitalize() for w in self._topic(rng.randint(1, 3)))
+            lines += [f"{level} {heading}", "", self._prose(part), ""]
+        self.titles.append(title)
+        return f"{folder}/{title}.md", "\n".join(lines)
+
+
+def generate_vault(root: Path, size: int, seed: int = 0, embedder: str = "none", sections: int = 8,
+                   note_bytes: int = 4600) -> Path:
+    """Write an adopted vault of `size` synthetic notes under root (which must not exist yet): palace.toml with
+    [notes] include, notes of about `note_bytes` in `sections` sections each; returns root."""
+    root = Path(root)
+    root.mkdir(parents=True)
+    (root / "palace.toml").write_text(VAULT_TOML.format(embedder=embedder), encoding="utf-8")
+    factory = VaultFactory(seed, size, sections, note_bytes)
+    for index in range(size):
+        relpath, text = factory.vault_note(index)
+        path = root / relpath
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root

@@ -124,4 +124,5 @@ COMMAND_MODULES = {
     "lsp": "lsp_cmd",
     "edit": "curate_cmd", "rm": "curate_cmd", "mv": "curate_cmd", "backlinks": "curate_cmd", "tags": "curate_cmd",
     "open": "curate_cmd", "git": "git_cmd",
+    "distill": "memory_cmd", "consolidate": "memory_cmd", "hook": "memory_cmd",
 }

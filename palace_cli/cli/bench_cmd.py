@@ -268,6 +268,46 @@ def bench_lsp(size, requests, seed, workdir, as_json):
                 f"load {machine['load_avg_1m']}, calibration loop {machine['calibration_s']} s")
 
 
+@click.command(name="vault")
+@click.option("--sizes", default="10000", show_default=True, help="Comma-separated vault sizes (notes).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the synthetic notes.")
+@click.option("--embed-notes", type=int, default=250, show_default=True,
+              help="Notes of the vault whose units are embedded with the installed embedder (0: none).")
+@click.option("--stand-in-vectors", "stand_in", is_flag=True,
+              help="Also time hybrid recall over random unit vectors (latency only, never quality).")
+@click.option("--workdir", type=click.Path(file_okay=False), default=None, help="Where to generate (default: a temp dir).")
+@click.option("--keep", is_flag=True, help="Keep the generated vaults.")
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+def bench_vault(sizes, seed, embed_notes, stand_in, workdir, keep, as_json):
+    """An adopted vault of long notes (~5 KB, 8 sections each): adopt and index, no-op and one-edit refresh,
+    warm recall, and section units embedded per second.
+
+    Example: palace bench vault --sizes 10000 --json
+    """
+    from palace_cli.cli import render
+    from palace_cli.bench.vault_bench import run
+
+    try:
+        wanted = [int(part) for part in sizes.split(",") if part.strip()]
+    except ValueError:
+        raise click.BadParameter("sizes are whole numbers, e.g. 1000,10000", param_hint="--sizes") from None
+    results = run(wanted, seed=seed, embed_notes=embed_notes, stand_in=stand_in, workdir=workdir, keep=keep,
+                  progress=render.progress_lines())
+    if as_json:
+        render.emit_json(results)
+        return
+    rows = [[f"{r['notes']:,}", f"{r['section_units']:,}", r["adopt_and_lexical_index_s"],
+             f"{r['noop_refresh_s'] * 1000:.0f}", f"{r['one_edit_refresh_s'] * 1000:.0f}",
+             " / ".join(f"{x['mode']} {x['warm']['p50_ms']}" for x in r["recall"])] for r in results["sizes"]]
+    render.table(["notes", "sections", "adopt + lexical s", "no-op ms", "one edit ms", "warm recall p50 ms"], rows)
+    embedding = results.get("embedding") or {}
+    if embedding.get("units_per_s"):
+        render.note(f"embedded {embedding['embedded']:,} units ({embedding['section_units']:,} sections) at "
+                    f"{embedding['units_per_s']}/s with {embedding['model']}")
+    machine = results["machine"]
+    render.note(f"{machine['cpus']} CPUs, load {machine['load_avg_1m']}, calibration loop {machine['calibration_s']} s")
+
+
 @click.command(name="recall")
 @click.option("--size", type=int, default=1000, show_default=True, help="Notes in the synthetic palace.")
 @click.option("--words", default="5,10,20", show_default=True, help="Comma-separated query lengths (words).")
@@ -347,6 +387,74 @@ def bench_similar(obj, duplicates_file, methods, as_json):
         click.echo(markdown_report(summary), nl=False)
 
 
+@click.command(name="distill")
+@click.option("--locomo", "locomo_file", type=click.Path(dir_okay=False, exists=True), required=True,
+              help="A LoCoMo JSON file with `observation` annotations.")
+@click.option("--modes", default="2hop", show_default=True, help="Retrieval modes for evidence recall, comma-separated.")
+@click.option("--limit", type=int, default=None, help="Ask only the first N questions (quick runs).")
+@click.option("--no-cross-validate", "no_cross", is_flag=True, help="Skip the leave-one-conversation-out figures.")
+@click.option("--fit", "fit_only", is_flag=True, help="Only print the fitted scorer weights and threshold (to ship).")
+@click.option("--workdir", type=click.Path(file_okay=False), default=None, help="Build the palace here and keep it.")
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+def bench_distill(locomo_file, modes, limit, no_cross, fit_only, workdir, as_json):
+    """Distill scored against LoCoMo's observations, and evidence recall with memories beside turns.
+
+    Example: palace bench distill --locomo ../shared/data/locomo/locomo-dev5.json --json
+    """
+    from palace_cli.bench.distill import fit_scorer, run_distill_bench
+    from palace_cli.cli import render
+
+    if fit_only:
+        render.emit_json(fit_scorer(locomo_file))
+        return
+    summary = run_distill_bench(locomo_file, modes=[m.strip() for m in modes.split(",") if m.strip()],
+                                workdir=workdir, keep=workdir is not None, cross=not no_cross, limit=limit,
+                                progress=render.progress_lines())
+    summary["command"] = "palace bench distill --locomo " + locomo_file
+    if as_json:
+        render.emit_json(summary)
+        return
+    render.out.print(_distill_lines(summary), markup=False)
+
+
+def _distill_lines(summary: dict) -> str:
+    lines = [f"{summary['dataset']}: {summary['observations']} observations; heuristics "
+             f"{summary['speed']['turns_per_s']:,} turns/s"]
+    for name in ("cross_validated", "palace"):
+        part = summary.get(name)
+        if part:
+            lines.append(f"{name}: recall {part['recall']:.3f}, precision {part['precision']:.3f}")
+    for mode, row in summary.get("evidence_recall@10", {}).items():
+        lines.append(f"evidence recall@10 ({mode}): turns {row['turns']:.3f}, memories+turns {row['memories+turns']:.3f}")
+    return "\n".join(lines)
+
+
+@click.command(name="hook")
+@click.option("--exchanges", type=int, default=200, show_default=True, help="Exchanges in the session before it grows.")
+@click.option("--grow", type=int, default=10, show_default=True, help="Exchanges added before each timed PreCompact.")
+@click.option("--rounds", type=int, default=5, show_default=True, help="Timed runs of each event.")
+@click.option("--copy-of", type=click.Path(file_okay=False, exists=True), default=None,
+              help="Time on a copy of this palace (with its cache) instead of a copy of the example palace.")
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+def bench_hook(exchanges, grow, rounds, copy_of, as_json):
+    """Seconds of `palace hook claude-code` as Claude Code runs it: SessionStart, and PreCompact of a grown session.
+
+    Example: palace bench hook --copy-of ~/kb --json
+    """
+    from palace_cli.bench.distill import run_hook_bench
+    from palace_cli.cli import render
+
+    result = run_hook_bench(copy_of, exchanges=exchanges, grow=grow, rounds=rounds)
+    if as_json:
+        render.emit_json(result)
+        return
+    render.out.print(f"SessionStart: first {result['session_start_first_s']} s, then median "
+                     f"{result['session_start_s']['median']} s; PreCompact of {grow} new exchanges: median "
+                     f"{result['pre_compact_grown_s']['median']} s", markup=False)
+
+
+bench.add_command(bench_distill)
+bench.add_command(bench_hook)
 bench.add_command(bench_retrieval)
 bench.add_command(bench_recall)
 bench.add_command(bench_lsp)
@@ -354,6 +462,7 @@ bench.add_command(bench_similar)
 bench.add_command(bench_verify)
 bench.add_command(bench_ask)
 bench.add_command(bench_index)
+bench.add_command(bench_vault)
 bench.add_command(bench_embed)
 
 COMMANDS = [bench]

@@ -90,12 +90,16 @@ def rm(ctx, ref, force, as_json):
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @pass_ctx
 def mv(ctx, ref, new_id, domain, new_domain, as_json):
-    """Rename a memory (new id and file name) or move it to another domain; links to it follow, and so do its reviews.
+    """Rename a memory or move it to another domain; links to it follow, in the form they were written in.
 
-    Example: palace mv saga saga-pattern --domain messaging-events
+    Under memories/, NEW_ID is the new id (and file name), and its reviews follow it. In an adopted vault,
+    NEW_ID is the note's new name, or a path from the root: "Irrigation plan" renames "Garden/Watering
+    schedule.md" to "Garden/Irrigation plan.md"; no other byte of any file changes.
+
+    Example: palace mv "Garden/Watering schedule.md" "Irrigation plan"
     """
     if not new_id and not domain:
-        raise click.UsageError("give a NEW_ID, a --domain, or both")
+        raise click.UsageError("give a NEW_ID (a new name), a --domain, or both")
     palace = ctx.palace
     move = move_memory(palace, ref, new_id=new_id, domain=domain, new_domain=new_domain)
     palace.refresh()

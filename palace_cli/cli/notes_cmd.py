@@ -11,11 +11,10 @@ from palace_cli.cli import open_palace, pass_ctx, render
 from palace_cli.core.notes import TYPES, Memory
 from palace_cli.core.tokens import fingerprint
 from palace_cli.core.wording import plural
-from palace_cli.editing.authoring import draft_memory, init_palace, propose_missing_token, review_added
+from palace_cli.editing.authoring import add_note, draft_memory, init as init_palace, propose_missing_token, review_added
 from palace_cli.editing.curate import has_tag
 from palace_cli.editing.lint import lint as run_lint
 from palace_cli.errors import NoteError
-from palace_cli.index.locks import write_lock
 
 
 def memory_summary(memory: Memory) -> dict:
@@ -49,11 +48,26 @@ def _split_list(value: str | None) -> list[str]:
 @click.argument("directory", type=click.Path(file_okay=False), default=".")
 @click.option("--name", help="Palace name (default: the folder name).")
 def init(directory, name):
-    """Create a palace: palace.toml, memories/, index/, reviews/, git files.
+    """Create a palace, or adopt the Markdown notes already in a folder where they lie.
 
-    Example: palace init ~/kb
+    An empty folder gets palace.toml, memories/, index/, reviews/ and git files. A folder that holds Markdown
+    (an Obsidian vault, a Foam workspace, a zk notebook) is adopted: every .md file is a note; palace adds
+    palace.toml, its .gitignore and .gitattributes lines, reviews/ and its generated index under _palace/,
+    and changes no note.
+
+    Example: palace init ~/vault
     """
-    root = init_palace(directory, name)
+    done = init_palace(directory, name)
+    root = done.root
+    if done.adopted:
+        render.out.print(f"Adopted {plural(done.notes, 'note')} in {root} where they lie; wrote "
+                         f"{', '.join(dict.fromkeys(w.split('/')[0] + ('/' if '/' in w else '') for w in done.written))}"
+                         " (no note was changed).", markup=False)
+        render.out.print(f"Next: cd {root} && palace recall \"a question your notes answer\"", markup=False)
+        if not done.git:
+            render.out.print("Not a git repository: `git init` keeps its history (then `palace git setup`).",
+                             markup=False)
+        return
     render.out.print(f"Created a palace in {root}. Next: cd {root} && palace add \"Your first memory\" --domain general",
                      markup=False)
 
@@ -103,7 +117,8 @@ def _edit_draft(palace, draft) -> Memory | None:
 
 @click.command()
 @click.argument("subject")
-@click.option("--domain", "-d", required=True, help="Domain folder under memories/ (or a domain alias or prefix).")
+@click.option("--domain", "-d", default=None,
+              help="Domain folder (or a domain alias or prefix); default: the inbox ([notes] inbox, `inbox`).")
 @click.option("--new-domain", is_flag=True, help="Create the domain even when its name is close to an existing one.")
 @click.option("--anchor", default="", help="The memorable hook, 2-5 words.")
 @click.option("--image", default="", help="The SMASHIN scene ('-' reads stdin).")
@@ -119,32 +134,38 @@ def _edit_draft(palace, draft) -> Memory | None:
 @click.option("--type", "type_", type=click.Choice(TYPES), default=None, help="What kind of memory it is.")
 @click.option("--core", is_flag=True, help="Always in wake-up, first.")
 @click.option("--edit/--no-edit", default=None,
-              help="Open $EDITOR on the new note (default: when run in a terminal).")
+              help="Open $EDITOR on a SMASHIN note from the template (default: in a terminal, when a --domain is "
+                   "given and no --image).")
 @click.option("--json", "as_json", is_flag=True, help="Print the new memory as JSON.")
 @pass_ctx
 def add(ctx, subject, domain, new_domain, anchor, image, content, keywords, links, verify, note_id, supersedes,
         valid_from, type_, core, edit, as_json):
-    """Add a memory from templates/memory.md; opens $EDITOR in a terminal.
+    """Add a memory: a thought at once, or a SMASHIN note from templates/memory.md.
 
-    Example: pbpaste | palace add "Saga" -d distributed-systems --image "Relay runners hand over apology letters." --content -
+    Text alone (SUBJECT, or `-` to read it from stdin) is written at once as a plain note in the inbox
+    domain, no image, no editor: it is searched and recalled now, cited and studied once it grows an Image
+    and a verify token (`palace lint --study`, `palace evolve`). With --image (or in $EDITOR) it is a SMASHIN
+    memory with its verify token.
+
+    Example: echo "Rotate the API keys every 90 days" | palace add -
     """
     palace = ctx.palace
+    if subject == "-":
+        if "-" in (image, content):
+            raise click.UsageError("only one argument can read stdin; SUBJECT and an option both say '-'")
+        subject = sys.stdin.read()
     texts = _stdin_options(image=image, content=content)
-    fields = dict(anchor=anchor, image=texts["image"], content=texts["content"], keywords=_split_list(keywords),
-                  links=_split_list(links), verify=verify, note_id=note_id, new_domain=new_domain,
-                  supersedes=[i for s in supersedes for i in _split_list(s)], valid_from=valid_from, type=type_ or "",
-                  core=core)
-    if edit if edit is not None else _interactive():
-        draft = draft_memory(palace, subject, domain, **fields)
+    fields = dict(anchor=anchor, keywords=_split_list(keywords), links=_split_list(links), verify=verify,
+                  note_id=note_id, new_domain=new_domain, supersedes=[i for s in supersedes for i in _split_list(s)],
+                  valid_from=valid_from, type=type_ or "", core=core)
+    smashin = bool(texts["image"].strip())
+    if edit or (edit is None and domain is not None and not smashin and _interactive()):
+        draft = draft_memory(palace, subject, domain or palace.config.notes.inbox, image=texts["image"],
+                             content=texts["content"], **fields)
         path, memory = draft.relpath, _edit_draft(palace, draft)
     else:
-        with write_lock(palace):  # the token proposed for it is checked against every note written before it
-            draft = draft_memory(palace, subject, domain, **fields)
-            if not fields["image"].strip():  # after the draft's own checks (an existing id, a bad id, the size)
-                raise click.UsageError("a memory added without the editor needs --image: a vivid scene of two to "
-                                       "four sentences; its verify token is a phrase of it (`--image -` reads it "
-                                       "from stdin). Or use --edit to write the note in $EDITOR")
-            path, memory = draft.relpath, draft.save()
+        memory = add_note(palace, subject, domain, image=texts["image"], content=texts["content"], **fields)
+        path = memory.path
     palace.refresh()
     if memory is None:
         raise SystemExit(1)
@@ -161,7 +182,10 @@ def add(ctx, subject, domain, new_domain, anchor, image, content, keywords, link
                          markup=False)
     if memory.verify:
         render.out.print(f"verify token: {memory.verify}", markup=False)
-    for message in review.token_problems:
+    else:
+        render.out.print("a plain note: searched and recalled now; not citable or studyable until it has an Image "
+                         f"and a verify token (`palace evolve {memory.id}` proposes them)", markup=False)
+    for message in review.token_problems if memory.verify else []:
         render.warn(f"{path}: {message}")
     if review.compare_error:
         render.warn(f"could not compare {memory.id} with the other memories: {review.compare_error}")
@@ -215,7 +239,7 @@ def show(ctx, ref, as_json):
     if memory.anchor or not memory.plain:
         print_(f"anchor: {memory.anchor}", markup=False)
     else:
-        print_("no frontmatter: a plain note (no anchor, no verify token)", markup=False)
+        print_("a plain note: not citable or studyable yet (`palace lint --study` says what it lacks)", markup=False)
     for line in validity_lines(memory):
         print_(line, markup=False)
     if memory.keywords:
@@ -255,17 +279,20 @@ def domains(ctx, as_json):
 @click.argument("directory", required=False, type=click.Path(file_okay=False))
 @click.option("--fix", is_flag=True, help="Propose missing verify tokens and regenerate index files; nothing else.")
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too, not only on errors.")
+@click.option("--study", is_flag=True, help="Also say what each note lacks to be cited and studied (study-gap).")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @pass_ctx
-def lint(ctx, directory, fix, strict, as_json):
+def lint(ctx, directory, fix, strict, study, as_json):
     """Check every note; exit 1 on errors (with --strict, on warnings too).
 
+    Errors are what is broken (a note that cannot be read, a broken link, a wrong token); a note that merely
+    lacks its SMASHIN parts is fine, and --study lists what each lacks to be cited and studied.
     DIRECTORY is the palace to check (default: this one).
 
-    Example: palace lint --fix
+    Example: palace lint --study
     """
     palace = open_palace(directory) if directory else ctx.palace
-    report = run_lint(palace, fix=fix)
+    report = run_lint(palace, fix=fix, study=study)
     if as_json:
         render.emit_json(report.as_dict())
     else:

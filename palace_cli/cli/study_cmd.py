@@ -388,6 +388,12 @@ def evolve(ctx, ref, accept, as_json):
         return render.emit_json(result.as_dict())
     out.print(f"[bold]{result.memory_id}[/bold] · {result.score.score}/12 ({level(result.score.score)}) · {result.path}",
               markup=True)
+    if result.lacks:
+        out.print(f"lacks {', '.join(result.lacks)} to be cited and studied" + (
+            "; proposed below" if result.proposal else ""), markup=False)
+    if result.verify or result.anchor:
+        out.print(f"proposed anchor: {result.anchor or '(kept)'} · verify token: {result.verify or '(none)'}",
+                  markup=False)
     for key, tip in result.tips.items():
         out.print(f"  [red]✗[/] {factor(key).name}: {tip}", markup=True)
     if result.diff:
@@ -398,7 +404,9 @@ def evolve(ctx, ref, accept, as_json):
     if result.accepted:
         out.print(f"[green]written[/green] {result.path} (Image only; verify token kept)", markup=True)
     elif result.proposal and not result.problem:
-        out.print(f"accept with: palace evolve {result.memory_id} --accept")
+        out.print(f"accept with: palace evolve {result.memory_id} --accept"
+                  + (" (adds the ## Image and the anchor and verify fields; nothing else changes)"
+                     if result.lacks else ""))
 
 
 @click.command()

@@ -16,7 +16,31 @@ else:  # pragma: no cover
 from palace_cli.errors import ConfigError, NotAPalace
 
 CONFIG_NAME = "palace.toml"
-DOMAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# A domain is a folder name: anything a folder can be called, but not hidden, and no path separator or control
+# character (adopted vaults have folders named "Daily notes" or "日記").
+DOMAIN_NAME = re.compile(r"^[^\x00-\x1f\x7f./\\][^\x00-\x1f\x7f/\\]*$")
+# The notes an adopted vault holds by default: every Markdown file but palace's own and a templates folder.
+DEFAULT_INCLUDE = ("**/*.md",)
+DEFAULT_EXCLUDE = ("templates/**", "_templates/**")
+DOMAIN_RULES = ("folder", "single")
+
+
+@dataclass
+class NotesConfig:
+    """Which Markdown files are notes and how their domain is named (palace.toml [notes]).
+
+    Without `include` a palace keeps the `memories/<domain>/` layout: only notes under memories/. With it
+    (what `palace init` writes on a folder that already holds Markdown) every file the globs include and
+    do not exclude is a note, wherever it lies; its domain is its top folder (`domains = "folder"`) or one
+    domain for all (`"single"`), and a note at the root is in `root_domain`."""
+
+    adopted: bool = False
+    include: tuple[str, ...] = DEFAULT_INCLUDE
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDE
+    domains: str = "folder"
+    root_domain: str = "root"
+    inbox: str = "inbox"
+    index_folder: str = ""  # where the generated INDEX.md and index/ go ("" is the root)
 
 
 @dataclass
@@ -37,6 +61,7 @@ class PalaceConfig:
     domains: dict[str, DomainConfig] = field(default_factory=dict)
     models: dict = field(default_factory=dict)
     retrieval: dict = field(default_factory=dict)
+    notes: NotesConfig = field(default_factory=NotesConfig)
     raw: dict = field(default_factory=dict)
 
 
@@ -72,7 +97,8 @@ def load_config(root: Path) -> PalaceConfig:
     domains = {}
     for name, spec in _table(raw, "domains", path).items():
         if not DOMAIN_NAME.match(name):
-            raise ConfigError(f"{path}: [domains.{name}]: a domain name is a folder name: letters, digits, '.', '_', '-'")
+            raise ConfigError(f"{path}: [domains.{name}]: a domain name is a folder name (not hidden, no '/' or "
+                              "control character)")
         if not isinstance(spec, dict):
             raise ConfigError(f"{path}: [domains.{name}] must be a table")
         aliases = spec.get("aliases", [])
@@ -87,8 +113,38 @@ def load_config(root: Path) -> PalaceConfig:
         domains=domains,
         models=_table(raw, "models", path),
         retrieval=_table(raw, "retrieval", path),
+        notes=_notes(raw, path),
         raw=raw,
     )
+
+
+def _notes(raw: dict, path: Path) -> NotesConfig:
+    """The [notes] table, checked (no table: the memories/ layout)."""
+    if "notes" not in raw:
+        return NotesConfig()
+    table = _table(raw, "notes", path)
+    globs = {}
+    for key, default in (("include", DEFAULT_INCLUDE), ("exclude", DEFAULT_EXCLUDE)):
+        value = table.get(key, list(default))
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+            raise ConfigError(f"{path}: [notes] {key} must be a list of glob patterns like [\"**/*.md\"]")
+        globs[key] = tuple(v.strip().lstrip("/") for v in value)
+    rule = table.get("domains", "folder")
+    if rule not in DOMAIN_RULES:
+        raise ConfigError(f"{path}: [notes] domains = {rule!r}; choose from {', '.join(DOMAIN_RULES)}")
+    names = {}
+    for key, default in (("root_domain", "root"), ("inbox", "inbox")):
+        value = str(table.get(key, default)).strip()
+        if not DOMAIN_NAME.match(value):
+            raise ConfigError(f"{path}: [notes] {key} = {value!r} is not a folder name")
+        names[key] = value
+    folder = str(table.get("index_folder", "")).strip().strip("/")
+    if folder and (not all(DOMAIN_NAME.match(part) for part in folder.split("/")) or ".." in folder.split("/")):
+        raise ConfigError(f"{path}: [notes] index_folder = {folder!r} must be a folder inside the palace")
+    return NotesConfig("include" in table, globs["include"], globs["exclude"], rule, names["root_domain"],
+                       names["inbox"], folder)
 
 
 def _table(raw: dict, name: str, path: Path) -> dict:

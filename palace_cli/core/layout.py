@@ -7,6 +7,7 @@ import errno
 import os
 import re
 import stat
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,9 +73,118 @@ def confined_target(root: Path, folder: str, path: str | os.PathLike) -> tuple[s
 
 def domain_of(relpath: str) -> str:
     """The domain of a note from its path relative to the root: `memories/<domain>/...` gives `<domain>`;
-    "" for a path that is in no domain folder."""
+    "" for a path that is in no domain folder (`NoteRules.domain_of` names the domains of an adopted vault)."""
     parts = relpath.split("/")
     return parts[1] if len(parts) > 2 and parts[0] == MEMORIES else ""
+
+
+def glob_pattern(pattern: str, exact_case: bool = False) -> re.Pattern:
+    """A glob over paths relative to the root as a regex, compared without case: `**` any folders (none too),
+    `*` and `?` within one name, `[abc]` a class. A pattern without `/` matches a file name at any depth; a
+    leading `/` anchors it at the root."""
+    return re.compile(glob_source(pattern, exact_case), re.DOTALL)
+
+
+def glob_source(pattern: str, exact_case: bool = False) -> str:
+    """The regex source of glob_pattern (case folded inside it unless exact_case), to be joined with others."""
+    pattern = pattern.strip()
+    anchored = pattern.startswith("/")
+    pattern = pattern.strip("/")
+    if "/" not in pattern and not anchored and not pattern.startswith("**"):
+        pattern = "**/" + pattern
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:[^/]*/)*")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif pattern[i] == "[" and "]" in pattern[i + 2 :]:
+            end = pattern.index("]", i + 2)
+            body = pattern[i + 1 : end]
+            out.append("[" + ("^" + re.escape(body[1:]) if body[:1] in "!^" and len(body) > 1 else re.escape(body)) + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return "".join(out) if exact_case else f"(?i:{''.join(out)})"
+
+
+# Always left out of an adopted vault's notes, by exact name: what palace writes, and session files.
+PALACE_OWN = (f"{REVIEWS}/**", "conversations/**")
+
+
+class NoteRules:
+    """Which files are notes and what domain each is in, from palace.toml's [notes] (`config.NotesConfig`).
+
+    The memories/ layout (no `include`): notes are `memories/<domain>/**/*.md`. An adopted vault: every
+    file the include globs match and the exclude globs do not, wherever it is, palace's own files left out;
+    its domain is `memories/<domain>` under memories/, else its top folder (or one domain: `single`), and
+    a note at the root is in the root domain."""
+
+    def __init__(self, notes=None, generated: str = ""):
+        self.adopted = bool(notes is not None and notes.adopted)
+        self.base = "" if self.adopted else MEMORIES  # the folder notes are confined to ("" is the root)
+        self.rule = notes.domains if notes is not None else "folder"
+        self.root_domain = notes.root_domain if notes is not None else "root"
+        own = PALACE_OWN + ((f"{generated}/**",) if generated else (f"/{ROOT_INDEX}", f"{INDEX_DIR}/**"))
+        excluded = [glob_source(p) for p in (notes.exclude if self.adopted else ())]
+        excluded += [glob_source(p, exact_case=True) for p in own]
+        # One regex for all the includes and one for all the excludes: a vault's no-op refresh tests every file.
+        self._include = re.compile("|".join(f"(?:{glob_source(p)})" for p in (notes.include if self.adopted
+                                                                                 else ())) or "(?!)", re.DOTALL)
+        self._exclude = re.compile("|".join(f"(?:{source})" for source in excluded), re.DOTALL)
+        self._excludes = [re.compile(source, re.DOTALL) for source in excluded]
+
+    def wanted(self, relpath: str) -> bool:
+        """True when a `.md` path (relative to the root) is a note by these rules."""
+        if not self.adopted:
+            return relpath.startswith(MEMORIES + "/")
+        return self._include.fullmatch(relpath) is not None and self._exclude.fullmatch(relpath) is None
+
+    def pruned(self, reldir: str) -> bool:
+        """True when no file under a folder (relative to the root) can be a note: it need not be walked."""
+        probes = (f"{reldir}/\x00", f"{reldir}/\x00/\x00.md")
+        return any(all(p.fullmatch(probe) for probe in probes) for p in self._excludes)
+
+    def domain_of(self, relpath: str) -> str:
+        """The domain of a note at a path relative to the root ("" when it is in none)."""
+        parts = relpath.split("/")
+        if parts[0] == MEMORIES and len(parts) > 2:
+            return parts[1]
+        if not self.adopted:
+            return ""
+        return parts[0] if len(parts) > 1 and self.rule == "folder" else self.root_domain
+
+
+def path_id(relpath: str) -> str:
+    """The id of a note that does not name one in its frontmatter, from its path (docs/note-format.md, "Ids").
+
+    Under memories/ the file name's slug, as `palace add` names files (`Outbox polling.md`: `outbox-polling`);
+    elsewhere every folder and the file name, each slugged (lowercase, accents stripped, letters of any
+    script kept) and joined by `.`: `Garden/Watering schedule.md` is `garden.watering-schedule`. Stable
+    while the file keeps its path, the same on case-insensitive file systems, and two notes of one name in
+    two folders get two ids."""
+    parts = relpath.removesuffix(".md").split("/")
+    if parts[0] == MEMORIES and len(parts) > 2:
+        from palace_cli.core.text import slugify
+
+        return slugify(parts[-1])
+    return ".".join(_id_part(part) for part in parts) or "note"
+
+
+def _id_part(name: str) -> str:
+    """One path part as an id part: lowercase, accents stripped, runs of anything but letters and digits as `-`."""
+    text = unicodedata.normalize("NFKD", name)
+    text = "".join(ch for ch in text if not unicodedata.combining(ch)).lower()
+    return re.sub(r"[\W_]+", "-", text).strip("-") or "-"
 
 
 def shown_path(relpath: str) -> str:

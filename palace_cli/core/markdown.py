@@ -1,16 +1,37 @@
-"""Markdown structure palace reads in any note: code fences, `[[links]]`, `## sections`, git conflict markers."""
+"""Markdown structure palace reads in any note: code (fences and inline), links in every form vaults write them,
+inline #tags, `## sections` and the heading tree, git conflict markers."""
 
 from __future__ import annotations
 
+import posixpath
 import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import quote, unquote
 
 ATTACHMENT = re.compile(r"\.(?:png|jpe?g|gif|svg|webp|bmp|avif|pdf|mp3|wav|ogg|m4a|flac|mp4|webm|mov|mkv|canvas|"
                         r"excalidraw|base|csv|xlsx?|docx?|pptx?|zip)$", re.IGNORECASE)
 LINK_PATTERN = re.compile(r"\[\[([^\]|#]+)(?:[|#][^\]]*)?\]\]")
+# Every [[wikilink]] (and ![[embed]]), the self links `[[#Heading]]` too: the target, then `#heading` or `|label`.
+WIKILINK = re.compile(r"(!?)\[\[([^\]|#\n]*)((?:#[^\]|\n]*)?)((?:\|[^\]\n]*)?)\]\]")
+# [text](target "title") and [text](<target with spaces>), not images (`![alt](...)`).
+MARKDOWN_LINK = re.compile(r"(?<![!\]\\])\[(?:[^\]\\\n]|\\.)*\]\([ \t]*(?:<([^>\n]*)>|([^\s)<>]+))(?:[ \t]+(?:\"[^\"\n]*\"|'[^'\n]*'))?[ \t]*\)")
+# A link reference definition (`[label]: path/to/note.md "Title"`), as Foam writes them; footnotes (`[^1]:`) are not.
+REFERENCE = re.compile(r"^[ ]{0,3}\[(?!\^)[^\]\n]+\]:[ \t]*(?:<([^>\n]*)>|(\S+))(?:[ \t]+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^)\n]*\)))?[ \t]*$",
+                       re.MULTILINE)
+BAD_LINK_CHARS = re.compile(r"[\[\]|#^\x00-\x1f]")  # what a note's name cannot hold and still be linked to
+SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+INLINE_CODE = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
+# An inline #tag as Obsidian reads one: after a space or at a line's start, letters, digits, `_`, `-` and `/`
+# (nested tags), not only digits (`#1` is not a tag).
+TAG = re.compile(r"(?:(?<=\s)|^)#([^\W\d_][\w/-]*|[\d_][\w/-]*[^\W\d][\w/-]*)", re.MULTILINE)
+HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)
 SECTION_PATTERN = re.compile(r"^##[ \t]+(.+?)[ \t]*$", re.MULTILINE)
 FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)")
+# A fence's whole run of backticks or tildes and what follows: a fence closes only with a run of the same
+# character at least as long and nothing after it (CommonMark), so ```` can hold a ``` example.
+FENCE_RUN = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})(.*)$")
 # git's conflict markers; `=======` alone is also a setext heading underline, so it counts only inside a conflict
 CONFLICT_EDGE = re.compile(r"^(<{7}|>{7}|\|{7})(?:[ \t].*)?$", re.MULTILINE)
 
@@ -21,11 +42,13 @@ def code_ranges(body: str) -> list[tuple[int, int]]:
         return []
     ranges, start, marker, offset = [], None, "", 0
     for line in body.split("\n"):
-        found = FENCE.match(line)
+        found = FENCE_RUN.match(line)
         if found:
+            run, rest = found.groups()
             if start is None:
-                start, marker = offset, found.group(1)
-            elif found.group(1) == marker:
+                if not (run[0] == "`" and "`" in rest):  # a backtick fence's info string holds no backtick
+                    start, marker = offset, run
+            elif run[0] == marker[0] and len(run) >= len(marker) and not rest.strip():
                 ranges.append((start, offset + len(line)))
                 start = None
         offset += len(line) + 1
@@ -52,12 +75,127 @@ def is_attachment(target: str) -> bool:
     return bool(ATTACHMENT.search(target.strip()))
 
 
-def body_link_lines(body: str, body_first_line: int) -> list[tuple[str, int]]:
-    """Every `[[link]]` to a note in a body, outside code fences, with its file line (attachments left out)."""
-    fences = code_ranges(body)
+def code_spans(text: str) -> list[tuple[int, int]]:
+    """Ranges of code, fenced and inline (`like this`), sorted: what is no link, no tag and no heading."""
+    fences = code_ranges(text)
+    if "`" not in text:
+        return fences
+    spans = [(m.start(), m.end() - 1) for m in INLINE_CODE.finditer(text)
+             if "\n\n" not in m.group(2) and outside_code(m.start(), fences)]
+    return sorted(fences + spans) if spans else fences
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link to a note as written in a body: its target (what names the note: `Name`, `Folder/Name`,
+    `Name.md`; for a Markdown link or a reference definition, the path as written, decoded), the file line, the
+    form (`wiki`, `embed`, `markdown`, `reference`), the heading or `^block` after `#`, and where the target's
+    text is in the body (start, end), for renaming it in place."""
+
+    target: str
+    line: int
+    form: str
+    fragment: str
+    start: int
+    end: int
+
+    def name(self, source: str = "") -> str:
+        """What the resolver looks the link up by: a wikilink's target; a path link's path from the root (relative
+        to `source`, the linking note's path, unless it starts with `/`)."""
+        if self.form in ("wiki", "embed"):
+            return self.target.strip()
+        return joined_path(source, self.target)
+
+
+def joined_path(source: str, target: str) -> str:
+    """A path link's target from the root: relative to the folder of `source` (a path from the root), or from
+    the root when it starts with `/`; `..` folded."""
+    if target.startswith("/"):
+        return posixpath.normpath(target.lstrip("/"))
+    folder = source.rsplit("/", 1)[0] if "/" in source else ""
+    return posixpath.normpath(posixpath.join(folder, target)) if folder else posixpath.normpath(target)
+
+
+def _path_target(raw: str) -> tuple[str, str] | None:
+    """(path, fragment) of a Markdown link's or reference definition's target when it may name a note: no
+    scheme (`https:`, `mailto:`), not only a `#fragment`, a `.md` file (or no extension) that is not an
+    attachment; None otherwise."""
+    if not raw or SCHEME.match(raw) or raw.startswith(("#", "?")):
+        return None
+    path, _, fragment = raw.partition("#")
+    path = unquote(path.split("?", 1)[0])
+    last = path.rsplit("/", 1)[-1]
+    if not last or (not last.lower().endswith(".md") and "." in last.lstrip(".")):
+        return None  # a folder, or a file that is not a note (an image, a PDF, LICENSE.txt)
+    return path, unquote(fragment)
+
+
+def note_links(body: str, body_first_line: int = 1) -> list[Link]:
+    """Every link to a note in a body, in order, outside code (fenced and inline): wikilinks and note embeds
+    (`[[Name]]`, `[[Name|label]]`, `[[Name#Heading]]`, `[[Name#^block]]`, `[[Folder/Name]]`, `[[Name.md]]`,
+    `![[Name]]`), Markdown links to `.md` files (`[text](Folder/Name%20x.md#Heading)`) and link reference
+    definitions. Attachments (`![[image.png]]`, `[pdf](a.pdf)`) and self links (`[[#Heading]]`) are left out."""
+    if "[" not in body:
+        return []
+    code = code_spans(body)
     line = line_numbers(body, body_first_line)
-    return [(m.group(1).strip(), line(m.start()))
-            for m in LINK_PATTERN.finditer(body) if outside_code(m.start(), fences) and not is_attachment(m.group(1))]
+    found: list[Link] = []
+    for match in WIKILINK.finditer(body):
+        target = match.group(2)
+        if not target.strip() or is_attachment(target) or not outside_code(match.start(), code):
+            continue
+        found.append(Link(target.strip(), line(match.start()), "embed" if match.group(1) else "wiki",
+                          match.group(3)[1:].strip(), match.start(2), match.end(2)))
+    for pattern, form in ((MARKDOWN_LINK, "markdown"), (REFERENCE, "reference")):
+        for match in pattern.finditer(body):
+            group = 1 if match.group(1) is not None else 2
+            parsed = _path_target(match.group(group))
+            if parsed is None or not outside_code(match.start(), code):
+                continue
+            raw = match.group(group)
+            cut = min((i for i in (raw.find("#"), raw.find("?")) if i >= 0), default=len(raw))
+            start = match.start(group)
+            found.append(Link(parsed[0], line(match.start()), form, parsed[1], start, start + cut))
+    found.sort(key=lambda link: link.start)
+    return found
+
+
+def body_link_lines(body: str, body_first_line: int, source: str = "") -> list[tuple[str, int]]:
+    """Every link to a note in a body (note_links), as (the name the resolver looks up, file line); `source` is
+    the linking note's path, which Markdown links are relative to (one that climbs out of the palace is left out)."""
+    found = ((link.name(source), link.line) for link in note_links(body, body_first_line))
+    return [(name, line) for name, line in found if not name.startswith("../")]  # out of the palace: no note
+
+
+def inline_tags(body: str) -> list[str]:
+    """The inline `#tags` of a body, outside code, in order, each once (as written, without `#`)."""
+    if "#" not in body:
+        return []
+    code = code_spans(body)
+    tags: dict[str, None] = {}
+    for match in TAG.finditer(body):
+        if outside_code(match.start(), code):
+            tags.setdefault(match.group(1).rstrip("/-"), None)
+    return [tag for tag in tags if tag]
+
+
+def renamed_target(written: str, old: str, new: str) -> str:
+    """A name as written (`watering schedule`) renamed from `old` to `new` in the same style: as written, all
+    lowercase, all uppercase, or slugged with hyphens; so renaming back gives the bytes it had."""
+    if written == old:
+        return new
+    if written == old.lower():
+        return new.lower()
+    if written == old.upper():
+        return new.upper()
+    if written == re.sub(r"\s+", "-", old.strip()).lower():
+        return re.sub(r"\s+", "-", new.strip()).lower()
+    return new
+
+
+def encoded_like(written: str, plain: str) -> str:
+    """`plain` spelled the way a path link `written` was: percent-encoded when it was (`Name%20x.md`)."""
+    return quote(plain, safe="/-._~()!*'") if "%" in written else plain
 
 
 def rest_of_body(body: str) -> str:
@@ -101,6 +239,44 @@ def rename_body_links(text: str, renames: dict[str, str]) -> str:
     if not pieces:
         return text
     return text[:start] + "".join(pieces) + body[last:]
+
+
+@dataclass(frozen=True)
+class Section:
+    """A part of a note under one heading: the headings above it and its own (`Setup › Linux`), the file line of
+    its heading (the first body line for the text before any heading), its text without the heading, and the
+    file line that text starts on."""
+
+    path: tuple[str, ...]
+    line: int
+    text: str
+    text_line: int
+
+
+def heading_sections(body: str, body_first_line: int = 1) -> list[Section]:
+    """The body cut at every heading outside code (any level), in order: the text before the first heading (when
+    there is any) and each heading's own text, with the path of headings above it."""
+    code = code_ranges(body)
+    line = line_numbers(body, body_first_line)
+    headings = [m for m in HEADING.finditer(body) if outside_code(m.start(), code)]
+
+    def text_of(start: int, end: int) -> tuple[str, int]:
+        raw = body[start:end]
+        return raw.strip(), line(start + len(raw) - len(raw.lstrip()))
+
+    out: list[Section] = []
+    lead, lead_line = text_of(0, headings[0].start() if headings else len(body))
+    if lead:
+        out.append(Section((), lead_line, lead, lead_line))
+    stack: list[tuple[int, str]] = []
+    for i, match in enumerate(headings):
+        level, title = len(match.group(1)), match.group(2).strip()
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, title))
+        text, text_line = text_of(match.end(), headings[i + 1].start() if i + 1 < len(headings) else len(body))
+        out.append(Section(tuple(t for _, t in stack), line(match.start()), text, text_line))
+    return out
 
 
 def parse_sections(body: str, body_first_line: int) -> dict[str, tuple[str, int]]:

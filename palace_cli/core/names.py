@@ -4,7 +4,11 @@ A reference names a memory by its id, its path, its file name, an alias (or an i
 `palace mv`), its subject or its anchor. Names are compared normalised (case, accents, punctuation
 and hyphens do not count), so `[[Saga pattern]]`, as Obsidian writes a link to `saga-pattern.md`,
 names the memory whose file is `saga-pattern.md`. A name is used only when it is unique within its
-rank; two memories answering to it at the same rank make the reference ambiguous, never a guess.
+rank; two memories answering to it at the same rank make the reference ambiguous, never a guess, with one
+exception, Obsidian's rule for file names: when several notes have the file name, the one with the shortest
+path wins (fewest folders, then fewest characters), and the resolution says which others share it.
+Paths match without case, whole (`Garden/Watering schedule.md`, with or without `.md`) or by their last
+folders (`[[Garden/Watering schedule]]` names `Notes/Garden/Watering schedule.md`).
 """
 
 from __future__ import annotations
@@ -26,10 +30,21 @@ LINK_RANKS = 3  # links resolve by id, path, file name, alias or subject; anchor
 
 @dataclass(frozen=True)
 class Resolved:
-    """The memory a reference named, and how: id, path, file, alias, previous (a former id), subject, anchor."""
+    """The memory a reference named, and how: id, path, file, alias, previous (a former id), subject, anchor;
+    `shared`: the paths of other notes with the same file name, when the shortest path decided."""
 
     memory: Memory
     how: str
+    shared: tuple[str, ...] = ()
+
+
+def _shortest(matches: list[Memory]) -> tuple[Memory, tuple[str, ...]] | None:
+    """The note with the shortest path (fewest folders, then characters) and the others' paths; None on a tie."""
+    ranked = sorted(matches, key=lambda m: (m.path.count("/"), len(m.path), m.path))
+    first, second = ranked[0], ranked[1]
+    if (first.path.count("/"), len(first.path)) == (second.path.count("/"), len(second.path)):
+        return None
+    return first, tuple(m.path for m in ranked[1:])
 
 
 class Names:
@@ -40,10 +55,14 @@ class Names:
         self.paths: dict[str, Memory] = {}
         self._ranked: list[dict[str, list[Memory]]] = [defaultdict(list) for _ in RANKS]
         self._previous: dict[str, Memory] = {}
+        self._folded: dict[str, list[Memory]] = defaultdict(list)  # lowercase path and its last folders -> notes
         for memory in memories:
             self.ids[memory.id] = memory
             self.paths[memory.path] = memory
         for memory in self.ids.values():
+            parts = memory.path.lower().split("/")
+            for start in range(len(parts) - 1):
+                self._folded["/".join(parts[start:])].append(memory)
             stem = memory.path.rsplit("/", 1)[-1].removesuffix(".md")
             names = [{normalize(memory.id), normalize(stem)}, {normalize(a) for a in memory.aliases},
                      {normalize(memory.subject)}, {normalize(memory.anchor)}]
@@ -62,29 +81,55 @@ class Names:
         return [(rank, table.get(wanted, []) if wanted else []) for rank, table in zip(RANKS, self._ranked)]
 
     def path(self, ref: str) -> Memory | None:
-        """The memory at a path: `memories/d/x.md`, without `.md`, or without `memories/` (as Obsidian writes)."""
-        ref = ref.strip().removeprefix("./")
-        for candidate in (ref, ref + ".md", "memories/" + ref, "memories/" + ref + ".md"):
+        """The memory at a path: `memories/d/x.md`, without `.md`, or without `memories/` (as Obsidian writes);
+        compared without case, and by its last folders when no whole path matches (the shortest path wins)."""
+        found = self._at_path(ref)
+        return found[0] if found else None
+
+    def _at_path(self, ref: str) -> tuple[Memory, tuple[str, ...]] | None:
+        ref = ref.strip().removeprefix("./").lstrip("/")
+        candidates = (ref, ref + ".md", "memories/" + ref, "memories/" + ref + ".md")
+        for candidate in candidates:
             if candidate in self.paths:
-                return self.paths[candidate]
+                return self.paths[candidate], ()
+        for candidate in candidates[:2]:
+            matches = self._folded.get(candidate.lower(), [])
+            exact = [m for m in matches if m.path.lower() == candidate.lower()]
+            if len(exact) == 1:
+                return exact[0], ()
+            if len(matches) == 1:
+                return matches[0], ()
+            if len(matches) > 1:
+                return _shortest(matches) or self._ambiguous(ref, matches)
         return None
+
+    @staticmethod
+    def _ambiguous(ref: str, matches: list[Memory]):
+        ids = sorted(m.id for m in matches)
+        raise Ambiguous(f"{ref!r} names several memories: {', '.join(ids[:8])}; use an id or a longer path", ids[:8])
 
     def resolve(self, target: str, ranks: int = LINK_RANKS) -> Resolved | None:
         """What a link target (or a reference) names: None when nothing does; Ambiguous when several do."""
         target = target.strip()
         if target in self.ids:
-            return Resolved(self.ids[target], "id")
-        if "/" in target or target.endswith(".md"):
-            found = self.path(target)
+            found = self.ids[target]
+            sharing = self._ranked[0].get(normalize(target), [])
+            return Resolved(found, "id", tuple(m.path for m in sharing if m is not found) if found in sharing else ())
+        if "/" in target or target.lower().endswith(".md"):
+            found = self._at_path(target)
             if found is not None:
-                return Resolved(found, "path")
-            target = target.rsplit("/", 1)[-1].removesuffix(".md")  # a path to a moved file: try its name
+                return Resolved(found[0], "path", found[1])
+            target = target.rsplit("/", 1)[-1]  # a path to a moved file: try its name
+            target = target[:-3] if target.lower().endswith(".md") else target
         for rank, matches in self.by_rank(target)[:ranks]:
             if len(matches) == 1:
                 how = "previous" if rank == "alias" and normalize(target) in self._previous \
                     and self._previous[normalize(target)] is matches[0] else rank
                 return Resolved(matches[0], how)
             if len(matches) > 1:
+                chosen = _shortest(matches) if rank == "file" else None  # Obsidian's rule for a shared file name
+                if chosen is not None:
+                    return Resolved(chosen[0], rank, chosen[1])
                 ids = sorted(m.id for m in matches)
                 raise Ambiguous(f"{target!r} names several memories: {', '.join(ids[:8])}; use an id", ids[:8])
         return None

@@ -11,7 +11,16 @@ import yaml
 from palace_cli.core import safeyaml
 from palace_cli.core.dates import normalize_moment
 from palace_cli.core.disk import read_capped
-from palace_cli.core.markdown import body_link_lines, code_ranges, conflict_blocks, outside_code, parse_sections
+from palace_cli.core.layout import path_id
+from palace_cli.core.markdown import (
+    body_link_lines,
+    code_ranges,
+    conflict_blocks,
+    inline_tags,
+    outside_code,
+    parse_sections,
+    rest_of_body,
+)
 from palace_cli.core.notes import (
     DATE_FIELDS,
     ID_PATTERN,
@@ -22,7 +31,6 @@ from palace_cli.core.notes import (
     Memory,
     Warning_,
 )
-from palace_cli.core.text import slugify
 from palace_cli.errors import NoteError
 
 MAX_NOTE_BYTES = 1_000_000
@@ -235,57 +243,86 @@ def _validity(meta: dict, field_lines: dict[str, int], problems: list[tuple[str,
 
 
 def parse_note(text: str, path: str, domain: str, warnings: list[Warning_] | None = None) -> Memory:
-    """Parse note text into a Memory; raises NoteError with file and line for what cannot be read."""
+    """Parse note text into a Memory; raises NoteError with file and line for what cannot be read.
+
+    Any Markdown file is a note: frontmatter and every field are optional (docs/note-format.md). The id is
+    `id:` or, without one, derived from the path (`layout.path_id`); the subject is `subject:`, `title:`, the
+    first `# ` heading or the file name; `tags:` and inline #tags are keywords. A body with a `## Image` or a
+    `## Content` section is read as a SMASHIN memory; any other body is all Content."""
     conflicts = conflict_blocks(text)
     try:
         yaml_text, body, body_first_line = split_frontmatter(text, path)
     except NoteError as exc:
         if conflicts:  # the conflict is why the `---` lines are not where they should be
             raise NoteError(path, _conflict_message(*conflicts[0]), line=conflicts[0][0]) from None
-        if isinstance(exc, NoFrontmatter):
-            return plain_note(text, path, domain, warnings)
-        raise
+        if not isinstance(exc, NoFrontmatter):
+            raise
+        yaml_text, body, body_first_line = "", text, 1
     for first, last in conflicts:
         if first < body_first_line:
             raise NoteError(path, _conflict_message(first, last, " in the frontmatter"), line=first)
     meta = load_frontmatter(yaml_text, path)
     field_lines, key_warnings = frontmatter_key_lines(yaml_text)
-    note_id = _note_id(meta, field_lines, path)
     type_problems: list[tuple[str, str]] = []
+    note_id, derived = _note_id(meta, field_lines, path, type_problems)
     fields = _fields(meta, type_problems)
     validity, validity_warnings = _validity(meta, field_lines, type_problems)
     memory_warnings = list(warnings or []) + key_warnings + validity_warnings
     memory_warnings += [Warning_(first, "conflict-marker", _conflict_message(first, last)) for first, last in conflicts]
-    heading = re.search(r"^#[ \t]+\S", body, re.MULTILINE)
+    code = code_ranges(body)
+    heading = next((m for m in TITLE.finditer(body) if outside_code(m.start(), code)), None)
     line = body_first_line + body[: heading.start()].count("\n") if heading else body_first_line
-    found = _smashin_sections(body, body_first_line, line, memory_warnings)
+    fields["subject"] = (fields["subject"] or _scalar(meta, "title", type_problems)
+                         or (heading.group(1).strip() if heading else path.rsplit("/", 1)[-1].removesuffix(".md")))
+    fields["keywords"] += [tag for tag in inline_tags(body) if tag not in fields["keywords"]]
+    sections = parse_sections(body, body_first_line)
+    structured = "content" in sections
+    started = bool(fields["anchor"] or fields["verify"]) or "image" in sections
+    found = _smashin_sections(sections, line, memory_warnings, started, ("image", "content") if structured
+                              else ("image",) if started else ())
+    if not structured:  # a note of its own shape: its whole text but the title (and an Image it grew) is content
+        whole = rest_of_body(body) if "image" in sections else \
+            (body[: heading.start()] + body[heading.end():] if heading else body).strip()
+        found["content"] = (whole, line)
     memory = Memory(
         id=note_id, domain=domain, path=path, **fields, **validity,
         image=found["image"][0], content=found["content"][0], body=body, line=line,
         image_line=found["image"][1], content_line=found["content"][1],
-        body_links=[link for link, _ in body_link_lines(body, body_first_line)],
+        body_links=[link for link, _ in body_link_lines(body, body_first_line, path)],
         meta=meta, warnings=memory_warnings, body_line=body_first_line, field_lines=field_lines,
+        plain=not (fields["anchor"] or fields["verify"] or found["image"][0]), derived_id=derived,
+        structured=structured,
     )
+    if memory.plain:  # a vault's own `type:` (Foam's `type: feature`) is no palace type to check
+        memory.warnings = [w for w in memory.warnings if w.code != "unknown-type"]
     for name, message in type_problems:
-        memory.warnings.append(Warning_(field_lines.get(name, 2), "bad-type", message))
-    for name in ("subject", "anchor"):
-        if not getattr(memory, name) and not any(n == name for n, _ in type_problems):
-            memory.warnings.append(Warning_(field_lines.get(name, 2), "missing-field", f"missing required field `{name}`"))
+        code_name = "bad-id" if name == "id" else "bad-type"
+        memory.warnings.append(Warning_(field_lines.get(name, 2), code_name, message))
+    if not memory.anchor and not memory.plain and not any(n == "anchor" for n, _ in type_problems):
+        memory.warnings.append(Warning_(field_lines.get("anchor", 2), "missing-field", "missing field `anchor` "
+                                        "(the memorable hook: a memory with a verify token or an Image needs one)"))
     return memory
 
 
-def _note_id(meta: dict, field_lines: dict[str, int], path: str) -> str:
-    """The `id` of a note's frontmatter, checked; NoteError when it is missing or malformed."""
+TITLE = re.compile(r"^#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)
+
+
+def _note_id(meta: dict, field_lines: dict[str, int], path: str, problems: list[tuple[str, str]]) -> tuple[str, bool]:
+    """(id, derived): the frontmatter's `id`, checked, or the id derived from the path (layout.path_id) when
+    there is none or it cannot be used (then a problem says why)."""
     raw_id = meta.get("id")
     if raw_id is None or (isinstance(raw_id, str) and not raw_id.strip()):
-        raise NoteError(path, "missing required field `id`", line=field_lines.get("id", 2))
+        return path_id(path), True
     if isinstance(raw_id, (dict, list, tuple, bool, float)):
-        raise NoteError(path, f"`id` must be text, not {_kind(raw_id)}", line=field_lines.get("id", 2))
+        problems.append(("id", f"`id` must be text, not {_kind(raw_id)}; read with the id {path_id(path)!r} "
+                               "from its path"))
+        return path_id(path), True
     note_id = str(raw_id).strip()
     if not ID_PATTERN.match(note_id):
-        raise NoteError(path, f"id {note_id!r} must be lowercase letters, digits, '.', '_' or '-'",
-                        line=field_lines.get("id", 2))
-    return note_id
+        problems.append(("id", f"id {note_id!r} must be lowercase letters, digits, '.', '_' or '-'; read with the "
+                               f"id {path_id(path)!r} from its path"))
+        return path_id(path), True
+    return note_id, False
 
 
 def _fields(meta: dict, type_problems: list[tuple[str, str]]) -> dict:
@@ -304,48 +341,24 @@ def _fields(meta: dict, type_problems: list[tuple[str, str]]) -> dict:
             "aliases": aliases, "previous_ids": previous_ids, "created": created}
 
 
-def _smashin_sections(body: str, body_first_line: int, title_line: int,
-                      warnings: list[Warning_]) -> dict[str, tuple[str, int]]:
-    """The Image and Content sections: name -> (text, heading line); missing or placeholder ones warned about."""
-    sections = parse_sections(body, body_first_line)
-    found = {}
-    for name in ("image", "content"):
+def _smashin_sections(sections: dict[str, tuple[str, int]], title_line: int, warnings: list[Warning_],
+                      started: bool, names=("image", "content")) -> dict[str, tuple[str, int]]:
+    """The Image and Content sections (of `names`): name -> (text, heading line); for a started memory (a hook, a
+    token or an Image), missing ones are warned about; a template's hint left in place always is."""
+    found = {"image": ("", 0), "content": ("", 0)}
+    for name in names:
         section_text, section_line = sections.get(name, ("", 0))
         if not section_text:
-            warnings.append(Warning_(section_line or title_line, "missing-section",
-                                     f"no `## {name.title()}` section" if not section_line
-                                     else f"the `## {name.title()}` section is empty"))
+            if started:
+                warnings.append(Warning_(section_line or title_line, "missing-section",
+                                         f"no `## {name.title()}` section" if not section_line
+                                         else f"the `## {name.title()}` section is empty"))
         elif _is_placeholder(section_text):
             warnings.append(Warning_(section_line, "placeholder-section",
                                      f"the `## {name.title()}` section still holds the template's hint"))
             section_text = ""
         found[name] = (section_text, section_line)
     return found
-
-
-def plain_note(text: str, path: str, domain: str, warnings: list[Warning_] | None = None) -> Memory:
-    """A Markdown file without frontmatter, as an Obsidian vault holds many: id from the file name, subject from
-    the first `# ` heading (else the file name), the text as its Content (or its `## Content` section)."""
-    stem = path.rsplit("/", 1)[-1].removesuffix(".md")
-    note_id = slugify(stem)
-    fences = code_ranges(text)
-    heading = next((m for m in re.finditer(r"^#[ \t]+(.+?)[ \t#]*$", text, re.MULTILINE)
-                    if outside_code(m.start(), fences)), None)
-    line = text[: heading.start()].count("\n") + 1 if heading else 1
-    sections = parse_sections(text, 1)
-    content, content_line = sections.get("content", ("", 0))
-    if not content:
-        content = (text[: heading.start()] + text[heading.end():] if heading else text).strip()
-        content_line = line
-    image, image_line = sections.get("image", ("", 0))
-    notice = Warning_(1, "no-frontmatter", f"no frontmatter: read as a plain note with id {note_id!r} (from the file "
-                                           "name); add frontmatter with an anchor and a verify token to study and "
-                                           "cite it as a memory")
-    return Memory(id=note_id, subject=heading.group(1).strip() if heading else stem, anchor="", verify="",
-                  domain=domain, path=path, plain=True, image=image, content=content, body=text, line=line,
-                  image_line=image_line, content_line=content_line,
-                  body_links=[link for link, _ in body_link_lines(text, 1)],
-                  warnings=list(warnings or []) + [notice], body_line=1)
 
 
 def load_note(root: Path, relpath: str, domain: str) -> Memory:

@@ -11,9 +11,9 @@ TEXT_FIELDS = ("subject", "anchor", "verify")
 LIST_FIELDS = ("keywords", "links", "aliases")
 DATE_FIELDS = ("valid_from", "valid_until")
 VERSION_FIELDS = ("supersedes", "superseded_by")  # lists of memory ids: the versions of a fact
-FIELDS = ("id", "subject", "anchor", "keywords", "verify", "links", "aliases", "tags", "previous_ids", "created",
+FIELDS = ("id", "subject", "title", "anchor", "keywords", "verify", "links", "aliases", "tags", "previous_ids", "created",
           "importance", "type", *DATE_FIELDS, *VERSION_FIELDS, "core")
-TYPES = ("fact", "preference", "decision", "event", "procedure", "concept")
+TYPES = ("fact", "preference", "decision", "event", "procedure", "concept", "plan", "relationship", "opinion")
 
 
 @dataclass
@@ -46,7 +46,9 @@ class Memory:
     superseded_by: list[str] = field(default_factory=list)
     type: str = ""
     core: bool = False
-    plain: bool = False  # no frontmatter (an Obsidian note): id from the file name, no anchor or token to check
+    plain: bool = False  # no anchor, verify token or Image: a note of its own shape, not (yet) a SMASHIN memory
+    derived_id: bool = False  # no usable `id:`: the id comes from the path (layout.path_id)
+    structured: bool = False  # the body has `## Image` or `## Content` sections (else its whole text is content)
     image: str = ""
     content: str = ""
     body: str = ""
@@ -59,6 +61,11 @@ class Memory:
     warnings: list[Warning_] = field(default_factory=list)
     body_line: int = 0
     field_lines: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def has_frontmatter(self) -> bool:
+        """True when the note starts with a `---` frontmatter block (its body starts after it)."""
+        return self.body_line > 1
 
     @property
     def location(self) -> str:

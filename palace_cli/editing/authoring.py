@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -15,13 +16,14 @@ from palace_cli.core.config import CONFIG_NAME
 from palace_cli.core.dates import today, yaml_moment
 from palace_cli.core.disk import atomic_write, create_new
 from palace_cli.core.layout import INDEX_DIR, MEMORIES, REVIEWS, Scan
-from palace_cli.core.noteedit import check_note_size, edit_frontmatter, edit_section, inline_yaml, update_frontmatter
+from palace_cli.core.noteedit import (check_note_size, dump_frontmatter, edit_frontmatter, edit_section, inline_yaml,
+                                     update_frontmatter)
 from palace_cli.core.notefile import load_note, parse_note, split_frontmatter
 from palace_cli.core.notes import ID_PATTERN, TYPES, Memory
 from palace_cli.core.text import slugify, words
 from palace_cli.core.tokens import propose_token, token_problems
 from palace_cli.core.validity import Versions
-from palace_cli.editing.gitsetup import ATTRIBUTES, IGNORED, ensure_lines, setup_git
+from palace_cli.editing.gitsetup import IGNORED, attributes, ensure_lines, setup_git
 from palace_cli.editing.versions import check_link, moment_option, old_note_changes, planned_edit
 from palace_cli.errors import NoteError, PalaceError, UsageError
 from palace_cli.index.locks import write_lock
@@ -78,35 +80,89 @@ def render_memory(template: str, fields: dict, domain: str, sections: dict[str, 
     return text
 
 
+ADOPT_SETTINGS = """
+[notes]
+# This folder already held Markdown: every .md file is a note where it lies, any depth, any name
+# (docs/obsidian.md). Globs are relative to this folder and compared without case; folders whose name
+# starts with "." (.obsidian/, .git/), palace's own files and conversations/ are never notes.
+include = ["**/*.md"]
+exclude = ["templates/**", "_templates/**"]
+# domains = "folder"        # a note's domain is its top folder; "single": one domain for every note
+# root_domain = "root"      # the domain of the notes at the top
+# inbox = "inbox"           # the folder `palace add "a quick thought"` writes into
+index_folder = "_palace"    # palace's generated INDEX.md and index/<domain>.md go here, apart from your notes
+"""
+
+
+@dataclass
+class Init:
+    """What `palace init` did: the root, whether it adopted notes already there (how many), what it wrote."""
+
+    root: Path
+    adopted: bool = False
+    notes: int = 0
+    git: str = ""  # "initialised", "set up" (merge driver and hook), or "" (no git, or not a repository)
+    written: list[str] = field(default_factory=list)
+
+
 def init_palace(directory: Path, name: str | None = None) -> Path:
-    """Create a palace in directory (git init when not already in a repository); returns the root."""
+    """Create a palace in directory, adopting the Markdown already there (see `init`); returns the root."""
+    return init(directory, name).root
+
+
+def init(directory: Path, name: str | None = None) -> Init:
+    """Create a palace in directory. An empty folder gets the memories/ layout (and `git init` when it is not
+    in a repository); a folder that already holds Markdown is adopted where it lies: palace.toml with a
+    [notes] table, its .gitignore and .gitattributes lines, reviews/ and the generated index files under
+    `_palace/`, nothing else (no note is touched, no repository is made)."""
     root = Path(directory).expanduser().resolve()
     if (root / CONFIG_NAME).exists():
         raise PalaceError(f"{root} is already a palace ({CONFIG_NAME} exists)")
     if root.exists() and not root.is_dir():
         raise PalaceError(f"{root} is a file, not a directory")
     root.mkdir(parents=True, exist_ok=True)
+    adopt = _holds_markdown(root)
     title = name or root.name.replace("-", " ").replace("_", " ").title()
     toml_name = json.dumps(title, ensure_ascii=False)[1:-1]  # a JSON string body is a valid TOML basic string
-    atomic_write(root / CONFIG_NAME, template_text("palace.toml").replace("{name}", toml_name))
-    for folder in (MEMORIES, INDEX_DIR, REVIEWS):
+    settings = template_text("palace.toml").replace("{name}", toml_name)
+    done = Init(root, adopt, written=[CONFIG_NAME])
+    atomic_write(root / CONFIG_NAME, settings + (ADOPT_SETTINGS if adopt else ""))
+    for folder in (REVIEWS,) if adopt else (MEMORIES, INDEX_DIR, REVIEWS):
         (root / folder).mkdir(exist_ok=True)
-        keep = root / folder / ".gitkeep"
         if not any((root / folder).iterdir()):
-            keep.touch()
-    ensure_lines(root / ".gitignore", IGNORED)
-    ensure_lines(root / ".gitattributes", ATTRIBUTES)
+            (root / folder / ".gitkeep").touch()
+            done.written.append(f"{folder}/.gitkeep")
     palace = Palace(root)
+    done.written += [".gitignore"] * bool(ensure_lines(root / ".gitignore", IGNORED))
+    done.written += [".gitattributes"] * bool(ensure_lines(root / ".gitattributes", attributes(palace)))
     if shutil.which("git"):
         inside_repo = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=root,
                                      capture_output=True, text=True).returncode == 0
-        if not inside_repo:
+        if not inside_repo and not adopt:  # a folder of someone's notes is not made a repository behind their back
             subprocess.run(["git", "init", "-q"], cwd=root, check=False, capture_output=True)
-        setup_git(palace)  # the merge driver and the hook that keep merges free of conflicts in generated files
-    from palace_cli.index.files import write_index_files
+            done.git, inside_repo = "initialised", True
+        if inside_repo:
+            setup_git(palace)  # the merge driver and the hook that keep merges free of conflicts in generated files
+            done.git = done.git or "set up"
+    if adopt:
+        report = palace.refresh(embedder=None)  # reads every note (and writes the generated index files)
+        done.notes = report.unchanged + len(report.added) + len(report.updated)
+        done.written += sorted(report.index_files)
+    else:
+        from palace_cli.index.files import write_index_files
 
-    write_index_files(palace, Scan())  # a new palace holds no memories yet
-    return root
+        written = write_index_files(palace, Scan())  # a new palace holds no memories yet
+        done.written += written.written
+    return done
+
+
+def _holds_markdown(root: Path) -> bool:
+    """True when a folder already holds a Markdown file outside hidden folders: a vault to adopt."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d != "node_modules"]
+        if any(name.endswith(".md") and not name.startswith(".") for name in filenames):
+            return True
+    return False
 
 
 @dataclass
@@ -262,6 +318,125 @@ def add_memory(palace: Palace, subject: str, domain: str, **fields) -> Memory:
         return draft_memory(palace, subject, domain, **fields).save()
 
 
+def plain_memory_text(fields: dict, subject: str, content: str) -> str:
+    """The text of a plain memory note: the frontmatter fields in order, `# subject`, then `## Content`."""
+    return "---\n" + dump_frontmatter(fields) + "---\n" + f"# {subject}\n\n## Content\n{content.strip()}\n"
+
+
+def write_plain_memory(palace: Palace, subject: str, domain: str, content: str, *, note_id: str | None = None,
+                       type: str = "", fields: dict | None = None, supersedes: list[str] | None = None,
+                       valid_from=None, core: bool = False, new_domain: bool = False, scan: Scan | None = None
+                       ) -> Memory:
+    """Write a plain memory (frontmatter and a `## Content` section, no Image or verify token) to
+    memories/<domain>/<id>.md (in an adopted vault, the domain's folder: Palace.new_note_path) and return it;
+    never overwrites a file.
+
+    The frontmatter is `id`, `subject`, `type`, the given `fields` in their order, then `valid_from`,
+    `supersedes`, `core` and `created`. Without `note_id` the id is the subject's slug, made unique with
+    `-2`, `-3` ...; a given id that is taken is refused. With `supersedes`, those memories gain
+    `superseded_by` and `valid_until` (frontmatter only), as `palace add --supersedes` does. `scan` (a
+    light scan of the palace) saves a scan per note when many are written; it gains the new memory."""
+    subject = " ".join(subject.split())
+    if not subject:
+        raise UsageError("a memory needs a subject")
+    if not content.strip():
+        raise UsageError("a plain memory needs its content")
+    if type and type not in TYPES:
+        raise UsageError(f"type {type!r} is not one of {', '.join(TYPES)}")
+    domain = palace.resolve_domain(domain, allow_new=True, insist=new_domain)
+    with write_lock(palace):
+        scan = scan if scan is not None else palace.scan(light=True)
+        note_id = _free_id(palace, scan, domain, note_id, subject)
+        relpath = palace.new_note_path(domain, note_id)
+        when = moment_option(valid_from, "valid_from")
+        olds = [scan.memories.get(ref) or palace.memory(ref, refresh=False)
+                for ref in dict.fromkeys(r.strip() for r in supersedes or [] if r.strip())]
+        if olds and when is None:
+            when = today()
+        versions = Versions.of(scan.memories.values())
+        for old in olds:
+            check_link(versions, old, note_id, when)
+        front = {"id": note_id, "subject": subject}
+        if type:
+            front["type"] = type
+        front.update(fields or {})
+        if when is not None:
+            front["valid_from"] = yaml_moment(when)
+        if olds:
+            front["supersedes"] = [old.id for old in olds]
+        if core:
+            front["core"] = True
+        front.setdefault("created", date.today())
+        text = plain_memory_text(front, subject, content)
+        check_note_size(text, relpath)
+        parse_note(text, relpath, domain)
+        edits = [planned_edit(palace, old, old_note_changes(old, note_id, when)) for old in olds]
+        draft = Draft(palace, note_id, domain, relpath, text, edits)
+        memory = draft.save()
+        scan.memories[memory.id] = memory
+        return memory
+
+
+SUBJECT_CHARS = 60  # a captured thought's subject: its first line, cut at a word near this many characters
+
+
+def capture_subject(text: str) -> str:
+    """A subject for a thought given as text alone: its first line (a heading's `#` dropped), cut at a word
+    boundary near SUBJECT_CHARS characters."""
+    first = next((line.strip().lstrip("#").strip() for line in text.splitlines() if line.strip()), "")
+    if len(first) <= SUBJECT_CHARS:
+        return first
+    cut = first[:SUBJECT_CHARS].rsplit(" ", 1)[0].rstrip(",;:-")
+    return (cut or first[:SUBJECT_CHARS]) + "…"
+
+
+def add_note(palace: Palace, text: str, domain: str | None = None, *, subject: str = "", image: str = "",
+             content: str = "", **fields) -> Memory:
+    """The one "add a memory" workflow of every face (CLI `add`, MCP `add`): with an Image, a SMASHIN memory
+    (`add_memory`: anchor and verify token proposed from the Image); without one, a plain note written at once
+    (quick capture: no template, no editor, no token), into the inbox domain ([notes] inbox) when no domain is
+    given. `text` is the subject when `content` is given, else the thought itself (its subject from its first
+    line). `review_added` is the step after, for every face."""
+    text = (text or "").strip()
+    if image.strip():
+        return add_memory(palace, subject or text, domain or palace.config.notes.inbox, image=image, content=content,
+                          **fields)
+    body = content.strip() or text
+    if not body:
+        raise UsageError("a memory needs a subject, or a thought to capture (`palace add -` reads it from stdin)")
+    subject = subject or (text if content.strip() else capture_subject(text)) or capture_subject(body)
+    inbox = domain is None
+    extra = {name: value for name in ("keywords", "links") if (value := [v for v in fields.get(name) or [] if v])}
+    if (fields.get("anchor") or "").strip():
+        extra["anchor"] = fields["anchor"].strip()
+    # A thought captured into the inbox takes the next free id; a note named in a domain is refused when taken.
+    note_id = fields.get("note_id") or (None if inbox else slugify(subject))
+    return write_plain_memory(palace, subject, domain or palace.config.notes.inbox, body,
+                              note_id=note_id, type=fields.get("type") or "", fields=extra,
+                              supersedes=fields.get("supersedes"), valid_from=fields.get("valid_from"),
+                              core=bool(fields.get("core")), new_domain=inbox or bool(fields.get("new_domain")))
+
+
+def _free_id(palace: Palace, scan: Scan, domain: str, wanted: str | None, subject: str) -> str:
+    """`wanted` when no memory or file has it (refused otherwise); without it, the first free one of the
+    subject's slug, then `-2`, `-3` ..."""
+    def taken(candidate: str) -> bool:
+        return candidate in scan.memories or os.path.lexists(palace.root / palace.new_note_path(domain, candidate))
+
+    if wanted is not None:
+        if not ID_PATTERN.match(wanted):
+            raise UsageError(f"id {wanted!r} must be lowercase letters, digits, '.', '_' or '-'")
+        if taken(wanted):
+            where = scan.memories[wanted].path if wanted in scan.memories else palace.new_note_path(domain, wanted)
+            raise PalaceError(f"memory {wanted!r} already exists at {where}; choose another id")
+        return wanted
+    base = slugify(subject)
+    candidate, n = base, 2
+    while taken(candidate):
+        candidate, n = f"{base}-{n}", n + 1
+    return candidate
+
+
 def _holds(path: Path, text: str) -> bool:
     """True when path still holds exactly text (nobody replaced the file since it was written)."""
     try:
@@ -273,8 +448,8 @@ def _holds(path: Path, text: str) -> bool:
 def propose_missing_token(palace: Palace, memory: Memory, taken: set[str]) -> Memory:
     """The memory with a verify token proposed from its Image and written to its frontmatter, when it has an
     Image but no token; unchanged otherwise. `taken` (the palace's tokens) gains the new one."""
-    if memory.verify or not memory.image or memory.plain:
-        return memory
+    if memory.verify or not memory.image or not memory.has_frontmatter:
+        return memory  # a note without frontmatter keeps its shape: palace does not give it one
     token = propose_token(memory.image, memory.subject, memory.keywords, memory.content, taken, anchor=memory.anchor)
     if not token:
         return memory

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from palace_cli.core.disk import atomic_write, create_new
-from palace_cli.core.layout import Scan, domain_of
-from palace_cli.core.markdown import body_link_lines, rename_body_links
+from palace_cli.core.layout import MEMORIES, Scan, path_id
+from palace_cli.core.markdown import note_links, rename_body_links
 from palace_cli.core.names import Names
 from palace_cli.core.noteedit import check_note_size, edit_frontmatter
 from palace_cli.core.notefile import parse_note
@@ -25,6 +25,9 @@ from palace_cli.palace import Palace
 from palace_cli.study.reviewlog import ReviewLog
 
 
+BODY_FIELDS = {"wiki": "body", "embed": "embed", "markdown": "markdown", "reference": "reference"}
+
+
 @dataclass
 class Backlink:
     """One place where a memory is linked to: the linking memory, its path and line, the field, the text written."""
@@ -32,7 +35,7 @@ class Backlink:
     id: str
     path: str
     line: int
-    field: str  # "links", "body", "supersedes" or "superseded_by"
+    field: str  # "links", "supersedes", "superseded_by", or in the body "body" (a wikilink), "embed", "markdown", "reference"
     target: str
 
     def as_dict(self) -> dict:
@@ -55,8 +58,10 @@ def _backlinks(target: Memory, memories: dict[str, Memory], names: Names) -> lis
             continue
         found += [Backlink(memory.id, memory.path, memory.field_line("links"), "links", text)
                   for text in memory.links if names_target(text)]
-        found += [Backlink(memory.id, memory.path, line, "body", text)
-                  for text, line in body_link_lines(memory.body, memory.body_line or memory.line) if names_target(text)]
+        for link in note_links(memory.body, memory.body_line or memory.line):
+            name = link.name(memory.path)
+            if not name.startswith("../") and names_target(name):
+                found.append(Backlink(memory.id, memory.path, link.line, BODY_FIELDS[link.form], link.target))
         found += [Backlink(memory.id, memory.path, memory.field_line(name), name, target.id)
                   for name in VERSION_FIELDS if target.id in getattr(memory, name)]
     return found
@@ -188,7 +193,9 @@ def _edited(text: str, memory: Memory, changes: dict, renames: dict[str, str]) -
 
 def move_memory(palace: Palace, ref: str, new_id: str | None = None, domain: str | None = None,
                 new_domain: bool = False) -> Move:
-    """Give a memory a new id (its file becomes `<new-id>.md`) and/or move it to another domain.
+    """Give a memory a new id (its file becomes `<new-id>.md`) and/or move it to another domain; a note outside
+    memories/ (an adopted vault's) gets a new name instead (editing/rename.py: `new_id` is its new file name or
+    path, links keep the form they were written in).
 
     Links to it by id, file name or path are renamed in every note (frontmatter `links`, `supersedes`,
     `superseded_by` and body `[[links]]`), through the byte-preserving writers; links by alias or subject
@@ -204,6 +211,14 @@ def _move_memory(palace: Palace, ref: str, new_id: str | None = None, domain: st
     scan = palace.scan()
     names = palace.index.names()
     memory = palace.memory(ref, refresh=False)
+    if not memory.path.startswith(MEMORIES + "/"):  # a vault's note: named by its file, renamed the vault's way
+        from palace_cli.editing.rename import new_note_path, rename_note
+
+        target_domain = palace.resolve_domain(domain, allow_new=True, insist=new_domain) if domain else None
+        new_path = new_note_path(palace, memory, new_id, target_domain)
+        rewritten = rename_note(palace, memory, new_path, scan.memories.values(), names)
+        moved_id = memory.id if not memory.derived_id else path_id(new_path)
+        return Move(memory.id, moved_id, memory.path, new_path, rewritten)
     new_id = (new_id or "").strip() or memory.id
     if not ID_PATTERN.match(new_id):
         raise UsageError(f"id {new_id!r} must be lowercase letters, digits, '.', '_' or '-'")
@@ -222,7 +237,7 @@ def _move_memory(palace: Palace, ref: str, new_id: str | None = None, domain: st
 
     plans = _link_plans(scan, names, memory, new_id, id_changed, stem_changed)
     own_changes, own_renames = plans.pop(memory.path, (memory, {}, {}))[1:]
-    if id_changed and not memory.plain:  # a note without frontmatter takes its id from its new file name
+    if id_changed and not memory.derived_id:  # a note without `id:` takes its id from its new path
         previous = [i for i in memory.previous_ids if i != new_id] + [memory.id]
         own_changes = {**own_changes, "id": new_id, "previous_ids": list(dict.fromkeys(previous))}
 
@@ -268,7 +283,7 @@ def _planned(palace: Palace, relpath: str, new_relpath: str, memory: Memory, cha
     text = raw[len(bom):].decode("utf-8")
     new = _edited(text, memory, changes, renames)
     check_note_size(new, new_relpath)
-    domain = domain_of(new_relpath)
+    domain = palace.domain_of(new_relpath)
     try:
         read_text = new.replace("\r\n", "\n")
         parse_note(read_text, new_relpath, domain)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from palace_cli.core.disk import atomic_write
-from palace_cli.core.layout import INDEX_DIR, REVIEWS, ROOT_INDEX, domain_of
+from palace_cli.core.layout import REVIEWS
 from palace_cli.core.notefile import parse_note
 from palace_cli.core.notes import Memory
 from palace_cli.errors import NoteError, PalaceError
@@ -36,7 +36,15 @@ DRIVER = "palace-index"
 # The cache, an Obsidian vault's settings and the temp files of a writer killed mid-write (swept by the next
 # command) never belong in a commit.
 IGNORED = (".palace/", ".obsidian/", ".*.tmp")
-ATTRIBUTES = (f"{REVIEWS}/*.jsonl merge=union", f"{ROOT_INDEX} merge={DRIVER}", f"{INDEX_DIR}/*.md merge={DRIVER}")
+
+
+def attributes(palace: Palace) -> tuple[str, ...]:
+    """The .gitattributes lines: the review logs merge by union, the generated index files (wherever
+    [notes] index_folder puts them) by the merge driver."""
+    return (f"{REVIEWS}/*.jsonl merge=union", f"{palace.root_index} merge={DRIVER}",
+            f"{palace.index_dir}/*.md merge={DRIVER}")
+
+
 HOOK_MARK = "# installed by `palace git setup`"
 
 
@@ -154,7 +162,7 @@ def setup_git(palace: Palace, hook: bool = False) -> GitSetup:
     top = repository_top(palace)
     if top is None:
         raise PalaceError(f"{palace.root} is not in a git repository; run `git init` first")
-    report = GitSetup(attributes=ensure_lines(palace.root / ".gitattributes", ATTRIBUTES),
+    report = GitSetup(attributes=ensure_lines(palace.root / ".gitattributes", attributes(palace)),
                       ignored=ensure_lines(palace.root / ".gitignore", IGNORED))
     settings = {f"merge.{DRIVER}.name": "palace: merge generated index files line by line (regenerated after)",
                 f"merge.{DRIVER}.driver": driver_command()}
@@ -195,7 +203,7 @@ def merge_changes(palace: Palace, merging: bool = False) -> tuple[set[str], list
             continue
         text = _git(top, "show", f"HEAD:{path}", check=False)
         try:
-            removed.append(parse_note(text + "\n", relpath, domain_of(relpath)))
+            removed.append(parse_note(text + "\n", relpath, palace.domain_of(relpath)))
         except NoteError:
             continue  # an unreadable note named nothing a link could reach
     return changed, removed

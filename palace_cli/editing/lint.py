@@ -18,9 +18,10 @@ from palace_cli.palace import Palace
 from palace_cli.study.reviewlog import ReviewLog
 from palace_cli.study.smashin import weak_image_problems
 
-# Parser findings that make a note wrong rather than odd; everything else the parser notes is a warning.
-ERROR_CODES = {"missing-field", "bad-type", "duplicate-key", "conflict-marker", "bad-date"}
-TOKEN_WARNINGS = {"token-guessable"}
+# Parser findings that make a note wrong rather than odd; everything else the parser notes is a warning (a
+# memory that merely lacks a SMASHIN part, like its anchor, is not broken: `lint --study` lists what it lacks).
+ERROR_CODES = {"bad-type", "bad-id", "duplicate-key", "conflict-marker", "bad-date"}
+TOKEN_WARNINGS = {"token-guessable", "token-missing"}
 PUBLIC_FIELDS = ("subject", "anchor", "keywords", "aliases", "id")
 
 
@@ -57,7 +58,13 @@ def _field_text(memory: Memory, name: str) -> str:
 def _link_problem(memory: Memory, link: str, line: int, names: Names) -> Problem | None:
     """A link that names no memory (broken) or several (ambiguous), by the resolver every command uses."""
     try:
-        if names.link(link) is not None:
+        found = names.resolve(link)
+        if found is not None and found.shared and found.memory.path != memory.path:
+            return Problem(memory.path, line, "warning", "shared-name",
+                           f"link {link!r} names {found.memory.path}: other notes share its name "
+                           f"({', '.join(found.shared[:3])}{', ...' if len(found.shared) > 3 else ''}) and the "
+                           "shortest path wins (Obsidian's rule); write the folder too to name another")
+        if found is not None:
             return None
     except Ambiguous as exc:
         return Problem(memory.path, line, "error", "ambiguous-link",
@@ -69,7 +76,7 @@ def _links_with_lines(memory: Memory) -> list[tuple[str, int]]:
     """Every link of a note once, with the file line it is on: frontmatter `links`, then body links."""
     found = [(link, memory.field_line("links")) for link in memory.links]
     reported = set(memory.links)
-    for link, line in body_link_lines(memory.body, memory.body_line or memory.line):
+    for link, line in body_link_lines(memory.body, memory.body_line or memory.line, memory.path):
         if link not in reported:
             reported.add(link)
             found.append((link, line))
@@ -315,8 +322,24 @@ def _notes(palace: Palace) -> Scan:
     return palace.index.scan()
 
 
-def lint(palace: Palace, fix: bool = False) -> LintReport:
-    """Every problem in the palace; with fix, propose missing tokens and regenerate index files (nothing else)."""
+def study_gaps(scan: Scan) -> list[Problem]:
+    """What each note lacks to be cited (a verify token, a phrase of its Image) and studied (an Image and an
+    anchor): one `study-gap` line per note that lacks any, saying what `palace evolve` proposes."""
+    problems = []
+    for memory in sorted(scan.memories.values(), key=lambda m: m.path):
+        lacks = [what for what, has in (("an `## Image`", memory.image), ("an `anchor`", memory.anchor),
+                                        ("a `verify` token", memory.verify)) if not has]
+        if lacks:
+            what = ", ".join(lacks[:-1]) + (" and " if len(lacks) > 1 else "") + lacks[-1]
+            problems.append(Problem(memory.path, memory.line, "warning", "study-gap",
+                                    f"lacks {what} to be cited and studied; `palace evolve {memory.id}` proposes "
+                                    f"{'them' if len(lacks) > 1 else 'it'}"))
+    return problems
+
+
+def lint(palace: Palace, fix: bool = False, study: bool = False) -> LintReport:
+    """Every problem in the palace; with fix, propose missing tokens and regenerate index files (nothing else);
+    with study, also what each note lacks to be cited and studied (study_gaps)."""
     fixed: list[str] = []
     not_fixed: list[Problem] = []
     scan = _notes(palace)
@@ -332,6 +355,8 @@ def lint(palace: Palace, fix: bool = False) -> LintReport:
     problems += version_problems(scan) + core_problems(palace, scan)
     problems += not_fixed + ReviewLog(palace).read().problems
     problems += weak_image_problems(scan, palace.config.raw.get("study"))
+    if study:
+        problems += study_gaps(scan)
     for relpath in check_index_files(palace, scan):
         problems.append(Problem(relpath, None, "error", "stale-index",
                                 "generated index file is out of date; run `palace index`", fixable=True))

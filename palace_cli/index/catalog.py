@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from palace_cli.conversations.model import TIME
@@ -37,15 +38,24 @@ class Catalog:
     model_id: str | None = None
     matrix: np.ndarray | None = None                                      # rows aligned with ids
     versions: Versions = field(default_factory=lambda: Versions([]))  # validity in time, version links
+    sections_of: dict[str, list[str]] = field(default_factory=dict)  # note id -> its section units' keys
+    note_of: dict[str, str] = field(default_factory=dict)            # section key -> its note's id
 
     def hidden(self, when=None) -> frozenset[str]:
-        """Ids of memories not valid at `when` (a UTC datetime; None: now): what recall leaves out."""
-        return frozenset(self.versions.hidden(when))
+        """Ids of memories not valid at `when` (a UTC datetime; None: now), and their sections' keys: what recall
+        leaves out."""
+        ids = self.versions.hidden(when)
+        return frozenset([*ids, *(key for i in ids for key in self.sections_of.get(i, ()))])
+
+    @cached_property
+    def memory_count(self) -> int:
+        """Rows 0..memory_count-1 are memories; sections and turns follow (counted once per catalog)."""
+        return sum(1 for k in self.kinds if k == "memory")
 
     @property
-    def memory_count(self) -> int:
-        """Rows 0..memory_count-1 are memories; the rest are turns."""
-        return len(self.ids) - sum(1 for k in self.kinds if k == "turn")
+    def has_turns(self) -> bool:
+        """Whether any conversation turn is indexed."""
+        return bool(self.session_rows)
 
     def mask(self, scope: Scope | None) -> np.ndarray | None:
         """Boolean mask over rows of the units a scope allows (None when it allows every unit)."""
@@ -55,8 +65,9 @@ class Catalog:
 
         kinds = np.array(self.kinds)
         mask = np.zeros(len(self.ids), dtype=bool)
-        if scope.memories:
-            mask |= (kinds == "memory") if scope.domains is None else self.domain_mask(scope.domains)
+        if scope.memories:  # a section is part of its note: in scope with it
+            mask |= ((kinds == "memory") | (kinds == "section")) if scope.domains is None \
+                else self.domain_mask(scope.domains)
         if scope.turns:
             if scope.sessions is None:
                 mask |= kinds == "turn"
@@ -104,7 +115,22 @@ def build_catalog(index: Index) -> Catalog:
         kinds.append("memory")
         times.append(created if isinstance(created, str) and TIME.fullmatch(created) else "")
         sessions.append("")
-    domain_names = sorted(set(domains) | set(index.palace.config.domains))
+    sections_of: dict[str, list[str]] = defaultdict(list)
+    note_of: dict[str, str] = {}
+    owners = set(ids)
+    for key, path, domain, text_hash, note_id, created in index.store.section_catalog_rows():
+        if note_id not in owners:
+            continue
+        sections_of[note_id].append(key)
+        note_of[key] = note_id
+        ids.append(key)
+        paths.append(path)
+        domains.append(domain)
+        hashes.append(text_hash)
+        kinds.append("section")
+        times.append(created if isinstance(created, str) and TIME.fullmatch(created) else "")
+        sessions.append("")
+    domain_names = sorted({d for d in domains if d} | set(index.palace.config.domains))
     domain_index = defaultdict(list)
     for row, domain in enumerate(domains):
         domain_index[domain].append(row)
@@ -122,7 +148,7 @@ def build_catalog(index: Index) -> Catalog:
         ids=ids, paths=paths, domains=domains, text_hashes=hashes, row_of={i: r for r, i in enumerate(ids)},
         domain_names=domain_names, domain_rows=dict(domain_index), kinds=kinds, times=times, sessions=sessions,
         session_rows=dict(session_index),
-        versions=index.versions(),
+        versions=index.versions(), sections_of=dict(sections_of), note_of=note_of,
     )
     if stored is not None and len(stored):  # only with vectors: lexical-only commands start without numpy
         matrix = stored.gather(hashes)  # straight from the base and its segments, nothing stacked first

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from palace_cli.core.disk import atomic_write
-from palace_cli.core.layout import INDEX_DIR, ROOT_INDEX, Scan
+from palace_cli.core.layout import INDEX_DIR, Scan
 from palace_cli.core.notes import Memory
 from palace_cli.core.tokens import PhraseIndex, fingerprint
 from palace_cli.core.wording import plural
@@ -35,6 +35,11 @@ def _cell(text: str) -> str:
 
 def _link(path: str) -> str:
     return quote(path, safe="/-._~")
+
+
+def _up(palace: Palace) -> str:
+    """The way from a domain index file up to the palace root (`../`, or more under [notes] index_folder)."""
+    return "../" * (palace.index_dir.count("/") + 1)
 
 
 def version_mark(memory: Memory) -> str:
@@ -72,7 +77,7 @@ def render_domain_index(palace: Palace, domain: str, memories: list[Memory], sec
     lines += [f"{plural(len(memories), 'memory').capitalize()}. {DOMAIN_GUIDE}", ""]
     for memory in sorted(memories, key=lambda m: m.id):
         line = (f"- **{_cell(memory.anchor) or '(no anchor)'}** → [{_cell(memory.subject) or memory.id}]"
-                f"(../{_link(memory.path)}){version_mark(memory)} `{memory.location}` `{fingerprint(memory.verify)}` "
+                f"({_up(palace)}{_link(memory.path)}){version_mark(memory)} `{memory.location}` `{fingerprint(memory.verify)}` "
                 f"id:{memory.id}")
         lines.append(secrets.redact(line, HIDDEN))
     return "\n".join(lines) + "\n"
@@ -127,12 +132,12 @@ def render_all(palace: Palace, scan: Scan, sessions: list[tuple[str, dict]] | No
     grouped = scan.by_domain()
     for domain in palace.config.domains:
         grouped.setdefault(domain, [])
-    files = {ROOT_INDEX: render_root_index(palace, grouped)}
+    files = {palace.root_index: render_root_index(palace, grouped)}
     for domain, memories in grouped.items():
-        files[f"{INDEX_DIR}/{domain}.md"] = render_domain_index(palace, domain, memories)
+        files[f"{palace.index_dir}/{domain}.md"] = render_domain_index(palace, domain, memories)
     sessions = sessions_on_disk(palace) if sessions is None else sessions
     if sessions:
-        files[conversations_index_path(grouped)] = render_conversations_index(sessions)
+        files[conversations_index_path(palace, grouped)] = render_conversations_index(sessions, _up(palace))
     return files
 
 
@@ -142,12 +147,13 @@ SESSIONS_GUIDE = ("Each line: when the session started · who spoke · its title
                   "`path` · turns · key terms (its most used words). `palace search --kind turn` searches the turns.")
 
 
-def conversations_index_path(domains) -> str:
+def conversations_index_path(palace: Palace, domains) -> str:
     """index/conversations.md, unless a memory domain already has that name."""
-    return f"{INDEX_DIR}/conversations.md" if "conversations" not in domains else f"{INDEX_DIR}/conversations.sessions.md"
+    name = "conversations.md" if "conversations" not in domains else "conversations.sessions.md"
+    return f"{palace.index_dir}/{name}"
 
 
-def render_conversations_index(sessions: list[tuple[str, dict]]) -> str:
+def render_conversations_index(sessions: list[tuple[str, dict]], up: str = "../") -> str:
     """The list of sessions, by source then start: one line each, so a one-session change is a one-line diff
     (plus the counts). Nothing here is redacted: the session files it lists are in the palace as they are."""
     by_source: dict[str, list[tuple[str, dict]]] = {}
@@ -164,7 +170,7 @@ def render_conversations_index(sessions: list[tuple[str, dict]]) -> str:
             people = ", ".join(_cell(p) for p in header.get("participants") or []) or "?"
             title = _cell(header.get("title") or header.get("id") or path)
             terms = ", ".join(_cell(t) for t in header.get("terms") or [])
-            line = (f"- {when} · {people} · [{title}](../{_link(path)}) `{path}` · {header.get('turns', 0)} turns"
+            line = (f"- {when} · {people} · [{title}]({up}{_link(path)}) `{path}` · {header.get('turns', 0)} turns"
                     + (f" · {terms}" if terms else ""))
             lines.append(line)
         lines.append("")
@@ -194,19 +200,37 @@ class IndexFilesReport:
     stale: list[str]
 
 
+def _generated(path) -> bool:
+    """True when a file starts as palace's generated files do (the MARKER near its top)."""
+    try:
+        with open(path, "rb") as handle:
+            return MARKER in handle.read(600).decode("utf-8", "replace")
+    except OSError:
+        return False
+
+
+def _ours(palace: Palace, path) -> bool:
+    """True when palace may write a generated file here: in a palace of the memories/ layout, always (palace made
+    its INDEX.md and index/); in an adopted vault, only where nothing is or a file palace generated is, so a
+    file of your own (an `index.md` that a case-insensitive disk calls INDEX.md) is never written over."""
+    if not palace.adopted:
+        return True
+    return not os.path.lexists(path) or (os.path.isfile(path) and _generated(path))
+
+
 def _generated_files_on_disk(palace: Palace) -> list[str]:
     found = []
-    index_dir = palace.root / INDEX_DIR
+    index_dir = palace.root / palace.index_dir
     if index_dir.is_dir():
         for path in sorted(index_dir.glob("*.md")):
-            try:
-                with open(path, "rb") as handle:
-                    head = handle.read(600).decode("utf-8", "replace")
-            except OSError:
-                continue
-            if MARKER in head:
-                found.append(f"{INDEX_DIR}/{path.name}")
+            if _generated(path):
+                found.append(f"{palace.index_dir}/{path.name}")
     return found
+
+
+def taken_paths(palace: Palace, relpaths) -> list[str]:
+    """The generated files among relpaths that palace will not write: a file of your own holds the name."""
+    return [relpath for relpath in relpaths if not _ours(palace, palace.root / relpath)]
 
 
 def check_index_files(palace: Palace, scan: Scan) -> list[str]:
@@ -215,6 +239,8 @@ def check_index_files(palace: Palace, scan: Scan) -> list[str]:
     stale = []
     for relpath, text in expected.items():
         path = palace.root / relpath
+        if not _ours(palace, path):
+            continue  # not palace's to write (lint names it as index-file-taken)
         try:
             if path.read_text(encoding="utf-8") != text:
                 stale.append(relpath)
@@ -235,7 +261,7 @@ def write_index_files(palace: Palace, scan: Scan, dry_run: bool = False,
             current = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             current = None
-        if current != text:
+        if current != text and _ours(palace, path):
             written.append(relpath)
             if not dry_run:
                 atomic_write(path, text)
@@ -250,14 +276,14 @@ def write_index_files(palace: Palace, scan: Scan, dry_run: bool = False,
 def _generated_signature(palace: Palace) -> str:
     """Stat of palace.toml and of every generated file: a hand edit or a git checkout of one changes it."""
     parts = []
-    for path in [palace.root / "palace.toml", palace.root / ROOT_INDEX]:
+    for path in [palace.root / "palace.toml", palace.root / palace.root_index]:
         try:
             stat = path.stat()
             parts.append(f"{path.name}:{stat.st_mtime_ns}:{stat.st_size}")
         except OSError:
             parts.append(f"{path.name}:-")
     try:
-        with os.scandir(palace.root / INDEX_DIR) as entries:
+        with os.scandir(palace.root / palace.index_dir) as entries:
             for entry in sorted(entries, key=lambda e: e.name):
                 if entry.name.endswith(".md"):
                     stat = entry.stat()
@@ -270,7 +296,8 @@ def _generated_signature(palace: Palace) -> str:
 def _conversations_index(palace: Palace, store: NoteStore, domains) -> tuple[str, str | None]:
     """Where the session list goes and its text (None when the palace holds no session file)."""
     sessions = [(path, header) for path, _, header, _ in store.sessions()]
-    return conversations_index_path(domains), render_conversations_index(sessions) if sessions else None
+    return conversations_index_path(palace, domains), render_conversations_index(sessions, _up(palace)) if sessions \
+        else None
 
 
 def refresh_index_files(palace: Palace, store: NoteStore, report: RefreshReport, version_before: int,
@@ -303,9 +330,9 @@ def _rewrite_touched_domains(palace: Palace, store: NoteStore, report: RefreshRe
         memories = grouped.get(domain, [])
         if memories or domain in palace.config.domains:
             counts[domain], lines[domain] = len(memories), render_root_section(palace, domain, memories)
-    files = {ROOT_INDEX: assemble_root_index(palace, counts, lines)}
+    files = {palace.root_index: assemble_root_index(palace, counts, lines)}
     for domain in touched:
-        files[f"{INDEX_DIR}/{domain}.md"] = render_domain_index(palace, domain, grouped.get(domain, []))
+        files[f"{palace.index_dir}/{domain}.md"] = render_domain_index(palace, domain, grouped.get(domain, []))
     sessions_file, sessions_text = _conversations_index(palace, store, counts)
     files[sessions_file] = sessions_text
     for relpath, text in files.items():
@@ -313,7 +340,7 @@ def _rewrite_touched_domains(palace: Palace, store: NoteStore, report: RefreshRe
             # the conversations index goes only when palace wrote it (a person's file of that name stays)
             gone = text is None and relpath in _generated_files_on_disk(palace)
         else:
-            gone = relpath != ROOT_INDEX and relpath[len(INDEX_DIR) + 1 : -3] not in counts
+            gone = relpath != palace.root_index and relpath[len(palace.index_dir) + 1 : -3] not in counts
         if text is not None or gone:
             _write_generated(palace, report, relpath, text, gone)
     with store.transaction():
@@ -324,6 +351,8 @@ def _rewrite_touched_domains(palace: Palace, store: NoteStore, report: RefreshRe
 def _write_generated(palace: Palace, report: RefreshReport, relpath: str, text: str | None, gone: bool) -> None:
     """Write one generated file when its text changed, or remove it when what it listed went away."""
     path = palace.root / relpath
+    if not _ours(palace, path):
+        return  # a file of your own holds the name: never written over (lint names it)
     if gone:  # the domain's last note, or the last session file, went away
         if path.exists():
             path.unlink()

@@ -22,13 +22,15 @@ from typing import TYPE_CHECKING
 
 from palace_cli.conversations.model import TIME
 from palace_cli.core.disk import REFUSED, disk_error, sweep_temps
-from palace_cli.core.layout import INDEX_DIR, REVIEWS, Problem, Scan, domain_of
+from palace_cli.core.layout import REVIEWS, Problem, Scan
 from palace_cli.core.markdown import rest_of_body
 from palace_cli.core.notefile import parse_note, read_note_text
 from palace_cli.core.notes import Memory
 from palace_cli.errors import NoteError
 from palace_cli.index import Index
 from palace_cli.index.files import refresh_index_files
+from palace_cli.index.sections import section_title, section_units
+from palace_cli.index.sections import unit_text as section_text
 from palace_cli.index.store import NoteStore
 from palace_cli.index.text import Doc, TextIndex
 from palace_cli.index.turns import date_words, refresh_sessions, stale_sessions, unit_text
@@ -44,6 +46,7 @@ except ImportError:  # pragma: no cover - Windows: no cross-process lock, whoosh
     fcntl = None
 
 AUTO = object()
+SECTION = "\0section"  # marks a section unit's place among the texts to embed (a path never starts with NUL)
 COMMIT_EVERY = 2000  # notes per SQLite transaction on a big build: a killed build keeps what it committed
 CONVERSATIONS_PREFIX = "conversations/"
 REBUILD_SHARE = 0.3  # rebuild the lexical index instead of updating it when this share of notes changed
@@ -109,11 +112,16 @@ def _file_hash(data: str, warnings=()) -> str:
     return hashlib.sha256((data + marks).encode("utf-8")).hexdigest()[:16]
 
 
-def _doc(memory: Memory) -> Doc:
-    # A plain note without a `## Content` section has its whole text as content already.
-    whole = memory.plain and not re.search(r"^##[ \t]+content[ \t]*$", memory.body, re.IGNORECASE | re.MULTILINE)
+def _doc(memory: Memory, sections: list[tuple] = ()) -> Doc:
+    """A note's lexical document. A note ranked by section (its stored rows: key, heading path, line, text)
+    holds only its opening part and the outline of its headings: the rest of its words are in its sections'
+    documents, and indexing them twice doubled a vault's build for no recall (docs/benchmarks.md)."""
+    whole = not memory.structured  # a note without `## Image`/`## Content` has its whole text as content already
+    content = memory.content
+    if sections:
+        content = "\n".join([sections[0][3], *dict.fromkeys(part for row in sections for part in row[1])])
     return Doc(memory.path, memory.id, memory.domain, memory.subject, " ".join(memory.keywords + memory.aliases),
-               memory.anchor, memory.image, memory.content, time=memory_time(memory),
+               memory.anchor, memory.image, content, time=memory_time(memory),
                rest="" if whole else rest_of_body(memory.body))
 
 
@@ -165,11 +173,11 @@ def _refresh(palace: Palace, embedder, progress: Progress | None, rebuild: bool,
         stages.done("notes")
         refresh_sessions(palace, idx.store, report, progress, temps)
         report.swept = [palace.rel(Path(p)) for p in
-                        sweep_temps(temps, [palace.root, palace.root / INDEX_DIR, palace.root / REVIEWS])]
+                        sweep_temps(temps, [palace.root, palace.root / palace.index_dir, palace.root / REVIEWS])]
         stages.done("sessions")
         losers = _collect_problems(idx.store, report)
         if report.changed:
-            changed_domains |= _domains_sharing_ids(idx.store)
+            changed_domains |= _domains_sharing_ids(palace, idx.store)
         stages.done("problems")
         _refresh_lexical(idx, report, progress, rebuild)
         stages.done("lexical")
@@ -229,6 +237,11 @@ def _vectors_state(idx: Index, model_key: str) -> str:
 def _refresh_notes(palace: Palace, store: NoteStore, report: RefreshReport, progress: Progress | None,
                    temps: list[str]) -> set[str]:
     """Stat every note, read the ones whose stat changed, store the ones whose bytes changed; returns touched domains."""
+    rules = repr(palace.config.notes)
+    if store.get_meta("note_rules") != rules:  # [notes] changed: every note's domain may have too
+        with store.transaction():
+            store.forget_hashes()
+            store.set_meta("note_rules", rules)
     files = palace.note_files(report.problems, temps)
     known = store.stat_map()
     on_disk = set()
@@ -241,7 +254,7 @@ def _refresh_notes(palace: Palace, store: NoteStore, report: RefreshReport, prog
         else:
             work.append((note_file, row))
     gone = sorted(set(known) - on_disk)
-    domains = {domain_of(path) for path in gone}
+    domains = {palace.domain_of(path) for path in gone}
     if not work and not gone:
         return domains
 
@@ -275,7 +288,8 @@ def _read_one(palace: Palace, store: NoteStore, note_file, row, report: RefreshR
     except NoteError as exc:
         store.put_error(note_file.relpath, note_file.mtime_ns, note_file.size, digest, exc.reason, exc.line)
     else:
-        store.put_memory(memory, note_file.mtime_ns, note_file.size, digest)
+        rows = [unit.row(memory.subject) for unit in section_units(memory)]
+        store.put_memory(memory, note_file.mtime_ns, note_file.size, digest, rows)
     listed.append(note_file.relpath)
     return True
 
@@ -308,21 +322,37 @@ def _collect_problems(store: NoteStore, report: RefreshReport) -> set[str]:
     return losers
 
 
-def _domains_sharing_ids(store: NoteStore) -> set[str]:
+def _domains_sharing_ids(palace: Palace, store: NoteStore) -> set[str]:
     """Domains of notes that share an id (old or new) with a changed note: a duplicate may have changed owner."""
     pending = {p: i for p, i in store.pending_lexical().items() if not p.startswith(CONVERSATIONS_PREFIX)}
     ids = {i for i in pending.values() if i} | {i for i, _ in store.duplicate_ids()}
-    return {domain_of(path) for path in pending} | store.domains_of_ids(ids)
+    return {palace.domain_of(path) for path in pending} | store.domains_of_ids(ids)
+
+
+def _note_docs(store: NoteStore, memories: list[Memory]):
+    """The lexical documents of these notes and of their section units, note by note."""
+    rows = store.section_rows([m.path for m in memories])
+    for memory in memories:
+        units = rows.get(memory.path, [])
+        yield _doc(memory, units)
+        for key, heading, _line, text in units:
+            yield Doc(memory.path, key, memory.domain, section_title(memory.subject, heading), "", "", "", text,
+                      kind="section", time=memory_time(memory))
 
 
 def _owner_docs(store: NoteStore):
-    """The lexical document of every readable note that owns its id (the first path, sorted, wins), then of
-    every turn of the session files that own theirs."""
+    """The lexical document of every readable note that owns its id (the first path, sorted, wins) and of its
+    section units, then of every turn of the session files that own theirs."""
     seen = set()
+    batch: list[Memory] = []
     for memory in store.iter_memories():
         if memory.id not in seen:
             seen.add(memory.id)
-            yield _doc(memory)
+            batch.append(memory)
+            if len(batch) >= 200:
+                yield from _note_docs(store, batch)
+                batch = []
+    yield from _note_docs(store, batch)
     paths = store.owner_session_paths()
     for start in range(0, len(paths), 200):
         yield from (_turn_doc(row) for row in store.turn_docs(paths[start : start + 200]))
@@ -335,8 +365,8 @@ def _turn_doc(row: tuple) -> Doc:
 
 
 def _expected_docs(store: NoteStore) -> int:
-    """How many documents the lexical index should hold: one per note id, one per indexed turn."""
-    return store.distinct_ids() + store.turn_count()
+    """How many documents the lexical index should hold: one per note id, per section unit, per indexed turn."""
+    return store.distinct_ids() + store.section_count() + store.turn_count()
 
 
 def _lexical_state(text: TextIndex) -> str:
@@ -359,7 +389,7 @@ def _refresh_lexical(idx: Index, report: RefreshReport, progress: Progress | Non
             return
     # First run, a deleted or foreign index, a big change, or counts that disagree: rebuild from the cache.
     report.rebuilt_lexical = True
-    total = store.count() + store.turn_count()
+    total = store.count() + store.section_count() + store.turn_count()
     if progress:
         progress("lexical index", 0, total)
     text.rebuild(_owner_docs(store), progress, total)
@@ -375,7 +405,7 @@ def _apply_pending(store: NoteStore, text: TextIndex, pending: dict[str, str | N
     notes = {p: i for p, i in pending.items() if p not in sessions}
     paths = sorted(notes)
     ids = {i for i in notes.values() if i} | store.ids_of_paths(paths)
-    upserts = [_doc(m) for m in store.memories(sorted(store.owner_paths(ids)))]
+    upserts = list(_note_docs(store, store.memories(sorted(store.owner_paths(ids)))))
     session_ids = {i for i in sessions.values() if i} | store.session_ids_of_paths(sessions)
     deletes = paths + sorted(set(sessions) | store.session_paths_of_ids(session_ids))
     upserts += [_turn_doc(row) for row in store.turn_docs(store.session_owner_paths(session_ids))]
@@ -391,13 +421,15 @@ def _record_lexical(store: NoteStore, text: TextIndex, applied: list[str] | None
 
 
 class _LazyTexts(Mapping):
-    """text hash -> text to embed, reading a note (a turn) from the cache only when its text is asked for."""
+    """text hash -> text to embed, reading a note (a turn, a section) from the cache only when its text is asked for."""
 
-    def __init__(self, store: NoteStore, paths: dict[str, str | tuple[str, int]]):
+    def __init__(self, store: NoteStore, paths: dict[str, str | tuple]):
         self.store, self.paths = store, paths
 
     def __getitem__(self, key: str) -> str:
         where = self.paths[key]
+        if isinstance(where, tuple) and where[0] == SECTION:  # a section unit: (SECTION, note, position)
+            return section_text(*self.store.section_parts(*where[1:]))
         if isinstance(where, tuple):  # a turn: (session file, position)
             return unit_text(*self.store.turn_parts(*where))
         return self.store.memories([where])[0].search_text()
@@ -420,6 +452,9 @@ def _refresh_vectors(idx: Index, model, model_key: str, losers: set[str], report
             paths.setdefault(digest, path)
     for digest, where in store.turn_hashes().items():
         paths.setdefault(digest, where)
+    for digest, (path, ord_) in store.section_hashes().items():
+        if path not in losers:
+            paths.setdefault(digest, (SECTION, path, ord_))
     report.vectors = vectors.sync(_LazyTexts(store, paths), model, progress)
     with store.transaction():
         store.set_meta("vectors_state", _vectors_state(idx, model_key))

@@ -15,12 +15,13 @@ from pathlib import Path
 from palace_cli.core.layout import Scan
 from palace_cli.core.notes import Memory, Warning_
 
-SCHEMA_VERSION = "9"  # 9: the embedded text puts the Content before the Image (new text hashes)
+SCHEMA_VERSION = "11"  # 11: any Markdown file is a note (ids from paths, tags, every link form); section units
 RACY_NS = 2_000_000_000  # stat of a file changed in the last 2 s is not trusted (coarse clocks, network disks)
 MEMORY_FIELDS = frozenset(f.name for f in dataclasses.fields(Memory))
 # What the generated index files need; stored apart from `data` so they can be read without decoding bodies.
 LIGHT_FIELDS = ("id", "subject", "anchor", "verify", "domain", "path", "keywords", "aliases", "previous_ids", "links",
-                "line", "created", "valid_from", "valid_until", "supersedes", "superseded_by", "type", "core", "plain")
+                "line", "created", "valid_from", "valid_until", "supersedes", "superseded_by", "type", "core", "plain",
+                "derived_id")
 
 
 def settled(mtime_ns: int) -> int:
@@ -107,6 +108,7 @@ class NoteStore:
             self.db.execute("DROP TABLE IF EXISTS root_sections")
             self.db.execute("DROP TABLE IF EXISTS sessions")
             self.db.execute("DROP TABLE IF EXISTS turns")
+            self.db.execute("DROP TABLE IF EXISTS sections")
             self.db.execute("DELETE FROM meta")
             self.db.execute(
                 "CREATE TABLE notes (path TEXT PRIMARY KEY, mtime_ns INTEGER, size INTEGER, file_hash TEXT, "
@@ -129,6 +131,11 @@ class NoteStore:
             self.db.execute(
                 "CREATE TABLE turns (path TEXT, ord INTEGER, key TEXT, session TEXT, turn TEXT, speaker TEXT, "
                 "time TEXT, line INTEGER, text TEXT, context TEXT, text_hash TEXT, PRIMARY KEY (path, ord))")
+            # The section units of long notes (index/sections.py): ranked beside the notes, handed as `path:line`.
+            self.db.execute(
+                "CREATE TABLE sections (path TEXT, ord INTEGER, key TEXT, heading TEXT, line INTEGER, text TEXT, "
+                "text_hash TEXT, PRIMARY KEY (path, ord))")
+            self.db.execute("CREATE INDEX sections_key ON sections(key)")
             self.set_meta("schema", SCHEMA_VERSION)
             self.set_meta("version", "0")
 
@@ -196,7 +203,8 @@ class NoteStore:
         self.db.execute("INSERT OR IGNORE INTO pending_lexical SELECT path, id FROM notes WHERE path=?", (path,))
         self.db.execute("INSERT OR IGNORE INTO pending_lexical VALUES (?, NULL)", (path,))
 
-    def put_memory(self, memory: Memory, mtime_ns: int, size: int, file_hash: str) -> None:
+    def put_memory(self, memory: Memory, mtime_ns: int, size: int, file_hash: str, sections: list[tuple] = ()) -> None:
+        """Store a parsed note and its section units (rows of key, heading JSON, line, text, text hash)."""
         self._mark_pending(memory.path)
         light = json.dumps({name: getattr(memory, name) for name in LIGHT_FIELDS}, ensure_ascii=False)
         self.db.execute(
@@ -204,13 +212,23 @@ class NoteStore:
             (memory.path, settled(mtime_ns), size, file_hash, memory.id, memory.domain, text_hash(memory),
              memory_to_json(memory), light),
         )
+        self.db.execute("DELETE FROM sections WHERE path=?", (memory.path,))
+        if sections:
+            self.db.executemany("INSERT INTO sections VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                [(memory.path, ord_, *row) for ord_, row in enumerate(sections)])
 
     def put_error(self, path: str, mtime_ns: int, size: int, file_hash: str, message: str, line: int | None) -> None:
         self._mark_pending(path)
+        self.db.execute("DELETE FROM sections WHERE path=?", (path,))
         self.db.execute(
             "INSERT OR REPLACE INTO notes VALUES (?, ?, ?, ?, NULL, NULL, NULL, NULL, ?, ?, NULL)",
             (path, settled(mtime_ns), size, file_hash, message, line),
         )
+
+    def forget_hashes(self) -> None:
+        """Make every note be parsed again by the next read (inside a transaction): what a note is changed with
+        the rules that read it (palace.toml [notes]: its domain)."""
+        self.db.execute("UPDATE notes SET mtime_ns = -1, file_hash = ''")
 
     def touch(self, path: str, mtime_ns: int, size: int) -> None:
         self.db.execute("UPDATE notes SET mtime_ns=?, size=? WHERE path=?", (settled(mtime_ns), size, path))
@@ -218,12 +236,14 @@ class NoteStore:
     def delete(self, path: str) -> None:
         self._mark_pending(path)
         self.db.execute("DELETE FROM notes WHERE path=?", (path,))
+        self.db.execute("DELETE FROM sections WHERE path=?", (path,))
 
     def clear(self) -> None:
         """Forget every note (inside a transaction); derived state is rebuilt from nothing."""
         self.db.execute("DELETE FROM notes")
         self.db.execute("DELETE FROM sessions")
         self.db.execute("DELETE FROM turns")
+        self.db.execute("DELETE FROM sections")
         self.db.execute("DELETE FROM pending_lexical")
         self.db.execute("DELETE FROM root_sections")
         self.db.execute("DELETE FROM meta WHERE key NOT IN ('schema', 'version')")
@@ -376,6 +396,54 @@ class NoteStore:
     def text_hashes(self) -> dict[str, str]:
         """path -> text hash of readable notes."""
         return dict(self.db.execute("SELECT path, text_hash FROM notes INDEXED BY notes_stat WHERE id IS NOT NULL"))
+
+    # ---- section units of long notes --------------------------------------------------------------
+
+    OWNERS = "SELECT min(path) FROM notes WHERE id IS NOT NULL GROUP BY id"  # the note that keeps each id
+
+    def section_rows(self, paths) -> dict[str, list[tuple]]:
+        """path -> [(key, heading path, line, text)] of the section units of these notes, in order."""
+        out: dict[str, list[tuple]] = {}
+        for path, key, heading, line, text in self._chunked(
+                "SELECT path, key, heading, line, text FROM sections WHERE path IN ({marks}) ORDER BY path, ord",
+                sorted(set(paths))):
+            out.setdefault(path, []).append((key, tuple(json.loads(heading)), line, text))
+        return out
+
+    def section_count(self) -> int:
+        """Number of indexed section units (those of the notes that own their id)."""
+        return self.db.execute(f"SELECT count(*) FROM sections WHERE path IN ({self.OWNERS})").fetchone()[0]
+
+    def section_catalog_rows(self) -> list[tuple]:
+        """(key, path, domain, text hash, note id, created) of every indexed section unit, by path and order."""
+        return self.db.execute(
+            "SELECT s.key, s.path, n.domain, s.text_hash, n.id, json_extract(n.light, '$.created') FROM sections s "
+            f"JOIN notes n ON n.path = s.path WHERE s.path IN ({self.OWNERS}) ORDER BY s.path, s.ord").fetchall()
+
+    def section_hashes(self) -> dict[str, tuple[str, int]]:
+        """text hash -> (path, ord) of a section unit whose embedded text has that hash, for the indexed ones."""
+        out: dict[str, tuple[str, int]] = {}
+        for digest, path, ord_ in self.db.execute(
+                f"SELECT text_hash, path, ord FROM sections WHERE path IN ({self.OWNERS}) ORDER BY path, ord"):
+            out.setdefault(digest, (path, ord_))
+        return out
+
+    def section_parts(self, path: str, ord_: int) -> tuple[str, tuple[str, ...], str]:
+        """(note subject, heading path, text) of one stored section unit: what its embedded text is made of."""
+        subject, heading, text = self.db.execute(
+            "SELECT json_extract(n.light, '$.subject'), s.heading, s.text FROM sections s JOIN notes n "
+            "ON n.path = s.path WHERE s.path=? AND s.ord=?", (path, ord_)).fetchone()
+        return subject or "", tuple(json.loads(heading)), text
+
+    def sections(self, keys) -> dict[str, dict]:
+        """key -> the section unit's row (key, path, heading path, line, text)."""
+        out = {}
+        for key, path, heading, line, text in self._chunked(
+                "SELECT key, path, heading, line, text FROM sections WHERE key IN ({marks}) "
+                f"AND path IN ({self.OWNERS}) ORDER BY path, ord", sorted(set(keys))):
+            out.setdefault(key, {"key": key, "path": path, "heading": tuple(json.loads(heading)), "line": line,
+                                 "text": text})
+        return out
 
     # ---- session files and their turns ----------------------------------------------------------
 

@@ -63,7 +63,7 @@ LOCK_TIMEOUT_S = 30.0
 MAX_DELETED, MAX_DELETED_SHARE = 500, 0.01  # deleted documents kept before an update merges every segment
 
 
-SCHEMA_VERSION = "7"  # bump when the schema or analyzer changes: old indexes are rebuilt (7: the `pairs` field)
+SCHEMA_VERSION = "8"  # bump when the schema or analyzer changes: old indexes are rebuilt (8: section units)
 SCHEMA_MARKER = "palace-schema"
 RETRIES = 3
 DAMAGE = (EOFError, struct.error, zlib.error, pickle.UnpicklingError, ValueError)
@@ -190,13 +190,18 @@ def text_of(doc: Doc) -> str:
 
 
 def pairs_of(doc: Doc) -> str:
-    """What the `pairs` field holds: the unit's own parts with PARTS between them, not a turn's neighbours."""
+    """What the `pairs` field holds: the unit's own parts with PARTS between them, not a turn's neighbours.
+
+    A section unit gets none (`_add`): a long note's prose gives a pair term per word, each a term of its own
+    in whoosh, which made a vault's build 3.5x slower (41 against 12 s for 1,000 notes of 5 KB) for no
+    recall on Foam's questions (docs/benchmarks.md)."""
     return PARTS.join(part for part in (doc.subject, doc.keywords, doc.anchor, doc.image, doc.content) if part)
 
 
 @dataclass
 class Doc:
-    """The fields the lexical index holds for one unit: a memory, or a turn (path: its session file)."""
+    """The fields the lexical index holds for one unit: a memory, a section of one (path: its note), or a turn
+    (path: its session file)."""
 
     path: str
     id: str
@@ -263,11 +268,12 @@ class TextIndex:
 
     def _add(self, writer, doc: Doc) -> None:
         fields = dict(path=doc.path, id=doc.id, kind=doc.kind, text=text_of(doc), rest=doc.rest,
-                      pairs=pairs_of(doc))
+                      pairs=pairs_of(doc) if doc.kind != "section" else "")
         if doc.domain:
             fields["domain_key"] = doc.domain
+        # A part of n terms gives n - 1 pairs (PairAnalyzer): counted from the terms, not by pairing them again.
         fields[LENGTHS] = (self._length(fields["text"]), self._length(doc.rest),
-                           sum(1 for _ in self._pairs(fields["pairs"])))
+                           sum(max(0, self._length(part) - 1) for part in fields["pairs"].split(PARTS)))
         if doc.time:
             fields["time"] = doc.time
         if doc.session:
@@ -531,7 +537,7 @@ def _filter(scope: Scope):
     """The whoosh query a scope allows: (memories in its domains | turns in its sessions) within its time window."""
     parts = []
     if scope.memories:
-        memory = Term("kind", "memory")
+        memory = Or([Term("kind", "memory"), Term("kind", "section")])  # a section is part of its note
         if scope.domains is not None:
             memory = And([memory, Or([Term("domain_key", d) for d in scope.domains])])
         parts.append(memory)

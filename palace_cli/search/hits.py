@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from palace_cli.core.notes import Memory
+from palace_cli.index.sections import section_title
 from palace_cli.search.profiles import tokens_of
 from palace_cli.search.relevance import Omitted
 from palace_cli.search.sessions import ROUTE_SHOWN, SessionRoute
@@ -26,10 +27,13 @@ class Turn:
 
 @dataclass
 class Hit:
-    """One ranked unit, a memory or a turn, with where it is and the parts its score came from.
+    """One ranked unit, a memory, a section of one or a turn, with where it is and the parts its score came from.
 
     For a turn, `id` is its key `<session id>/<turn id>`, `subject` a one-line preview, `domain` "",
-    `path:line` its header line, and `turn` the rest.
+    `path:line` its header line, and `turn` the rest. For a section, `id` is its key `<note id>#<line>`,
+    `note` its note's id, `heading` the headings above it and its own, `path:line` its heading, and
+    `memory` its note seen through the section (subject `Note › Heading`, the section's text as Content,
+    the note's verify token).
     """
 
     id: str
@@ -48,6 +52,13 @@ class Hit:
     turn: Turn | None = None
     words: float | None = None    # the share of the question's words it holds (search/relevance.py)
     meaning: float | None = None  # its cosine to the question, when an embedder is installed
+    note: str = ""                                           # a section's note id
+    heading: tuple[str, ...] = ()                            # a section's heading path
+
+    @property
+    def memory_id(self) -> str:
+        """The id of the memory this hit is (a section: its note's); "" for a turn."""
+        return "" if self.kind == "turn" else self.note or self.id
 
     @property
     def location(self) -> str:
@@ -64,6 +75,8 @@ class Hit:
                 "parts": {k: round(v, 6) for k, v in self.parts.items()}}
         if self.turn is not None:
             data.update(session=self.turn.session, turn=self.turn.turn, speaker=self.turn.speaker, text=self.turn.text)
+        if self.kind == "section":
+            data.update(note=self.note, section=list(self.heading))
         if self.replaces:
             data["replaces"] = self.replaces
         if self.superseded_by:
@@ -144,6 +157,42 @@ class Recall(SearchResult):
         if self.linked:
             data["linked"] = [h.as_dict() for h in self.linked]
         return data
+
+
+def one_per_note(hits: list[Hit], note_of: dict[str, str]) -> list[Hit]:
+    """The hits with at most one per note, in rank order: a note's first hit keeps its place. When that is the
+    whole note and one of its sections ranks later, it is handed as that section (the part that answers,
+    `path:line` of its heading), keeping the note's score; later hits of the same note are left out."""
+    out: list[Hit] = []
+    first: dict[str, Hit] = {}
+    for hit in hits:
+        if hit.kind == "turn":
+            out.append(hit)
+            continue
+        note = note_of.get(hit.id, hit.id) if hit.kind == "section" else hit.id
+        kept = first.get(note)
+        if kept is None:
+            first[note] = hit
+            out.append(hit)
+        elif kept.kind == "memory" and hit.kind == "section":
+            kept.kind, kept.id, kept.note = "section", hit.id, note
+            kept.parts = {**kept.parts, "section_rank": hit.parts.get("lexical_rank", hit.parts.get("dense_rank", 0))}
+    for hit in out:
+        if hit.kind == "section" and not hit.note:
+            hit.note = note_of.get(hit.id, "")
+    return out
+
+
+def attach_section(hit: Hit, memory: Memory | None, row: dict | None) -> None:
+    """Fill a section hit from its note and its stored row: `memory` becomes the note seen through the section
+    (subject `Note › Heading`, the section's text as its Content, its heading's line), so the context, the
+    extractive answer and verify use the section with the note's id and verify token."""
+    if memory is None or row is None:
+        return
+    subject = section_title(memory.subject, row["heading"])
+    hit.memory = replace(memory, subject=subject, content=row["text"], content_line=row["line"], line=row["line"],
+                         image="", image_line=0)
+    hit.note, hit.heading, hit.subject, hit.line = memory.id, tuple(row["heading"]), subject, row["line"]
 
 
 def context_entry(memory: Memory) -> dict:

@@ -19,7 +19,7 @@ from palace_cli.index.catalog import Catalog
 from palace_cli.index.scope import Scope, make_scope
 from palace_cli.palace import Palace
 from palace_cli.search.context import assemble_context
-from palace_cli.search.hits import DomainRoute, Hit, Recall, SearchResult, Turn
+from palace_cli.search.hits import DomainRoute, Hit, Recall, SearchResult, Turn, attach_section, one_per_note
 from palace_cli.search.profiles import BYTES_PER_TOKEN, PROFILES, Profile
 from palace_cli.search.relevance import Omitted, about, ceiling, judge, measure, why_not_about
 from palace_cli.search.sessions import reorder, route_sessions
@@ -148,13 +148,20 @@ def _rank(palace: Palace, catalog: Catalog, query: str, mode: str, k: int, scope
 
 
 def _attach(palace: Palace, hits: list[Hit], catalog: Catalog | None = None, when: datetime | None = None) -> None:
-    """Load the memories and turns of the hits (only these) from the cache; with a catalog, memories' version links."""
+    """Load the memories, sections and turns of the hits (only these) from the cache; with a catalog, memories'
+    version links."""
     if not hits:
         return
     store = palace.index.store
-    memories = {m.path: m for m in store.memories([h.path for h in hits if h.kind == "memory"])}
+    memories = {m.path: m for m in store.memories([h.path for h in hits if h.kind in ("memory", "section")])}
+    sections = store.sections([h.id for h in hits if h.kind == "section"])
     turns = store.turns([h.id for h in hits if h.kind == "turn"])
     for hit in hits:
+        if hit.kind == "section":
+            attach_section(hit, memories.get(hit.path), sections.get(hit.id))
+            if catalog is not None and hit.memory is not None:
+                _versions(hit, hit.memory.id, catalog, when)
+            continue
         if hit.kind == "turn":
             row = turns.get(hit.id)
             if row:
@@ -169,10 +176,14 @@ def _attach(palace: Palace, hits: list[Hit], catalog: Catalog | None = None, whe
         if memory:
             hit.memory, hit.subject, hit.line = memory, memory.subject, memory.line
         if catalog is not None:
-            versions = catalog.versions
-            hit.replaces = list(versions.predecessors.get(hit.id, []))
-            hit.superseded_by = list(versions.successors.get(hit.id, []))
-            hit.valid = versions.valid_at(hit.id, when)
+            _versions(hit, hit.id, catalog, when)
+
+
+def _versions(hit: Hit, memory_id: str, catalog: Catalog, when: datetime | None) -> None:
+    versions = catalog.versions
+    hit.replaces = list(versions.predecessors.get(memory_id, []))
+    hit.superseded_by = list(versions.successors.get(memory_id, []))
+    hit.valid = versions.valid_at(memory_id, when)
 
 
 def _prepare(palace: Palace, do_refresh: bool) -> Catalog:
@@ -210,7 +221,8 @@ def search(palace: Palace, query: str, mode: str = "hybrid", k: int = 10, domain
     scope = scope_of(palace, kind, since, until, domain, sessions)
     hidden = frozenset() if include_superseded else catalog.hidden(when)
     # Rank deeper than k: a unit that is not about the query is dropped, and the next one may be.
-    ranked, used = _rank(palace, catalog, query, mode, max(k, CANDIDATES), scope, hidden)
+    ranked, used = _rank(palace, catalog, query, mode, _deeper(catalog, max(k, CANDIDATES)), scope, hidden)
+    ranked = one_per_note(ranked, catalog.note_of)
     measure(ranked, ceiling(palace.index.text, query), _cosines(palace, catalog, query), used != "dense")
     hits = [h for h in ranked if about(h)][:k]
     _attach(palace, list({id(h): h for h in hits + ranked[:k]}.values()), catalog, when)
@@ -259,8 +271,8 @@ def recall(palace: Palace, query: str, k: int | None = None, domain: str | None 
     catalog = _prepare(palace, do_refresh)
     hidden = frozenset() if include_superseded else catalog.hidden(when)
     scope = scope_of(palace, kind, since, until, domain, sessions)
-    memory_count = catalog.memory_count  # counted over every row on each call: 2-3 ms at 100,000 notes
-    has_turns = memory_count < len(catalog.ids)
+    memory_count = catalog.memory_count
+    has_turns = catalog.has_turns
     depth = max(depth or 0, k + (turns if scope.turns and has_turns else 0))
     _, dense, dense_reason = palace.index.dense()
     result = Recall(query=query, mode=mode, hits=[], dense=dense, dense_reason=dense_reason, profile=profile,
@@ -272,7 +284,8 @@ def recall(palace: Palace, query: str, k: int | None = None, domain: str | None 
                          else "no memory in scope: nothing to route")
     else:
         result.reason = "ranked flat; the route is the domains of the memories handed over"
-    hits, result.mode = _rank(palace, catalog, query, mode, depth, scope, hidden)
+    hits, result.mode = _rank(palace, catalog, query, mode, _deeper(catalog, depth), scope, hidden)
+    hits = one_per_note(hits, catalog.note_of)[:depth]
     if scope.turns and has_turns:
         result.sessions = route_sessions(palace, catalog, query, hits)
         hits = reorder(hits, result.sessions, turns)
@@ -311,13 +324,18 @@ def _offer(result: Recall, trim: bool) -> None:
     result.hits, result.omitted = judge(ranked, result.caps, _close if trim else None)
 
 
+def _deeper(catalog: Catalog, depth: int) -> int:
+    """How deep to rank so that `depth` notes remain once a note's sections are folded into it (one_per_note)."""
+    return depth * 3 + 10 if catalog.note_of else depth
+
+
 def route_of(hits: list[Hit]) -> list[DomainRoute]:
     """The domains of the memories among `hits`, in the order of their best hit; confidence is each domain's
     share of the hits' scores, parts count its hits."""
     scores: dict[str, float] = {}
     counts: dict[str, int] = defaultdict(int)
     for hit in hits:
-        if hit.kind == "memory" and hit.domain:
+        if hit.kind != "turn" and hit.domain:
             scores[hit.domain] = scores.get(hit.domain, 0.0) + max(hit.score, 0.0)
             counts[hit.domain] += 1
     total = sum(scores.values())
@@ -326,13 +344,15 @@ def route_of(hits: list[Hit]) -> list[DomainRoute]:
 
 
 def pick(hits: list[Hit], k: int, turns: int) -> list[Hit]:
-    """The hits to offer, in rank order: the first k memories and the first `turns` turns."""
+    """The hits to offer, in rank order: the first k memories (a section counts as its memory) and the first `turns`
+    turns."""
     counts = {"memory": 0, "turn": 0}
     limits = {"memory": k, "turn": turns}
     out = []
     for hit in hits:
-        if counts[hit.kind] < limits[hit.kind]:
-            counts[hit.kind] += 1
+        kind = "turn" if hit.kind == "turn" else "memory"
+        if counts[kind] < limits[kind]:
+            counts[kind] += 1
             out.append(hit)
     return out
 
@@ -379,7 +399,7 @@ def hit_confidence(hits: list[Hit]) -> float:
 
 def _linked(palace: Palace, catalog: Catalog, hits: list[Hit], hidden: frozenset[str] = frozenset(),
             when: datetime | None = None) -> list[Hit]:
-    have = {h.id for h in hits}
+    have = {h.memory_id for h in hits}
     linked = []
     names = palace.index.names()
     for hit in hits:

@@ -18,6 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from palace_cli.errors import UsageError
+from palace_cli.index.scope import Scope
 from palace_cli.core.notes import Memory
 from palace_cli.palace import Palace
 
@@ -115,16 +116,19 @@ def _shared(a: dict[str, float], b: dict[str, float], surface: dict[str, str]) -
 
 
 def similar(palace: Palace, ref: str | None = None, text: str | None = None, k: int = 5,
-            include_superseded: bool = False, exclude=(), method: str | None = None) -> Similar:
+            include_superseded: bool = False, exclude=(), method: str | None = None,
+            do_refresh: bool = True) -> Similar:
     """The k memories nearest to a memory (by reference) or to a text, best first, each with its score and
-    shared words; those at or above the method's threshold are `close`. Lexical unless method="dense"."""
+    shared words; those at or above the method's threshold are `close`. Lexical unless method="dense".
+    `do_refresh=False` when the caller refreshed already (distill checks many texts between its writes)."""
     if (ref is None) == (text is None):
         raise UsageError("give a memory or a text (one of them)")
     if method is not None and method not in METHODS:
         raise UsageError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
     if k < 1:
         raise UsageError("k must be at least 1")
-    palace.refresh()
+    if do_refresh:
+        palace.refresh()
     memory = palace.memory(ref, refresh=False) if ref is not None else None
     source_text = memory.search_text() if memory else " ".join((text or "").split())
     if not source_text:
@@ -186,7 +190,9 @@ def _dense_scores(palace: Palace, catalog, memory: Memory | None, text: str, lef
 def _lexical_candidates(palace: Palace, text: str, left_out: set[str]):
     """(id, BM25) of the CANDIDATES best lexical matches of the whole text: the pool the cosine re-scores."""
     weights = palace.config.retrieval.get("field_weights") or None
-    return palace.index.text.search(text, limit=CANDIDATES, field_weights=weights, exclude=left_out)
+    # Memories only: in a palace of imported conversations, turns would fill the pool and hide every memory.
+    return palace.index.text.search(text, limit=CANDIDATES, field_weights=weights, exclude=left_out,
+                                    scope=Scope(kind="memory"))
 
 
 def warning_lines(result: Similar, new_id: str) -> list[str]:

@@ -8,10 +8,10 @@ import json
 from dataclasses import dataclass, field
 
 from palace_cli.core.disk import atomic_write
-from palace_cli.core.noteedit import replace_section
-from palace_cli.core.notefile import load_note
+from palace_cli.core.noteedit import check_note_size, dump_frontmatter, edit_frontmatter, edit_section, replace_section
+from palace_cli.core.notefile import load_note, parse_note
 from palace_cli.core.text import split_sentences
-from palace_cli.core.tokens import contains_phrase
+from palace_cli.core.tokens import contains_phrase, propose_token
 from palace_cli.errors import ModelError, PalaceError
 from palace_cli.index.locks import write_lock
 from palace_cli.palace import Palace
@@ -36,13 +36,16 @@ class Evolution:
     problem: str = ""
     accepted: bool = False
     from_cache: bool = False
+    lacks: list[str] = field(default_factory=list)  # a plain note's missing parts: image, anchor, verify
+    anchor: str = ""   # proposed with the image, for a note that has none
+    verify: str = ""   # proposed from the image, for a note that has none
 
     def as_dict(self) -> dict:
         """JSON-ready form."""
         return {"id": self.memory_id, "path": self.path, "score": self.score.score, "missing": self.score.missing,
                 "tips": self.tips, "proposal": self.proposal, "proposal_score": self.proposal_score,
                 "proposal_missing": self.proposal_missing, "diff": self.diff, "problem": self.problem,
-                "accepted": self.accepted}
+                "accepted": self.accepted, "lacks": self.lacks, "anchor": self.anchor, "verify": self.verify}
 
 
 def _note_hash(palace: Palace, relpath: str) -> str:
@@ -68,6 +71,7 @@ def evolve(palace: Palace, ref: str, generator=None, accept: bool = False, why_n
     current = score_memory(memory)
     tips = {key: factor(key).technique for key in current.missing}
     result = Evolution(memory.id, memory.path, current, tips)
+    result.lacks = [name for name in ("image", "anchor", "verify") if not getattr(memory, name)]
     if generator is None:
         result.problem = why_not or NEEDS_MODEL
         if accept:
@@ -76,7 +80,7 @@ def evolve(palace: Palace, ref: str, generator=None, accept: bool = False, why_n
     base = _note_hash(palace, memory.path)
     cached = _load_proposal(palace, memory.id, base)
     if cached is not None:
-        image, result.from_cache = cached, True
+        (image, result.anchor, result.verify), result.from_cache = cached, True
     else:
         image, problem = propose_image(generator, memory, current.missing, {f.key: f.technique for f in FACTORS})
         if image is None:
@@ -84,21 +88,58 @@ def evolve(palace: Palace, ref: str, generator=None, accept: bool = False, why_n
             if accept:
                 raise PalaceError(f"{memory.id}: no usable proposal ({problem}); the note is unchanged")
             return result
+    if cached is None and not memory.verify:  # a note growing into a memory: its hook and token, from the image
+        taken = {m.verify for m in palace.scan(light=True).memories.values() if m.verify}
+        result.verify = propose_token(image, memory.subject, memory.keywords, memory.content, taken) or ""
+        result.anchor = memory.anchor or propose_token(image, memory.subject, memory.keywords, memory.content,
+                                                       taken | {result.verify}, anchor="") or ""
+        if not result.verify:
+            result.problem = "no verify token can be proposed from this image (no odd 2-5 word phrase of its own)"
     new_factors = detect(image)
     result.proposal = image
     result.proposal_score = sum(f.present for f in new_factors)
     result.proposal_missing = [f.key for f in new_factors if not f.present]
     result.diff = image_diff(memory.path, memory.image, image)
-    if result.proposal_score <= current.score:
+    if result.proposal_score <= current.score and not result.problem:
         result.problem = (f"the proposal scores {result.proposal_score}/12, not above the current "
                           f"{current.score}/12; not worth accepting")
-    _save_proposal(palace, memory.id, base, image)
+    _save_proposal(palace, memory.id, base, image, result.anchor, result.verify)
     if accept:
         if result.problem:
             raise PalaceError(f"{memory.id}: {result.problem}; the note is unchanged")
-        accept_image(palace, memory.id, image, base)
+        if memory.image:
+            accept_image(palace, memory.id, image, base)
+        else:
+            grow_memory(palace, memory.id, image, result.anchor, result.verify, base)
         result.accepted = True
     return result
+
+
+def grow_memory(palace: Palace, memory_id: str, image: str, anchor: str, verify: str, base_hash: str) -> None:
+    """Give a plain note what makes it a memory: an `## Image` section at its end and `anchor` and `verify` in
+    its frontmatter (a frontmatter block is added when it has none); every other byte stays as it was."""
+    memory = palace.memory(memory_id)
+    path = palace.root / memory.path
+    if _note_hash(palace, memory.path) != base_hash:
+        raise PalaceError(f"{memory.path} changed since the proposal was made; run `palace evolve {memory_id}` again")
+    raw = path.read_bytes()
+    bom = b"\xef\xbb\xbf" if raw.startswith(b"\xef\xbb\xbf") else b""
+    text = raw[len(bom):].decode("utf-8")
+    fields = {name: value for name, value in (("anchor", anchor), ("verify", verify)) if value and not
+              getattr(memory, name)}
+    if memory.has_frontmatter:
+        text = edit_frontmatter(text, fields, memory.path)
+    else:
+        newline = "\r\n" if "\r\n" in text else "\n"
+        text = "---" + newline + dump_frontmatter(fields).replace("\n", newline) + "---" + newline + text
+    text = edit_section(text, "Image", image, memory.path, create=True)
+    check = parse_note(text.replace("\r\n", "\n"), memory.path, memory.domain)
+    if check.id != memory.id or check.content != memory.content or not contains_phrase(check.image, verify or "\0"):
+        raise PalaceError(f"{memory.path}: the grown note would not read back as the same note with its token; "
+                          "the note is unchanged")
+    check_note_size(text, memory.path)
+    atomic_write(path, bom + text.encode("utf-8"))
+    _proposal_path(palace, memory_id).unlink(missing_ok=True)
 
 
 def accept_image(palace: Palace, memory_id: str, image: str, base_hash: str) -> None:
@@ -120,17 +161,19 @@ def _accept_image(palace: Palace, memory_id: str, image: str, base_hash: str) ->
     _proposal_path(palace, memory_id).unlink(missing_ok=True)
 
 
-def _load_proposal(palace: Palace, memory_id: str, base_hash: str) -> str | None:
-    """The proposal shown last time, if it was made for the note as it is now."""
+def _load_proposal(palace: Palace, memory_id: str, base_hash: str) -> tuple[str, str, str] | None:
+    """The proposal shown last time (image, anchor, verify), if it was made for the note as it is now."""
     try:
         data = json.loads(_proposal_path(palace, memory_id).read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
         return None
-    if not isinstance(data, dict):
+    if not isinstance(data, dict) or data.get("base") != base_hash or not isinstance(data.get("image"), str):
         return None
-    return data.get("image") if data.get("base") == base_hash else None
+    return data["image"], str(data.get("anchor") or ""), str(data.get("verify") or "")
 
 
-def _save_proposal(palace: Palace, memory_id: str, base_hash: str, image: str) -> None:
+def _save_proposal(palace: Palace, memory_id: str, base_hash: str, image: str, anchor: str = "",
+                   verify: str = "") -> None:
     """Keep the proposal so `--accept` writes exactly what was shown."""
-    atomic_write(_proposal_path(palace, memory_id), json.dumps({"base": base_hash, "image": image}, indent=1))
+    atomic_write(_proposal_path(palace, memory_id), json.dumps({"base": base_hash, "image": image, "anchor": anchor,
+                                                                "verify": verify}, indent=1))

@@ -1,0 +1,1 @@
+"""Capture as it happens: the Claude Code hook and its settings install."""

@@ -1,0 +1,127 @@
+"""Claude Code hooks: import a session as it happens, and hand the palace's wake-up context to a new one.
+
+Claude Code runs `palace hook claude-code` with one JSON object on stdin: `session_id`, `transcript_path`
+(the session's JSONL log), `cwd` and `hook_event_name`. On PreCompact, SessionEnd and Stop the transcript
+is imported into conversations/claude-code/ (new turns appended, nothing else touched; the index catches
+up at the next command that reads it, embeddings with it). On SessionStart the wake-up text is returned
+for Claude Code to add to the session's context.
+
+The palace is the one given with `--palace` (written into the hook command by `palace hook install`), else
+the one found walking up from the session's `cwd`. A hook must never break the session: every failure is
+a HookError (or any other exception) that the face turns into one line on stderr and exit status 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from palace_cli.errors import PalaceError
+
+EVENTS = ("SessionStart", "PreCompact", "SessionEnd", "Stop")
+IMPORTING = ("PreCompact", "SessionEnd", "Stop")
+WAKE_UP_TOKENS = 1200  # what SessionStart adds to the context: a fraction of any model's window
+
+
+class HookError(PalaceError):
+    """Why a hook did nothing (bad input, no palace, a busy palace); shown as one line, never failing the session."""
+
+
+@dataclass
+class HookResult:
+    """What a hook did: the event, the palace, the JSON to print (SessionStart), and a summary line."""
+
+    event: str
+    palace: str = ""
+    output: dict | None = None
+    summary: str = ""
+
+
+def read_payload(raw: str) -> dict:
+    """The hook's JSON object; HookError when it is not one or lacks `hook_event_name`."""
+    try:
+        payload = json.loads(raw)
+    except ValueError as exc:
+        raise HookError(f"the hook input is not JSON ({exc})") from None
+    if not isinstance(payload, dict):
+        raise HookError("the hook input is not a JSON object")
+    event = payload.get("hook_event_name")
+    if event not in EVENTS:
+        raise HookError(f"hook_event_name {event!r} is not one palace handles ({', '.join(EVENTS)})")
+    return payload
+
+
+def find_palace(palace_dir: str | None, payload: dict):
+    """The palace a hook works on: the explicit one, else the one above the session's cwd."""
+    from palace_cli.palace import Palace
+
+    cwd = payload.get("cwd")
+    start = Path(cwd) if isinstance(cwd, str) and cwd else None
+    if palace_dir is None and start is None:
+        raise HookError("no --palace and no cwd in the hook input: cannot tell which palace to use")
+    try:
+        return Palace.find(palace_dir, start=start)
+    except PalaceError as exc:
+        raise HookError(str(exc)) from None
+
+
+def busy(palace) -> str:
+    """Which of the palace's locks another process holds ("" when none): a hook never waits for one."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover (no flock: nothing to wait for)
+        return ""
+    for name in ("write.lock", "lock"):
+        path = palace.cache_dir / name
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue  # no such lock yet, or a cache that cannot be read: nobody holds it
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return name
+        finally:
+            os.close(fd)  # closing releases the shared lock taken to test it
+    return ""
+
+
+def handle(payload: dict, palace_dir: str | None = None) -> HookResult:
+    """Run one hook event on its palace (see the module); HookError or another PalaceError when it cannot."""
+    event = payload["hook_event_name"]
+    palace = find_palace(palace_dir, payload)
+    result = HookResult(event, str(palace.root))
+    held = busy(palace)
+    if held:
+        raise HookError(f"{palace.root} is busy (another palace process holds .palace/{held}); "
+                        + ("no wake-up context this time" if event == "SessionStart"
+                           else "the session is imported next time"))
+    if event == "SessionStart":
+        from palace_cli.search.wakeup import wake_up
+
+        text = wake_up(palace, budget_tokens=WAKE_UP_TOKENS).text
+        result.output = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
+        result.summary = f"wake-up context: {len(text)} characters from {palace.root}"
+        return result
+    result.summary = import_transcript(palace, payload)
+    return result
+
+
+def import_transcript(palace, payload: dict) -> str:
+    """Import the hook's transcript into the palace, new turns only; a summary line."""
+    from palace_cli.conversations.writer import import_conversations
+
+    transcript = payload.get("transcript_path")
+    if not isinstance(transcript, str) or not transcript:
+        raise HookError("the hook input has no transcript_path")
+    path = Path(transcript).expanduser()
+    if not path.is_file():
+        raise HookError(f"{path}: no such transcript")
+    report = import_conversations(palace, path, "claude-code")
+    counts = report.counts()
+    problems = f"; {len(report.problems)} unreadable lines" if report.problems else ""
+    return (f"imported {path.name} into {palace.root}: {counts['turns_written']} new turns "
+            f"({counts['added']} added, {counts['appended']} appended, {counts['skipped']} unchanged, "
+            f"{counts['conflict']} conflicts){problems}")

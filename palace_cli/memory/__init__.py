@@ -1,0 +1,1 @@
+"""Memories formed from conversations: distill (extract, scorer, patterns, llmstage) and consolidate."""

@@ -1,0 +1,272 @@
+"""`palace distill`: memories formed from imported turns, written as plain notes that point at their turn.
+
+The order of work, per session, oldest first: candidates from the heuristics (extract.py), more from an LLM for
+the turns the heuristics were unsure of (llmstage.py, only with `[models] endpoint`), then for each candidate:
+
+- a turn already distilled (a memory names it in `turn`/`session`, or lists it in `confirmed_by`) is skipped:
+  a second run changes nothing;
+- a fact the palace already holds about the same person (`search.similar`, at or above `[distill] known`)
+  is not written again: the memory it repeats gains the turn in `confirmed_by` and the date in `confirmed`
+  (consolidation reads them);
+- a newer value of a one-at-a-time attribute (a job, a home, a favourite) supersedes the memory that held
+  the old value (`editing.versions` rules: frontmatter only, nothing deleted);
+- the rest is written by `editing.authoring.write_plain_memory` into memories/<[distill] domain>/.
+
+Each session's memories are indexed (lexical only) before the next session is read, so a fact told twice in
+one run is written once. Embeddings wait for the next refresh.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import date
+
+from palace_cli.conversations.sessionfile import load_session
+from palace_cli.core.dates import said_on
+from palace_cli.core.noteedit import update_frontmatter
+from palace_cli.editing.authoring import write_plain_memory
+from palace_cli.errors import UsageError
+from palace_cli.index.locks import write_lock
+from palace_cli.index.scope import make_scope
+from palace_cli.memory.extract import Candidate, extract_session
+from palace_cli.memory.scorer import FITTED, THRESHOLD
+from palace_cli.palace import Palace
+from palace_cli.progress import Progress
+
+DOMAIN = "distilled"
+KNOWN = 0.6  # tf-idf cosine (search.similar's lexical score) at which a fact counts as already known
+UNCERTAIN = 0.1  # turns scored from here up to the threshold go to the LLM stage, when there is one
+
+
+@dataclass
+class Settings:
+    """palace.toml's [distill] table, checked."""
+
+    domain: str = DOMAIN
+    threshold: float = THRESHOLD
+    known: float = KNOWN
+    uncertain: float = UNCERTAIN
+    user: str = ""
+    llm: str = "auto"  # auto (when [models] endpoint is set), always, never
+
+    @classmethod
+    def of(cls, palace: Palace) -> "Settings":
+        """The palace's settings; UsageError naming the key for a value of the wrong kind."""
+        raw = palace.config.raw.get("distill", {})
+        if not isinstance(raw, dict):
+            raise UsageError("palace.toml: `distill` must be a table ([distill])")
+        settings = cls()
+        for name, kind in (("domain", str), ("threshold", float), ("known", float), ("uncertain", float),
+                           ("user", str), ("llm", str)):
+            if name in raw:
+                value = raw[name]
+                if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+                    value = float(value)
+                if not isinstance(value, kind):
+                    raise UsageError(f"palace.toml [distill] {name}: {value!r} is not a {kind.__name__}")
+                setattr(settings, name, value)
+        if settings.llm not in ("auto", "always", "never"):
+            raise UsageError(f"palace.toml [distill] llm must be auto, always or never, not {settings.llm!r}")
+        return settings
+
+
+@dataclass
+class DistillReport:
+    """What a distill run found and did."""
+
+    dry_run: bool = False
+    sessions: int = 0                    # sessions with turns not distilled before
+    turns: int = 0
+    already: int = 0                     # turns skipped: distilled by an earlier run
+    candidates: int = 0
+    written: list[dict] = field(default_factory=list)
+    known: list[dict] = field(default_factory=list)       # {"turn", "memory", "score"}: facts the palace had
+    superseded: list[dict] = field(default_factory=list)  # {"old", "new", "attribute"}
+    llm: dict = field(default_factory=dict)               # {"model", "asked", "cached", "memories", "errors"}
+    seconds: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        """JSON-ready form (`palace distill --json`)."""
+        return {"dry_run": self.dry_run, "sessions": self.sessions, "turns": self.turns,
+                "already_distilled": self.already, "candidates": self.candidates,
+                "counts": {"written": len(self.written), "known": len(self.known),
+                           "superseded": len(self.superseded)},
+                "written": self.written, "known": self.known, "superseded": self.superseded, "llm": self.llm,
+                "seconds": self.seconds}
+
+
+def chosen_sessions(palace: Palace, source: str | None = None, session: str | None = None) -> list[str]:
+    """The session files to distill (relative paths), oldest session first: all, one source's, or one session
+    (by id or path)."""
+    rows = palace.index.store.sessions()
+    if session is not None:
+        rows = [r for r in rows if session in (r[1], r[0], r[0].removesuffix(".md"))]
+        if not rows:
+            raise UsageError(f"no imported session {session!r} (see index/conversations.md)")
+    if source is not None:
+        rows = [r for r in rows if r[2].get("source") == source]
+    return [path for path, _, _, _ in sorted(rows, key=lambda r: (str(r[2].get("started") or ""), r[0]))]
+
+
+def done_turns(memories) -> set[str]:
+    """`<session>/<turn>` of every turn a memory was distilled from or confirmed by."""
+    done = set()
+    for memory in memories:
+        meta = memory.meta
+        if meta.get("session") and meta.get("turn"):
+            done.add(f"{meta['session']}/{meta['turn']}")
+        confirmed = meta.get("confirmed_by")
+        if isinstance(confirmed, list):
+            done.update(str(item) for item in confirmed)
+    return done
+
+
+def distill(palace: Palace, *, since: str | None = None, until: str | None = None, source: str | None = None,
+            session: str | None = None, dry_run: bool = False, llm: bool | None = None,
+            progress: Progress | None = None) -> DistillReport:
+    """Form memories from the palace's imported turns (see the module's docstring); returns what it did."""
+    settings = Settings.of(palace)
+    window = make_scope("turn", since, until)
+    report = DistillReport(dry_run=dry_run)
+    started = time.perf_counter()
+    palace.refresh(embedder=None)
+    paths = chosen_sessions(palace, source, session)
+    generator = _generator(palace, settings, llm)
+    spent = {"extract": 0.0, "llm": 0.0, "write": 0.0}
+    with write_lock(palace):
+        scan = palace.index.scan()  # whole memories: `about`, `turn`, `confirmed_by` are in their frontmatter
+        done = done_turns(scan.memories.values())
+        for number, relpath in enumerate(paths, 1):
+            loaded = load_session(palace.root, relpath)
+            picked = [t for t in loaded.turns if window.within(loaded.time_of(t) or "")]
+            report.turns += len(picked)
+            fresh = [t for t in picked if f"{loaded.id}/{t.id}" not in done]
+            report.already += len(picked) - len(fresh)
+            if not fresh:
+                continue
+            report.sessions += 1
+            clock = time.perf_counter()
+            wanted = {t.id for t in fresh}
+            candidates, uncertain = extract_session(loaded, FITTED, settings.threshold, {"user": settings.user},
+                                                    settings.uncertain if generator is not None else None)
+            candidates = [c for c in candidates if c.turn in wanted]
+            spent["extract"] += time.perf_counter() - clock
+            if generator is not None and uncertain:
+                clock = time.perf_counter()
+                from palace_cli.memory.llmstage import ask_llm
+
+                candidates += ask_llm(generator, [u for u in uncertain if u.turn.id in wanted], report.llm)
+                spent["llm"] += time.perf_counter() - clock
+            report.candidates += len(candidates)
+            clock = time.perf_counter()
+            if _keep(palace, settings, scan, candidates, report, done) and not dry_run:
+                palace.refresh(embedder=None, index_files=False)  # the next session's checks see these
+            spent["write"] += time.perf_counter() - clock
+            if progress:
+                progress("distilling sessions", number, len(paths))
+    if not dry_run and (report.written or report.known):
+        palace.refresh(embedder=None)
+    report.seconds = {name: round(value, 3) for name, value in spent.items()}
+    report.seconds["total"] = round(time.perf_counter() - started, 3)
+    return report
+
+
+def _keep(palace: Palace, settings: Settings, scan, candidates: list[Candidate], report: DistillReport,
+          done: set[str]) -> bool:
+    """Write, confirm or supersede each candidate of one session; True when anything was written."""
+    from palace_cli.search.similar import similar
+
+    wrote = False
+    people = {m.meta.get("about") for m in scan.memories.values()}
+    for candidate in candidates:
+        key = f"{candidate.session}/{candidate.turn}"
+        if key in done:
+            continue  # two candidates of one turn (heuristics and the LLM): the first wins
+        # Nothing about this person yet, nothing to repeat: no search needed (the whole first distill of a chat).
+        neighbour = _known(palace, similar, scan, candidate, settings.known) if candidate.about in people else None
+        if neighbour is not None:
+            report.known.append({"turn": key, "source": candidate.source, "memory": neighbour[0],
+                                 "score": round(neighbour[1], 3)})
+            if not report.dry_run:
+                _confirm(palace, scan.memories[neighbour[0]], key, candidate.said)
+            done.add(key)
+            continue
+        old = _current_holder(scan, candidate)
+        fields = {"about": candidate.about, "source": candidate.source, "session": candidate.session,
+                  "turn": candidate.turn, "confidence": candidate.confidence}
+        if candidate.attribute:
+            fields["attribute"] = candidate.attribute
+        if candidate.by != "heuristic":
+            fields["extracted_by"] = candidate.by
+        entry = {"about": candidate.about, "type": candidate.type, "subject": candidate.subject,
+                 "content": candidate.content, "source": candidate.source, "turn": key,
+                 "valid_from": candidate.valid_from.isoformat() if candidate.valid_from else None,
+                 "confidence": candidate.confidence, "supersedes": old.id if old else None}
+        done.add(key)
+        if report.dry_run:
+            report.written.append(entry)
+            continue
+        memory = write_plain_memory(palace, candidate.subject, settings.domain, candidate.content,
+                                    type=candidate.type, fields=fields, valid_from=candidate.valid_from,
+                                    supersedes=[old.id] if old else None, scan=scan)
+        entry.update(id=memory.id, path=memory.path)
+        report.written.append(entry)
+        people.add(candidate.about)
+        if old is not None:
+            report.superseded.append({"old": old.id, "new": memory.id, "attribute": candidate.attribute})
+            old.superseded_by = [*old.superseded_by, memory.id]
+        wrote = True
+    return wrote
+
+
+def _known(palace: Palace, similar, scan, candidate: Candidate, limit: float) -> tuple[str, float] | None:
+    """(id, score) of a memory about the same person that already says this, or None."""
+    result = similar(palace, text=candidate.content, k=5, do_refresh=False)
+    for neighbour in result.neighbours:
+        memory = scan.memories.get(neighbour.id)
+        if neighbour.score >= limit and memory is not None and memory.meta.get("about") == candidate.about:
+            return neighbour.id, neighbour.score
+    return None
+
+
+def _current_holder(scan, candidate: Candidate):
+    """The memory that holds the same person's value of the candidate's attribute now (not superseded and not
+    newer than the candidate), or None."""
+    if not candidate.attribute or candidate.valid_from is None:
+        return None
+    holders = [m for m in scan.memories.values()
+               if m.meta.get("about") == candidate.about and m.meta.get("attribute") == candidate.attribute
+               and not m.superseded_by and (said_on(m.valid_from) or date.min) <= candidate.valid_from]
+    return max(holders, key=lambda m: (m.valid_from, m.id)) if holders else None
+
+
+def _confirm(palace: Palace, memory, key: str, said: str | None) -> None:
+    """Record on a memory that another turn said it again: `confirmed_by` gains the turn, `confirmed` the date."""
+    listed = memory.meta.get("confirmed_by")
+    listed = [str(item) for item in listed] if isinstance(listed, list) else []
+    changes = {"confirmed_by": [*listed, key]}
+    day = said_on(said) if said else None
+    previous = said_on(memory.meta.get("confirmed")) if memory.meta.get("confirmed") else None
+    if day is not None and (previous is None or day > previous):
+        changes["confirmed"] = day
+    update_frontmatter(palace.root / memory.path, changes, memory.path)
+    memory.meta.update(changes)
+
+
+def _generator(palace: Palace, settings: Settings, asked: bool | None):
+    """The LLM for the uncertain turns: the [models] endpoint (cached), or None (no endpoint, or turned off)."""
+    if asked is False or (asked is None and settings.llm == "never"):
+        return None
+    from palace_cli.backends import model_setting
+
+    setting = model_setting(palace.config.models, "generator", palace.root)
+    if setting.kind != "endpoint":
+        if asked or settings.llm == "always":
+            raise UsageError("the LLM stage needs an OpenAI-compatible endpoint: set [models] endpoint and "
+                             "endpoint_model in palace.toml (docs/models.md)")
+        return None
+    from palace_cli.backends import generator_from_config
+    from palace_cli.backends.cache import cached
+
+    return cached(generator_from_config(palace.config.models, palace.root))

@@ -1,0 +1,199 @@
+"""From a session's turns to candidate memories: offline, pure, fast (no palace, no model).
+
+Two readers of a turn, by who speaks:
+
+- People by name (LoCoMo, chat text): each turn is scored (scorer.py); a turn at or above the threshold becomes
+  one memory holding what the speaker stated there (greetings, filler and questions to the other left out),
+  first person written as the speaker's name, second person as the one person spoken to, relative dates
+  resolved against the session's date. One turn, one memory: what someone shares in a turn is one thing told
+  in a few sentences, and split sentence by sentence the facts lose what makes them findable (measured in
+  docs/benchmarks.md, "distill").
+- A user and an assistant (Claude Code, ChatGPT, Claude.ai): only the user's sentences that state a
+  preference, a decision or a plan become memories, one sentence each; what the assistant says and does is
+  the record, not something the user told.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import date
+
+from palace_cli.core.text import split_sentences
+from palace_cli.conversations.model import Session, Turn
+from palace_cli.core.dates import RelativeDate, resolve_relative, said_on
+from palace_cli.memory.patterns import (PATTERNS, attribute, first_person, informative_words, is_filler, is_question,
+                                        memory_type, plain, rewrite, with_subject)
+from palace_cli.memory.scorer import FITTED, PHOTO, THRESHOLD, TurnView, Weights, session_words, signals
+
+SUBJECT_WORDS = 10
+GRATITUDE = re.compile(r"\W*(thanks|thank you|thx|sorry|congrats|congratulations|wow|whoa|woah|glad|appreciate)\b",
+                       re.IGNORECASE)
+YOU = re.compile(r"\b(you|your|you're|you've|yours)\b", re.IGNORECASE)
+# A user's sentence worth a memory in an assistant session: a preference, a decision or a plan, said by them.
+RULE = re.compile(r"\b(always|never|don't|do not|please (?:always|never|use|don't)|from now on|make sure)\b")
+ROLE_CONFIDENCE = 0.6  # a pattern match in a user's sentence; no fitted score exists for these
+
+
+@dataclass
+class Candidate:
+    """A memory distill proposes: what it says, who it is about, and the turn it comes from."""
+
+    about: str
+    type: str
+    subject: str
+    content: str
+    session: str              # the session's id
+    path: str                 # the session file, relative to the palace root
+    line: int                 # the turn's header line in it
+    turn: str                 # the turn's id
+    said: str | None          # when the turn was said (its time, else its session's start)
+    valid_from: date | None   # when it became true: a past date it names, else the day it was said
+    confidence: float
+    attribute: str = ""       # a one-at-a-time attribute it sets ("job", "favorite color"), if any
+    by: str = "heuristic"     # or "llm:<model>"
+    dates: list[str] = field(default_factory=list)  # relative dates resolved, as "last week -> 2023-05-01"
+
+    @property
+    def source(self) -> str:
+        """`path:line` of the turn."""
+        return f"{self.path}:{self.line}"
+
+    def as_dict(self) -> dict:
+        """JSON-ready form."""
+        return {"about": self.about, "type": self.type, "subject": self.subject, "content": self.content,
+                "session": self.session, "source": self.source, "turn": self.turn, "said": self.said,
+                "valid_from": self.valid_from.isoformat() if self.valid_from else None,
+                "confidence": self.confidence, "attribute": self.attribute or None, "by": self.by,
+                "dates": self.dates}
+
+
+@dataclass
+class Uncertain:
+    """A turn the heuristics scored below the threshold but not far below: the LLM stage's work, when there is one."""
+
+    turn: Turn
+    session: Session
+    previous: Turn | None
+    probability: float
+
+
+def addressee(session: Session, speaker: str) -> str | None:
+    """The one other person in a two-person session (who "you" is), else None."""
+    others = [p for p in session.participants if p != speaker]
+    return others[0] if len(others) == 1 else None
+
+
+def has_roles(session: Session) -> bool:
+    """True for a session between a user and an assistant (roles, not people's names)."""
+    return any(turn.role in ("user", "assistant") for turn in session.turns)
+
+
+def turn_memory(turn: Turn, session: Session, about: str, to: str | None, previous: Turn | None = None
+                ) -> tuple[str, str, list[RelativeDate]]:
+    """(content, the sentences kept as said, dates resolved) of one turn: its statements about the speaker,
+    rewritten; filler and questions to the other left out. When the turn answers questions put to the speaker
+    in the turn before, they follow, quoted: "5 years already!" alone remembers nothing."""
+    said = session.time_of(turn)
+    kept, original, dates = [], [], []
+    # LoCoMo's caption of a shared photo: what the speaker showed, kept as a sentence of its own.
+    text = PHOTO.sub(lambda m: f" I shared {m.group(1).rstrip('.')}. ", plain(turn.text))
+    for sentence in split_sentences(text):
+        if is_filler(sentence, session.participants) or (is_question(sentence) and not first_person(sentence)):
+            continue
+        resolved, found = resolve_relative(sentence, said) if said else (sentence, [])
+        kept.append(rewrite(with_subject(resolved), about, to))
+        original.append(sentence)
+        dates += found
+    content = " ".join(kept)
+    asked = _questions_to(previous, turn.speaker) if previous is not None and content else ""
+    if asked:  # quoted as asked: "you" in a question put to the speaker is plain enough
+        content += f' (asked by {previous.speaker}: "{asked}")'
+    return content, " ".join(original), dates
+
+
+def _questions_to(previous: Turn, speaker: str) -> str:
+    """The questions of the turn before that ask the speaker about themselves ("How long have you been
+    married?"), joined; "" when there are none."""
+    if previous.speaker == speaker:
+        return ""
+    return " ".join(s for s in split_sentences(plain(previous.text)) if is_question(s) and YOU.search(s))
+
+
+def subject_of(content: str) -> str:
+    """A short title: the first words of the first sentence that says something (not thanks or a reaction)."""
+    sentences = split_sentences(content) if content else [""]
+    telling = [s for s in sentences if len(informative_words(s)) >= 2 and not GRATITUDE.match(s)]
+    words = (telling or sentences)[0].split()
+    text = " ".join(words[:SUBJECT_WORDS]).rstrip(".,;:!?-–—")
+    return text + ("…" if len(words) > SUBJECT_WORDS else "")
+
+
+def _valid_from(kind: str, dates: list[RelativeDate], said: str | None) -> date | None:
+    """A past event's date when the turn names one (the earliest), else the day it was said."""
+    past = [d.day for d in dates if d.past]
+    if past and kind != "plan":
+        return min(past)
+    return said_on(said) if said else None
+
+
+def _candidate(turn: Turn, session: Session, about: str, content: str, original: str, dates: list[RelativeDate],
+               confidence: float, kind: str = "") -> Candidate:
+    kind = kind or memory_type(original)
+    found = attribute(original)
+    said = session.time_of(turn)
+    return Candidate(about=about, type=kind, subject=subject_of(content), content=content, session=session.id,
+                     path=session.path, line=turn.line, turn=turn.id, said=said,
+                     valid_from=_valid_from(kind, dates, said), confidence=round(confidence, 2),
+                     attribute=found[0] if found else "",
+                     dates=[f"{d.phrase} -> {d.day.isoformat()}" for d in dates])
+
+
+def extract_session(session: Session, weights: Weights = FITTED, threshold: float = THRESHOLD,
+                    names: dict[str, str] | None = None, uncertain_from: float | None = None
+                    ) -> tuple[list[Candidate], list[Uncertain]]:
+    """The candidate memories of one session, and the turns scored in [uncertain_from, threshold) for an LLM.
+
+    `names` maps a role to the name memories use for it ({"user": "Ada"}; default "the user")."""
+    if has_roles(session):
+        return _role_session(session, names or {}), []
+    candidates, uncertain = [], []
+    spoken = [t for t in session.turns if t.role not in ("tool", "system")]
+    mean_words = session_words([t.text for t in spoken])
+    previous = None
+    for position, turn in enumerate(spoken):
+        view = TurnView(turn.text, turn.speaker, tuple(session.participants), previous.text if previous else "",
+                        position, mean_words)
+        probability = weights.probability(signals(view))
+        if probability >= threshold:
+            to = addressee(session, turn.speaker)
+            content, original, dates = turn_memory(turn, session, turn.speaker, to, previous)
+            if content:
+                candidates.append(_candidate(turn, session, turn.speaker, content, original, dates, probability))
+        elif uncertain_from is not None and probability >= uncertain_from:
+            uncertain.append(Uncertain(turn, session, previous, probability))
+        previous = turn
+    return candidates, uncertain
+
+
+def _role_session(session: Session, names: dict[str, str]) -> list[Candidate]:
+    """A user's preferences, decisions and plans, one sentence each, from a user-assistant session."""
+    about = names.get("user") or "the user"
+    out = []
+    for turn in session.turns:
+        if turn.role != "user":
+            continue
+        for sentence in split_sentences(plain(turn.text)):
+            if is_question(sentence) or len(sentence) > 400:
+                continue
+            low = sentence.lower()
+            wanted = PATTERNS["preference"].search(low) or PATTERNS["decision"].search(low) or RULE.search(low)
+            personal = first_person(sentence) or re.search(r"\b(we|let's|our)\b", low) or RULE.search(low)
+            if not (wanted and personal) or is_filler(sentence):
+                continue
+            said = session.time_of(turn)
+            resolved, dates = resolve_relative(sentence, said) if said else (sentence, [])
+            kind = "decision" if PATTERNS["decision"].search(low) else "preference"
+            out.append(_candidate(turn, session, about, rewrite(resolved, about), sentence, dates, ROLE_CONFIDENCE,
+                                  kind))
+    return out

@@ -1,0 +1,144 @@
+"""How likely a turn is to say something worth remembering: a logistic score over a few signals of the turn.
+
+The signals are counts anyone would look at (how much the speaker says beyond chit-chat, about themselves,
+with a date, in answer to a question); the weights are fitted on LoCoMo's own observation annotations
+(`palace bench distill --locomo FILE --fit` prints them) and checked by leaving one conversation out
+(`--cross-validate`, docs/benchmarks.md), never on the conversations that judge the work.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from palace_cli.core.text import split_sentences
+from palace_cli.core.dates import RELATIVE
+from palace_cli.memory.patterns import (GREETINGS, PATTERNS, SECOND, WORD, first_person, informative_words, is_filler,
+                                        is_question, plain)
+
+SIGNALS = ("words", "relative_length", "statement_words", "informative", "informative_share", "first_person",
+           "speaker_statements", "second_person", "question_share", "exclamations", "greetings", "dated", "plan",
+           "photo", "opens_session", "answers_question", "names_someone", "we")
+PHOTO = re.compile(r"\[shares a photo: ([^\]]*)\]")
+WE = frozenset("we we're we've we'll our ours us".split())
+
+# The probability at or above which a turn becomes a memory: the cross-validated point where precision stays
+# at 0.55 or more with the most recall (docs/benchmarks.md, "distill").
+THRESHOLD = 0.2
+
+
+@dataclass(frozen=True)
+class Weights:
+    """A fitted scorer: the mean and spread of each signal, the weight of each standardised signal, the bias."""
+
+    mean: dict
+    scale: dict
+    weights: dict
+    bias: float
+
+    def probability(self, values: dict[str, float]) -> float:
+        """The probability that a turn with these signals says something worth remembering."""
+        z = self.bias + sum(w * (values[n] - self.mean[n]) / self.scale[n] for n, w in self.weights.items())
+        return 1 / (1 + math.exp(-max(min(z, 40.0), -40.0)))
+
+    def as_dict(self) -> dict:
+        """JSON-ready form (what `--fit` prints)."""
+        return {"mean": self.mean, "scale": self.scale, "weights": self.weights, "bias": self.bias}
+
+
+# Fitted by `palace bench distill --locomo locomo-dev5.json --fit` (5 conversations, 2,760 turns, 932 of them
+# a memory that recalls an observation).
+FITTED = Weights(
+    mean={"words": 2.9886, "relative_length": -0.1099, "statement_words": 2.6795, "informative": 1.9015,
+          "informative_share": 0.2936, "first_person": 0.5092, "speaker_statements": 0.5594,
+          "second_person": 0.4251, "question_share": 0.1168, "exclamations": 0.3864, "greetings": 0.7224,
+          "dated": 0.0844, "plan": 0.1543, "photo": 0.2181, "opens_session": 0.0464,
+          "answers_question": 0.2967, "names_someone": 0.3917, "we": 0.1142},
+    scale={"words": 0.5695, "relative_length": 0.5395, "statement_words": 0.9697, "informative": 0.6468,
+          "informative_share": 0.1096, "first_person": 0.5434, "speaker_statements": 0.4965,
+          "second_person": 0.5381, "question_share": 0.1997, "exclamations": 0.2895, "greetings": 0.7006,
+          "dated": 0.278, "plan": 0.3613, "photo": 0.413, "opens_session": 0.2103,
+          "answers_question": 0.4568, "names_someone": 0.4881, "we": 0.2841},
+    weights={"words": -0.6798, "relative_length": 0.5644, "statement_words": 0.8996, "informative": 0.6266,
+          "informative_share": 0.1539, "first_person": 0.3982, "speaker_statements": 0.258,
+          "second_person": 0.0139, "question_share": -0.0471, "exclamations": -0.1342, "greetings": -0.107,
+          "dated": 0.1327, "plan": -0.0416, "photo": -0.0297, "opens_session": 0.3576,
+          "answers_question": 0.4404, "names_someone": 0.1522, "we": 0.0967},
+    bias=-1.2457)
+
+
+@dataclass
+class TurnView:
+    """What the scorer reads of one turn: its text, who said it, who else is there, what came before it."""
+
+    text: str
+    speaker: str
+    people: tuple[str, ...] = ()
+    previous: str = ""
+    position: int = 0
+    session_words: float = 0.0  # the mean log word count of the session's turns
+
+
+def signals(view: TurnView) -> dict[str, float]:
+    """The signals of one turn (names in SIGNALS)."""
+    text = plain(view.text)
+    photo = bool(PHOTO.search(text))
+    said = PHOTO.sub(" ", text)
+    words = [w.lower() for w in WORD.findall(said)]
+    count = max(len(words), 1)
+    sentences = split_sentences(said) or [said]
+    statements = [s for s in sentences if not is_question(s) and not is_filler(s, view.people)]
+    statement_words = sum(len(WORD.findall(s)) for s in statements)
+    informative = informative_words(said, view.people)
+    others = {p.lower() for p in view.people if p != view.speaker}
+    return {
+        "words": math.log(count),
+        "relative_length": math.log(count) - view.session_words,
+        "statement_words": math.log(statement_words + 1),
+        "informative": math.log(len(informative) + 1),
+        "informative_share": len(informative) / count,
+        "first_person": 10 * first_person(said) / count,
+        "speaker_statements": float(any(first_person(s) for s in statements)),
+        "second_person": 10 * sum(w in SECOND for w in words) / count,
+        "question_share": sum(map(is_question, sentences)) / len(sentences),
+        "exclamations": said.count("!") / len(sentences),
+        "greetings": 10 * sum(w in GREETINGS for w in words) / count,
+        "dated": float(bool(RELATIVE.search(said))),
+        "plan": float(bool(PATTERNS["plan"].search(said.lower()))),
+        "photo": float(photo),
+        "opens_session": float(view.position == 0),
+        "answers_question": float("?" in view.previous),
+        "names_someone": float(any(w in others for w in words)),
+        "we": 10 * sum(w in WE for w in words) / count,
+    }
+
+
+def session_words(texts: list[str]) -> float:
+    """The mean log word count of a session's turns (what `relative_length` compares a turn with)."""
+    return sum(math.log(max(len(WORD.findall(t)), 1)) for t in texts) / len(texts) if texts else 0.0
+
+
+def fit(rows: list[dict[str, float]], labels: list[bool], l2: float = 1.0) -> Weights:
+    """Weights fitted to labelled signals: Newton's method on an L2-regularised logistic loss."""
+    import numpy as np
+
+    names = list(SIGNALS)
+    matrix = np.array([[row[n] for n in names] for row in rows], dtype=float)
+    mean, scale = matrix.mean(axis=0), matrix.std(axis=0)
+    scale[scale == 0] = 1.0
+    x = np.hstack([np.ones((len(rows), 1)), (matrix - mean) / scale])
+    y = np.array(labels, dtype=float)
+    w = np.zeros(x.shape[1])
+    penalty = l2 * np.eye(x.shape[1])
+    penalty[0, 0] = 0.0  # the bias is not shrunk
+    for _ in range(50):
+        p = 1 / (1 + np.exp(-x @ w))
+        gradient = x.T @ (p - y) + penalty @ w
+        hessian = (x.T * (p * (1 - p))) @ x + penalty
+        step = np.linalg.solve(hessian, gradient)
+        w -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return Weights(dict(zip(names, mean.round(4).tolist())), dict(zip(names, scale.round(4).tolist())),
+                   dict(zip(names, w[1:].round(4).tolist())), round(float(w[0]), 4))
