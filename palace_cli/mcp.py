@@ -128,11 +128,9 @@ class PalaceTools:
                profile: ProfileName = "reference", max_tokens: int = 1000, as_of: str | None = None,
                kind: Kind | None = None, since: str | None = None, until: str | None = None,
                turns: int | None = None) -> str:
-        """Recall: a route line (the domains of what was handed over), then the context block (each memory with its
-        verify token, each conversation turn under its session's date). Only what is relevant to the query is
-        handed: at most k memories and `turns` turns; nothing when nothing is.
-
-        Only memories valid now, or valid on the date `as_of` (YYYY-MM-DD)."""
+        """Recall: a route line (the domains handed), then the context: each memory with its verify token, each
+        turn under its session's date. Only what is relevant is handed: at most k memories and `turns` turns,
+        nothing when nothing is; only memories valid now, or on `as_of`."""
         budget = _budget(max_tokens)
         if domain is not None:
             _plain_name(domain, "domain")
@@ -165,9 +163,8 @@ class PalaceTools:
     def search(self, query: str, k: int = 10, domain: str | None = None,
                mode: Literal["hybrid", "lexical", "dense"] = "hybrid", max_tokens: int = 500,
                kind: Kind | None = None, since: str | None = None, until: str | None = None) -> str:
-        """Flat search: one line per hit, `id | subject | domain | path:line | words, meaning` (a turn: its time for
-        domain; words: the share of the query's words it holds, meaning: its cosine); `no results` when nothing is
-        about the query."""
+        """Flat search: one line per hit, `id | subject | domain or time | path:line | words, meaning` (share of
+        the query's words held, cosine); `no results` when nothing is about the query."""
         _budget(max_tokens)
         if domain is not None:
             _plain_name(domain, "domain")
@@ -404,14 +401,14 @@ class PalaceTools:
 # name: (description, read_only, destructive, idempotent). Descriptions are short on purpose: the whole
 # tool list is paid for in every agent's context (tests/test_mcp.py measures it).
 TOOLS = {
-    "recall": ("The smallest context that answers query: memories (with verify tokens to cite) and "
-               "conversation turns.", True, False, True),
-    "search": ("Flat ranked search over memories and turns: one line per hit.", True, False, True),
+    "recall": ("The smallest context that answers query: memories (cite their verify tokens) and chat turns.",
+               True, False, True),
+    "search": ("Flat ranked search over memories and turns.", True, False, True),
     "get": ("A memory in full.", True, False, True),
-    "add": ("Write a new memory; returns its verify token. To correct one, add the new version with supersedes.",
+    "add": ("Write a memory; returns its verify token. To correct one, add the new version with supersedes.",
             False, False, False),
     "update": ("Change a memory's fields or sections in place.", False, False, True),
-    "verify": ("Check an answer's [verify: token] citations against the memory ids it was given.", True, False, True),
+    "verify": ("Check an answer's citations and quotes against the ids it was given.", True, False, True),
     "wake_up": ("Session opener: the palace's identity and key memories.", True, False, True),
     "status": ("Memory counts, dense ranking on/off, lint's problems.", True, False, True),
     "distill": ("Turn imported conversations into memories.", False, False, True),
@@ -426,11 +423,10 @@ ARGUMENTS = {
     "mode": "ranking", "kind": "which units", "since": "ISO date, from",
     "until": "ISO date, to", "turns": "how many chat turns, at most", "id": "memory id", "get:id": "memory id or path",
     "subject": "title", "add:domain": "folder; a new name makes a domain", "anchor": "short hook",
-    "image": "vivid scene, required: holds the token", "content": "the facts", "keywords": "search terms",
+    "image": "vivid scene; holds the token", "content": "the facts", "keywords": "search terms",
     "links": "ids of related memories", "verify": "phrase of the image (default: proposed)",
     "add:id": "default: from subject", "supersedes": "ids this corrects", "valid_from": "YYYY-MM-DD",
-    "type": "kind of memory", "fields": "frontmatter to set: subject, anchor, keywords, links, aliases, verify, "
-    "type, core", "sections": "## heading -> new text", "response": "answer to check",
+    "type": "kind of memory", "fields": "frontmatter fields to set", "sections": "## heading -> new text", "response": "answer to check",
     "ids": "memory and turn ids recall handed", "rule": "cite any or all", "strategy": "which memory next",
     "question": "handle from quiz_next", "answer": "your answer",
 }

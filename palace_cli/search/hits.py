@@ -52,6 +52,7 @@ class Hit:
     turn: Turn | None = None
     words: float | None = None    # the share of the question's words it holds (search/relevance.py)
     meaning: float | None = None  # its cosine to the question, when an embedder is installed
+    every_word: bool = False      # it holds every word of the question (search/relevance.py)
     note: str = ""                                           # a section's note id
     heading: tuple[str, ...] = ()                            # a section's heading path
 
@@ -71,7 +72,8 @@ class Hit:
         data = {"kind": self.kind, "id": self.id, "subject": self.subject, "domain": self.domain, "path": self.path,
                 "line": self.line, "time": self.time or None, "score": round(self.score, 6),
                 "relevance": {"words": None if self.words is None else round(self.words, 4),
-                              "meaning": None if self.meaning is None else round(self.meaning, 4)},
+                              "meaning": None if self.meaning is None else round(self.meaning, 4),
+                              "every_word": self.every_word},
                 "parts": {k: round(v, 6) for k, v in self.parts.items()}}
         if self.turn is not None:
             data.update(session=self.turn.session, turn=self.turn.turn, speaker=self.turn.speaker, text=self.turn.text)

@@ -8,8 +8,10 @@ Each unit a query ranks gets two measures a person can read (docs/retrieval.md, 
 - meaning: the cosine of its embedding to the question's (all-MiniLM-L6-v2): unrelated texts sit
   around 0.1-0.3, texts on the question's topic from about 0.4.
 
-A unit is *about* the question when its words reach WORDS_FLOOR or its meaning reaches MEANING_FLOOR:
-a query whose best unit is not about it gets nothing ("no results"). Recall hands a unit (memory,
+A unit is *about* the question when it holds every one of the question's words, or its words reach
+WORDS_FLOOR, or its meaning reaches MEANING_FLOOR: a query whose best unit is not about it gets nothing
+("no results"). Holding every word counts whatever the field and the length (a rare word only in a long
+note's own sections scores a tenth of the Content's BM25, and the note was still asked for by name). Recall hands a unit (memory,
 turn or section) only when it is about the question, its rank score is at least RELATIVE of the best
 hit's, and, after the first, its words reach NEAR_WORDS or its meaning NEAR_MEANING (WORDLESS_MEANING
 when it holds none of the question's words). Fitted by cross-validation over three corpora
@@ -72,13 +74,18 @@ def ceiling(text_index, query: str) -> float:
                for held in (max(frequencies.get(t, 0), 1) for t in terms))
 
 
-def measure(hits: list[Hit], top: float, cosines=None, lexical: bool = True) -> None:
+def measure(hits: list[Hit], top: float, cosines=None, lexical: bool = True, holding=None) -> None:
     """Fill each hit's `words` from its BM25 part and the query's ceiling `top` (0 when it holds none; None when
-    the ranking was dense alone, which knows no words), and its `meaning` from `cosines(ids)` (id -> cosine;
-    None without an embedder)."""
+    the ranking was dense alone, which knows no words), its `every_word` from `holding(ids)` (the ids whose
+    units hold every word of the query), and its `meaning` from `cosines(ids)` (id -> cosine; None without an
+    embedder)."""
     for hit in hits:
         score = hit.parts.get("lexical", 0.0)
         hit.words = None if not lexical else min(1.0, score / top) if top > 0 and score > 0 else 0.0
+    if holding is not None:
+        held = holding([h.id for h in hits if h.parts.get("lexical", 0.0) > 0])
+        for hit in hits:
+            hit.every_word = hit.id in held
     if cosines is not None:
         found = cosines([h.id for h in hits])
         for hit in hits:
@@ -93,13 +100,14 @@ def meaning(hit: Hit) -> float | None:
 def about(hit: Hit) -> bool:
     """Whether a unit is about the question at all: enough of its words, or close enough in meaning."""
     close = meaning(hit)
-    return (hit.words or 0.0) >= WORDS_FLOOR or (close is not None and close >= MEANING_FLOOR)
+    return hit.every_word or (hit.words or 0.0) >= WORDS_FLOOR or (close is not None and close >= MEANING_FLOOR)
 
 
 def describe(hit: Hit) -> str:
     """`words 0.42, meaning 0.31` (each left out when it was not measured)."""
     close = meaning(hit)
     said = [f"words {hit.words:.2f}"] if hit.words is not None else []
+    said += ["every word"] if hit.every_word else []
     return ", ".join(said + ([f"meaning {close:.2f}"] if close is not None else []))
 
 

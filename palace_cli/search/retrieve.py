@@ -13,7 +13,7 @@ from collections import defaultdict
 from datetime import datetime
 
 from palace_cli.core.dates import format_moment, parse_moment
-from palace_cli.core.text import one_line
+from palace_cli.core.text import one_line, question_terms
 from palace_cli.errors import UsageError
 from palace_cli.index.catalog import Catalog
 from palace_cli.index.scope import Scope, make_scope
@@ -66,6 +66,13 @@ def _dense(palace: Palace, catalog: Catalog, query: str, limit: int, scope: Scop
     top = np.argpartition(-scores, limit - 1)[:limit]
     top = top[np.argsort(-scores[top], kind="stable")]
     return [(catalog.ids[i], float(scores[i])) for i in top if np.isfinite(scores[i])]
+
+
+def _holding(palace: Palace, query: str):
+    """A function: unit ids -> those whose units hold every word the query asks about (question_terms)."""
+    text = palace.index.text
+    terms = question_terms(text.words, query)
+    return lambda ids: text.holding_every(terms, ids)
 
 
 def _cosines(palace: Palace, catalog: Catalog, query: str):
@@ -223,7 +230,8 @@ def search(palace: Palace, query: str, mode: str = "hybrid", k: int = 10, domain
     # Rank deeper than k: a unit that is not about the query is dropped, and the next one may be.
     ranked, used = _rank(palace, catalog, query, mode, _deeper(catalog, max(k, CANDIDATES)), scope, hidden)
     ranked = one_per_note(ranked, catalog.note_of)
-    measure(ranked, ceiling(palace.index.text, query), _cosines(palace, catalog, query), used != "dense")
+    measure(ranked, ceiling(palace.index.text, query), _cosines(palace, catalog, query), used != "dense",
+            _holding(palace, query))
     hits = [h for h in ranked if about(h)][:k]
     _attach(palace, list({id(h): h for h in hits + ranked[:k]}.values()), catalog, when)
     _, dense, reason = palace.index.dense()
@@ -290,7 +298,8 @@ def recall(palace: Palace, query: str, k: int | None = None, domain: str | None 
         result.sessions = route_sessions(palace, catalog, query, hits)
         hits = reorder(hits, result.sessions, turns)
     result.ranked = hits
-    measure(hits, ceiling(palace.index.text, query), _cosines(palace, catalog, query), result.mode != "dense")
+    measure(hits, ceiling(palace.index.text, query), _cosines(palace, catalog, query), result.mode != "dense",
+            _holding(palace, query))
     result.caps = {"memory": k, "turn": turns if scope.turns and has_turns else 0}
     _offer(result, spec.trim if trim is None else trim)
     _attach(palace, result.ranked, catalog, when)
