@@ -23,6 +23,7 @@ from palace_cli.core.notes import TYPES, Memory
 from palace_cli.errors import NotAMemory, NotFound, OutsidePalace, PalaceError, UsageError
 from palace_cli.palace import Palace
 from palace_cli.search.profiles import PROFILES
+from palace_cli.search.relevance import describe
 from palace_cli.search.retrieve import recall as core_recall
 from palace_cli.search.retrieve import search as core_search
 from palace_cli.search.wakeup import BYTES_PER_TOKEN
@@ -37,8 +38,9 @@ MIN_TOKENS, MAX_TOKENS = 50, 20000
 DISTILL_TOKENS = 800  # distill's answer: counts, then a line per memory written, cut there
 LINE_REF = re.compile(r":\d+$")
 INSTRUCTIONS = ("A memory palace: Markdown memories, each with a verify token, and imported conversations. Call "
-                "recall before answering from memory, cite each used memory's token as [verify: token], then call "
-                "verify on your answer. Turns of conversations carry no token.")
+                "recall before answering from memory, cite each used memory's token as [verify: token] and quote "
+                "each used conversation turn in double quotes followed by [turn ID], then call verify on your answer "
+                "with the ids recall handed.")
 
 
 # ---- confinement --------------------------------------------------------------------------------
@@ -124,40 +126,45 @@ class PalaceTools:
 
     def recall(self, query: str, k: int | None = None, domain: str | None = None,
                profile: ProfileName = "reference", max_tokens: int = 1000, as_of: str | None = None,
-               kind: Kind | None = None, since: str | None = None, until: str | None = None) -> str:
-        """Recall: a route line (the domains of what was handed over), then the context block (each memory with its verify token, each
-        conversation turn under its session's date).
-
-        Only memories valid now, or valid on the date `as_of` (YYYY-MM-DD)."""
+               kind: Kind | None = None, since: str | None = None, until: str | None = None,
+               turns: int | None = None) -> str:
+        """Recall: a route line (the domains handed), then the context: each memory with its verify token, each
+        turn under its session's date. Only what is relevant is handed: at most k memories and `turns` turns,
+        nothing when nothing is; only memories valid now, or on `as_of`."""
         budget = _budget(max_tokens)
         if domain is not None:
             _plain_name(domain, "domain")
         if k is not None and not 1 <= k <= 50:
             raise UsageError(f"k must be between 1 and 50, not {k}")
+        if turns is not None and not 0 <= turns <= 50:
+            raise UsageError(f"turns must be between 0 and 50, not {turns}")
         check_layout(self.palace)
         result = core_recall(self.palace, query, k=k, domain=domain, budget=max(budget - 300, 200), profile=profile,
-                             as_of=as_of, kind=kind, since=since, until=until)
+                             as_of=as_of, kind=kind, since=since, until=until, turns=turns)
+        if not result.relevant:
+            return fit(f"Nothing in this palace is relevant; say you do not know. ({result.why})", max_tokens)
         route = ", ".join(f"{r.domain} {r.confidence:.2f}" for r in result.route) or "none"
-        shown = [h.id for h in result.handed]
-        cut = [h.id for h in result.hits + result.linked if h.id not in shown]
         memories = list(dict.fromkeys(h.memory_id for h in result.handed if h.kind != "turn"))
-        turns = [h.id for h in result.handed if h.kind == "turn"]
+        turns_handed = [h.id for h in result.handed if h.kind == "turn"]
         lines = [f"handed: {', '.join(memories) or 'none'}"]  # the ids verify takes
-        if turns:
-            lines.append(f"turns (no verify token): {', '.join(turns)}")
-        if not result.hits:
-            lines.append("No memory in this palace matches; say you do not know.")
-        elif not shown:
+        if turns_handed:
+            lines.append(f"turns (cite as [turn ID]): {', '.join(turns_handed)}")
+        if result.hits and not result.handed:
             lines.append(f"No memory fits in max_tokens={max_tokens}; raise it, or get one by id.")
+        cut = [o.id for o in result.omitted if o.reason.startswith("did not fit")]
         if cut:
             lines.append(f"cut for max_tokens: {', '.join(cut)}")
+        left = len(result.omitted) - len(cut)
+        if left:
+            lines.append(f"left out as not relevant enough or over the caps: {left} ranked unit(s)")
         lines.append(f"route: {route} ({result.reason}); confidence {result.confidence:.2f}; mode {result.mode}")
         return fit("\n".join(lines) + "\n" + result.context, max_tokens)
 
     def search(self, query: str, k: int = 10, domain: str | None = None,
                mode: Literal["hybrid", "lexical", "dense"] = "hybrid", max_tokens: int = 500,
                kind: Kind | None = None, since: str | None = None, until: str | None = None) -> str:
-        """Flat search: one line per hit, `id | subject | domain | path:line | score` (a turn: its time for domain)."""
+        """Flat search: one line per hit, `id | subject | domain or time | path:line | words, meaning` (share of
+        the query's words held, cosine); `no results` when nothing is about the query."""
         _budget(max_tokens)
         if domain is not None:
             _plain_name(domain, "domain")
@@ -166,8 +173,10 @@ class PalaceTools:
         check_layout(self.palace)
         result = core_search(self.palace, query, mode=mode, k=k, domain=domain, kind=kind, since=since, until=until)
         lines = [f"{h.id} | {h.subject} | {h.domain if h.kind != 'turn' else h.time or 'no date'} | "
-                 f"{h.path}:{h.line} | {h.score:.3f}" for h in result.hits]
+                 f"{h.path}:{h.line} | {describe(h)}" for h in result.hits]
         head = f"{len(lines)} hit(s), {result.mode}" + (f" ({result.dense_reason})" if result.dense != "on" else "")
+        if not result.hits:
+            head = f"no results: {result.why}"
         return fit("\n".join([head] + lines), max_tokens)
 
     def get(self, id: str, max_tokens: int = 1500) -> str:
@@ -260,18 +269,27 @@ class PalaceTools:
         return "\n".join(lines)
 
     def verify(self, response: str, ids: list[str], rule: Literal["any", "all"] = "any") -> str:
-        """Check an answer against the memories it was handed (their ids): cited, uncited, foreign tokens."""
+        """Check an answer against the units it was handed (the memory ids and turn ids recall listed): cited,
+        uncited, foreign tokens or turns, and every quote word for word in what it cites."""
         from palace_cli.answers.ask import verify_answer
+        from palace_cli.answers.checking import memory_text, turn_texts
         from palace_cli.search.hits import context_entry
 
         if not ids:
-            raise UsageError("give the ids of the memories handed to the model (recall lists them on its hits line)")
+            raise UsageError("give the ids of the units handed to the model (recall lists them on its first lines)")
         self._fresh()
-        handed = [context_entry(m) for m in self._handed(ids)]
+        turns = turn_texts(self.palace, [i for i in ids if "/" in i and not i.endswith(".md")])
+        handed = [{"id": i, "kind": "turn", "text": turns[i]} for i in dict.fromkeys(ids) if i in turns]
+        handed += [{**context_entry(m), "text": memory_text(m)} for m in self._handed([i for i in ids if i not in turns])]
         verdict = verify_answer(response, handed, self.palace, rule=rule)
         lines = [f"{'grounded' if verdict.grounded else 'NOT grounded'} ({verdict.status}): {verdict.reason}"]
         if verdict.cited:
             lines.append("cited: " + ", ".join(f"{c.id}{'' if c.exact else ' (variant)'}" for c in verdict.cited))
+        misquoted = [q for q in verdict.quotes if not q["found"]]
+        if verdict.quotes:
+            lines.append(f"quotes checked: {len(verdict.quotes)}, not word for word in their source: {len(misquoted)}")
+        for quote in misquoted:
+            lines.append(f"misquoted {quote['id']}: \u201c{quote['quote']}\u201d")
         if verdict.uncited:
             lines.append("uncited: " + ", ".join(verdict.uncited))
         if verdict.foreign:
@@ -383,14 +401,14 @@ class PalaceTools:
 # name: (description, read_only, destructive, idempotent). Descriptions are short on purpose: the whole
 # tool list is paid for in every agent's context (tests/test_mcp.py measures it).
 TOOLS = {
-    "recall": ("The smallest context that answers query: memories (with verify tokens to cite) and "
-               "conversation turns.", True, False, True),
-    "search": ("Flat ranked search over memories and turns: one line per hit.", True, False, True),
+    "recall": ("The smallest context that answers query: memories (cite their verify tokens) and chat turns.",
+               True, False, True),
+    "search": ("Flat ranked search over memories and turns.", True, False, True),
     "get": ("A memory in full.", True, False, True),
-    "add": ("Write a new memory; returns its verify token. To correct one, add the new version with supersedes.",
+    "add": ("Write a memory; returns its verify token. To correct one, add the new version with supersedes.",
             False, False, False),
     "update": ("Change a memory's fields or sections in place.", False, False, True),
-    "verify": ("Check an answer's [verify: token] citations against the memory ids it was given.", True, False, True),
+    "verify": ("Check an answer's citations and quotes against the ids it was given.", True, False, True),
     "wake_up": ("Session opener: the palace's identity and key memories.", True, False, True),
     "status": ("Memory counts, dense ranking on/off, lint's problems.", True, False, True),
     "distill": ("Turn imported conversations into memories.", False, False, True),
@@ -403,14 +421,13 @@ ARGUMENTS = {
     "query": "question or keywords", "k": "how many", "domain": "only this domain",
     "profile": "how much context", "max_tokens": "token budget", "as_of": "YYYY-MM-DD: valid then",
     "mode": "ranking", "kind": "which units", "since": "ISO date, from",
-    "until": "ISO date, to", "id": "memory id", "get:id": "memory id or path",
+    "until": "ISO date, to", "turns": "how many chat turns, at most", "id": "memory id", "get:id": "memory id or path",
     "subject": "title", "add:domain": "folder; a new name makes a domain", "anchor": "short hook",
-    "image": "vivid scene, required: holds the token", "content": "the facts", "keywords": "search terms",
+    "image": "vivid scene; holds the token", "content": "the facts", "keywords": "search terms",
     "links": "ids of related memories", "verify": "phrase of the image (default: proposed)",
     "add:id": "default: from subject", "supersedes": "ids this corrects", "valid_from": "YYYY-MM-DD",
-    "type": "kind of memory", "fields": "frontmatter to set: subject, anchor, keywords, links, aliases, verify, "
-    "type, core", "sections": "## heading -> new text", "response": "answer to check",
-    "ids": "ids recall handed", "rule": "cite any or all", "strategy": "which memory next",
+    "type": "kind of memory", "fields": "frontmatter fields to set", "sections": "## heading -> new text", "response": "answer to check",
+    "ids": "memory and turn ids recall handed", "rule": "cite any or all", "strategy": "which memory next",
     "question": "handle from quiz_next", "answer": "your answer",
 }
 

@@ -217,7 +217,7 @@ def test_ask_grounded_answer_then_cache_then_no_cache(example_palace, endpoint):
     result = _run(example_palace, "ask", ANSWERABLE, "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert data["status"] == "grounded" and data["verdict"]["cited"][0]["id"] == "two-phase-commit"
+    assert data["status"] == "answered" and data["verdict"]["cited"][0]["id"] == "two-phase-commit"
     assert data["mode"] == "generated" and data["answer"] == "It blocks while the coordinator is down. [verify: mustard-yellow tuxedo]"
     assert data["memories"][0] == {**data["memories"][0], "id": "two-phase-commit", "cited": True}
     assert data["model"].startswith("fake-1@") and data["cached"] is False and data["signal"] == "lexical"
@@ -239,12 +239,13 @@ def test_an_uncited_generated_answer_gives_way_to_the_extractive_one(example_pal
     assert "extractive answer" in result.output and "hallucination suspected" not in result.output
     assert "I do not know." not in result.output and "the model's answer was not used (uncited" in result.output
     data = json.loads(_run(example_palace, "ask", ANSWERABLE, "--json").stdout)
-    assert (data["status"], data["mode"]) == ("grounded", "extractive") and len(endpoint.requests) == 1
+    assert (data["status"], data["mode"]) == ("answered", "extractive") and len(endpoint.requests) == 1
     assert data["generated"]["answer"] == "I do not know." and data["generated"]["status"] == "uncited"
     assert data["verdict"]["cited"][0]["id"] == "two-phase-commit"
-    for line in data["answer"].splitlines():  # every quoted sentence carries its memory's token
-        assert line.endswith("[verify: mustard-yellow tuxedo]")
-    assert all(s["id"] == "two-phase-commit" and s["text"] in data["answer"] for s in data["sentences"])
+    tokens = {m["id"]: m["verify"] for m in data["memories"]}
+    for line, sentence in zip(data["answer"].splitlines(), data["sentences"]):  # each quote carries its unit's token
+        assert line == f'"{sentence["text"]}" [verify: {tokens[sentence["id"]]}]'
+    assert data["sentences"][0]["id"] == "two-phase-commit" and all(q["found"] for q in data["verdict"]["quotes"])
 
 
 def test_a_verifying_generated_answer_is_preferred_and_never_skips_the_model(example_palace, endpoint):
@@ -253,7 +254,7 @@ def test_a_verifying_generated_answer_is_preferred_and_never_skips_the_model(exa
     data = json.loads(_run(example_palace, "ask", ANSWERABLE, "--json", "--generate", "always").stdout)
     assert data["mode"] == "generated" and data["note"] == "" and "sentences" not in data
     never = json.loads(_run(example_palace, "ask", ANSWERABLE, "--json", "--generate", "never").stdout)
-    assert never["mode"] == "extractive" and never["status"] == "grounded" and never["note"] == ""
+    assert never["mode"] == "extractive" and never["status"] == "answered" and never["note"] == ""
     assert len(endpoint.requests) == 1   # "never" did not call the model
 
 
@@ -261,7 +262,7 @@ def test_a_cited_answer_that_says_nothing_gives_way_to_the_extractive_one(exampl
     _configure(example_palace, endpoint)
     endpoint.mode = "empty"
     data = json.loads(_run(example_palace, "ask", ANSWERABLE, "--json").stdout)
-    assert (data["status"], data["mode"]) == ("grounded", "extractive")
+    assert (data["status"], data["mode"]) == ("answered", "extractive")
     assert data["generated"]["status"] == "off-topic" and "says nothing about the question" in data["note"]
 
 
@@ -277,7 +278,7 @@ def test_a_cited_answer_that_says_nothing_gives_way_to_the_extractive_one(exampl
 ])
 def test_not_an_answer(palace, text, failed):
     from palace_cli.answers.ask import not_an_answer
-    from palace_cli.answers.extract import question_terms
+    from palace_cli.core.text import question_terms
 
     analyze = palace.index.text.words
     verdict = not_an_answer(text, question_terms(analyze, ANSWERABLE), analyze)
@@ -288,7 +289,7 @@ def test_an_endpoint_that_is_down_costs_the_model_answer_not_the_answer(example_
     _configure(example_palace, endpoint)
     endpoint.mode = "error"
     data = json.loads(_run(example_palace, "ask", ANSWERABLE, "--json").stdout)
-    assert (data["status"], data["mode"]) == ("grounded", "extractive")
+    assert (data["status"], data["mode"]) == ("answered", "extractive")
     assert data["note"].startswith("the generator failed (") and "model exploded" in data["note"]
 
 
@@ -307,7 +308,7 @@ def test_ask_abstains_without_calling_the_model(example_palace, endpoint):
 
 
 def test_abstain_threshold_from_palace_toml(example_palace, endpoint):
-    _configure(example_palace, endpoint, "\n[retrieval]\nabstain_below = {lexical = 0.0}\n")
+    _configure(example_palace, endpoint, "\n[retrieval]\nabstain_below = {lexical = 0.0, missing = 9}\n")
     palace = Palace(example_palace)
     assert abstain_threshold(palace, "lexical") == 0.0
     assert abstain_threshold(palace, "dense") == ABSTAIN_BELOW["dense"]
@@ -322,7 +323,7 @@ def test_ask_abstains_on_the_dense_signal_with_the_real_embedder(example_palace,
     assert absent.signal == "dense" and absent.status == "abstained" and endpoint.requests == []
     present = ask(palace, ANSWERABLE)
     assert present.signal == "dense" and present.confidence >= ABSTAIN_BELOW["dense"]
-    assert present.status == "grounded"
+    assert present.status == "answered"
 
 
 def test_prompt_carries_context_question_and_citation_rule():
@@ -336,7 +337,7 @@ def test_ask_with_the_real_small_gguf(palace, real_generator):
     and whatever it wrote, the answer shown is grounded."""
     first = ask(palace, ANSWERABLE, generator=real_generator, max_tokens=24, threshold=0.0, generate="always",
                 use_cache=False)
-    assert first.status == "grounded" and first.text.strip() and first.mode in ("generated", "extractive")
+    assert first.status == "answered" and first.text.strip() and first.mode in ("generated", "extractive")
     assert first.model.startswith("SmolLM2-135M-Instruct") and not first.cached
     assert first.verdict is not None and first.verdict.handed[0] == "two-phase-commit"
     second = ask(palace, ANSWERABLE, generator=real_generator, max_tokens=24, threshold=0.0, generate="always")
@@ -430,7 +431,7 @@ def _answerable(example_palace, every: int) -> list[dict]:
 
 def _check_grounded(answer, question):
     """An answer `ask` made itself is grounded (or an abstention), never a suspected hallucination."""
-    assert answer.status in ("grounded", "abstained"), (question["qid"], answer.status, answer.reason, answer.text)
+    assert answer.status in ("answered", "abstained"), (question["qid"], answer.status, answer.reason, answer.text)
     if answer.status == "abstained":
         return
     assert answer.verdict.grounded and answer.mode in ("generated", "extractive")
@@ -448,7 +449,7 @@ def test_the_bundled_smollm2_in_ask_is_grounded_or_abstains(example_palace, with
     for question, answer in answers:
         _check_grounded(answer, question)
         assert answer.model.startswith("SmolLM2-135M-Instruct") or answer.status == "abstained"
-    assert sum(a.status == "grounded" for _, a in answers) >= 10
+    assert sum(a.status == "answered" for _, a in answers) >= 10
     assert all(a.signal == "dense" for _, a in answers)
 
 
@@ -460,10 +461,10 @@ def test_ask_by_default_quotes_instead_of_asking_the_small_model(example_palace,
     answers = [ask(palace, q["query"]) for q in questions]
     for question, answer in zip(questions, answers):
         _check_grounded(answer, question)
-    answered = [a for a in answers if a.status == "grounded"]
+    answered = [a for a in answers if a.status == "answered"]
     assert len(answered) >= 0.8 * len(answers)
     assert all(a.mode == "extractive" and a.model == "" and "too small to cite" in a.note for a in answered)
-    assert all(1 <= len(a.sentences) <= 2 for a in answered)
+    assert all(1 <= len(a.sentences) <= 3 for a in answered)
 
 
 def test_the_readme_tour_saga_question_is_answered(tmp_path, with_models):
@@ -481,9 +482,9 @@ def test_the_readme_tour_saga_question_is_answered(tmp_path, with_models):
     result = _run(root, "ask", "how do I undo half a distributed transaction?")
     assert result.exit_code == 0, result.output
     assert result.output.startswith("extractive answer")
-    assert "compensating actions undo the steps already committed, in reverse order. " \
+    assert "compensating actions undo the steps already committed, in reverse order.\" " \
            "[verify: forty purple sneakers squeak]" in result.output
-    assert "coverage 0.75 >= 0.5" in result.output and "too small to cite its sources" in result.output
+    assert "coverage 0.75 >= 0.75" in result.output and "too small to cite its sources" in result.output
     absent = _run(root, "ask", "What is the capital of France?")
     assert absent.exit_code == 1 and "not in this palace" in absent.output
     assert 'palace add "capital france" --domain DOMAIN' in absent.output

@@ -1,4 +1,4 @@
-"""`palace bench ask`: fitting and cross-validating abstention rules, and the command on a few questions."""
+"""`palace bench ask`: rules fitted with each corpus left out, the per-corpus scores, and the command."""
 
 from __future__ import annotations
 
@@ -8,50 +8,56 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from palace_cli.bench.ask import Asked, cross_validate, fit, run_ask_bench
+from palace_cli.bench.ask import Asked, RULES, decisions, fit, score
 from palace_cli.cli import cli
 
 ANSWERS = Path(__file__).resolve().parent.parent / "benchmarks" / "example-palace.answers.jsonl"
+NEAR = Path(__file__).resolve().parent.parent / "benchmarks" / "near-miss.queries.jsonl"
 
 
-def _asked(palace, confidence, coverage, absent):
-    item = Asked(palace, f"{palace}-{confidence}-{coverage}", "direct", [] if absent else ["m"])
-    item.signals["dense"] = {"confidence": confidence, "coverage": coverage, "top": None if absent else "m"}
+def _asked(corpus, confidence, absent, missing=(), standout=None, cited="m", coverage=0.0):
+    item = Asked(corpus, "q", f"{corpus}-{confidence}-{len(missing)}", "direct", [] if absent else ["m"],
+                 cited=[cited])
+    item.features = {"confidence": confidence, "coverage": coverage, "missing": list(missing), "standout": standout,
+                     "relevant": True, "signal": "dense", "sure": True}
     return item
 
 
-def test_fit_finds_the_threshold_between_absent_and_answerable():
-    items = [_asked("a", c, 0.0, True) for c in (0.1, 0.15, 0.2)] + [_asked("a", c, 0.0, False)
-                                                                    for c in (0.4, 0.5, 0.6)]
-    confidence, coverage = fit(items, "dense", 2.0)
-    assert 0.2 < confidence < 0.4 and coverage == 2.0
+def test_a_rule_is_fitted_on_the_corpora_it_is_given():
+    items = [_asked("a", c, True) for c in (0.1, 0.15, 0.2)] + [_asked("a", c, False) for c in (0.4, 0.5, 0.6)]
+    (line,) = fit(items, "names held and confidence")
+    assert 0.2 < line <= 0.4
 
 
-def test_coverage_rescues_a_low_cosine_answerable_question():
-    absent = [_asked("a", c, 0.0, True) for c in (0.1, 0.2, 0.25)]
-    answerable = [_asked("a", c, 0.0, False) for c in (0.4, 0.5)] + [_asked("a", 0.15, 0.75, False)]
-    confidence, coverage = fit(absent + answerable, "dense", None)
-    assert 0.25 < confidence < 0.4 and 0.0 < coverage <= 0.75
+def test_names_missing_from_the_evidence_abstain_whatever_the_confidence():
+    items = [_asked("a", 0.9, True, missing=["Kyoto"]), _asked("a", 0.9, False)]
+    assert decisions(items, "names held and confidence", (0.5,)) == [False, True]
 
 
-def test_cross_validation_is_perfect_on_separable_questions_and_reports_ranges():
-    items = [_asked(p, 0.1 + i / 100, 0.0, True) for p in "ab" for i in range(6)]
-    items += [_asked(p, 0.6 + i / 100, 0.0, False) for p in "ab" for i in range(12)]
-    result = cross_validate(items, "dense", 2.0)
-    assert (result["precision"], result["recall"], result["abstained_answerable"]) == (1.0, 1.0, 0)
-    low, high = result["confidence_range"]
-    assert 0.15 < low <= high < 0.6
-    assert result["by_palace"]["b"] == {"answerable": 12, "answered": 12, "absent": 6, "abstained": 6}
+def test_each_corpus_is_decided_by_thresholds_fitted_without_it():
+    """Corpus b's absent questions score above every answerable one: a rule fitted on a alone cannot catch them."""
+    items = [_asked("a", 0.1 + i / 100, True) for i in range(6)] + [_asked("a", 0.6 + i / 100, False) for i in range(6)]
+    items += [_asked("b", 0.95, True) for _ in range(6)] + [_asked("b", 0.6 + i / 100, False) for i in range(6)]
+    answered = decisions(items, "names held and confidence", None)
+    b = [(a, i) for a, i in zip(answered, items) if i.corpus == "b"]
+    assert all(a for a, i in b)  # every b question answered: the absent ones too
+    scored = score([i for _, i in b], [a for a, _ in b])
+    assert scored["abstention_recall"]["value"] == 0.0 and scored["answered_right"]["value"] == 1.0
 
 
-def test_cross_validation_counts_each_palace_apart():
-    """Palace b's absent questions score above every answerable one: no fold can abstain on them."""
-    items = [_asked("a", 0.1 + i / 100, 0.0, True) for i in range(6)]
-    items += [_asked("b", 0.95 + i / 1000, 0.0, True) for i in range(6)]
-    items += [_asked(p, 0.6 + i / 100, 0.0, False) for p in "ab" for i in range(12)]
-    counts = cross_validate(items, "dense", 2.0)["by_palace"]
-    assert counts == {"a": {"answerable": 12, "answered": 12, "absent": 6, "abstained": 6},
-                      "b": {"answerable": 12, "answered": 12, "absent": 6, "abstained": 0}}
+def test_score_counts_wrong_citations_among_answers_and_holds_intervals():
+    items = [_asked("a", 0.9, False), _asked("a", 0.9, False, cited="other"), _asked("a", 0.1, True)]
+    items[0].phrases, items[0].quoted = ["the cap is 1.2 million yen"], "The cap is 1.2 million yen, flights too."
+    items[1].gold, items[1].quoted = "7 May 2023", "on 7 May, 2023 she went"
+    scored = score(items, [True, True, False])
+    assert scored["wrong_citation"]["value"] == 0.5 and scored["answered_right"]["value"] == 0.5
+    assert scored["abstention_precision"]["value"] == 1.0 and scored["abstention_recall"]["value"] == 1.0
+    assert scored["quote_holds_phrase"]["value"] == 1.0 and scored["gold_in_quote"]["value"] == 1.0
+    assert len(scored["wrong_citation"]["ci"]) == 2
+
+
+def test_every_rule_has_a_grid_and_a_description():
+    assert all(grid and description for _, grid, description in RULES.values())
 
 
 @pytest.fixture
@@ -63,40 +69,24 @@ def few(example_palace):
     absent = [l for l in lines if '"expected": []' in l][:3]
     path = example_palace / "few.jsonl"
     path.write_text("\n".join(present + absent) + "\n", encoding="utf-8")
-    return path
+    near = example_palace / "near.jsonl"
+    near.write_text("\n".join(NEAR.read_text(encoding="utf-8").splitlines()[:3]
+                              + NEAR.read_text(encoding="utf-8").splitlines()[-2:]) + "\n", encoding="utf-8")
+    return path, near
 
 
-def test_run_ask_bench_on_a_few_questions(example_palace, few):
-    summary = run_ask_bench([(example_palace, few, None)])
-    lexical = summary["abstention"]["lexical"]      # no models configured: lexical only
-    assert lexical["questions"] == 9 and lexical["absent"] == 3 and "dense" not in summary["abstention"]
-    assert summary["extract"] == {}                  # no answers file: nothing to quote
-
-
-def test_bench_ask_command_pools_sets_and_quotes(example_palace, few):
-    args = ["bench", "ask", "--set", str(example_palace), str(few), str(ANSWERS)]
+def test_bench_ask_command_scores_each_corpus_and_the_near_misses(example_palace, few):
+    path, near = few
+    args = ["bench", "ask", "--set", str(example_palace), str(path), str(ANSWERS),
+            "--set", str(example_palace), f"{near}#example-palace", "-"]
     result = CliRunner().invoke(cli, args + ["--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    quoted = data["extract"]["System Design Palace"]["e2e"]["terms + position + rank (default)"]
-    assert quoted["n"] == 6 and 0.0 <= quoted["hit"] <= 1.0
+    shipped = data["rules"]["names held and (confidence or coverage 0.75) (default)"]["shipped"]
+    assert shipped["System Design Palace"]["questions"] == 12 and shipped["System Design Palace"]["absent"] == 6
+    assert shipped["near-domain"]["absent"] == 3 and shipped["near-domain"]["answerable"] == 6
+    assert "quote_holds_phrase" in shipped["System Design Palace / few"]
+    crossed = data["rules"]["names held and confidence"]["cross_validated"]["near-domain"]
+    assert crossed["right_vs_default"]["n"] == 9 and len(crossed["right_vs_default"]["ci"]) == 2
     table = CliRunner().invoke(cli, args)
-    assert "| default: confidence or coverage (in-sample) |" in table.output
-    assert "**extractive answers, System Design Palace**" in table.output
-    missing = CliRunner().invoke(cli, ["bench", "ask", "--set", str(example_palace), str(few), "nope.jsonl"])
-    assert missing.exit_code == 2 and "no such file: nope.jsonl" in missing.output
-
-
-def test_bench_ask_answer_counts_what_ask_itself_does(example_palace, few):
-    result = CliRunner().invoke(cli, ["bench", "ask", "--set", str(example_palace), str(few), "-",
-                                      "--answer", "never", "--json"])
-    assert result.exit_code == 0, result.output
-    asked = json.loads(result.stdout)["ask"]
-    assert asked["generate"] == "never"
-    groups = asked["System Design Palace"]
-    assert groups["answerable"]["questions"] == 6 and groups["absent"]["questions"] == 3
-    for group in groups.values():
-        assert sum(group["outcomes"].values()) == group["questions"]
-        assert set(group["outcomes"]) <= {"grounded extractive", "abstained"}   # never: no model, never ungrounded
-        assert group["model_answer_not_used"] == {}
-    assert groups["answerable"]["outcomes"].get("grounded extractive", 0) >= 4
+    assert table.exit_code == 0 and "| near-domain | 9 (3) |" in table.output

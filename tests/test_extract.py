@@ -5,12 +5,11 @@ from __future__ import annotations
 import pytest
 
 from palace_cli.answers import extract as ex
-from palace_cli.answers.abstention import ABSTAIN_BELOW, Evidence, thresholds, weigh
-from palace_cli.answers.ask import extractive, suggested_domain
+from palace_cli.answers.abstention import ABSTAIN_BELOW, Evidence, key_terms, thresholds, weigh
+from palace_cli.answers.ask import extractive, handed_entries, suggested_domain
 from palace_cli.backends import CAPABLE_PARAMETERS, Generator, size_label, unfit_reason, use_generator
 from palace_cli.core.text import split_sentences
 from palace_cli.errors import ConfigError
-from palace_cli.search.hits import context_entry
 from palace_cli.search.retrieve import recall
 
 
@@ -35,26 +34,44 @@ def test_question_terms_leave_out_the_question_words(palace):
     assert terms == ["undo", "half", "distribut", "transact"]
 
 
+def _sentences(scores, source="a", rank=0):
+    unit = ex.Source(source, "memory", rank, "", "", f"{source}.md", 1)
+    return [ex.Sentence(unit, i, f"{source}{i}", score) for i, score in enumerate(scores)]
+
+
 def test_choose_takes_the_best_and_keeps_note_order():
-    pool = [ex.Sentence("a", 0, i, f"s{i}", score) for i, score in enumerate([0.1, 0.9, 0.2, 0.8])]
-    pool.append(ex.Sentence("b", 1, 0, "b0", 0.95))
-    assert [s.text for s in ex.choose(pool, 2)] == ["s1", "b0"]
-    assert [s.text for s in ex.choose(pool, 3)] == ["s1", "s3", "b0"]
+    pool = _sentences([0.1, 0.9, 0.2, 0.8]) + _sentences([0.95], "b", 1)
+    assert [s.text for s in ex.choose(pool, 2)] == ["a1", "b0"]
+    assert [s.text for s in ex.choose(pool, 3)] == ["a1", "a3", "b0"]
     assert ex.choose([], 2) == []
+
+
+def test_cover_adds_a_sentence_only_for_terms_still_missing():
+    analyze = lambda text: [(w, w) for w in text.split()]  # noqa: E731  a word is its own term
+    unit = ex.Source("a", "memory", 0, "", "", "a.md", 1)
+    pool = [ex.Sentence(unit, i, text, score) for i, (text, score) in
+            enumerate([("kyoto budget cap", 1.0), ("the flights", 0.2), ("offsite in march", 0.1), ("other", 0.3)])]
+    idf = {"kyoto": 3.0, "offsite": 2.0, "budget": 1.0}
+    chosen = ex.cover(pool, ["kyoto", "offsite", "budget"], analyze, idf)
+    assert [s.text for s in chosen] == ["kyoto budget cap", "offsite in march"]   # the second best (0.3) is too far
+    assert [s.text for s in ex.cover(pool, ["kyoto", "budget"], analyze, idf)] == ["kyoto budget cap"]
+    assert ex.cover([], ["kyoto"], analyze, idf) == []
 
 
 def test_extract_quotes_the_sentences_that_answer(palace):
     memory = palace.memory("retry-backoff-jitter")
-    chosen = ex.extract(palace.index.text, "why do retries need jitter?", [memory])
+    chosen = ex.extract(palace.index.text, "why do retries need jitter?", [ex.memory_source(memory)])
     assert [s.position for s in chosen] == [2, 3]
     assert chosen[0].text.startswith("Jitter randomises each wait")
-    text = ex.compose(chosen, [memory])
-    assert text.splitlines()[0].endswith("synchronised waves. [verify: a choir of woodpeckers]")
-    assert ex.sentence_line(memory, chosen[0].text) == 16  # the Content line of the note
+    text = ex.compose(chosen)
+    assert text.splitlines()[0].startswith('"Jitter randomises each wait')
+    assert text.splitlines()[0].endswith('synchronised waves." [verify: a choir of woodpeckers]')
+    assert ex.sentence_line(chosen[0].source, chosen[0].text) == 16  # the Content line of the note
 
 
 def test_rule_all_quotes_every_handed_memory(palace):
-    memories = [palace.memory("retry-backoff-jitter"), palace.memory("circuit-breaker")]
+    memories = [ex.memory_source(palace.memory("retry-backoff-jitter")),
+                ex.memory_source(palace.memory("circuit-breaker"), 1)]
     chosen = ex.extract(palace.index.text, "why do retries need jitter?", memories, every=True)
     assert {s.memory_id for s in chosen} == {"retry-backoff-jitter", "circuit-breaker"}
 
@@ -65,16 +82,17 @@ def test_a_sentence_holding_another_memorys_token_is_left_out(palace):
     foreign = palace.memory("two-phase-commit").verify
     memory.content = (f"Jitter matters, unlike the {foreign}. Jitter randomises each retry so clients spread out. "
                       "Full jitter is best for retries.")
-    handed = [context_entry(memory)]
-    text, verdict, chosen = extractive(palace, "why do retries need jitter?", [memory], handed,
+    sources = [ex.memory_source(memory)]
+    text, verdict, chosen = extractive(palace, "why do retries need jitter?", sources, handed_entries(sources),
                                        palace.index.store.tokens())
-    assert verdict.grounded and foreign not in text and len(chosen) == 2
+    assert verdict.grounded and foreign not in text and chosen and all(foreign not in s.text for s in chosen)
 
 
 def test_untokened_memories_are_not_quoted_while_a_tokened_one_is_handed(palace):
     plain, tokened = palace.memory("circuit-breaker"), palace.memory("retry-backoff-jitter")
     plain.verify = ""
-    chosen = ex.extract(palace.index.text, "retries and breakers", [plain, tokened])
+    chosen = ex.extract(palace.index.text, "retries and breakers", [ex.memory_source(plain),
+                                                                    ex.memory_source(tokened, 1)])
     assert {s.memory_id for s in chosen} == {"retry-backoff-jitter"}
 
 
@@ -89,20 +107,44 @@ def test_evidence_is_sure_on_either_signal():
                                                                             **common).describe()
 
 
-def test_coverage_counts_the_top_memory_and_its_domain(palace):
+@pytest.mark.parametrize("confidence, coverage, missing, sure", [
+    (ABSTAIN_BELOW["dense"], 0.0, [], True), (ABSTAIN_BELOW["dense"] - 0.01, 0.0, [], False),
+    (0.0, ABSTAIN_BELOW["coverage"], [], True), (0.0, ABSTAIN_BELOW["coverage"] - 0.01, [], False),
+    (0.9, 1.0, ["Kyoto"], False), (0.9, 1.0, [], True),
+])
+def test_evidence_needs_every_name_and_then_either_signal(confidence, coverage, missing, sure):
+    evidence = Evidence("dense", confidence, coverage, ABSTAIN_BELOW["dense"], ABSTAIN_BELOW["coverage"],
+                        missing=missing)
+    assert evidence.sure is sure
+    assert ("missing Kyoto" in evidence.describe()) is bool(missing)
+
+
+def test_names_and_numbers_are_the_key_terms_that_must_be_quoted(palace):
+    palace.refresh()
+    keys = {k.word: k.strong for k in key_terms(palace.index.text, "what was the Kyoto offsite budget in Q3 2025?")}
+    assert keys == {"Kyoto": True, "offsite": False, "budget": False, "Q3": True, "2025": True}
+    first = {k.word: k.strong for k in key_terms(palace.index.text, "Raft versus Paxos in etcd")}
+    assert first == {"Raft": False, "versus": False, "Paxos": True, "etcd": False}  # a first word's capital says nothing
+
+
+def test_coverage_counts_the_quoted_evidence(palace):
     question = "what does a coordinator do in two-phase commit across databases?"
-    evidence = weigh(palace, question, recall(palace, question))
-    assert evidence.signal == "lexical" and evidence.coverage == 1.0 and evidence.sure
+    result = recall(palace, question)
+    quoted = ex.extract(palace.index.text, question, ex.sources_of(result.handed))
+    evidence = weigh(palace, question, result, quoted)
+    assert evidence.signal == "lexical" and evidence.coverage > 0.8 and evidence.sure and not evidence.missing
     absent = "What is the capital of France?"
-    evidence = weigh(palace, absent, recall(palace, absent))
-    assert evidence.coverage == 0.0 and not evidence.sure and evidence.terms == ["capit", "franc"]
+    result = recall(palace, absent)
+    quoted = ex.extract(palace.index.text, absent, ex.sources_of(result.handed))
+    evidence = weigh(palace, absent, result, quoted)
+    assert not evidence.sure and evidence.terms == ["capit", "franc"] and evidence.missing == ["France"]
 
 
 @pytest.mark.parametrize("setting, expected", [
-    (None, (ABSTAIN_BELOW["lexical"], 0.5)),
-    ("0.4", (0.4, 0.5)),
-    ("{lexical = 0.2, coverage = 0.9}", (0.2, 0.9)),
-    ("{dense = 0.2}", (ABSTAIN_BELOW["lexical"], 0.5)),
+    (None, (ABSTAIN_BELOW["lexical"], 0.75, 0)),
+    ("0.4", (0.4, 0.75, 0)),
+    ("{lexical = 0.2, coverage = 0.9}", (0.2, 0.9, 0)),
+    ("{dense = 0.2, missing = 1}", (ABSTAIN_BELOW["lexical"], 0.75, 1)),
 ])
 def test_thresholds_from_palace_toml(example_palace, setting, expected):
     from palace_cli.palace import Palace

@@ -530,9 +530,9 @@ def test_recall_and_search_cover_conversation_turns(example_palace, tmp_path):
 
     turns, june, found, bad = anyio.run(scenario)
     assert not turns[0] and handed(turns[1]) == []
-    assert "turns (no verify token): locomo-conv-1-s01/D1:1" in turns[1]
+    assert "turns (cite as [turn ID]): locomo-conv-1-s01/D1:1" in turns[1]
     assert "## Conversation conv-1, session 1 (locomo-conv-1-s01), 2023-05-08 13:56" in turns[1]
-    assert "] Ana: Hi Ben! I adopted a dog." in turns[1]
+    assert ") Ana: Hi Ben! I adopted a dog." in turns[1]
     assert "locomo-conv-1-s02/D2:1" in june[1] and "locomo-conv-1-s01" not in june[1]
     assert not found[0] and found[1].splitlines()[1].startswith("locomo-conv-1-s02/D2:1 | Ben: How is the dog?")
     assert " | 2023-06-19T10:04 | conversations/locomo/conv-1-s02.md:" in found[1]

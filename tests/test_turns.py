@@ -99,23 +99,33 @@ def test_recall_hands_turns_under_their_session_date_and_verify_stays_honest(mix
     assert result.hits[0].id == "locomo-conv-1-s01/D1:1"
     assert "## Conversation conv-1, session 1 (locomo-conv-1-s01), 2023-05-08 13:56, " \
            "conversations/locomo/conv-1-s01.md" in result.context
-    assert "[D1:1, line " in result.context and "] Ana: Hi Ben! I adopted a dog." in result.context
+    assert "[turn locomo-conv-1-s01/D1:1] (line " in result.context and ") Ana: Hi Ben! I adopted a dog." in result.context
     data = result.as_dict()
     assert "locomo-conv-1-s01/D1:1" in data["turns"]
     turn_only = recall(mixed, "Did Ana adopt a dog?", mode="lexical", kind="turn").as_dict()
-    assert turn_only["memories"] == [] and "Turns carry no verify token" in recall(
+    assert turn_only["memories"] == [] and "cite it as it is marked, like [turn ID]" in recall(
         mixed, "Did Ana adopt a dog?", mode="lexical", kind="turn").context
-    # A context of turns hands verify no token: it says it cannot check, never "grounded".
-    verdict = verify_response("Yes, in May 2023.", parse_context(json.dumps(turn_only)), {}, "any")
-    assert (verdict.grounded, verdict.status) == (False, "unverifiable")
+    # A context of turns: an answer that cites none is uncited, never "grounded"; one that quotes and cites a
+    # turn is checked against it (without the palace, the turn's words are not known: the quote is not checked).
+    handed = parse_context(json.dumps(turn_only))
+    verdict = verify_response("Yes, in May 2023.", handed, {}, "any")
+    assert (verdict.grounded, verdict.status) == (False, "uncited")
+    cited = verify_response('Yes: "I adopted a dog." [turn locomo-conv-1-s01/D1:1]', handed, {}, "any")
+    assert cited.grounded and cited.cited_ids == ["locomo-conv-1-s01/D1:1"] and cited.quotes == []
 
 
 def test_recall_hands_memories_and_turns_within_the_profile(mixed):
+    # A turn that holds one word of the question while a memory holds three is not relevant beside it.
     result = recall(mixed, "coordinator commit dog adopted", mode="lexical", turns=2)
-    kinds = [h.kind for h in result.hits]
-    assert kinds.count("turn") <= 2 and "memory" in kinds
-    assert "[verify:" in result.context and "## Conversation" in result.context
-    assert recall(mixed, "coordinator commit dog adopted", mode="lexical", turns=0).as_dict()["turns"] == []
+    assert [h.kind for h in result.hits] == ["memory"] and "## Conversation" not in result.context
+    reasons = {o.id: o.reason for o in result.omitted}
+    assert "locomo-conv-1-s01/D1:1" in reasons and "x the best hit's" in reasons["locomo-conv-1-s01/D1:1"]
+    # Turns alone: --turns caps them as -k caps memories, and the JSON says what the cap left out.
+    capped = recall(mixed, "dog shoes adopted", mode="lexical", turns=1)
+    assert [h.kind for h in capped.hits] == ["turn"] and capped.caps == {"memory": 3, "turn": 1}
+    assert any("over the cap of 1 turns" in o.reason for o in capped.omitted)
+    none = recall(mixed, "dog shoes adopted", mode="lexical", turns=0).as_dict()
+    assert none["turns"] == [] and any("over the cap of 0 turns" in o["reason"] for o in none["omitted"])
 
 
 def test_refresh_is_incremental_for_session_files(talk):

@@ -319,7 +319,7 @@ def test_section_units_follow_edits_and_go_with_their_note(tmp_path):
     note.write_text(note.read_text().replace("wax piston", "brass lever"))
     hits = json.loads(run(root, "search", "brass lever", "--mode", "lexical", "--json").stdout)["hits"]
     assert hits[0]["kind"] == "section" and hits[0]["section"][-1] == "Ventilation"
-    assert not json.loads(run(root, "search", "wax piston", "--mode", "lexical", "--json").stdout)["hits"]
+    assert not json.loads(run(root, "search", "wax piston", "--mode", "lexical", "--json", code=1).stdout)["hits"]
     note.unlink()
     palace = Palace(root)
     palace.refresh(embedder=None)

@@ -1,9 +1,12 @@
-"""Extractive answers: the sentences of the handed memories that answer a question, each cited with its token.
+"""Extractive answers: the sentences of what recall handed over (memories, turns, sections) that answer a question,
+each quoted and cited: `"sentence" [verify: token]` for a memory with a token, `"sentence" [turn ID]` for a turn,
+`"sentence" [note ID]` for a note without a token.
 
-A sentence's score mixes the share of the question's terms it holds (stemmed, weighted by rarity in the
-palace), its position (a note's first sentences define its subject) and its memory's rank among those
-handed over; docs/benchmarks.md ("ask") has the measurement behind each. The answer keeps the chosen
-sentences in rank, then note, order.
+A sentence's score mixes the share of the question's terms it holds (stemmed, weighted by rarity in the palace),
+its position (a note's first sentences define its subject) and its unit's rank among those handed over
+(docs/benchmarks.md, "ask"). The answer is the best sentence, the next best when it scores close to it (the
+second sentence often says what the first only names), and then, while the question's terms are not all held,
+the sentence that holds the most of the missing ones: one to three sentences. They keep rank, then note, order.
 """
 
 from __future__ import annotations
@@ -12,44 +15,87 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from palace_cli.core.text import STOPWORDS, split_sentences
-
-# Words a question is phrased with that say nothing about what it asks (beyond tokens.STOPWORDS).
-QUESTION_WORDS = frozenset("do does did doing done should would could shall may might must need get make use "
-                           "using used work works explain tell difference between".split())
+from palace_cli.core.text import question_terms, split_sentences
+from palace_cli.index.turns import date_words
 
 # Chosen on the labelled questions of both benchmark palaces (`palace bench ask`, docs/benchmarks.md): the
 # embedding's cosine per sentence ("dense") gained at most 1.5 points for about a second of embedding per
 # question, so it is measured but not used by default.
 WEIGHTS = {"terms": 1.0, "position": 0.15, "rank": 0.5}
-MAX_SENTENCES = 2
+MAX_SENTENCES = 3
+# The second-best sentence joins the best when it scores at least this share of it (docs/answers.md).
+SECOND = 0.5
+
+
+@dataclass
+class Source:
+    """A handed unit whose words can be quoted: a memory (or a note), a turn, or a section of a long note."""
+
+    id: str
+    kind: str                 # memory | turn | section
+    rank: int                 # its place among the units handed over, 0 first
+    text: str                 # what is quoted from
+    frame: str                # what frames a quote from it: a note's subject, a turn's speaker and date
+    path: str
+    line: int                 # the unit's line: a note's first, a turn's header
+    token: str = ""           # a memory's verify token
+    memory: object = None     # the Memory, for the line of a quoted sentence
+    speaker: str = ""         # a turn's speaker
+
+    @property
+    def citation(self) -> str:
+        """How a quote from this unit is cited in an answer."""
+        if self.token:
+            return f"[verify: {self.token}]"
+        return f"[{'turn' if self.kind == 'turn' else self.kind if self.kind == 'section' else 'note'} {self.id}]"
 
 
 @dataclass
 class Sentence:
-    """One candidate sentence of a handed memory and how it scored."""
+    """One candidate sentence of a handed unit and how it scored."""
 
-    memory_id: str
-    rank: int             # the memory's place among the handed memories, 0 first
-    position: int         # the sentence's place in its memory's Content, 0 first
+    source: Source
+    position: int             # the sentence's place in its unit's text, 0 first
     text: str
     score: float = 0.0
     parts: dict[str, float] = field(default_factory=dict)
 
+    @property
+    def rank(self) -> int:
+        return self.source.rank
 
-def question_terms(analyze, question: str) -> list[str]:
-    """The stemmed terms of a question that say what it asks (`analyze` is the index's (term, word) pairs)."""
-    return list(dict.fromkeys(term for term, word in analyze(question)
-                              if word.lower() not in STOPWORDS and word.lower() not in QUESTION_WORDS))
+    @property
+    def memory_id(self) -> str:
+        """The id of the unit it is quoted from (kept for older callers)."""
+        return self.source.id
 
 
-def candidates(memories: list) -> list[Sentence]:
-    """Every sentence of every handed memory's Content, tagged with the memory's rank and its position."""
-    out = []
-    for rank, memory in enumerate(memories):
-        for position, text in enumerate(split_sentences(memory.content or "")):
-            out.append(Sentence(memory.id, rank, position, text))
+def memory_source(memory, rank: int = 0, kind: str = "memory") -> Source:
+    """A memory (or a section) as a quotable unit: its Content (a note without one: its body) under its subject and
+    its domain's name."""
+    frame = " ".join(part for part in (memory.subject, (memory.domain or "").replace("-", " ")) if part)
+    return Source(memory.id, kind, rank, memory.content or memory.body or "", frame, memory.path,
+                  memory.line, memory.verify or "", memory)
+
+
+def sources_of(hits: list) -> list[Source]:
+    """The quotable units among recall's handed hits, in rank order."""
+    out: list[Source] = []
+    for hit in hits:
+        if hit.turn is not None:
+            turn = hit.turn
+            out.append(Source(hit.id, "turn", len(out), turn.text,
+                              f"{turn.speaker} {date_words(turn.time or turn.started)}".strip(), hit.path, hit.line,
+                              speaker=turn.speaker))
+        elif hit.memory is not None:
+            out.append(memory_source(hit.memory, len(out), "section" if hit.kind == "section" else "memory"))
     return out
+
+
+def candidates(sources: list[Source]) -> list[Sentence]:
+    """Every sentence of every source, tagged with its position in the unit."""
+    return [Sentence(source, position, text) for source in sources
+            for position, text in enumerate(split_sentences(source.text))]
 
 
 def score(sentences: list[Sentence], terms: list[str], analyze, idf: dict[str, float],
@@ -67,10 +113,40 @@ def score(sentences: list[Sentence], terms: list[str], analyze, idf: dict[str, f
         sentence.score = sum(weights.get(name, 0.0) * value for name, value in parts.items())
 
 
-def choose(sentences: list[Sentence], limit: int = MAX_SENTENCES) -> list[Sentence]:
-    """The `limit` best sentences, in memory rank then note order."""
+def choose(sentences: list[Sentence], limit: int = 2) -> list[Sentence]:
+    """The `limit` best sentences, in unit rank then note order (a fixed number: benchmarks compare with it)."""
     ranked = sorted(sentences, key=lambda s: (-s.score, s.rank, s.position))
     return sorted(ranked[:limit], key=lambda s: (s.rank, s.position))
+
+
+def cover(sentences: list[Sentence], terms: list[str], analyze, idf: dict[str, float],
+          limit: int = MAX_SENTENCES) -> list[Sentence]:
+    """One to `limit` sentences: the best, the second best when it scores SECOND of the best, then while the
+    question's terms are not all held (by the sentences or their units' frames) the sentence holding the
+    most rarity of the missing ones. In unit rank, then note, order."""
+    if not sentences:
+        return []
+    ranked = sorted(sentences, key=lambda s: (-s.score, s.rank, s.position))
+    chosen = [ranked[0]]
+    if len(ranked) > 1 and ranked[1].score >= SECOND * ranked[0].score:
+        chosen.append(ranked[1])
+    wanted = set(terms)
+    held = _held(chosen, analyze) & wanted
+    while len(chosen) < limit and held != wanted:
+        def gain(sentence: Sentence) -> float:
+            return sum(idf.get(t, 1.0) for t in (_held([sentence], analyze) & wanted) - held)
+        best = max((s for s in ranked if s not in chosen), key=gain, default=None)
+        if best is None or gain(best) <= 0:
+            break
+        chosen.append(best)
+        held |= _held([best], analyze) & wanted
+    return sorted(chosen, key=lambda s: (s.rank, s.position))
+
+
+def _held(sentences: list[Sentence], analyze) -> set[str]:
+    """The terms the sentences hold, with their units' frames (a quote is read under its note's subject, or its
+    speaker's name)."""
+    return {term for s in sentences for term, _ in analyze(s.text + "\n" + s.source.frame)}
 
 
 def idf_of(document_frequencies, terms: list[str]) -> dict[str, float]:
@@ -81,35 +157,39 @@ def idf_of(document_frequencies, terms: list[str]) -> dict[str, float]:
     return {t: math.log(1 + n / (frequencies.get(t, 0) + 1)) for t in terms}
 
 
-def extract(text_index, question: str, memories: list, *, limit: int = MAX_SENTENCES, every: bool = False,
+def extract(text_index, question: str, sources: list[Source], *, every: bool = False,
             leave_out: frozenset[str] = frozenset()) -> list[Sentence]:
-    """The sentences of `memories` (ranked, best first) that best answer `question`, in answer order.
+    """The sentences of `sources` (ranked, best first) that answer `question`, in answer order.
 
-    Only memories with a verify token are quoted when any has one; `every` takes each one's best sentence
-    too (for rule "all"); sentences in `leave_out` are skipped."""
-    tokened = [m for m in memories if m.verify] or list(memories)
-    pool = [s for s in candidates(tokened) if s.text not in leave_out]
+    Memories with a verify token are quoted before those without (a token is what verify checks) when any
+    has one; turns and sections are always candidates. `every` adds each tokened memory's best sentence
+    (rule "all"); sentences in `leave_out` are skipped."""
+    tokened = any(s.token for s in sources)
+    usable = [s for s in sources if s.token or s.kind != "memory" or not tokened]
+    pool = [s for s in candidates(usable) if s.text not in leave_out]
     terms = question_terms(text_index.words, question)
-    score(pool, terms, text_index.words, idf_of(text_index.document_frequencies, terms))
-    chosen = choose(pool, limit)
+    idf = idf_of(text_index.document_frequencies, terms)
+    score(pool, terms, text_index.words, idf)
+    chosen = cover(pool, terms, text_index.words, idf)
     if every:
-        for memory in tokened:
-            if memory.verify and not any(s.memory_id == memory.id for s in chosen):
-                own = [s for s in pool if s.memory_id == memory.id]
-                chosen += choose(own, 1)
+        for source in usable:
+            if source.token and not any(s.source is source for s in chosen):
+                chosen += choose([s for s in pool if s.source is source], 1)
         chosen.sort(key=lambda s: (s.rank, s.position))
     return chosen
 
 
-def compose(chosen: list[Sentence], memories: list) -> str:
-    """The extractive answer: one sentence a line, each followed by its memory's `[verify: token]`."""
-    tokens = {m.id: m.verify for m in memories}
-    return "\n".join(s.text + (f" [verify: {tokens[s.memory_id]}]" if tokens.get(s.memory_id) else "")
-                     for s in chosen)
+def compose(chosen: list[Sentence]) -> str:
+    """The extractive answer: one quoted sentence a line, each followed by its unit's citation."""
+    return "\n".join(f'"{s.text}" {s.source.citation}' for s in chosen)
 
 
-def sentence_line(memory, sentence: str) -> int:
-    """The line of the note where `sentence` starts (searched after the Content heading), else the heading's."""
+def sentence_line(source: Source, sentence: str) -> int:
+    """The line of the file where `sentence` starts: in a note, searched after its Content heading (else the
+    heading's line); a turn's header line."""
+    memory = source.memory
+    if memory is None:
+        return source.line
     head = " ".join(sentence.split()[:4])
     lines = (memory.body or "").splitlines()
     start = next((i for i, line in enumerate(lines) if re.match(r"^#{2,}\s*content\s*$", line.strip(), re.I)), 0)

@@ -1,4 +1,9 @@
-"""Verify-token checks: did an answer cite the memories it was handed, and only those? Pure functions."""
+"""Verify checks: did an answer cite the units it was handed, and only those, and is every quote verbatim?
+
+A memory is cited by its verify token (`[verify: token]`), a turn by `[turn ID]`, a note without a token or a
+section by `[note ID]` / `[section ID]`. A quote is text in double quotes before a citation, or, before a
+`[turn ...]`, `[note ...]` or `[section ...]` citation with no quotes, the text since the previous citation on
+its line: it must be in the cited unit word for word (case, punctuation and spacing aside). Pure functions."""
 
 from __future__ import annotations
 
@@ -7,12 +12,14 @@ import re
 from dataclasses import dataclass, field
 
 from palace_cli.errors import PalaceError, UsageError
-from palace_cli.core.tokens import find_phrases
+from palace_cli.core.tokens import contains_phrase, find_phrases
 from palace_cli.core.text import fold, normalize, words
 
 RULES = ("any", "all")
 # How a model is told to cite (see retrieve.build_context): "[verify: the token]".
 CITATION = re.compile(r"\[\s*verify\s*:\s*([^\]\n]{0,200}?)\s*\]", re.IGNORECASE)
+UNIT_CITATION = re.compile(r"\[\s*(turn|note|section)\s+([^\]\s]{1,300})\s*\]", re.IGNORECASE)
+QUOTE = re.compile(r'"([^"\n]+)"|\u201c([^\u201d\n]+)\u201d')
 
 
 @dataclass
@@ -23,9 +30,13 @@ class Citation:
     token: str
     exact: bool
     words: tuple[int, int] = (0, 0)  # [first, end) word offsets in the normalised answer
+    kind: str = "memory"              # memory (by its token) | turn | note | section (by [kind ID])
 
     def as_dict(self) -> dict:
-        return {"id": self.id, "token": self.token, "match": "exact" if self.exact else "variant"}
+        data = {"id": self.id, "token": self.token, "match": "exact" if self.exact else "variant"}
+        if self.kind != "memory":
+            data["kind"] = self.kind
+        return data
 
 
 @dataclass
@@ -46,6 +57,7 @@ class Verdict:
     foreign_checked: bool = True
     stale: list[dict] = field(default_factory=list)  # cited memories not valid at the moment asked about
     as_of: str = ""
+    quotes: list[dict] = field(default_factory=list)  # {id, kind, quote, found}: each quote checked word for word
 
     @property
     def exit_code(self) -> int:
@@ -65,31 +77,39 @@ class Verdict:
             "foreign": [c.as_dict() for c in self.foreign], "partial": self.partial,
             "unknown_citations": self.unknown_citations, "untokened": self.untokened,
             "foreign_checked": self.foreign_checked, "stale": self.stale, "as_of": self.as_of or None,
+            "quotes": self.quotes,
         }
 
 
 def verify_response(response: str, handed: list[dict], all_tokens: dict[str, str] | None = None,
-                    rule: str = "any", superseded: dict[str, dict] | None = None, as_of: str = "") -> Verdict:
-    """Check `response` against the handed memories ({id, verify} each) and every token of the palace.
+                    rule: str = "any", superseded: dict[str, dict] | None = None, as_of: str = "",
+                    lookup=None) -> Verdict:
+    """Check `response` against the handed units and every token of the palace.
 
-    Grounded means: no token of a memory outside the context appears, no cited memory is in
-    `superseded` (id -> {superseded_by, valid_until}: not valid at the moment asked about), and at least
-    one (rule "any") or every (rule "all") handed memory that has a token is cited. Matching ignores case,
-    accents, punctuation, hyphens, whitespace, how a compound is spaced and plural endings.
+    `handed` holds one entry per unit: {id, verify} for a memory, {id, kind: "turn"|"note"|"section"} for the
+    others, each with its quotable "text" when quotes are to be checked. `lookup(id)` tells whether a unit
+    that was not handed exists (a [turn ID] citation of one is foreign). Grounded means: no token or
+    citation of a unit outside the context, no cited memory in `superseded` (id -> {superseded_by,
+    valid_until}: not valid at the moment asked about), every quote word for word in its unit, and at least
+    one (rule "any") or every (rule "all") handed memory that has a token cited (for "any", a turn, note or
+    section citation counts). Tokens match ignoring case, accents, punctuation, hyphens, whitespace, how a
+    compound is spaced and plural endings.
     """
     if rule not in RULES:
         raise UsageError(f"unknown rule {rule!r}; choose from {', '.join(RULES)}")
     handed_tokens: dict[str, str] = {}
     untokened: list[str] = []
     order: list[str] = []
+    units: dict[str, dict] = {}
     for entry in handed:
         memory_id, token = str(entry["id"]), str(entry.get("verify") or "")
         if memory_id in order:
             continue
         order.append(memory_id)
+        units[memory_id] = entry
         if words(token):
             handed_tokens[memory_id] = token
-        else:
+        elif entry.get("kind", "memory") == "memory":
             untokened.append(memory_id)
     others = {i: t for i, t in (all_tokens or {}).items() if i not in handed_tokens and i not in untokened and words(t)}
     verdict = Verdict(False, "", "", rule=rule, handed=order, untokened=untokened,
@@ -104,36 +124,85 @@ def verify_response(response: str, handed: list[dict], all_tokens: dict[str, str
         token = handed_tokens.get(memory_id) or others[memory_id]
         citation = Citation(memory_id, token, exact, (start, end))
         (verdict.cited if memory_id in handed_tokens else verdict.foreign).append(citation)
+    _unit_citations(verdict, response, units, seen, lookup)
     verdict.uncited = [i for i in order if i in handed_tokens and i not in seen]
     verdict.stale = [{"id": c.id, **(superseded or {})[c.id]} for c in verdict.cited if c.id in (superseded or {})]
     citations = [c for c in CITATION.findall(response)]
     verdict.partial = _partials(response, citations, {i: handed_tokens[i] for i in verdict.uncited})
     known = list(handed_tokens.values()) + [c.token for c in verdict.foreign]
     partial_tokens = [p["token"] for p in verdict.partial]
-    verdict.unknown_citations = [c for c in citations
-                                 if not any(_overlaps(c, t) for t in known + partial_tokens)]
+    verdict.unknown_citations += [c for c in citations if not any(_overlaps(c, t) for t in known + partial_tokens)]
+    verdict.quotes = check_quotes(response, units, handed_tokens)
 
-    _decide(verdict, response, handed_tokens)
+    _decide(verdict, response, handed_tokens, units)
     return verdict
 
 
-def _decide(verdict: Verdict, response: str, handed_tokens: dict[str, str]) -> None:
+def _unit_citations(verdict: Verdict, response: str, units: dict[str, dict], seen: set[str], lookup) -> None:
+    """[turn ID], [note ID], [section ID]: cited when the unit was handed, foreign when it exists but was not,
+    unknown otherwise."""
+    for match in UNIT_CITATION.finditer(response):
+        kind, unit_id = match.group(1).lower(), match.group(2)
+        if unit_id in units:
+            if unit_id not in seen:
+                seen.add(unit_id)
+                verdict.cited.append(Citation(unit_id, "", True, kind=kind))
+        elif lookup is not None and lookup(unit_id) is not None:
+            if all(c.id != unit_id for c in verdict.foreign):
+                verdict.foreign.append(Citation(unit_id, "", True, kind=kind))
+        else:
+            verdict.unknown_citations.append(f"{kind} {unit_id}")
+
+
+def check_quotes(response: str, units: dict[str, dict], handed_tokens: dict[str, str]) -> list[dict]:
+    """Every quote of the answer and whether its cited unit holds it word for word: text in double quotes before
+    a citation, or, before a [turn|note|section ...] citation without quotes, the text since the previous
+    citation on its line. Quotes of a unit whose text is not known are not checked (and not listed)."""
+    marks = sorted([(m.start(), m.end(), "token", m.group(1)) for m in CITATION.finditer(response)]
+                   + [(m.start(), m.end(), m.group(1).lower(), m.group(2)) for m in UNIT_CITATION.finditer(response)])
+    out: list[dict] = []
+    previous = 0
+    for start, end, kind, name in marks:
+        span = response[previous:start]
+        span = span[span.rfind("\n") + 1:]
+        previous = end
+        unit_id = name if kind != "token" else next(
+            (i for i, _, _, _ in find_phrases(name, handed_tokens)), None)
+        entry = units.get(unit_id) if unit_id else None
+        if entry is None or entry.get("text") is None:
+            continue
+        quotes = [a or b for a, b in QUOTE.findall(span)]
+        if not quotes and kind != "token":
+            quotes = [span.strip(" \t-*:>\u2013\u2014")]
+        for quote in (q.strip() for q in quotes):
+            if words(quote):
+                out.append({"id": unit_id, "kind": entry.get("kind", "memory"), "quote": quote,
+                            "found": contains_phrase(entry["text"], quote)})
+    return out
+
+
+def _decide(verdict: Verdict, response: str, handed_tokens: dict[str, str], units: dict[str, dict]) -> None:
+    misquoted = [q for q in verdict.quotes if not q["found"]]
     if not normalize(response):
         verdict.status, verdict.reason = "empty", "the answer is empty"
     elif verdict.foreign:
         names = ", ".join(c.id for c in verdict.foreign)
         verdict.status = "foreign"
-        verdict.reason = f"the answer cites the token of {names}, which was not in its context"
+        verdict.reason = f"the answer cites {names}, which was not in its context"
     elif verdict.stale:
         verdict.status = "stale"
         when = f"on {verdict.as_of}" if verdict.as_of else "now"
         verdict.reason = "the answer cites " + "; ".join(_stale_reason(s, when) for s in verdict.stale)
-    elif not handed_tokens:
+    elif misquoted:
+        verdict.status = "misquoted"
+        verdict.reason = "; ".join(f"\u201c{q['quote']}\u201d is not in {q['id']}" for q in misquoted)
+    elif not handed_tokens and not any(c.kind != "memory" for c in verdict.cited) and \
+            not any(e.get("kind", "memory") != "memory" for e in units.values()):
         verdict.status = "unverifiable"
         verdict.reason = "no memory in the context has a verify token, so nothing can be checked"
     elif not verdict.cited:
         verdict.status = "uncited"
-        verdict.reason = "the answer cites no verify token of its context"
+        verdict.reason = "the answer cites nothing of its context (no verify token, no [turn ID])"
         if verdict.partial:
             verdict.reason += f" (part of {', '.join(p['id'] for p in verdict.partial)}'s token appears)"
     elif verdict.rule == "all" and verdict.uncited:
@@ -202,7 +271,8 @@ def _partials(response: str, citations: list[str], uncited: dict[str, str]) -> l
 
 
 def parse_context(text: str, source: str = "context") -> list[dict]:
-    """The handed memories ({id, subject, verify}) from `recall --format json` output, or a JSON list."""
+    """The handed units from `recall --format json` output (its memories, {id, subject, verify}, then its turns,
+    {id, kind: "turn"}), or a JSON list of memories."""
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as exc:  # RecursionError: nested thousands of levels deep
@@ -216,4 +286,9 @@ def parse_context(text: str, source: str = "context") -> list[dict]:
             raise PalaceError(f"{source}: memories[{position}] has no id")
         handed.append({"id": str(entry["id"]), "subject": str(entry.get("subject", "")),
                        "verify": str(entry.get("verify") or "")})
+    turns = data.get("turns") if isinstance(data, dict) else None
+    for position, turn in enumerate(turns if isinstance(turns, list) else []):
+        if not isinstance(turn, str) or not turn.strip():
+            raise PalaceError(f"{source}: turns[{position}] is not a turn id")
+        handed.append({"id": turn, "kind": "turn"})
     return handed

@@ -128,6 +128,8 @@ class Run:
     latencies_ms: list[float] = field(default_factory=list)
     confidence: list[float] = field(default_factory=list)
     adversarial_confidence: list[float] = field(default_factory=list)
+    irrelevant: list[float] = field(default_factory=list)   # memories, and turns of another conversation, handed
+    handed_units: list[float] = field(default_factory=list)
 
 
 def question_metrics(ranked: list[str], handed: list[str], evidence: list[str]) -> dict[str, float]:
@@ -167,6 +169,7 @@ def run_locomo_bench(palace: Palace, path: Path, modes=MODES, scopes=("palace", 
     asked = questions.answerable[:limit] if limit else questions.answerable
     adversarial = questions.adversarial[:limit] if limit else questions.adversarial
     own = _own_sessions(palace)
+    conversation_of = {session: conversation for conversation, sessions in own.items() for session in sessions}
     for question in asked[:WARM_UP]:  # load readers, catalogs and models: latency is warm
         recall(palace, question.text, do_refresh=False)
     runs = {(scope, mode): Run() for scope in scopes for mode in modes}
@@ -184,6 +187,10 @@ def run_locomo_bench(palace: Palace, path: Path, modes=MODES, scopes=("palace", 
                 if is_adversarial:
                     run.adversarial_confidence.append(confidence)
                     continue
+                run.irrelevant.append(float(sum(
+                    "/" not in key or conversation_of.get(key.split("/", 1)[0]) != question.conversation
+                    for key in handed)))
+                run.handed_units.append(float(len(handed)))
                 run.metrics.append(question_metrics(ranked, handed, question.evidence))
                 run.categories.append(question.category)
                 run.context_tokens.append(tokens)
@@ -226,6 +233,9 @@ def summarise(run: Run) -> dict:
     """Means with CIs, context tokens, latency percentiles, per category, and abstention on adversarial questions."""
     out, ci = _means(run.metrics)
     out["context_tokens"] = round(statistics.fmean(run.context_tokens), 1) if run.context_tokens else 0.0
+    out["handed_units"] = round(statistics.fmean(run.handed_units), 2) if run.handed_units else 0.0
+    out["irrelevant_handed"] = round(statistics.fmean(run.irrelevant), 4) if run.irrelevant else 0.0
+    ci["irrelevant_handed"] = bootstrap_ci(run.irrelevant)
     lat = sorted(run.latencies_ms)
     out["p50_ms"] = round(float(np.percentile(lat, 50)), 2) if lat else 0.0
     out["p95_ms"] = round(float(np.percentile(lat, 95)), 2) if lat else 0.0
@@ -253,7 +263,7 @@ def markdown(summary: dict) -> str:
         if not block:
             continue
         columns = [f"recall@{k}" for k in CUTOFFS] + ["session_recall@10", "context_recall", "context_tokens",
-                                                      "p50_ms", "p95_ms"]
+                                                      "irrelevant_handed", "p50_ms", "p95_ms"]
         lines += ["", f"{title}:", "", "| mode | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
         for mode, row in block.items():
             cells = []

@@ -15,7 +15,7 @@ import numpy as np
 
 from palace_cli.errors import PalaceError
 from palace_cli.palace import Palace
-from palace_cli.search.profiles import PROFILES
+from palace_cli.search.profiles import BYTES_PER_TOKEN, PROFILES
 from palace_cli.search.retrieve import hit_confidence, recall, search, trim_hits
 from palace_cli.search.context import build_context
 from palace_cli.core.dates import parse_moment
@@ -123,6 +123,9 @@ class ModeRun:
     kinds: list[str] = field(default_factory=list)            # the kind of each answerable query, aligned
     context_bytes: list[int] = field(default_factory=list)
     context_hit: list[float] = field(default_factory=list)
+    irrelevant: list[float] = field(default_factory=list)     # units of another kind than asked about, handed
+    absent_units: list[float] = field(default_factory=list)   # units handed for questions the palace cannot answer
+    absent_turns: list[float] = field(default_factory=list)   # the turns among them
     latencies_ms: list[float] = field(default_factory=list)
     fallbacks: int = 0
     section_hit: list[float] = field(default_factory=list)    # questions with a `section`: handed as that section
@@ -136,22 +139,28 @@ class ModeRun:
 
 
 def _run_query(palace: Palace, mode: str, query: Query, profile: str, include_superseded: bool = False):
-    """(ranked ids, handed-over hits, context bytes, fallback, routed domains, confidence) for one query."""
+    """(ranked ids, handed-over units, context bytes, fallback, routed domains, confidence) for one query. 2hop is
+    `palace recall` as an agent calls it (the relevance rule, the caps, the budget); the flat modes hand the
+    first k of their ranking, trimmed as the profile trims. A section's id is its note's."""
     spec = PROFILES[profile]
     when = dict(as_of=query.as_of or None, include_superseded=include_superseded)
     if mode == "2hop":
-        result = recall(palace, query.query, k=10, profile=profile, do_refresh=False, trim=False, **when)
-        handed = trim_hits(result.hits[: spec.k]) if spec.trim else result.hits[: spec.k]
-        context = build_context(handed, spec, spec.budget)
-        return ([h.memory_id for h in result.hits], handed, len(context.encode("utf-8")), result.fallback,
+        result = recall(palace, query.query, profile=profile, do_refresh=False, depth=10, **when)
+        return (_unit_ids(result.ranked), result.handed, result.context_bytes, result.fallback,
                 {r.domain for r in result.route}, result.confidence)
     if mode == WHOLE:
         return _whole_notes(palace, query, spec)
     result = search(palace, query.query, mode=mode, k=10, do_refresh=False, **when)
-    top = result.hits[: spec.k]  # search() already loaded the hits' memories
+    top = result.ranked[: spec.k]  # search() already loaded these hits' memories
+    top = trim_hits(top) if spec.trim else top
     context = build_context(top, spec, spec.budget)
-    return ([h.memory_id for h in result.hits], top, len(context.encode("utf-8")), False, None,
-            hit_confidence(result.hits))
+    return (_unit_ids(result.ranked), top, len(context.encode("utf-8")), False, None,
+            hit_confidence(result.ranked))
+
+
+def _unit_ids(hits) -> list[str]:
+    """The ids a question's expected answers name: a memory's, a section's note's, a turn's."""
+    return [h.memory_id or h.id for h in hits]
 
 
 def _whole_notes(palace: Palace, query: Query, spec):
@@ -250,7 +259,7 @@ def _record(palace: Palace, run: ModeRun, q: Query, versions, changed: bool, sec
     """Add one query's outcome (ranked ids, handed hits, context bytes, fallback, routed domains, confidence) to
     its mode's run."""
     ranked, handed_hits, context_bytes, fallback, routed, confidence = outcome
-    handed = [h.memory_id for h in handed_hits]
+    handed = _unit_ids(handed_hits)
     if q.section and q.expected:  # the section, or the whole note when it is too short to be cut
         run.section_hit.append(float(any(h.memory_id == q.expected[0] and (
             _section_hit(h, q.section) or (h.kind == "memory" and h.id not in sectioned)) for h in handed_hits)))
@@ -264,7 +273,11 @@ def _record(palace: Palace, run: ModeRun, q: Query, versions, changed: bool, sec
         (run.as_of_at_1 if q.as_of else run.current_at_1).append(float(bool(ranked) and ranked[0] in q.expected))
     if not q.expected:
         run.absent_confidence.append(confidence)
+        run.absent_units.append(float(len(handed_hits)))
+        run.absent_turns.append(float(sum(h.kind == "turn" for h in handed_hits)))
         return
+    # a question about memories (or sections) is not answered by a conversation turn
+    run.irrelevant.append(float(sum(h.kind == "turn" for h in handed_hits)))
     run.present_confidence.append(confidence)
     run.latencies_ms.append(elapsed)
     run.metrics.append(query_metrics(ranked, q.expected))
@@ -313,6 +326,12 @@ def summarise(run: ModeRun) -> dict:
     out["context_bytes"] = round(statistics.fmean(run.context_bytes), 1) if run.context_bytes else 0.0
     out["context_recall"] = round(statistics.fmean(run.context_hit), 4) if run.context_hit else 0.0
     ci["context_recall"] = bootstrap_ci(run.context_hit)
+    out["context_tokens"] = round(statistics.fmean(run.context_bytes) / BYTES_PER_TOKEN, 1) if run.context_bytes else 0.0
+    out["irrelevant_handed"] = round(statistics.fmean(run.irrelevant), 4) if run.irrelevant else 0.0
+    ci["irrelevant_handed"] = bootstrap_ci(run.irrelevant)
+    if run.absent_units:
+        out["absent_units_handed"] = round(statistics.fmean(run.absent_units), 4)
+        out["absent_turns_handed"] = round(statistics.fmean(run.absent_turns), 4)
     if run.section_hit:
         out["section_recall"] = round(statistics.fmean(run.section_hit), 4)
         out["section_queries"] = len(run.section_hit)
@@ -349,7 +368,7 @@ def _auc(positives: list[float], negatives: list[float]) -> float:
 def markdown_table(summary: dict) -> str:
     """The summary as a Markdown table, one row per mode."""
     columns = ["recall@1", "recall@3", "recall@5", "recall@10", "mrr", "ndcg@10", "context_recall",
-               "context_bytes", "p50_ms", "p95_ms"]
+               "context_tokens", "irrelevant_handed", "p50_ms", "p95_ms"]
     lines = [f"dataset: {summary['dataset']}, {summary['queries']} queries"
              + (f" (+{summary['absent_queries']} absent)" if summary.get("absent_queries") else "")
              + f", profile {summary['profile']}, dense {summary['dense']}", "",

@@ -189,23 +189,22 @@ def bench_retrieval(obj, queries_file, corpus_dir, beir_dir, locomo_file, scopes
 
 @click.command(name="ask")
 @click.option("--set", "sets", nargs=3, multiple=True, metavar="PALACE QUERIES ANSWERS",
-              help="A palace, its questions (JSON lines) and its answer phrases (JSON lines, or - for none); "
-                   "repeat for each palace to pool. Default: this palace, its queries.jsonl, no answers.")
-@click.option("--answer", "generate", type=click.Choice(["auto", "always", "never"]), default=None,
-              help="Also run `ask --generate` so on every question and count grounded, extractive and abstained "
-                   "answers (always: the configured model answers every question; slow).")
-@click.option("--no-cache", is_flag=True, help="With --answer: ask the model again instead of reusing cached answers.")
+              help="A palace, its questions (JSON lines; FILE#corpus keeps the lines of one `corpus`, as in "
+                   "near-miss.queries.jsonl) and its answer phrases (JSON lines, or - for none); repeat to pool.")
+@click.option("--locomo", "locomo", nargs=2, multiple=True, metavar="PALACE FILE",
+              help="A palace holding a LoCoMo file's conversations, and the file: category 5 counts as absent.")
+@click.option("--limit", type=int, default=None, help="Only the first N LoCoMo questions (a smoke run).")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @click.pass_obj
-def bench_ask(obj, sets, generate, no_cache, as_json):
-    """When ask abstains (rules cross-validated over every set's questions pooled) and whether its extractive
-    answers quote the labelled answer phrases.
+def bench_ask(obj, sets, locomo, limit, as_json):
+    """When ask answers and when it abstains, per corpus: abstention precision and recall, wrong citations,
+    answered with a right citation, quotes holding the answer; every rule fitted with each corpus left out.
 
     Example:
 
     \b
     palace bench ask --set example-palace example-palace/queries.jsonl benchmarks/example-palace.answers.jsonl
-                     --set /tmp/skill benchmarks/memory-palace-skill.queries.jsonl -
+                     --set example-palace benchmarks/near-miss.queries.jsonl#example-palace -
     """
     from pathlib import Path
 
@@ -213,17 +212,20 @@ def bench_ask(obj, sets, generate, no_cache, as_json):
     from palace_cli.bench.ask import markdown_report, run_ask_bench
 
     chosen = [(Path(root), Path(queries), None if answers == "-" else Path(answers)) for root, queries, answers in sets]
-    if not chosen:
+    if not chosen and not locomo:
         chosen = [(obj.palace.root, obj.palace.root / "queries.jsonl", None)]
     for root, queries, answers in chosen:
-        for path in (queries, answers):
+        for path in (Path(str(queries).partition("#")[0]), answers):
             if path is not None and not path.is_file():
                 raise click.UsageError(f"no such file: {path}")
+    for root, path in [(Path(r), Path(f)) for r, f in locomo] + [(r, None) for r, _, _ in chosen]:
         if not (root / "palace.toml").is_file():
             raise click.UsageError(f"{root} is not a palace (no palace.toml)")
+        if path is not None and not path.is_file():
+            raise click.UsageError(f"no such file: {path}")
     with render.err.status("asking") as status:
-        summary = run_ask_bench(chosen, progress=lambda name, i, n: status.update(f"{name} {i}/{n}"),
-                                generate=generate, use_cache=not no_cache)
+        summary = run_ask_bench(chosen, [(Path(r), Path(f)) for r, f in locomo], limit=limit,
+                                progress=lambda name, i, n: status.update(f"{name} {i}/{n}"))
     if as_json:
         render.emit_json(summary)
     else:

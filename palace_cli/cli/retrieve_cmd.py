@@ -38,16 +38,16 @@ def _dense_notice(result) -> None:
 
 
 def _print_hits(hits, as_of: str = "") -> None:
-    """Two lines a hit: rank, subject, id, domain and score; then path:line (clickable in terminals), and
-    what the memory replaced or was replaced by."""
+    """Two lines a hit: rank, subject, id, domain and how relevant it is (words and meaning, docs/retrieval.md);
+    then path:line (clickable in terminals), and what the memory replaced or was replaced by."""
     from rich.markup import escape
 
-    if not hits:
-        render.out.print("(no memory matches)")
+    from palace_cli.search.relevance import describe
+
     for rank, hit in enumerate(hits, 1):
         where = f"{hit.time.replace('T', ' ') or 'no date'}" if hit.kind == "turn" else hit.domain
         render.out.print(f"{rank:>2}. [bold]{escape(hit.subject)}[/bold]  {escape(hit.id)} · {escape(where)} · "
-                         f"{hit.score:.3f}", markup=True)
+                         f"{describe(hit)}", markup=True)
         render.out.print(f"    {hit.path}:{hit.line}", markup=False)
         if hit.superseded_by:
             state = "" if hit.valid else f"not valid {'on ' + as_of if as_of else 'now'}; "
@@ -93,15 +93,21 @@ def search(ctx, query, mode, k, domain, as_of, include_superseded, kind, since, 
                         include_superseded=include_superseded, kind=kind, since=since, until=until)
     if as_json:
         render.emit_json(result.as_dict())
+    elif not result.hits:
+        render.out.print(f"no results: {result.why}", markup=False)
     else:
         render.out.print(f"{result.mode} search" + (f" as of {result.as_of}" if result.as_of else ""), markup=False)
         _print_hits(result.hits, result.as_of)
     _dense_notice(result)
+    if not result.hits:
+        click.get_current_context().exit(1)
 
 
 @click.command()
 @click.argument("query")
-@click.option("-k", type=int, default=None, help="Memories to hand over (default: the profile's).")
+@click.option("-k", type=click.IntRange(min=1), default=None, help="Memories to hand over, at most (default: the profile's).")
+@click.option("--turns", type=click.IntRange(min=0), default=None,
+              help="Conversation turns to hand over, at most (default: the profile's, 10).")
 @click.option("--domain", "-d", default=None, help="Skip routing: rank inside this domain.")
 @click.option("--budget", type=Budget(), default=None,
               help="Context budget in tokens, about 4 bytes each (default: the profile's); `4000B` is bytes.")
@@ -113,25 +119,30 @@ def search(ctx, query, mode, k, domain, as_of, include_superseded, kind, since, 
 @filters
 @click.option("--json", "as_json", is_flag=True, help="JSON output (the same as --format json).")
 @pass_ctx
-def recall(ctx, query, k, domain, budget, profile, fmt, as_of, include_superseded, kind, since, until, as_json):
-    """Rank every memory and conversation turn (BM25 and embeddings fused), hand over the smallest context, and
-    name the domains it came from.
+def recall(ctx, query, k, turns, domain, budget, profile, fmt, as_of, include_superseded, kind, since, until,
+           as_json):
+    """Rank every memory and conversation turn (BM25 and embeddings fused), hand over the smallest context that
+    is relevant (at most -k memories and --turns turns), and name the domains it came from.
 
     Only memories valid now are handed over (--as-of DATE: valid then). Example:
     palace recall "why do retries need jitter?" --format prompt
     """
-    result = run_recall(ctx.palace, query, k=k, domain=domain, budget=budget, profile=profile, as_of=as_of,
-                        include_superseded=include_superseded, kind=kind, since=since, until=until)
+    result = run_recall(ctx.palace, query, k=k, turns=turns, domain=domain, budget=budget, profile=profile,
+                        as_of=as_of, include_superseded=include_superseded, kind=kind, since=since, until=until)
     if fmt == "json" or as_json:
         render.emit_json(result.as_dict())
     elif fmt == "prompt":
-        click.echo(result.context or "(no memory in this palace matches the question)")
+        click.echo(result.context or f"(nothing in this palace is relevant: {result.why or 'nothing fits the budget'})")
+    elif not result.relevant:
+        render.out.print(f"nothing relevant: {result.why}", markup=False)
     else:
         route = ", ".join(f"{r.domain} ({r.confidence:.2f})" for r in result.route) or "(none)"
         when = f"; as of {result.as_of}" if result.as_of else ""
         render.out.print(f"route: {route}; hops: {result.hops}; {result.reason}{when}")
         _print_hits(result.hits, result.as_of)
+        left = len(result.omitted)
         render.out.print(f"context: {plural(tokens_of(result.context), 'token')} ({result.profile} profile); "
+                         f"{left} ranked {'unit' if left == 1 else 'units'} left out (--json says why); "
                          f"confidence {result.confidence:.2f}; {result.elapsed_ms:.0f} ms")
     _dense_notice(result)
 

@@ -24,6 +24,10 @@ def _read(source: str, what: str) -> str:
         raise UsageError(f"cannot read {what} {source}: {exc.strerror}") from None
 
 
+def _short(text: str, limit: int = 70) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
 def _show_verdict(verdict: Verdict) -> None:
     say = render.out.print
     if verdict.grounded:
@@ -31,11 +35,13 @@ def _show_verdict(verdict: Verdict) -> None:
     else:
         say(f"[red]hallucination suspected[/red] ({verdict.status}): {escape(verdict.reason)}")
     for c in verdict.cited:
-        say(escape(f"  cited      {c.id}  \"{c.token}\"" + ("" if c.exact else "  (variant spelling)")))
+        said = f"[{c.kind} {c.id}]" if c.kind != "memory" else f"{c.id}  \"{c.token}\""
+        say(escape(f"  cited      {said}" + ("" if c.exact else "  (variant spelling)")))
     if verdict.uncited:
         say(escape(f"  not cited  {', '.join(verdict.uncited)}"))
     for c in verdict.foreign:
-        say("  [red]foreign[/red]    " + escape(f"{c.id}  \"{c.token}\" (not in the context)"))
+        said = f"[{c.kind} {c.id}]" if c.kind != "memory" else f"{c.id}  \"{c.token}\""
+        say("  [red]foreign[/red]    " + escape(f"{said} (not in the context)"))
     for s in verdict.stale:
         if s.get("status") == "future":
             why = f"not yet valid: from {s['valid_from']}"
@@ -45,8 +51,15 @@ def _show_verdict(verdict: Verdict) -> None:
         say("  [red]stale[/red]      " + escape(f"{s['id']}  ({why})"))
     for p in verdict.partial:
         say(escape(f"  partial    {p['id']}: {p['words_matched']} of {p['of']} words of its token"))
+    for quote in verdict.quotes:
+        mark = "quoted   " if quote["found"] else "[red]misquoted[/red]"
+        say(f"  {mark}  " + escape(f"{quote['id']}  \u201c{_short(quote['quote'])}\u201d"
+                                    + ("" if quote["found"] else " is not in it word for word")))
     for text in verdict.unknown_citations:
-        say(escape(f"  unknown    [verify: {text}] matches no memory's token"))
+        if text.split(" ", 1)[0] in ("turn", "note", "section"):
+            say(escape(f"  unknown    [{text}] names no unit of this palace"))
+        else:
+            say(escape(f"  unknown    [verify: {text}] matches no memory's token"))
     if verdict.untokened:
         say(escape(f"  no token   {', '.join(verdict.untokened)} (cannot be checked)"))
     if not verdict.foreign_checked:
@@ -56,7 +69,7 @@ def _show_verdict(verdict: Verdict) -> None:
 @click.command()
 @click.option("--response", "response_file", required=True, metavar="FILE|-", help="The answer to check ('-' for stdin).")
 @click.option("--memory", "-m", "memory_refs", multiple=True, metavar="ID",
-              help="A memory that was handed to the model (repeat for several).")
+              help="A memory, or a conversation turn (session/turn), that was handed to the model (repeat for several).")
 @click.option("--context", "context_file", metavar="FILE",
               help="The context that was handed over: the JSON of `palace recall --format json`.")
 @click.option("--rule", type=click.Choice(RULES), default="any", show_default=True,
@@ -66,10 +79,11 @@ def _show_verdict(verdict: Verdict) -> None:
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @pass_ctx
 def verify(ctx, response_file, memory_refs, context_file, rule, as_of, as_json):
-    """Check that an answer cites the verify tokens of the memories it was given, and no others.
+    """Check that an answer cites the verify tokens of the memories (and the [turn ID]s of the turns) it was given,
+    and no others, and that every quote is word for word in what it cites.
 
     A cited memory that another has superseded is stale. Exit 0 when grounded, 1 when a hallucination
-    is suspected or a citation is stale. Example:
+    is suspected, a quote is not in its source or a citation is stale. Example:
     palace recall "why jitter?" --format json > ctx.json; palace verify --response answer.txt --context ctx.json
     """
     if bool(memory_refs) == bool(context_file):
@@ -115,10 +129,11 @@ def verify(ctx, response_file, memory_refs, context_file, rule, as_of, as_json):
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @pass_ctx
 def ask(ctx, question, k, profile, threshold, generate, max_tokens, rule, no_cache, as_json):
-    """Answer a question from the palace: retrieve, then answer with cited sentences; abstain when it cannot.
+    """Answer a question from the palace (notes and conversations) with quoted, cited evidence; abstain when the
+    evidence does not hold the question's names and numbers or does not stand out.
 
-    The answer is the generator's when it cites what it was given, else the notes' own sentences
-    (extractive), each followed by its memory's verify token. Exit 0 for a grounded answer, 1 when it
+    The answer is the generator's when it cites what it was given, else sentences quoted word for word,
+    each followed by its memory's verify token or its turn's [turn ID]. Exit 0 for an answer, 1 when it
     abstains or the answer fails verification. Example: palace ask "why do retries need jitter?"
     """
     from palace_cli.answers.ask import MAX_TOKENS, ask as run_ask
@@ -135,12 +150,12 @@ def ask(ctx, question, k, profile, threshold, generate, max_tokens, rule, no_cac
         render.out.print(f"to add one: {answer.suggestion}", markup=False)
     else:
         if answer.mode == "extractive":
-            render.out.print("[bold]extractive answer[/bold] (sentences quoted from the notes)", markup=True)
+            render.out.print("[bold]extractive answer[/bold] (sentences quoted word for word)", markup=True)
         render.out.print(answer.text, markup=False)
         render.out.print()
         _show_verdict(answer.verdict)
-        used = [f"{m['id']}" + (" (cited)" if m["cited"] else "") for m in answer.memories]
-        render.out.print(f"memories: {', '.join(used)}", markup=False)
+        used = [f"{m['id']}" + (" (cited)" if m["cited"] else "") for m in answer.memories + answer.turns]
+        render.out.print(f"handed: {', '.join(used) or 'none'}", markup=False)
         if answer.sentences:
             render.out.print("from: " + ", ".join(dict.fromkeys(f"{s['path']}:{s['line']}" for s in answer.sentences)),
                              markup=False)

@@ -22,9 +22,19 @@ STOPWORDS = frozenset(
     "will with you your yours i me my we us not no so if than too very can just over under up down out "
     "off all any each both few more most other some such only own same again once here how".split()
 )
+# Words a question is phrased with that say nothing about what it asks (beyond STOPWORDS).
+QUESTION_WORDS = frozenset("do does did doing done should would could shall may might must need get make use "
+                           "using used work works explain tell difference between".split())
 WORD = re.compile(r"[^\W_]+")
 PUNCTUATION = re.compile(r"[^\w\s]|_")
 SHORT_TEXT = 200  # names, subjects, aliases, tokens: normalised again and again by long-lived processes
+
+
+def question_terms(analyze, question: str) -> list[str]:
+    """The terms of a question that say what it asks, in order, once each: `analyze` gives (term, word as
+    written) pairs (an index's analyzer); stopwords and question words are left out."""
+    return list(dict.fromkeys(term for term, word in analyze(question)
+                              if word.lower() not in STOPWORDS and word.lower() not in QUESTION_WORDS))
 
 
 def normalize(text: str) -> str:

@@ -370,6 +370,17 @@ class TextIndex:
             frequencies = {term: max(stats.doc_frequency(name, term) for name in WORD_FIELDS) for term in set(terms)}
             return stats.doc_count, frequencies
 
+    def holding_every(self, terms: list[str], ids: Iterable[str]) -> set[str]:
+        """The ids among `ids` whose units hold every one of `terms` (analysed terms) in a word field."""
+        ids = sorted(set(ids))
+        if not terms or not ids:
+            return set()
+        query = And([Or([Term(field, term) for field in WORD_FIELDS]) for term in dict.fromkeys(terms)])
+        with self._lock:
+            searcher = self._searcher()
+            docs = searcher.docs_for_query(And([query, Or([Term("id", i) for i in ids])]))
+            return {searcher.stored_fields(docnum)["id"] for docnum in docs}
+
     def _searcher(self):
         """The kept searcher (its weighting holds the live statistics), reopened when a commit landed since."""
         ix = self.open(create=False)

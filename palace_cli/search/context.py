@@ -26,11 +26,12 @@ def _version_line(hit: Hit) -> str:
 MEMORY_HEADER = ("Answer from these memories only. Each memory has a verify token: when you use a memory, "
                  "quote its token exactly, like [verify: the token]. If they do not answer the question, say so.\n")
 TURN_HEADER = ("Answer from these conversation turns only; each session shows its date (and each turn its time "
-               "when known), so say when things were said. Turns carry no verify token. If they do not answer "
-               "the question, say so.\n")
+               "when known), so say when things were said. When you use a turn, quote its words in double quotes "
+               "and cite it as it is marked, like [turn ID]. If they do not answer the question, say so.\n")
 BOTH_HEADER = ("Answer from these memories and conversation turns only. Each memory has a verify token: when you "
-               "use a memory, quote its token exactly, like [verify: the token]. Turns carry no token; each "
-               "session shows its date. If they do not answer the question, say so.\n")
+               "use a memory, quote its token exactly, like [verify: the token]. When you use a turn, quote its "
+               "words in double quotes and cite it as it is marked, like [turn ID]; each session shows its date. "
+               "If they do not answer the question, say so.\n")
 
 
 def assemble_context(hits: list[Hit], spec: Profile, budget: int | None, as_of: str = "") -> tuple[str, list[Hit]]:
@@ -117,7 +118,7 @@ def _turn_block(hit: Hit, handed: list[Hit]) -> str:
         title = f"{turn.title} " if turn.title else ""
         lines.append(f"## Conversation {title}({turn.session}), {_when(turn.started) or 'date unknown'}, {hit.path}")
     own = f", {_when(turn.time)}" if turn.time and turn.time != turn.started else ""
-    lines.append(f"[{turn.turn}, line {hit.line}{own}] {turn.speaker}: {turn.text}")
+    lines.append(f"[turn {hit.id}] (line {hit.line}{own}) {turn.speaker}: {turn.text}")
     return "\n".join(lines) + "\n"
 
 

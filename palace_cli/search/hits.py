@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from palace_cli.core.notes import Memory
 from palace_cli.index.sections import section_title
 from palace_cli.search.profiles import tokens_of
+from palace_cli.search.relevance import Omitted
 from palace_cli.search.sessions import ROUTE_SHOWN, SessionRoute
 
 
@@ -49,6 +50,9 @@ class Hit:
     kind: str = "memory"
     time: str = ""
     turn: Turn | None = None
+    words: float | None = None    # the share of the question's words it holds (search/relevance.py)
+    meaning: float | None = None  # its cosine to the question, when an embedder is installed
+    every_word: bool = False      # it holds every word of the question (search/relevance.py)
     note: str = ""                                           # a section's note id
     heading: tuple[str, ...] = ()                            # a section's heading path
 
@@ -62,10 +66,14 @@ class Hit:
         return f"{self.path}:{self.line}"
 
     def as_dict(self) -> dict:
-        """The JSON contract: kind, id, subject, domain, path, line, time, score, parts (and version links when
-        there are any); for a turn also session, turn, speaker, text."""
+        """The JSON contract: kind, id, subject, domain, path, line, time, score (the ranking's own, whose order
+        alone means something), relevance (words and meaning, which read the same in every list), parts (and
+        version links when there are any); for a turn also session, turn, speaker, text."""
         data = {"kind": self.kind, "id": self.id, "subject": self.subject, "domain": self.domain, "path": self.path,
                 "line": self.line, "time": self.time or None, "score": round(self.score, 6),
+                "relevance": {"words": None if self.words is None else round(self.words, 4),
+                              "meaning": None if self.meaning is None else round(self.meaning, 4),
+                              "every_word": self.every_word},
                 "parts": {k: round(v, 6) for k, v in self.parts.items()}}
         if self.turn is not None:
             data.update(session=self.turn.session, turn=self.turn.turn, speaker=self.turn.speaker, text=self.turn.text)
@@ -106,9 +114,13 @@ class SearchResult:
     as_of: str = ""               # the moment asked about ("" = now)
     include_superseded: bool = False
     left_out: int = 0             # memories not valid at that moment, left out of the ranking
+    relevant: bool = True         # False: no unit is about the query (search/relevance.py); `why` says so
+    why: str = ""
+    ranked: list[Hit] = field(default_factory=list)  # the ranking before relevance and caps (benchmarks, tests)
 
     def as_dict(self) -> dict:
         return {"query": self.query, "mode": self.mode, "hits": [h.as_dict() for h in self.hits],
+                "relevant": self.relevant, "why": self.why or None,
                 "dense": self.dense, "elapsed_ms": round(self.elapsed_ms, 2), "as_of": self.as_of or None,
                 "include_superseded": self.include_superseded, "left_out": self.left_out}
 
@@ -127,8 +139,9 @@ class Recall(SearchResult):
     confidence: float = 0.0
     linked: list[Hit] = field(default_factory=list)
     handed: list[Hit] = field(default_factory=list)  # the hits whose memory (turn) is in the context
-    ranked: list[Hit] = field(default_factory=list)  # hop 2's ranking before picking and trimming (to `depth`)
     sessions: list[SessionRoute] = field(default_factory=list)  # hop 1 for turns: sessions, best first
+    omitted: list[Omitted] = field(default_factory=list)  # ranked units not handed over, and why
+    caps: dict[str, int] = field(default_factory=dict)    # memory: -k, turn: --turns
 
     def as_dict(self) -> dict:
         data = super().as_dict()
@@ -139,6 +152,7 @@ class Recall(SearchResult):
             "confidence": round(self.confidence, 4),
             "memories": [context_entry(h.memory) for h in self.handed if h.memory],
             "turns": [h.id for h in self.handed if h.turn is not None],
+            "caps": self.caps, "omitted": [o.as_dict() for o in self.omitted],
         })
         if self.sessions:
             data["sessions"] = [r.as_dict() for r in self.sessions[:ROUTE_SHOWN]]

@@ -13,7 +13,7 @@ from collections import defaultdict
 from datetime import datetime
 
 from palace_cli.core.dates import format_moment, parse_moment
-from palace_cli.core.text import one_line
+from palace_cli.core.text import one_line, question_terms
 from palace_cli.errors import UsageError
 from palace_cli.index.catalog import Catalog
 from palace_cli.index.scope import Scope, make_scope
@@ -21,6 +21,7 @@ from palace_cli.palace import Palace
 from palace_cli.search.context import assemble_context
 from palace_cli.search.hits import DomainRoute, Hit, Recall, SearchResult, Turn, attach_section, one_per_note
 from palace_cli.search.profiles import BYTES_PER_TOKEN, PROFILES, Profile
+from palace_cli.search.relevance import Omitted, about, ceiling, judge, measure, why_not_about
 from palace_cli.search.sessions import reorder, route_sessions
 
 MODES = ("lexical", "dense", "hybrid")
@@ -65,6 +66,29 @@ def _dense(palace: Palace, catalog: Catalog, query: str, limit: int, scope: Scop
     top = np.argpartition(-scores, limit - 1)[:limit]
     top = top[np.argsort(-scores[top], kind="stable")]
     return [(catalog.ids[i], float(scores[i])) for i in top if np.isfinite(scores[i])]
+
+
+def _holding(palace: Palace, query: str):
+    """A function: unit ids -> those whose units hold every word the query asks about (question_terms)."""
+    text = palace.index.text
+    terms = question_terms(text.words, query)
+    return lambda ids: text.holding_every(terms, ids)
+
+
+def _cosines(palace: Palace, catalog: Catalog, query: str):
+    """A function: unit ids -> their cosine to the query (None without an embedder or vectors)."""
+    if catalog.matrix is None or palace.index.query_vector(query) is None:
+        return None
+
+    def cosines(ids: list[str]) -> dict[str, float]:
+        vector = palace.index.query_vector(query)
+        rows = [(i, catalog.row_of[i]) for i in ids if i in catalog.row_of]
+        if not rows:
+            return {}
+        values = catalog.matrix[[row for _, row in rows]] @ vector
+        return {i: float(v) for (i, _), v in zip(rows, values)}
+
+    return cosines
 
 
 def fuse_rrf(rankings: dict[str, list[tuple[str, float]]], k: int = RRF_K,
@@ -194,7 +218,8 @@ def search(palace: Palace, query: str, mode: str = "hybrid", k: int = 10, domain
            do_refresh: bool = True, as_of=None, include_superseded: bool = False, kind: str | None = None,
            since: str | None = None, until: str | None = None, sessions=None) -> SearchResult:
     """Flat search over every memory valid now (or `as_of` a date; or all of them) and every turn, within the
-    scope (kind, time window, one domain), in the given mode."""
+    scope (kind, time window, one domain), in the given mode: the best k units that are about the query
+    (search/relevance.py), none when no unit is ("no results", `relevant` false)."""
     if mode not in MODES:
         raise UsageError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
     started = time.perf_counter()
@@ -202,12 +227,27 @@ def search(palace: Palace, query: str, mode: str = "hybrid", k: int = 10, domain
     catalog = _prepare(palace, do_refresh)
     scope = scope_of(palace, kind, since, until, domain, sessions)
     hidden = frozenset() if include_superseded else catalog.hidden(when)
-    hits, used = _rank(palace, catalog, query, mode, _deeper(catalog, k), scope, hidden)
-    hits = one_per_note(hits, catalog.note_of)[:k]
-    _attach(palace, hits, catalog, when)
+    # Rank deeper than k: a unit that is not about the query is dropped, and the next one may be.
+    ranked, used = _rank(palace, catalog, query, mode, _deeper(catalog, max(k, CANDIDATES)), scope, hidden)
+    ranked = one_per_note(ranked, catalog.note_of)
+    measure(ranked, ceiling(palace.index.text, query), _cosines(palace, catalog, query), used != "dense",
+            _holding(palace, query))
+    hits = [h for h in ranked if about(h)][:k]
+    _attach(palace, list({id(h): h for h in hits + ranked[:k]}.values()), catalog, when)
     _, dense, reason = palace.index.dense()
-    return SearchResult(query, used, hits, dense, reason, (time.perf_counter() - started) * 1000,
-                        format_moment(when), include_superseded, len(hidden))
+    result = SearchResult(query, used, hits, dense, reason, (time.perf_counter() - started) * 1000,
+                          format_moment(when), include_superseded, len(hidden), ranked=ranked[:k])
+    if not hits:
+        result.relevant = False
+        result.why = _nothing_about(ranked)
+    return result
+
+
+def _nothing_about(ranked: list[Hit]) -> str:
+    """Why nothing was found: no unit in scope, or the best unit's measures below both floors."""
+    if not ranked:
+        return "no unit in scope holds a word of the query"
+    return f"nothing is about the query: the closest unit, {ranked[0].id}, has {why_not_about(ranked[0])}"
 
 
 # ---- recall: the ranking, the route it implies, the context ---------------------------------
@@ -258,20 +298,39 @@ def recall(palace: Palace, query: str, k: int | None = None, domain: str | None 
         result.sessions = route_sessions(palace, catalog, query, hits)
         hits = reorder(hits, result.sessions, turns)
     result.ranked = hits
-    picked = pick(hits, k, turns)
-    result.hits = _trim_memories(picked) if (spec.trim if trim is None else trim) else picked
+    measure(hits, ceiling(palace.index.text, query), _cosines(palace, catalog, query), result.mode != "dense",
+            _holding(palace, query))
+    result.caps = {"memory": k, "turn": turns if scope.turns and has_turns else 0}
+    _offer(result, spec.trim if trim is None else trim)
     _attach(palace, result.ranked, catalog, when)
     result.confidence = hit_confidence(result.hits)
     if spec.include_links:
         result.linked = _linked(palace, catalog, result.hits, hidden, when)
     result.context, result.handed = assemble_context(result.hits + result.linked, spec, budget, result.as_of)
     result.context_bytes = len(result.context.encode("utf-8"))
+    handed = {id(h) for h in result.handed}
+    result.omitted += [Omitted(h.id, h.kind, f"did not fit the budget of {-(-budget // BYTES_PER_TOKEN)} tokens")
+                       for h in result.hits if id(h) not in handed and budget is not None]
     offered = {id(h) for h in result.hits}
     result.route = route_of([h for h in result.handed if id(h) in offered])
     if domain is not None and not result.route:
         result.route = [DomainRoute(scope.domains[0], 1.0, {"given": 1.0})]
     result.elapsed_ms = (time.perf_counter() - started) * 1000
     return result
+
+
+def _offer(result: Recall, trim: bool) -> None:
+    """Fill the recall's hits (the units to offer, in rank order) and what was omitted and why; when no unit is
+    about the question, nothing is offered and `relevant` is false."""
+    ranked = result.ranked
+    if ranked and not about(ranked[0]):
+        result.relevant, result.why = False, _nothing_about(ranked)
+        result.omitted = [Omitted(h.id, h.kind, "not about the question") for h in ranked]
+        return
+    if not ranked:
+        result.relevant, result.why = False, _nothing_about(ranked)
+        return
+    result.hits, result.omitted = judge(ranked, result.caps, _close if trim else None)
 
 
 def _deeper(catalog: Catalog, depth: int) -> int:
@@ -291,12 +350,6 @@ def route_of(hits: list[Hit]) -> list[DomainRoute]:
     total = sum(scores.values())
     return [DomainRoute(d, scores[d] / total if total > 0 else counts[d] / sum(counts.values()), {"hits": counts[d]})
             for d in scores]
-
-
-def _trim_memories(hits: list[Hit]) -> list[Hit]:
-    """trim_hits over the memories (and sections); turns are short and their evidence often ranks low, so all are kept."""
-    kept = {id(h) for h in trim_hits([h for h in hits if h.kind != "turn"])}
-    return [h for h in hits if h.kind == "turn" or id(h) in kept]
 
 
 def pick(hits: list[Hit], k: int, turns: int) -> list[Hit]:
@@ -323,18 +376,22 @@ def trim_hits(hits: list[Hit]) -> list[Hit]:
     """Keep the best hit and those close to it: the smallest context likely to hold the answer."""
     if len(hits) <= 1:
         return hits
-    top = hits[0].parts
     kept = [hits[0]]
     for hit in hits[1:]:
-        close = False
-        if "lexical" in hit.parts and "lexical" in top:
-            close |= hit.parts["lexical"] >= TRIM_LEXICAL_SHARE * top["lexical"]
-        if "dense" in hit.parts and "dense" in top:
-            close |= hit.parts["dense"] >= top["dense"] - TRIM_DENSE_GAP
-        if not close:
+        if not _close(hit, hits[0]):
             break  # hits are ranked: once one is far from the best, later ones are too
         kept.append(hit)
     return kept
+
+
+def _close(hit: Hit, best: Hit) -> bool:
+    """Whether a hit is close to the best: TRIM_LEXICAL_SHARE of its BM25, or within TRIM_DENSE_GAP of its cosine."""
+    close = False
+    if "lexical" in hit.parts and "lexical" in best.parts:
+        close |= hit.parts["lexical"] >= TRIM_LEXICAL_SHARE * best.parts["lexical"]
+    if "dense" in hit.parts and "dense" in best.parts:
+        close |= hit.parts["dense"] >= best.parts["dense"] - TRIM_DENSE_GAP
+    return close
 
 
 def hit_confidence(hits: list[Hit]) -> float:
