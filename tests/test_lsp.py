@@ -868,3 +868,27 @@ def test_bench_lsp_runs_on_a_small_palace(tmp_path):
     palace = Palace(tmp_path / "palace-60")
     assert palace.refresh(embedder=None).changed is False and not any(
         "Edit " in p.read_text() for p in (palace.root / "memories").rglob("*.md"))  # the edited note is restored
+
+
+def test_in_an_adopted_vault_a_new_file_is_a_note_and_create_writes_the_vault_s_name(tmp_path):
+    """A vault note the store has not seen yet is linted (its domain is its top folder), and the quick fix for
+    a broken link creates `<Name>.md` in that folder, named as the link names it, not a slugged memory."""
+    from click.testing import CliRunner
+
+    from palace_cli.cli import cli
+
+    root = tmp_path / "vault"
+    (root / "Garden").mkdir(parents=True)
+    (root / "Garden/Tomatoes.md").write_text("# Tomatoes\n\nStake them early.\n")
+    assert CliRunner().invoke(cli, ["init", str(root)]).exit_code == 0
+    session = Editor(root, server_env(tmp_path / "home"))
+    text = "# Watering schedule\n\nSee [[Tomatoes]] and [[Irrigation plan]].\n"
+    uri = session.open("Garden/Watering schedule.md", text)  # not saved: the store has never read it
+    found = session.diagnosed(uri, lambda d: any(x.code == "broken-link" for x in d))
+    assert [d.range.start.line for d in found if d.code == "broken-link"] == [2]
+    create = next(a for a in session.actions(uri) if a.title.startswith("Create note"))
+    assert create.title == "Create note Garden/Irrigation plan.md"
+    new_file, new_text = create.edit.document_changes
+    assert new_file.uri == (root / "Garden/Irrigation plan.md").as_uri()
+    assert apply_edits("", new_text.edits) == "# Irrigation plan\n"
+    assert session.close() == 0

@@ -85,10 +85,16 @@ def new_memory_text(ctx: Context, note_id: str, subject: str, domain: str, linke
     return render_memory(template, fields, domain, sections, where)
 
 
+# What a file name in a vault may not hold (Obsidian refuses these in a note's name, and `/` is a folder).
+UNNAMEABLE = set('/\\:*?"<>|#^[]')
+
+
 def _create_action(ctx: Context, doc: Document, target: str, where: lsp.Range,
                    diagnostic: lsp.Diagnostic) -> lsp.CodeAction | None:
     if not ctx.can_create_files or not doc.domain:
         return None
+    if ctx.palace.adopted:
+        return _create_vault_note(ctx, doc, target, diagnostic)
     note_id = target if ID_PATTERN.match(target) else slugify(target)
     subject = target if not ID_PATTERN.match(target) else target.replace("-", " ").capitalize()
     relpath = f"memories/{doc.domain}/{note_id}.md"
@@ -109,6 +115,24 @@ def _create_action(ctx: Context, doc: Document, target: str, where: lsp.Range,
     return lsp.CodeAction(f"Create memory {note_id} in {doc.domain} from the template",
                           kind=lsp.CodeActionKind.QuickFix,
                           diagnostics=[diagnostic], edit=lsp.WorkspaceEdit(document_changes=changes))
+
+
+def _create_vault_note(ctx: Context, doc: Document, target: str, diagnostic: lsp.Diagnostic) -> lsp.CodeAction | None:
+    """In an adopted vault, the note a link names as the vault names notes: `<target>.md` in the linking note's
+    domain folder (Palace.new_note_path), holding its title; the link is left as it was written (it resolves)."""
+    name = target.strip()
+    if not name or name.startswith(".") or UNNAMEABLE.intersection(name):
+        return None
+    relpath = ctx.palace.new_note_path(doc.domain, name)
+    if (ctx.palace.root / relpath).exists():
+        return None
+    uri = uri_of(ctx.palace.root / relpath)
+    changes: list = [lsp.CreateFile(uri=uri, options=lsp.CreateFileOptions(overwrite=False, ignore_if_exists=True)),
+                     lsp.TextDocumentEdit(lsp.OptionalVersionedTextDocumentIdentifier(uri, None),
+                                          [lsp.TextEdit(lsp.Range(lsp.Position(0, 0), lsp.Position(0, 0)),
+                                                        f"# {name}\n")])]
+    return lsp.CodeAction(f"Create note {relpath}", kind=lsp.CodeActionKind.QuickFix, diagnostics=[diagnostic],
+                          edit=lsp.WorkspaceEdit(document_changes=changes))
 
 
 def _whole_edit(ctx: Context, doc: Document, new_text: str) -> lsp.WorkspaceEdit:

@@ -15,7 +15,7 @@ from urllib.parse import unquote, urlparse
 
 from lsprotocol import types as lsp
 
-from palace_cli.core.layout import Problem, domain_of
+from palace_cli.core.layout import NoteRules, Problem
 from palace_cli.core.notefile import MAX_NOTE_BYTES, parse_note
 from palace_cli.core.notes import FIELDS, TYPES, Memory
 from palace_cli.core.tokens import PhraseIndex, fingerprint
@@ -54,16 +54,18 @@ def uri_of(path: Path) -> str:
     return Path(path).absolute().as_uri()
 
 
-def note_domain(snapshot: Snapshot | None, relpath: str | None) -> str | None:
+def note_domain(snapshot: Snapshot | None, relpath: str | None, rules: NoteRules | None) -> str | None:
     """The domain of the note at relpath, or None when the file is not a note: what the note store says of a
-    file it read, else the `memories/<domain>/` layout (a new file the store has not seen yet)."""
-    if relpath is None:
+    file it read, else the palace's note rules (a new file the store has not seen yet: `memories/<domain>/`,
+    or in an adopted vault any file the [notes] globs take)."""
+    if relpath is None or rules is None:
         return None
     known = snapshot.by_path.get(relpath) if snapshot is not None else None
     if known is not None:
         return known.domain
-    if domain_of(relpath) and relpath.endswith(".md"):
-        return domain_of(relpath)
+    domain = rules.domain_of(relpath) if relpath.endswith(".md") and rules.wanted(relpath) else ""
+    if domain:
+        return domain
     return "" if snapshot is not None and relpath in snapshot.broken else None
 
 
@@ -127,7 +129,7 @@ class Context:
             except OSError:
                 text = ""
             found = self._read[relpath] = Document(uri_of(self.palace.root / relpath), Buffer(text), relpath=relpath,
-                                                   domain=note_domain(self.snapshot, relpath))
+                                                   domain=note_domain(self.snapshot, relpath, self.palace.rules))
         return found
 
     def range(self, lines: list[str], span: Span) -> lsp.Range:

@@ -280,9 +280,11 @@ class PalaceServer:
             buffer = Buffer(source)
             if key in self.server.workspace.text_documents:
                 self._buffers[key] = buffer
-        relpath = relpath_in(self.palace, path_of(text_document.uri)) if self.palace is not None else None
+        if self.palace is None:
+            return Document(text_document.uri, buffer, text_document.version, None, None)
+        relpath = relpath_in(self.palace, path_of(text_document.uri))
         return Document(text_document.uri, buffer, text_document.version, relpath,
-                        note_domain(self.keeper.snapshot, relpath))
+                        note_domain(self.keeper.snapshot, relpath, self.palace.rules))
 
     def _cursor(self, uri: str, position: lsp.Position) -> tuple[Document, int, int]:
         doc = self._document(uri)
@@ -369,7 +371,7 @@ class PalaceServer:
         doc, line, column = self._cursor(uri, position)  # read before waiting: later changes are not this request's
         ctx = await self._ready_context()
         if ctx is not None:
-            doc.domain = note_domain(ctx.snapshot, doc.relpath)
+            doc.domain = note_domain(ctx.snapshot, doc.relpath, ctx.palace.rules)
         return ctx, doc, line, column
 
     def _at_cursor(self, answer):
@@ -426,7 +428,7 @@ class PalaceServer:
         ctx = await self._ready_context()
         if ctx is None:
             return None
-        doc.domain = note_domain(ctx.snapshot, doc.relpath)
+        doc.domain = note_domain(ctx.snapshot, doc.relpath, ctx.palace.rules)
         return actions.code_actions(ctx, doc, params.context.diagnostics)
 
 
