@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from click.testing import CliRunner
 
 from answer_fixtures import kyoto_palace
+from fake_endpoint import FakeEndpoint, chat_reply, prompt_of
 from palace_cli.answers.ask import ask
 from palace_cli.answers.checking import handed_units, verify_answer
 from palace_cli.answers.verify import verify_response
@@ -134,30 +133,11 @@ def test_the_thresholds_can_be_set_in_palace_toml(team, tmp_path):
 @pytest.fixture
 def endpoint():
     """A real HTTP server on 127.0.0.1 answering /v1/chat/completions with `state["reply"](prompt)`."""
-    state = {"reply": lambda prompt: "I do not know.", "prompts": []}
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            prompt = body["messages"][0]["content"]
-            state["prompts"].append(prompt)
-            payload = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant",
-                                                                      "content": state["reply"](prompt)}}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    state["url"] = f"http://127.0.0.1:{server.server_address[1]}"
+    state = {"reply": lambda prompt: "I do not know."}
+    server = FakeEndpoint(lambda body: chat_reply(state["reply"](prompt_of(body))))
+    state.update(url=server.url, prompts=server.prompts)
     yield state
-    server.shutdown()
-    server.server_close()
+    server.close()
 
 
 def _use(palace, endpoint) -> Palace:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from fake_endpoint import FakeEndpoint, chat_reply
 
 import pytest
 from click.testing import CliRunner
@@ -51,39 +52,17 @@ def _reply(state: FakeModel, body: dict) -> tuple[int, bytes]:
         text = f"It blocks while the coordinator is down. [verify: {token.group(1)}]"
     if state.mode == "empty" and token:
         text = f"The answer to the question above is: [verify: {token.group(1)}]"
-    return 200, json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}).encode()
+    return chat_reply(text)
 
 
 @pytest.fixture
 def endpoint():
     """An OpenAI-compatible server of our own on 127.0.0.1 (a real HTTP server, canned answers)."""
     state = FakeModel()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            state.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
-            status, payload = _reply(state, body)
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            try:
-                self.wfile.write(payload)
-            except OSError:
-                pass  # the client gave up (timeout test)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    server = FakeEndpoint(lambda body: _reply(state, body))
+    state.url, state.requests = server.url, server.requests
     yield state
-    server.shutdown()
-    server.server_close()
+    server.close()
 
 
 def _configure(palace_dir, endpoint, extra: str = ""):

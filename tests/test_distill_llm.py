@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from distill_fixtures import write_locomo
+from fake_endpoint import FakeEndpoint, chat_reply, prompt_of
 from palace_cli.editing.authoring import init_palace
 from palace_cli.errors import UsageError
 from palace_cli.importers import import_path
@@ -21,42 +19,10 @@ ANSWER = ('Here you go:\n{"type": "event", "fact": "Ben congratulated Ada on her
           '{"type": "gossip", "fact": "not a type palace knows"}\n{"type": "plan", "fact": ""}\n{broken')
 
 
-class FakeEndpoint:
-    """/v1/chat/completions on 127.0.0.1: one fact for the congratulations turn, NONE for any other."""
-
-    def __init__(self):
-        self.prompts: list[str] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                prompt = body["messages"][0]["content"]
-                outer.prompts.append(prompt)
-                text = ANSWER if CONGRATS in prompt else "NONE"
-                data = json.dumps({"choices": [{"message": {"role": "assistant", "content": text}}]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
 def endpoint():
-    server = FakeEndpoint()
+    """/v1/chat/completions on 127.0.0.1: one fact for the congratulations turn, NONE for any other."""
+    server = FakeEndpoint(lambda body: chat_reply(ANSWER if CONGRATS in prompt_of(body) else "NONE"))
     yield server
     server.close()
 

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from palace_cli.bench.index_bench import _load, _peak_rss_mb, calibration_s
+from palace_cli.bench.index_bench import _load, _peak_rss_mb, calibration_s, settled_noop_refresh_s
 from palace_cli.bench.synth import generate_vault
 from palace_cli.progress import Progress
 
@@ -35,7 +35,6 @@ def measure(root: Path, recall_queries: int = 25, stand_in: bool = False) -> dic
     from palace_cli.bench.recall_bench import stand_in_vectors
     from palace_cli.editing.authoring import init
     from palace_cli.index.refresh import refresh
-    from palace_cli.index.store import RACY_NS
     from palace_cli.palace import Palace
 
     (root / "palace.toml").unlink()  # `palace init` adopts the folder and writes its own palace.toml
@@ -49,14 +48,7 @@ def measure(root: Path, recall_queries: int = 25, stand_in: bool = False) -> dic
                     "notes_mb": round(sum(p.stat().st_size for p in root.rglob("*.md")
                                           if "_palace" not in p.parts) / 1e6, 2),
                     "adopt_and_lexical_index_s": round(adopt, 3), "peak_rss_mb_after_adopt": _peak_rss_mb()}
-    time.sleep(RACY_NS / 1e9)  # notes written in the last seconds are re-read once (store.RACY_NS); then settled
-    refresh(palace, embedder=None)
-    noops = []
-    for _ in range(REPEATS):
-        started = time.perf_counter()
-        refresh(palace, embedder=None)
-        noops.append(time.perf_counter() - started)
-    result["noop_refresh_s"] = round(statistics.median(noops), 4)
+    result["noop_refresh_s"] = settled_noop_refresh_s(palace)
     files = sorted(p for p in root.rglob("*.md") if "_palace" not in p.parts)
     edits = []
     for generation in range(1, REPEATS + 1):

@@ -272,12 +272,7 @@ def draft_memory(palace: Palace, subject: str, domain: str, *, anchor: str = "",
               "verify": (verify or "").strip(), "links": links, "created": date.today()}
     if type:
         fields["type"] = type
-    if when is not None:
-        fields["valid_from"] = yaml_moment(when)
-    if olds:
-        fields["supersedes"] = [old.id for old in olds]
-    if core:
-        fields["core"] = True
+    fields.update(version_fields(when, olds, core))
     fields.update(extra or {})
     template, where = memory_template(palace)
     sections = {"Image": image, "Content": content, "Links": "\n".join(f"- [[{link}]]" for link in links)}
@@ -323,6 +318,19 @@ def plain_memory_text(fields: dict, subject: str, content: str) -> str:
     return "---\n" + dump_frontmatter(fields) + "---\n" + f"# {subject}\n\n## Content\n{content.strip()}\n"
 
 
+def version_fields(when, olds: list[Memory], core: bool) -> dict:
+    """The frontmatter a new memory's place among versions gives it, each only when set: `valid_from`,
+    `supersedes` (the ids of the memories it replaces) and `core`."""
+    fields: dict = {}
+    if when is not None:
+        fields["valid_from"] = yaml_moment(when)
+    if olds:
+        fields["supersedes"] = [old.id for old in olds]
+    if core:
+        fields["core"] = True
+    return fields
+
+
 def write_plain_memory(palace: Palace, subject: str, domain: str, content: str, *, note_id: str | None = None,
                        type: str = "", fields: dict | None = None, supersedes: list[str] | None = None,
                        valid_from=None, core: bool = False, new_domain: bool = False, scan: Scan | None = None
@@ -360,12 +368,7 @@ def write_plain_memory(palace: Palace, subject: str, domain: str, content: str, 
         if type:
             front["type"] = type
         front.update(fields or {})
-        if when is not None:
-            front["valid_from"] = yaml_moment(when)
-        if olds:
-            front["supersedes"] = [old.id for old in olds]
-        if core:
-            front["core"] = True
+        front.update(version_fields(when, olds, core))
         front.setdefault("created", date.today())
         text = plain_memory_text(front, subject, content)
         check_note_size(text, relpath)
