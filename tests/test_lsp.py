@@ -892,3 +892,42 @@ def test_in_an_adopted_vault_a_new_file_is_a_note_and_create_writes_the_vault_s_
     assert new_file.uri == (root / "Garden/Irrigation plan.md").as_uri()
     assert apply_edits("", new_text.edits) == "# Irrigation plan\n"
     assert session.close() == 0
+
+
+def test_the_language_server_s_reads_change_no_note_of_an_adopted_vault(tmp_path):
+    """Foam's documentation adopted in place, then what an editor asks while reading it (diagnostics, hover,
+    definition, references, completion, symbols): every note's bytes are the same afterwards."""
+    from click.testing import CliRunner
+
+    from conftest import SHARED
+    from palace_cli.cli import cli
+    from test_vault import note_hashes
+
+    source = SHARED / "data" / "foam-docs"
+    if not source.is_dir():
+        pytest.skip(f"the Foam documentation vault is not at {source} (../shared is absent)")
+    foam = tmp_path / "foam"
+    shutil.copytree(source, foam)
+    assert CliRunner().invoke(cli, ["init", str(foam)]).exit_code == 0
+    before = note_hashes(foam)
+    session = Editor(foam, server_env(tmp_path / "home"))
+    faq = "user/frequently-asked-questions.md"
+    uri = session.open(faq)
+    session.diagnosed(uri)
+    link = session.at(uri, "[[wikilinks]]", 3)
+    assert "Wikilinks" in (session.hover(uri, link) or "")
+    [target] = session.run(session.client.text_document_definition_async(
+        lsp.DefinitionParams(lsp.TextDocumentIdentifier(uri), link)))
+    assert target.uri == (foam / "user/features/wikilinks.md").as_uri()
+    wikilinks = session.open("user/features/wikilinks.md")
+    references = session.run(session.client.text_document_references_async(lsp.ReferenceParams(
+        text_document=lsp.TextDocumentIdentifier(wikilinks), position=lsp.Position(0, 0),
+        context=lsp.ReferenceContext(include_declaration=False))))
+    assert uri in {r.uri for r in references}
+    line = len(session.texts[uri].split("\n")) - 1
+    session.change(uri, session.texts[uri] + "[[wiki")  # typed, never saved
+    assert session.complete(uri, lsp.Position(line, len("[[wiki")))
+    session.run(session.client.text_document_document_symbol_async(
+        lsp.DocumentSymbolParams(lsp.TextDocumentIdentifier(uri))))
+    assert session.close() == 0
+    assert note_hashes(foam) == before
