@@ -931,3 +931,39 @@ def test_the_language_server_s_reads_change_no_note_of_an_adopted_vault(tmp_path
         lsp.DocumentSymbolParams(lsp.TextDocumentIdentifier(uri))))
     assert session.close() == 0
     assert note_hashes(foam) == before
+
+
+def test_markdown_links_and_reference_definitions_are_links_in_the_editor(tmp_path):
+    """In an adopted vault a Markdown link to a note (relative, percent-encoded, with a heading) and a reference
+    definition are hovered, followed and counted as references like a wikilink; a broken one is diagnosed on
+    its path and offered no id in its place."""
+    from click.testing import CliRunner
+
+    from palace_cli.cli import cli
+
+    root = tmp_path / "vault"
+    (root / "Garden").mkdir(parents=True)
+    (root / "Garden/Watering schedule.md").write_text("# Watering schedule\n\nMornings, twice a week.\n")
+    text = ("# Tomatoes\n\nSee [the schedule](Watering%20schedule.md#Mornings) and [gone](Nowhere.md).\n\n"
+            "[plan]: /Garden/Watering%20schedule.md\n")
+    (root / "Garden/Tomatoes.md").write_text(text)
+    assert CliRunner().invoke(cli, ["init", str(root)]).exit_code == 0
+    session = Editor(root, server_env(tmp_path / "home"))
+    uri = session.open("Garden/Tomatoes.md")
+    found = session.diagnosed(uri, lambda d: any(x.code == "broken-link" for x in d))
+    [broken] = [d for d in found if d.code == "broken-link"]
+    assert broken.range.start == session.at(uri, "Nowhere.md")
+    assert not [a for a in session.actions(uri) if "Nowhere" in a.title or a.title.startswith("Link to")]
+    schedule = (root / "Garden/Watering schedule.md").as_uri()
+    for needle in ("Watering%20schedule.md#", "/Garden/Watering"):
+        position = session.at(uri, needle, 2)
+        assert "Watering schedule" in (session.hover(uri, position) or ""), needle
+        [target] = session.run(session.client.text_document_definition_async(
+            lsp.DefinitionParams(lsp.TextDocumentIdentifier(uri), position)))
+        assert target.uri == schedule
+    other = session.open("Garden/Watering schedule.md")
+    references = session.run(session.client.text_document_references_async(lsp.ReferenceParams(
+        text_document=lsp.TextDocumentIdentifier(other), position=lsp.Position(0, 0),
+        context=lsp.ReferenceContext(include_declaration=False))))
+    assert sorted(r.range.start.line for r in references if r.uri == uri) == [2, 4]
+    assert session.close() == 0

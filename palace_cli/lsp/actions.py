@@ -11,7 +11,7 @@ from palace_cli.core.notes import ID_PATTERN
 from palace_cli.core.text import slugify
 from palace_cli.core.tokens import propose_token
 from palace_cli.errors import PalaceError
-from palace_cli.lsp.buffer import Span
+from palace_cli.lsp.buffer import PATH_FORMS, Span
 from palace_cli.lsp.features import SOURCE, Context, Document, uri_of
 
 TOKEN_CODES = {"token-missing", "token-not-in-image", "token-guessable", "token-duplicate", "token-overlap",
@@ -59,6 +59,8 @@ def _link_fixes(ctx: Context, doc: Document, diagnostic: lsp.Diagnostic) -> list
         target, span = data["target"], Span(int(data["line"]), int(data["start"]), int(data["end"]))
     except (KeyError, TypeError, ValueError):
         return []  # not data this server wrote
+    if data.get("field") in PATH_FORMS:
+        return []  # a path names a file: an id or a new memory's name in its place would be no path
     lines = doc.lines
     if not isinstance(target, str) or not 0 <= span.line < len(lines) or lines[span.line][span.start : span.end] != target:
         return []  # the buffer changed under the diagnostic; a fresh one follows

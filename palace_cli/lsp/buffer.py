@@ -12,9 +12,10 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
-from palace_cli.core.markdown import LINK_PATTERN, code_ranges, is_attachment, line_numbers
+from palace_cli.core.markdown import LINK_PATTERN, code_ranges, is_attachment, joined_path, line_numbers, note_links
 from palace_cli.core.notes import VERSION_FIELDS
 
+PATH_FORMS = ("markdown", "reference")  # links that name a note by its path, as core.markdown.note_links reads them
 LINK_FIELDS = ("links", *VERSION_FIELDS)  # frontmatter fields whose items are memory ids
 KEY_LINE = re.compile(r"^([A-Za-z_][\w-]*)[ \t]*:")
 ITEM = re.compile(r"""[^\s,\[\]"'#]+""")
@@ -41,8 +42,15 @@ class Link:
     target: str
     span: Span     # the target's own text (what a fix replaces)
     whole: Span    # `[[...]]` or the item (what hover highlights)
-    field: str     # "body", "mention" or the frontmatter field name
+    field: str     # "body", "markdown" (`[text](path.md)`), "reference" (`[id]: path.md`), "mention" or a field
     embed: bool = False  # `![[...]]`
+
+    def name(self, relpath: str | None) -> str:
+        """What the resolver looks the link up by: a path link's path from the root (relative to the note at
+        `relpath`, unless it starts with `/`), any other link's target."""
+        if self.field in PATH_FORMS:
+            return joined_path(relpath or "", self.target)
+        return self.target
 
     @property
     def attachment(self) -> bool:
@@ -117,7 +125,7 @@ class Buffer:
         return None
 
     def links_on(self, number: int) -> list[Link]:
-        """The names on one line: frontmatter link items, or body `[[links]]` and `id:` mentions outside fences."""
+        """The names on one line: frontmatter link items, or body links and `id:` mentions outside fences."""
         if number < 0 or number >= len(self.lines):
             return []
         if self.in_frontmatter(number):
@@ -131,6 +139,11 @@ class Buffer:
             span = Span(number, match.start(1) + lead, match.start(1) + len(target.rstrip()))
             embed = match.start() > 0 and line[match.start() - 1] == "!"
             found.append(Link(target.strip(), span, Span(number, match.start() - embed, match.end()), "body", embed))
+        if "](" in line or "]:" in line:
+            for path_link in note_links(line):
+                if path_link.form in PATH_FORMS:
+                    span = Span(number, path_link.start, path_link.end)
+                    found.append(Link(path_link.target, span, span, path_link.form))
         for match in ID_MENTION.finditer(line):
             span = Span(number, match.start(1), match.end(1))
             found.append(Link(match.group(1), span, Span(number, match.start(), match.end()), "mention"))
@@ -156,10 +169,12 @@ class Buffer:
         return [link for n in range(self.block[0], self.block[1] + 1) for link in self._field_items(n)] if self.block else []
 
     def links(self) -> list[Link]:
-        """Every name in the buffer: frontmatter link fields, body `[[links]]` outside code fences, `id:` mentions."""
+        """Every name in the buffer: frontmatter link fields, body links (`[[wikilinks]]`, Markdown links and
+        reference definitions to notes) outside code fences, `id:` mentions."""
         found = self.field_links()
         for number in range(self.body_start, len(self.lines)):
-            if "[[" in self.lines[number] or "id:" in self.lines[number]:
+            line = self.lines[number]
+            if "[[" in line or "id:" in line or "](" in line or "]:" in line:
                 found += self.links_on(number)
         return found
 

@@ -253,17 +253,19 @@ class Target:
     unreadable: str = ""
 
 
-def target_of(ctx: Context, link: Link) -> Target:
-    """The core resolver's answer for a link, and the unreadable note it names when it names no memory."""
-    if link.attachment:
+def target_of(ctx: Context, link: Link, relpath: str | None) -> Target:
+    """The core resolver's answer for a link in the note at `relpath`, and the unreadable note it names when it
+    names no memory (a path link climbing out of the palace names nothing)."""
+    name = link.name(relpath)
+    if link.attachment or name.startswith("../"):
         return Target()
     try:
-        found = ctx.snapshot.resolve(link.target)
+        found = ctx.snapshot.resolve(name)
     except Ambiguous as exc:
         return Target(candidates=exc.candidates)
     if found is not None:
         return Target(found.memory)
-    return Target(unreadable=ctx.snapshot.unreadable(link.target) or "")
+    return Target(unreadable=ctx.snapshot.unreadable(name) or "")
 
 
 def attachment_path(ctx: Context, doc: Document, link: Link) -> Path | None:
@@ -284,7 +286,7 @@ def hover(ctx: Context, doc: Document, line: int, column: int) -> lsp.Hover | No
         text = (f"`{link.target}` is an attachment, not a note" +
                 (f": `{relpath_in(ctx.palace, where)}`" if where else " (no such file beside the note or at the root)"))
         return lsp.Hover(lsp.MarkupContent(lsp.MarkupKind.Markdown, text), ctx.range(doc.lines, link.whole))
-    found = target_of(ctx, link)
+    found = target_of(ctx, link, doc.relpath)
     if found.memory is not None:
         text = describe(ctx, found.memory)
     elif found.candidates:
@@ -319,7 +321,7 @@ def definition(ctx: Context, doc: Document, line: int, column: int) -> list[lsp.
         where = attachment_path(ctx, doc, link)
         start = lsp.Range(lsp.Position(0, 0), lsp.Position(0, 0))
         return [lsp.Location(uri_of(where), start)] if where else None
-    found = target_of(ctx, link)
+    found = target_of(ctx, link, doc.relpath)
     if found.memory is not None:
         return [ctx.location(found.memory)]
     if found.candidates:
@@ -334,7 +336,7 @@ def _subject_of(ctx: Context, doc: Document, line: int, column: int) -> Memory |
     """The memory a references request is about: the link under the cursor, else the note itself."""
     link = doc.buffer.link_at(line, column)
     if link is not None:
-        return target_of(ctx, link).memory
+        return target_of(ctx, link, doc.relpath).memory
     own = doc.memory()
     if own is not None:
         return ctx.snapshot.memories.get(own.id) or own
@@ -357,10 +359,11 @@ def references(ctx: Context, doc: Document, line: int, column: int, include_decl
         for link in source.buffer.links():
             if link.field == "mention" or link.attachment:
                 continue
-            if link.target not in named:
-                found = target_of(ctx, link).memory
-                named[link.target] = found.id if found is not None else None
-            if named[link.target] == target.id:
+            name = link.name(relpath)
+            if name not in named:
+                found = target_of(ctx, link, relpath).memory
+                named[name] = found.id if found is not None else None
+            if named[name] == target.id:
                 out.append(lsp.Location(uri_of(ctx.palace.root / relpath), ctx.range(source.lines, link.whole)))
     return out
 
@@ -433,7 +436,7 @@ def diagnostics(ctx: Context, doc: Document) -> list[lsp.Diagnostic]:
 def _named(problem: Problem, doc: Document, number: int, fields: dict[str, Link]) -> Link | None:
     """The link a broken- or ambiguous-link problem is about: lint's message ends with the target's repr."""
     for link in doc.buffer.links_on(number):
-        if link.field != "mention" and problem.message.endswith(repr(link.target)):
+        if link.field != "mention" and problem.message.endswith(repr(link.name(doc.relpath))):
             return link
     for i, char in enumerate(problem.message):  # a frontmatter item: its repr starts at one of the quotes
         if char in "'\"" and problem.message[i:] in fields:
