@@ -63,8 +63,8 @@ def test_measure_reads_words_against_the_questions_ceiling():
     units[0].parts, units[1].parts = {"lexical": 6.0}, {"lexical": 1.5}
     rel.measure(units, 4.0)
     assert [u.words for u in units] == [1.0, 0.375, 0.0]  # capped at 1; nothing held is 0
-    rel.measure(units, 4.0, lexical=False)
-    assert [u.words for u in units] == [None, None, None]  # dense alone knows no words
+    rel.measure(units, 4.0, bm25=lambda ids: {"c": 2.0})
+    assert [u.words for u in units] == [0.0, 0.0, 0.5]  # a dense ranking's units: their BM25 asked for
 
 
 @pytest.fixture

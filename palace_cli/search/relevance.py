@@ -74,16 +74,17 @@ def ceiling(text_index, query: str) -> float:
                for held in (max(frequencies.get(t, 0), 1) for t in terms))
 
 
-def measure(hits: list[Hit], top: float, cosines=None, lexical: bool = True, holding=None) -> None:
-    """Fill each hit's `words` from its BM25 part and the query's ceiling `top` (0 when it holds none; None when
-    the ranking was dense alone, which knows no words), its `every_word` from `holding(ids)` (the ids whose
-    units hold every word of the query), and its `meaning` from `cosines(ids)` (id -> cosine; None without an
-    embedder)."""
+def measure(hits: list[Hit], top: float, cosines=None, bm25=None, holding=None) -> None:
+    """Fill each hit's `words` from its BM25 and the query's ceiling `top` (0 when it holds none): its BM25 part,
+    or `bm25(ids)` (id -> BM25) for a ranking that scored no words (dense alone), so that a unit's words do not
+    depend on the mode; its `every_word` from `holding(ids)` (the ids whose units hold every word of the query);
+    and its `meaning` from `cosines(ids)` (id -> cosine; None without an embedder)."""
+    scored = bm25([h.id for h in hits]) if bm25 is not None else None
     for hit in hits:
-        score = hit.parts.get("lexical", 0.0)
-        hit.words = None if not lexical else min(1.0, score / top) if top > 0 and score > 0 else 0.0
+        score = scored.get(hit.id, 0.0) if scored is not None else hit.parts.get("lexical", 0.0)
+        hit.words = min(1.0, score / top) if top > 0 and score > 0 else 0.0
     if holding is not None:
-        held = holding([h.id for h in hits if h.parts.get("lexical", 0.0) > 0])
+        held = holding([h.id for h in hits if (h.words or 0.0) > 0])
         for hit in hits:
             hit.every_word = hit.id in held
     if cosines is not None:

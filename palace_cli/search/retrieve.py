@@ -68,6 +68,12 @@ def _dense(palace: Palace, catalog: Catalog, query: str, limit: int, scope: Scop
     return [(catalog.ids[i], float(scores[i])) for i in top if np.isfinite(scores[i])]
 
 
+def _bm25(palace: Palace, query: str):
+    """A function: unit ids -> their BM25 for the query (what a dense ranking did not score)."""
+    weights = palace.config.retrieval.get("field_weights") or None
+    return lambda ids: dict(palace.index.text.search(query, limit=len(ids), field_weights=weights, only=ids)) if ids else {}
+
+
 def _holding(palace: Palace, query: str):
     """A function: unit ids -> those whose units hold every word the query asks about (question_terms)."""
     text = palace.index.text
@@ -230,8 +236,8 @@ def search(palace: Palace, query: str, mode: str = "hybrid", k: int = 10, domain
     # Rank deeper than k: a unit that is not about the query is dropped, and the next one may be.
     ranked, used = _rank(palace, catalog, query, mode, _deeper(catalog, max(k, CANDIDATES)), scope, hidden)
     ranked = one_per_note(ranked, catalog.note_of)
-    measure(ranked, ceiling(palace.index.text, query), _cosines(palace, catalog, query), used != "dense",
-            _holding(palace, query))
+    measure(ranked, ceiling(palace.index.text, query), _cosines(palace, catalog, query),
+            _bm25(palace, query) if used == "dense" else None, _holding(palace, query))
     hits = [h for h in ranked if about(h)][:k]
     _attach(palace, list({id(h): h for h in hits + ranked[:k]}.values()), catalog, when)
     _, dense, reason = palace.index.dense()
@@ -298,8 +304,8 @@ def recall(palace: Palace, query: str, k: int | None = None, domain: str | None 
         result.sessions = route_sessions(palace, catalog, query, hits)
         hits = reorder(hits, result.sessions, turns)
     result.ranked = hits
-    measure(hits, ceiling(palace.index.text, query), _cosines(palace, catalog, query), result.mode != "dense",
-            _holding(palace, query))
+    measure(hits, ceiling(palace.index.text, query), _cosines(palace, catalog, query),
+            _bm25(palace, query) if result.mode == "dense" else None, _holding(palace, query))
     result.caps = {"memory": k, "turn": turns if scope.turns and has_turns else 0}
     _offer(result, spec.trim if trim is None else trim)
     _attach(palace, result.ranked, catalog, when)
