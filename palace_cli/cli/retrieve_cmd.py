@@ -141,9 +141,9 @@ def recall(ctx, query, k, turns, domain, budget, profile, fmt, as_of, include_su
         render.out.print(f"route: {route}; hops: {result.hops}; {result.reason}{when}")
         _print_hits(result.hits, result.as_of)
         left = len(result.omitted)
+        omitted = f"{plural(left, 'ranked unit')} left out (--json says why); " if left else ""
         render.out.print(f"context: {plural(tokens_of(result.context), 'token')} ({result.profile} profile); "
-                         f"{left} ranked {'unit' if left == 1 else 'units'} left out (--json says why); "
-                         f"confidence {result.confidence:.2f}; {result.elapsed_ms:.0f} ms")
+                         f"{omitted}confidence {result.confidence:.2f}; {result.elapsed_ms:.0f} ms")
     _dense_notice(result)
 
 
