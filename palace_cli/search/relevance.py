@@ -105,10 +105,11 @@ def about(hit: Hit) -> bool:
 
 
 def describe(hit: Hit) -> str:
-    """`words 0.42, meaning 0.31` (each left out when it was not measured)."""
+    """`words 0.42, meaning 0.31` (each left out when it was not measured); `every word` when holding every word
+    of the question is what makes the unit about it (its words under WORDS_FLOOR)."""
     close = meaning(hit)
     said = [f"words {hit.words:.2f}"] if hit.words is not None else []
-    said += ["every word"] if hit.every_word else []
+    said += ["every word"] if hit.every_word and (hit.words or 0.0) < WORDS_FLOOR else []  # when it is why
     return ", ".join(said + ([f"meaning {close:.2f}"] if close is not None else []))
 
 
