@@ -58,6 +58,20 @@ def test_caps_apply_per_kind_and_say_so():
     assert {o.id: o.reason for o in omitted} == {"t2": "over the cap of 1 turns", "m2": "over the cap of 1 memories"}
 
 
+def test_a_unit_holding_every_word_is_about_the_question_whatever_its_score():
+    weak = hit("long-note", 0.2, rel.WORDS_FLOOR - 0.01, 0.0)
+    assert not rel.about(weak) and "every word" not in rel.describe(weak)
+    weak.every_word = True
+    assert rel.about(weak) and "every word" in rel.describe(weak)
+    strong = hit("short-note", 0.9, 1.0, 0.5)
+    strong.every_word = True
+    assert rel.describe(strong) == "words 1.00, meaning 0.50"  # said only where it is the reason
+    units = [hit("a", 0, None, None), hit("b", 0, None, None)]
+    units[0].parts, units[1].parts = {"lexical": 0.2}, {"lexical": 0.3}
+    rel.measure(units, 4.0, holding=lambda ids: {"b"} & set(ids))
+    assert [u.every_word for u in units] == [False, True]
+
+
 def test_measure_reads_words_against_the_questions_ceiling():
     units = [hit("a", 0, None, None), hit("b", 0, None, None), hit("c", 0, None, None)]
     units[0].parts, units[1].parts = {"lexical": 6.0}, {"lexical": 1.5}
