@@ -203,11 +203,10 @@ def read_capped(path: Path, shown: str, limit: int, what: str) -> bytes:
     return data
 
 
-def atomic_write(path: Path, data: str | bytes) -> None:
-    """Write via a temp file in the same directory, fsync, then rename: readers never see half a file.
-
-    A disk that refuses (read-only, full) raises DiskError with the file as it was and no temp file left."""
-    raw = data.encode("utf-8") if isinstance(data, str) else data
+def _synced_temp(path: Path, raw: bytes, then: str) -> str:
+    """A temp file beside `path` holding `raw`, flushed to the disk: what a writer then renames or links into
+    place. DiskError when the disk refuses (read-only, full), with nothing left behind; `then` says what
+    became of the file when the write itself failed."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=path.parent)
@@ -218,6 +217,21 @@ def atomic_write(path: Path, data: str | bytes) -> None:
             handle.write(raw)
             handle.flush()
             os.fsync(handle.fileno())
+    except BaseException as exc:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise disk_error(exc, f"cannot write {path}", then) or exc
+    return tmp
+
+
+def atomic_write(path: Path, data: str | bytes) -> None:
+    """Write via a temp file in the same directory, fsync, then rename: readers never see half a file.
+
+    A disk that refuses (read-only, full) raises DiskError with the file as it was and no temp file left."""
+    tmp = _synced_temp(path, data.encode("utf-8") if isinstance(data, str) else data, "it is as it was")
+    try:
         if path.exists():
             os.chmod(tmp, path.stat().st_mode & 0o777)
         else:
@@ -234,16 +248,8 @@ def atomic_write(path: Path, data: str | bytes) -> None:
 def create_new(path: Path, text: str) -> None:
     """Write a new file atomically, refusing (FileExistsError) when it already exists; DiskError when the disk
     refuses (read-only, full), with nothing left behind."""
+    tmp = _synced_temp(path, text.encode("utf-8"), "nothing was written")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise disk_error(exc, f"cannot write {path}", "nothing was written") or exc
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(text.encode("utf-8"))
-            handle.flush()
-            os.fsync(handle.fileno())
         os.chmod(tmp, 0o644)
         try:
             os.link(tmp, path)  # unlike rename, link never replaces an existing file
