@@ -66,10 +66,12 @@ def test_a_unit_holding_every_word_is_about_the_question_whatever_its_score():
     strong = hit("short-note", 0.9, 1.0, 0.5)
     strong.every_word = True
     assert rel.describe(strong) == "words 1.00, meaning 0.50"  # said only where it is the reason
-    units = [hit("a", 0, None, None), hit("b", 0, None, None)]
-    units[0].parts, units[1].parts = {"lexical": 0.2}, {"lexical": 0.3}
-    rel.measure(units, 4.0, holding=lambda ids: {"b"} & set(ids))
-    assert [u.every_word for u in units] == [False, True]
+    units = [hit("a", 0, None, None), hit("b", 0, None, None), hit("c", 0, None, None)]
+    units[0].parts, units[1].parts, units[2].parts = {"lexical": 0.2}, {"lexical": 0.3}, {"lexical": 3.0}
+    asked = []
+    rel.measure(units, 4.0, holding=lambda ids: asked.extend(ids) or {"b", "c"} & set(ids))
+    assert [u.every_word for u in units] == [False, True, False]
+    assert asked == ["a", "b"]  # only units under both floors are asked: "c" is about the question anyway
 
 
 def test_measure_reads_words_against_the_questions_ceiling():
