@@ -180,3 +180,22 @@ def test_a_generated_answer_that_does_not_verify_gives_way_to_the_extractive_one
 def test_recall_json_names_the_turn_citation_it_expects(team):
     context = recall(team, OFFSITE).context
     assert f"[turn {TURN}] (line " in context and "cite it as it is marked, like [turn ID]" in context
+
+
+def test_a_line_that_is_only_a_link_is_never_quoted_as_an_answer():
+    from palace_cli.answers.extract import says_something
+
+    assert not says_something("<https://docs.github.com/en/github/working-with-github-pages/creating-a-site>")
+    assert not says_something("https://example.com/a/b")
+    assert says_something("The [template](https://github.com/foambubble/foam-template) is ready to publish.")
+    assert says_something("42.") and says_something("Yes.")
+
+
+def test_no_quote_runs_across_a_code_fence():
+    from palace_cli.answers.extract import Source, candidates
+
+    text = ("Add the gem to your Gemfile\n\n```ruby\ngem \"github-pages\", group: :jekyll_plugins\n```\n\n"
+            "Then run bundle install. See <https://pages.github.com/>\n")
+    quoted = [s.text for s in candidates([Source("n", "memory", 0, text, "Pages", "n.md", 1)])]
+    assert quoted and not any("```" in q or q.startswith("<http") for q in quoted)
+    assert any(q.startswith("gem \"github-pages\"") for q in quoted) and all(q in text for q in quoted)

@@ -92,10 +92,28 @@ def sources_of(hits: list) -> list[Source]:
     return out
 
 
+# A web address, bare or in <angle brackets>, or a Markdown link's target: words a reader cannot quote as an answer.
+ADDRESS = re.compile(r"<?\b(?:https?|ftp)://[^\s>)]*>?|\]\([^)\s]*\)")
+WORD = re.compile(r"[^\W_]")  # a letter or a digit
+
+
+def says_something(sentence: str) -> bool:
+    """Whether a sentence holds a word outside its web addresses (a line that is only a link answers nothing)."""
+    return WORD.search(ADDRESS.sub(" ", sentence)) is not None
+
+
+# A code fence's own line (```python, ~~~): a boundary no quote runs across, and never part of one.
+FENCE_LINE = re.compile(r"^[ \t]*(?:`{3,}|~{3,}).*$", re.MULTILINE)
+
+
 def candidates(sources: list[Source]) -> list[Sentence]:
-    """Every sentence of every source, tagged with its position in the unit."""
-    return [Sentence(source, position, text) for source in sources
-            for position, text in enumerate(split_sentences(source.text))]
+    """Every sentence of every source that says something in words, tagged with its position in the unit; the
+    text inside a code fence is split apart from the prose around it."""
+    out = []
+    for source in sources:
+        sentences = [text for piece in FENCE_LINE.split(source.text) for text in split_sentences(piece)]
+        out += [Sentence(source, position, text) for position, text in enumerate(sentences) if says_something(text)]
+    return out
 
 
 def score(sentences: list[Sentence], terms: list[str], analyze, idf: dict[str, float],
