@@ -967,3 +967,24 @@ def test_markdown_links_and_reference_definitions_are_links_in_the_editor(tmp_pa
         context=lsp.ReferenceContext(include_declaration=False))))
     assert sorted(r.range.start.line for r in references if r.uri == uri) == [2, 4]
     assert session.close() == 0
+
+
+def test_a_name_two_notes_share_is_marked_on_the_link_not_the_line(tmp_path):
+    from click.testing import CliRunner
+
+    from palace_cli.cli import cli
+
+    root = tmp_path / "vault"
+    (root / "Garden").mkdir(parents=True)
+    (root / "Archive/Old").mkdir(parents=True)
+    (root / "Garden/Tomato bed.md").write_text("# Tomato bed\n\nStakes in June.\n")
+    (root / "Archive/Old/Tomato bed.md").write_text("# Tomato bed (2019)\n\nThe old bed.\n")
+    (root / "Garden/Plan.md").write_text("# Plan\n\nWater the [[Tomato bed]] at dawn, every day.\n")
+    assert CliRunner().invoke(cli, ["init", str(root)]).exit_code == 0
+    session = Editor(root, server_env(tmp_path / "home"))
+    uri = session.open("Garden/Plan.md")
+    found = session.diagnosed(uri, lambda d: any(x.code == "shared-name" for x in d))
+    [shared] = [d for d in found if d.code == "shared-name"]
+    start = session.at(uri, "Tomato bed]]")
+    assert (shared.range.start, shared.range.end.character) == (start, start.character + len("Tomato bed"))
+    assert session.close() == 0

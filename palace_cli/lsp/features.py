@@ -29,7 +29,8 @@ SOURCE = "palace"
 EXCERPT_CHARS = 400
 HINT_CODES = {"smashin-weak"}  # advice about the Image, not a fault
 MAX_DIAGNOSTICS = 1000  # per buffer: more helps no one, and tens of thousands take seconds to send
-LINK_CODES = {"broken-link", "ambiguous-link"}  # problems about one link: the diagnostic marks the link itself
+# Problems about one link: the diagnostic marks the link itself (lint names it as `link 'X' ...` or ends with it).
+LINK_CODES = {"broken-link", "ambiguous-link", "shared-name"}
 
 
 def path_of(uri: str) -> Path | None:
@@ -434,9 +435,11 @@ def diagnostics(ctx: Context, doc: Document) -> list[lsp.Diagnostic]:
 
 
 def _named(problem: Problem, doc: Document, number: int, fields: dict[str, Link]) -> Link | None:
-    """The link a broken- or ambiguous-link problem is about: lint's message ends with the target's repr."""
+    """The link a problem of LINK_CODES is about: lint's message ends with the target's repr, or begins
+    `link 'target' `."""
     for link in doc.buffer.links_on(number):
-        if link.field != "mention" and problem.message.endswith(repr(link.name(doc.relpath))):
+        named = repr(link.name(doc.relpath))
+        if link.field != "mention" and (problem.message.endswith(named) or problem.message.startswith(f"link {named} ")):
             return link
     for i, char in enumerate(problem.message):  # a frontmatter item: its repr starts at one of the quotes
         if char in "'\"" and problem.message[i:] in fields:
