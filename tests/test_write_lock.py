@@ -29,6 +29,16 @@ def waiting_on(lock: Path) -> list[str]:
     return [line for line in lines if "->" in line and line.split()[-3].endswith(f":{inode}")]
 
 
+def wait_until_queued(lock: Path, procs: list, command: str) -> None:
+    """Wait until every process is blocked on the lock; none may finish first (it held no lock)."""
+    deadline = time.monotonic() + 120
+    while len(waiting_on(lock)) < len(procs):
+        finished = [p for p in procs if p.poll() is not None]
+        assert not finished, f"one {command} finished while another writer held the lock: " + finished[0].stderr.read()
+        assert time.monotonic() < deadline, f"the {command}s never queued on the write lock"
+        time.sleep(0.05)
+
+
 def test_concurrent_adds_wait_for_the_write_lock_and_get_distinct_tokens(small_palace):
     palace = Palace(small_palace)
     lock = palace.cache_dir / "write.lock"
@@ -39,12 +49,7 @@ def test_concurrent_adds_wait_for_the_write_lock_and_get_distinct_tokens(small_p
     procs = [subprocess.Popen(add_command(small_palace, i), cwd=Path(__file__).resolve().parent.parent,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(writers)]
     try:
-        deadline = time.monotonic() + 120
-        while len(waiting_on(lock)) < writers:
-            finished = [p for p in procs if p.poll() is not None]
-            assert not finished, "an add finished while another writer held the lock: " + finished[0].stderr.read()
-            assert time.monotonic() < deadline, "the adds never queued on the write lock"
-            time.sleep(0.05)
+        wait_until_queued(lock, procs, "add")
         assert not list((small_palace / "memories" / "distributed").glob("widget-*.md"))
     finally:
         os.close(fd)
@@ -78,12 +83,7 @@ def test_concurrent_supersedes_of_one_note_all_land(small_palace):
     procs = [subprocess.Popen(supersede_command(small_palace, "bloom-filter", f"bloom-filter-v{i}"),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(writers)]
     try:
-        deadline = time.monotonic() + 120
-        while len(waiting_on(lock)) < writers:
-            finished = [p for p in procs if p.poll() is not None]
-            assert not finished, "a supersede finished while another writer held the lock: " + finished[0].stderr.read()
-            assert time.monotonic() < deadline, "the supersedes never queued on the write lock"
-            time.sleep(0.05)
+        wait_until_queued(lock, procs, "supersede")
     finally:
         os.close(fd)
     for p in procs:
