@@ -13,7 +13,7 @@ from pathlib import Path
 
 from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, participants_of, session_id, text_id
 from palace_cli.core.text import one_line, slug
-from palace_cli.conversations.reading import block_text, kind_of, read_export, text_value, thinking_block, threads, tool_line
+from palace_cli.importers.chats.reading import block_text, kind_of, read_export, text_value, thinking_block, threads, tool_line
 
 FORMAT = SOURCE = "claude-ai"
 SUFFIXES = (".json",)

@@ -15,7 +15,7 @@ from typing import Callable
 
 from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, participants_of, session_id, text_id
 from palace_cli.core.text import one_line, slug
-from palace_cli.conversations.reading import read_export, text_value, thinking_block, threads, tool_line
+from palace_cli.importers.chats.reading import read_export, text_value, thinking_block, threads, tool_line
 
 FORMAT = SOURCE = "chatgpt"
 SUFFIXES = (".json",)
