@@ -304,7 +304,7 @@ class PalaceTools:
         return "\n".join(lines)
 
     def _study(self, strategy: str = "due", domain: str | None = None):
-        from palace_cli.study.reviewlog import ReviewLog
+        from palace_cli.editing.reviewlog import ReviewLog
         from palace_cli.study.session import StudySession
 
         if domain is not None:
@@ -330,7 +330,7 @@ class PalaceTools:
     def quiz_grade(self, question: str, answer: str) -> str:
         """Grade an answer to a quiz_next question, append the review (learner agent:mcp), say what comes next."""
         from palace_cli.study.examiner import KINDS
-        from palace_cli.study.reviewlog import RATING_NAMES
+        from palace_cli.editing.reviewlog import RATING_NAMES
 
         parts = question.strip().split(":")
         if len(parts) != 4 or parts[1] not in KINDS or not parts[2].isdigit():

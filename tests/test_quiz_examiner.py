@@ -13,7 +13,7 @@ import pytest
 from palace_cli.palace import Palace
 from palace_cli.study.evaluator import Element, grade
 from palace_cli.study.examiner import KINDS, Examiner, subject_forms
-from palace_cli.study.reviewlog import Review, ReviewLog
+from palace_cli.editing.reviewlog import Review, ReviewLog
 from palace_cli.study.scheduler import replay
 from palace_cli.study.session import StudySession
 from palace_cli.study.strategies import keyword_neighbours, select, vector_neighbours

@@ -22,7 +22,7 @@ from palace_cli.core.notes import ID_PATTERN, VERSION_FIELDS, Memory
 from palace_cli.errors import Ambiguous, NoteError, PalaceError, UsageError
 from palace_cli.index.locks import write_lock
 from palace_cli.palace import Palace
-from palace_cli.study.reviewlog import ReviewLog
+from palace_cli.editing.reviewlog import ReviewLog
 
 
 BODY_FIELDS = {"wiki": "body", "embed": "embed", "markdown": "markdown", "reference": "reference"}

@@ -15,8 +15,8 @@ from palace_cli.core.validity import Versions
 from palace_cli.errors import Ambiguous, NoteError, PalaceError
 from palace_cli.index.files import check_index_files, write_index_files
 from palace_cli.palace import Palace
-from palace_cli.study.reviewlog import ReviewLog
-from palace_cli.study.smashin import weak_image_problems
+from palace_cli.editing.reviewlog import ReviewLog
+from palace_cli.core.smashin import weak_image_problems
 
 # Parser findings that make a note wrong rather than odd; everything else the parser notes is a warning (a
 # memory that merely lacks a SMASHIN part, like its anchor, is not broken: `lint --study` lists what it lacks).

@@ -16,7 +16,7 @@ from palace_cli.errors import ModelError, PalaceError
 from palace_cli.index.locks import write_lock
 from palace_cli.palace import Palace
 from palace_cli.study.llm import NEEDS_MODEL, propose_image
-from palace_cli.study.smashin import FACTORS, SmashinScore, detect, factor, score_memory
+from palace_cli.core.smashin import FACTORS, SmashinScore, detect, factor, score_memory
 
 PROPOSALS = "proposals"
 
