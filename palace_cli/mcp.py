@@ -234,7 +234,7 @@ class PalaceTools:
         check_note_size("".join([subject, anchor, image, content, verify or "", *(keywords or []), *(links or [])]),
                         self.palace.rel(target))
         links = link_ids(self.palace, links or [])
-        with write_lock(self.palace):  # the token is checked against every note written before this one
+        with write_lock(self.palace.site):  # the token is checked against every note written before this one
             if image or verify or anchor:  # a SMASHIN memory, asked for: its image gives its token, or it is refused
                 verify = token_for(self.palace, image, verify, subject=subject, keywords=keywords or [],
                                    content=content, anchor=anchor)

@@ -25,7 +25,7 @@ from palace_cli.conversations import CONVERSATIONS
 from palace_cli.errors import PalaceError
 from palace_cli.palace import Palace
 from palace_cli.core.layout import MEMORIES, NoteRules
-from palace_cli.index.refresh import AUTO, RefreshReport, refresh
+from palace_cli.index.refresh import AUTO, RefreshReport
 from palace_cli.progress import Progress
 
 DEBOUNCE_S = 0.2
@@ -222,7 +222,7 @@ class Watcher:
     def _run(self, triggers: list[str], progress: Progress | None = None, announce: bool = True) -> RefreshReport | None:
         started = time.perf_counter()
         try:
-            report = refresh(self.palace, embedder=self.embedder, progress=progress, index_files=self.index_files())
+            report = self.palace.refresh(embedder=self.embedder, progress=progress, index_files=self.index_files())
         except Exception as exc:  # the watcher outlives any one failed refresh; it retries shortly
             self.on_event(WatchEvent("error", triggers=triggers, seconds=time.perf_counter() - started,
                                      error=f"{type(exc).__name__}: {exc}"))

@@ -198,10 +198,9 @@ def test_adversarial_pairs_confusable_memories_back_to_back(example):
 
 def test_adversarial_neighbours_come_from_bm25_when_the_search_index_is_built(example_palace):
     from palace_cli.study.session import stored_neighbours
-    from palace_cli.index.refresh import refresh
 
     palace = Palace(example_palace)
-    refresh(palace, embedder=None)  # lexical index only, no vectors
+    palace.refresh(embedder=None)  # lexical index only, no vectors
     memories = palace.scan().memories
     near = stored_neighbours(palace)(memories, ["vector-clocks", "snapshot-isolation"])
     # (write-through-cache found write-behind-cache here until issue 13's S3 notes, full of

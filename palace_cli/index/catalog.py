@@ -130,7 +130,7 @@ def build_catalog(index: Index) -> Catalog:
         kinds.append("section")
         times.append(created if isinstance(created, str) and TIME.fullmatch(created) else "")
         sessions.append("")
-    domain_names = sorted({d for d in domains if d} | set(index.palace.config.domains))
+    domain_names = sorted({d for d in domains if d} | set(index.site.config.domains))
     domain_index = defaultdict(list)
     for row, domain in enumerate(domains):
         domain_index[domain].append(row)

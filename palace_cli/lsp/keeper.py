@@ -68,13 +68,12 @@ class Keeper:
         threading.Thread(target=self._background, name="palace-lsp-start", daemon=True).start()
 
     def _background(self) -> None:
-        from palace_cli.index.refresh import refresh
         from palace_cli.watch import Watcher
 
         self._reader = self._noticed(Palace(self.palace.root))
         self._build()
         try:
-            refresh(self._reader, embedder=None, index_files=self._may_write_index_files())
+            self._reader.refresh(embedder=None, index_files=self._may_write_index_files())
         except Exception:
             log.error("the first refresh failed:\n%s", traceback.format_exc())
         self.refreshed = True
