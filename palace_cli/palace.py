@@ -89,13 +89,13 @@ class Palace:
 
     def stale(self) -> list[str]:
         """Generated index files that differ from what the notes on disk produce (changes nothing)."""
-        from palace_cli.index.refresh import stale
+        from palace_cli.index.ondisk import stale
 
         return stale(self.index)
 
     def unindexed(self) -> list[str]:
         """Notes and session files the cache has not caught up with (changes nothing)."""
-        from palace_cli.index.refresh import unindexed
+        from palace_cli.index.ondisk import unindexed
 
         return unindexed(self.index)
 

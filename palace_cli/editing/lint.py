@@ -370,7 +370,7 @@ def merge_problems(palace: Palace, merging: bool = False) -> list[Problem]:
     added on one side to a note the other side removed; `merging`: see gitsetup.merge_changes). Reads the notes
     on disk; changes nothing."""
     from palace_cli.editing.gitsetup import merge_changes
-    from palace_cli.index.refresh import notes_on_disk
+    from palace_cli.index.ondisk import notes_on_disk
 
     disk = notes_on_disk(palace.index)
     problems = list(disk.duplicates)

@@ -108,7 +108,7 @@ def _decide(palace: Palace, records: list[Record], plans: list, report: ImportRe
 
 def _import_conversations(palace: Palace, path: Path, format: str, include, dry_run: bool,
                           progress: Progress | None, note_options: dict):
-    """Conversations go to conversations/<source>/, through their own package."""
+    """Conversations go to conversations/<source>/, through the chat readers and the session-file writer (importers/chats)."""
     from palace_cli.importers.chats.writer import import_conversations
     from palace_cli.conversations.sessionfile import CONVERSATIONS
 
