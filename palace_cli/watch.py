@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Callable
 
 from palace_cli.index import watcher
-from palace_cli.index.refresh import AUTO
 from palace_cli.index.watcher import DEBOUNCE_S, MAX_DELAY_S, WatchEvent, relevant
 from palace_cli.palace import Palace
 from palace_cli.progress import Progress
@@ -17,13 +16,14 @@ from palace_cli.progress import Progress
 
 class Watcher(watcher.Watcher):
     """Watches one palace and refreshes it; call start(), then wait() or stop(). Reports through on_event.
-    `index_files` is asked before each refresh: False leaves INDEX.md and index/*.md as they are."""
+    `index_files` is asked before each refresh: False leaves INDEX.md and index/*.md as they are; other options
+    (`embedder=`) are Palace.refresh's."""
 
-    def __init__(self, palace: Palace, on_event: Callable[[WatchEvent], None] | None = None, *, embedder=AUTO,
+    def __init__(self, palace: Palace, on_event: Callable[[WatchEvent], None] | None = None, *,
                  progress: Progress | None = None, debounce: float = DEBOUNCE_S, max_delay: float = MAX_DELAY_S,
-                 index_files: Callable[[], bool] = lambda: True):
+                 index_files: Callable[[], bool] = lambda: True, **refresh_options):
         def refresh(progress: Progress | None):
-            return palace.refresh(embedder=embedder, progress=progress, index_files=index_files())
+            return palace.refresh(progress=progress, index_files=index_files(), **refresh_options)
 
         super().__init__(palace.site, refresh, on_event, reload=palace.reload_config, progress=progress,
                          debounce=debounce, max_delay=max_delay)
