@@ -234,7 +234,7 @@ class PalaceTools:
         check_note_size("".join([subject, anchor, image, content, verify or "", *(keywords or []), *(links or [])]),
                         self.palace.rel(target))
         links = link_ids(self.palace, links or [])
-        with write_lock(self.palace):  # the token is checked against every note written before this one
+        with write_lock(self.palace.site):  # the token is checked against every note written before this one
             if image or verify or anchor:  # a SMASHIN memory, asked for: its image gives its token, or it is refused
                 verify = token_for(self.palace, image, verify, subject=subject, keywords=keywords or [],
                                    content=content, anchor=anchor)
@@ -304,7 +304,7 @@ class PalaceTools:
         return "\n".join(lines)
 
     def _study(self, strategy: str = "due", domain: str | None = None):
-        from palace_cli.study.reviewlog import ReviewLog
+        from palace_cli.editing.reviewlog import ReviewLog
         from palace_cli.study.session import StudySession
 
         if domain is not None:
@@ -330,7 +330,7 @@ class PalaceTools:
     def quiz_grade(self, question: str, answer: str) -> str:
         """Grade an answer to a quiz_next question, append the review (learner agent:mcp), say what comes next."""
         from palace_cli.study.examiner import KINDS
-        from palace_cli.study.reviewlog import RATING_NAMES
+        from palace_cli.editing.reviewlog import RATING_NAMES
 
         parts = question.strip().split(":")
         if len(parts) != 4 or parts[1] not in KINDS or not parts[2].isdigit():

@@ -9,12 +9,13 @@ import pytest
 from conversation_fixtures import (CHAT, SESSION, chatgpt_conversations, claude_ai_conversations, claude_code_lines,
                                    locomo_samples, write_chatgpt, write_claude_code)
 
-from palace_cli.conversations import parse_session, read_conversations, render_session
-from palace_cli.conversations.locomo import locomo_time
+from palace_cli.conversations import parse_session, render_session
+from palace_cli.importers.formats import read_conversations
+from palace_cli.importers.chats.locomo import locomo_time
 from palace_cli.conversations.model import Session, Turn
 from palace_cli.core.dates import iso_time
 from palace_cli.conversations.sessionfile import session_digest
-from palace_cli.conversations.reading import tool_line
+from palace_cli.importers.chats.reading import tool_line
 from palace_cli.importers import detect_format
 from palace_cli.errors import UsageError
 

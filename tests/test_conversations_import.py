@@ -16,7 +16,7 @@ from conversation_fixtures import (CHAT, SESSION, chatgpt_conversations, claude_
 from palace_cli.editing.authoring import init_palace
 from palace_cli.cli import cli
 from palace_cli.conversations import load_session, parse_session, session_files
-from palace_cli.conversations import writer as importer
+from palace_cli.importers.chats import writer as importer
 from palace_cli.errors import UsageError
 from palace_cli.importers import import_path
 from palace_cli.editing.lint import lint

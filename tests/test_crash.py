@@ -16,7 +16,6 @@ from palace_cli.bench.synth import generate_palace
 from palace_cli.index.files import check_index_files
 from palace_cli.core.disk import atomic_write
 from palace_cli.palace import Palace
-from palace_cli.index.refresh import refresh, stale, unindexed
 
 SIZE = 700
 CHILD = """
@@ -35,7 +34,7 @@ def progress(name, done, total):
         seen += 1
         if seen == nth:
             os.kill(os.getpid(), signal.SIGKILL)
-r.refresh(Palace(root), embedder=r.AUTO if stage == "embedding" else None, progress=progress)
+Palace(root).refresh(embedder=r.AUTO if stage == "embedding" else None, progress=progress)
 print("finished", flush=True)
 """
 
@@ -65,7 +64,7 @@ def reference(template, tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("crash-ref") / "p"
     shutil.copytree(template, root)
     palace = Palace(root)
-    refresh(palace, embedder=None)
+    palace.refresh(embedder=None)
     return {"lexical": lexical(palace), "files": generated_files(root)}
 
 
@@ -74,12 +73,12 @@ def assert_repaired(parse_notes):
     """A check that the next refresh repairs a killed build: what an uninterrupted build gives, then no-ops."""
     def check(root: Path, expected: dict) -> None:
         palace = Palace(root)
-        report = refresh(palace, embedder=None)
+        report = palace.refresh(embedder=None)
         assert report.problems == []
         assert lexical(palace) == expected["lexical"]
         assert generated_files(root) == expected["files"]
-        assert stale(palace) == [] and unindexed(palace) == [] and check_index_files(palace, parse_notes(palace)) == []
-        assert refresh(palace, embedder=None).changed is False
+        assert palace.stale() == [] and palace.unindexed() == [] and check_index_files(palace.site, parse_notes(palace)) == []
+        assert palace.refresh(embedder=None).changed is False
 
     return check
 
@@ -107,7 +106,7 @@ def big_build(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("crash-big-ref") / "p"
     shutil.copytree(template, root)
     palace = Palace(root)
-    refresh(palace, embedder=None)
+    palace.refresh(embedder=None)
     return {"template": template, "expected": {"lexical": lexical(palace), "files": generated_files(root)}}
 
 
@@ -134,7 +133,7 @@ def test_kill_during_an_incremental_refresh(template, tmp_path, stage, assert_re
     """Edits, deletes and renames committed to the note cache but not yet to whoosh or the index files."""
     root = tmp_path / "p"
     shutil.copytree(template, root)
-    refresh(Palace(root), embedder=None)
+    Palace(root).refresh(embedder=None)
     files = sorted((root / "memories").rglob("*.md"))
     for i, path in enumerate(files[:40]):
         atomic_write(path, path.read_text().replace("## Content\n", f"## Content\nZanzibar{i} "))
@@ -147,7 +146,7 @@ def test_kill_during_an_incremental_refresh(template, tmp_path, stage, assert_re
     expected_root = tmp_path / "expected"
     shutil.copytree(root, expected_root, ignore=shutil.ignore_patterns(".palace"))
     expected_palace = Palace(expected_root)
-    refresh(expected_palace, embedder=None)
+    expected_palace.refresh(embedder=None)
     expected = {"lexical": {p: i for p, i in lexical(expected_palace).items()}, "files": generated_files(expected_root)}
     assert_repaired(root, expected)
     palace = Palace(root)
@@ -162,7 +161,7 @@ def test_kill_during_embedding_keeps_vectors_right(small_palace, with_models, pa
     child = run_child(small_palace, "embedding", 1, env=dict(os.environ))  # PALACE_HOME: the models' home
     assert child.returncode == -signal.SIGKILL, child.stderr
     palace = Palace(small_palace)
-    report = refresh(palace)
+    report = palace.refresh()
     assert report.dense == "on"
     model_id, keys, matrix = palace.index.vectors.load()
     assert sorted(keys) == sorted(palace.index.store.text_hashes().values()) and matrix.shape[0] == 3
@@ -219,16 +218,16 @@ def fresh_build(root: Path, tmp_path: Path) -> dict:
     copy = tmp_path / "fresh"
     shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".palace"))
     palace = Palace(copy)
-    refresh(palace, embedder=None)
-    return {"docs": all_docs(palace), "problems": [(p.path, p.code) for p in refresh(palace, embedder=None).problems]}
+    palace.refresh(embedder=None)
+    return {"docs": all_docs(palace), "problems": [(p.path, p.code) for p in palace.refresh(embedder=None).problems]}
 
 
 def assert_sessions_repaired(root: Path, expected: dict) -> None:
     palace = Palace(root)
-    report = refresh(palace, embedder=None)
+    report = palace.refresh(embedder=None)
     assert [(p.path, p.code) for p in report.problems] == expected["problems"]
     assert all_docs(palace) == expected["docs"]
-    assert refresh(palace, embedder=None).changed is False
+    assert palace.refresh(embedder=None).changed is False
     catalog = palace.index.catalog()
     assert sorted(zip(catalog.paths, catalog.ids))[-len(expected["docs"]):] == \
         [d for d in expected["docs"] if "/" in d[1]]
@@ -254,7 +253,7 @@ def test_kill_during_an_incremental_refresh_of_session_files(talk_template, tmp_
     not yet to whoosh."""
     root = tmp_path / "p"
     shutil.copytree(talk_template, root)
-    refresh(Palace(root), embedder=None)
+    Palace(root).refresh(embedder=None)
     files = sorted((root / "conversations" / "locomo").glob("*.md"))
     for i, path in enumerate(files[:5]):
         atomic_write(path, path.read_text().replace("turn 3 ", f"turn 3 Zanzibar{i} "))

@@ -18,9 +18,9 @@ def test_cli_reference_is_current():
 def test_core_imports_no_click_or_rich():
     """The core library is free of the faces' libraries."""
     code = ("import sys, palace_cli.search.retrieve, palace_cli.index.refresh, palace_cli.answers.verify, palace_cli.editing.lint, "
-            "palace_cli.editing.authoring, palace_cli.search.wakeup, palace_cli.importers, palace_cli.study.smashin, "
-            "palace_cli.conversations.writer, palace_cli.conversations.claude_code, palace_cli.conversations.chatgpt, "
-            "palace_cli.conversations.claude_ai, palace_cli.conversations.locomo, palace_cli.conversations.chat_text; "
+            "palace_cli.editing.authoring, palace_cli.search.wakeup, palace_cli.importers, palace_cli.core.smashin, "
+            "palace_cli.importers.chats.writer, palace_cli.importers.chats.claude_code, palace_cli.importers.chats.chatgpt, "
+            "palace_cli.importers.chats.claude_ai, palace_cli.importers.chats.locomo, palace_cli.importers.chats.chat_text; "
             "bad = [m for m in ('click', 'rich') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 0, f"core imported {result.stdout.strip()} {result.stderr[-500:]}"

@@ -63,7 +63,7 @@ def expected(root: Path) -> dict[str, str]:
     for note_file in p.note_files():
         memory = load_note(root, note_file.relpath, note_file.domain)
         scan.memories.setdefault(memory.id, memory)
-    return render_all(p, scan)
+    return render_all(p.site, scan)
 
 
 @pytest.fixture

@@ -97,7 +97,7 @@ def test_a_busy_palace_is_left_alone(palace, tmp_path):
     from palace_cli.index.locks import write_lock
 
     transcript = write_claude_code(tmp_path / "project")
-    with write_lock(palace):  # another palace process writing
+    with write_lock(palace.site):  # another palace process writing
         done = run_hook(event("PreCompact", palace.root, transcript), palace.root)
         start = run_hook(event("SessionStart", palace.root), palace.root)
     assert done.returncode == 0 and "busy" in done.stderr and "imported next time" in done.stderr

@@ -568,7 +568,7 @@ JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-10**30, 10**
 
 def _stream(file: Path, chunk: int, limit: int | None = None) -> tuple[list, list]:
     """(records, problems) of json_records with tiny chunks (every value cut somewhere) and perhaps a tiny cap."""
-    from palace_cli.conversations import jsonstream
+    from palace_cli.importers.chats import jsonstream
 
     saved = jsonstream.CHUNK, jsonstream.MAX_RECORD_BYTES
     jsonstream.CHUNK, jsonstream.MAX_RECORD_BYTES = chunk, limit or saved[1]

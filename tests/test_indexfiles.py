@@ -22,22 +22,22 @@ def generated(root: Path) -> dict[str, str]:
 
 
 def test_committed_example_palace_index_files_are_current(palace, parse_notes):
-    assert check_index_files(palace, parse_notes(palace)) == []
+    assert check_index_files(palace.site, parse_notes(palace)) == []
 
 
 def test_generating_twice_gives_identical_bytes(palace, parse_notes):
-    first = render_all(palace, parse_notes(palace))
-    assert write_index_files(palace, parse_notes(palace)).written == []  # the committed files are already these bytes
+    first = render_all(palace.site, parse_notes(palace))
+    assert write_index_files(palace.site, parse_notes(palace)).written == []  # the committed files are already these bytes
     memories = list(parse_notes(palace).memories.items())
     random.Random(7).shuffle(memories)
-    assert render_all(palace, Scan(memories=dict(memories))) == first
+    assert render_all(palace.site, Scan(memories=dict(memories))) == first
 
 
 def test_editing_one_note_changes_only_its_lines(palace, parse_notes):
     before = generated(palace.root)
     note = palace.root / "memories/consensus-coordination/raft.md"
     update_frontmatter(note, {"anchor": "drummer on the rapids", "keywords": ["consensus", "leader", "term"]})
-    report = write_index_files(palace, parse_notes(palace))
+    report = write_index_files(palace.site, parse_notes(palace))
     assert report.written == ["INDEX.md", "index/consensus-coordination.md"]
     after = generated(palace.root)
     for name in before:
@@ -56,7 +56,7 @@ def test_adding_a_note_adds_its_lines_and_the_counts(palace, parse_notes):
     (palace.root / "memories/consensus-coordination/raft-2.md").write_text(
         source.replace("id: raft", "id: raft-2").replace("anchor: drummer on the river", "anchor: second drummer")
         .replace("verify: ", "verify: x"))
-    write_index_files(palace, parse_notes(palace))
+    write_index_files(palace.site, parse_notes(palace))
     after = generated(palace.root)
     added = set(after["INDEX.md"].splitlines()) - set(before["INDEX.md"].splitlines())
     assert len(added) == 2 and any("second drummer" in line for line in added)
@@ -65,26 +65,26 @@ def test_adding_a_note_adds_its_lines_and_the_counts(palace, parse_notes):
 
 def test_orphaned_generated_files_go_and_hand_written_ones_stay(small_palace, parse_notes):
     palace = Palace(small_palace)
-    write_index_files(palace, parse_notes(palace))
+    write_index_files(palace.site, parse_notes(palace))
     (small_palace / "index" / "notes.md").write_text("# my own notes about the index\n")
     for path in (small_palace / "memories" / "storage").iterdir():
         path.unlink()
     (small_palace / "memories" / "storage").rmdir()
-    assert "index/storage.md" in check_index_files(palace, parse_notes(palace))
-    report = write_index_files(palace, parse_notes(palace))
+    assert "index/storage.md" in check_index_files(palace.site, parse_notes(palace))
+    report = write_index_files(palace.site, parse_notes(palace))
     assert report.removed == ["index/storage.md"]
     assert (small_palace / "index" / "notes.md").exists()
-    assert check_index_files(palace, parse_notes(palace)) == []
+    assert check_index_files(palace.site, parse_notes(palace)) == []
 
 
 def test_stale_after_an_edit_until_regenerated(small_palace, parse_notes):
     palace = Palace(small_palace)
     # add_memory refreshes before it writes, so only what the last note changed is stale
-    assert check_index_files(palace, parse_notes(palace)) == ["INDEX.md", "index/storage.md"]
-    write_index_files(palace, parse_notes(palace))
-    assert check_index_files(palace, parse_notes(palace)) == []
+    assert check_index_files(palace.site, parse_notes(palace)) == ["INDEX.md", "index/storage.md"]
+    write_index_files(palace.site, parse_notes(palace))
+    assert check_index_files(palace.site, parse_notes(palace)) == []
     update_frontmatter(small_palace / "memories/storage/bloom-filter.md", {"anchor": "lightbulb hotel"})
-    assert check_index_files(palace, parse_notes(palace)) == ["INDEX.md", "index/storage.md"]
+    assert check_index_files(palace.site, parse_notes(palace)) == ["INDEX.md", "index/storage.md"]
 
 
 # ---- navigation without the CLI --------------------------------------------------------------
@@ -145,7 +145,7 @@ def assert_no_token(files: dict[str, str], memories) -> None:
 
 def test_no_generated_file_of_the_example_palace_contains_a_verify_phrase(palace, parse_notes):
     assert_no_token(generated(palace.root), parse_notes(palace).memories.values())
-    assert_no_token(render_all(palace, parse_notes(palace)), parse_notes(palace).memories.values())
+    assert_no_token(render_all(palace.site, parse_notes(palace)), parse_notes(palace).memories.values())
 
 
 def test_fingerprints_are_listed_instead(palace):
@@ -165,7 +165,7 @@ def test_tokens_printed_by_other_fields_are_hidden(small_palace, parse_notes):
     update_frontmatter(base / "two-phase-commit.md", {"verify": "granite couples", "subject": "Granite Couple (2PC)"})
     palace = Palace(small_palace)
     scan = parse_notes(palace)
-    files = render_all(palace, scan)
+    files = render_all(palace.site, scan)
     assert_no_token(files, scan.memories.values())
     text = files["INDEX.md"] + files["index/distributed.md"]
     assert "relay race of (hidden)" in text and "Home of the (hidden)." in text
@@ -181,7 +181,7 @@ def test_link_targets_are_escaped(tmp_path, parse_notes):
     palace = Palace(root)
     (root / "memories" / "my notes").mkdir(parents=True)
     add_memory(palace, "Spaced Out", "my notes", anchor="hook", image="a walrus on skis", content="x")
-    files = render_all(palace, parse_notes(palace))
+    files = render_all(palace.site, parse_notes(palace))
     assert "](../memories/my%20notes/spaced-out.md)" in files["index/my notes.md"]
     assert "[index/my notes.md](index/my%20notes.md)" in files["INDEX.md"]
 

@@ -176,7 +176,7 @@ def test_fix_never_touches_unreadable_or_bom_crlf_notes(root):
 
 def test_exit_rule(root, parse_notes):
     make(root, "alpha", verify="orange llamas", content="Llamas.")  # a guessable token: a warning
-    write_index_files(Palace(root), parse_notes(Palace(root)))
+    write_index_files(Palace(root).site, parse_notes(Palace(root)))
     report = lint(Palace(root))
     assert report.errors == 0 and report.warnings >= 1
     assert report.failed() is False and report.failed(strict=True) is True

@@ -863,8 +863,8 @@ def test_bench_lsp_runs_on_a_small_palace(tmp_path):
     assert report["notes"] == 60 and report["completion"]["n"] == 5 and report["hover"]["n"] == 5
     assert report["diagnostics_after_change"]["n"] == 5 and report["ready_s"] > 0
     assert [b["bytes"] >= 100_000 and b["diagnostics_s"] is not None for b in report["big_buffers"]] == [True] * 5
-    rebuild = report["table_rebuild_after_edit"]
-    assert rebuild["edits"] == 5 and rebuild["cpu_p50_ms"] > 0 and rebuild["first_cpu_ms"] > 0
+    after = report["after_save"]  # each save came back as new diagnostics, its server CPU measured
+    assert after["edits"] == 5 and after["p50_ms"] is not None and after["cpu_p50_ms"] is not None
     palace = Palace(tmp_path / "palace-60")
     assert palace.refresh(embedder=None).changed is False and not any(
         "Edit " in p.read_text() for p in (palace.root / "memories").rglob("*.md"))  # the edited note is restored

@@ -233,7 +233,7 @@ def attacked(example_palace, tmp_path):
     (example_palace / "drafts").mkdir()
     (example_palace / "drafts/inner.md").write_text(secret.read_text().replace("id: secret", "id: inner"))
     (example_palace / "memories/consensus-coordination/inner.md").symlink_to("../../drafts/inner.md")
-    from palace_cli.study.reviewlog import log_name
+    from palace_cli.editing.reviewlog import log_name
 
     (example_palace / "reviews" / log_name()).symlink_to(outside / "stolen.jsonl")  # dangling: O_CREAT would follow
     return example_palace

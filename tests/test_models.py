@@ -410,7 +410,6 @@ def test_install_replaces_a_damaged_file(installed_models, embedder_file, tmp_pa
 
 def test_install_on_a_q8_0_machine_adds_bf16_beside_it_as_the_new_default(
         installed_models, embedder_file, small_palace, tmp_path, monkeypatch):
-    from palace_cli.index.refresh import refresh
     from palace_cli.palace import Palace
 
     q8_0 = embedder_file("q8_0")
@@ -418,7 +417,7 @@ def test_install_on_a_q8_0_machine_adds_bf16_beside_it_as_the_new_default(
     monkeypatch.setenv("PALACE_HOME", str(home))
     old = home / "models" / q8_0.name
     assert models.default_model_path("embedder") == old  # an earlier install keeps working as it was
-    report = refresh(Palace(small_palace))
+    report = Palace(small_palace).refresh()
     assert report.vectors.embedded == 3 and Palace(small_palace).index.vectors.model_id().startswith(
         "all-MiniLM-L6-v2.q8_0@")
     before = os.stat(old)
@@ -437,10 +436,10 @@ def test_install_on_a_q8_0_machine_adds_bf16_beside_it_as_the_new_default(
     assert models.default_model_options("embedder", old) == models.default_model_options("embedder", bf16) == {
         "max_tokens": 256}
 
-    report = refresh(Palace(small_palace))  # the new default re-embeds once, and says from what
+    report = Palace(small_palace).refresh()  # the new default re-embeds once, and says from what
     assert report.vectors.embedded == 3 and report.vectors.model_changed_from.startswith("all-MiniLM-L6-v2.q8_0@")
     assert Palace(small_palace).index.vectors.model_id().startswith("all-MiniLM-L6-v2.bf16@")
-    assert refresh(Palace(small_palace)).vectors is None
+    assert Palace(small_palace).refresh().vectors is None
 
     from click.testing import CliRunner  # and back, without converting anything
 

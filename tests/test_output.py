@@ -121,7 +121,7 @@ def test_counts_read_as_english(tmp_path):
 
 
 def test_the_interval_on_each_rating_key_is_the_one_the_rating_gives(palace):
-    from palace_cli.study.reviewlog import Review
+    from palace_cli.editing.reviewlog import Review
     from palace_cli.study.scheduler import replay
 
     start = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -48,7 +48,7 @@ def test_unknown_domain_is_an_error_with_the_list(example_palace):
 
 
 def test_study_core_imports_neither_click_nor_rich():
-    code = ("import sys, palace_cli.study.smashin, palace_cli.study.session, palace_cli.study.stats, "
+    code = ("import sys, palace_cli.core.smashin, palace_cli.study.session, palace_cli.study.stats, "
             "palace_cli.study.redqueen, palace_cli.study.evolver; "
             "print(sorted(m for m in ('click', 'rich') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -13,7 +13,7 @@ import pytest
 from palace_cli.palace import Palace
 from palace_cli.study.evaluator import Element, grade
 from palace_cli.study.examiner import KINDS, Examiner, subject_forms
-from palace_cli.study.reviewlog import Review, ReviewLog
+from palace_cli.editing.reviewlog import Review, ReviewLog
 from palace_cli.study.scheduler import replay
 from palace_cli.study.session import StudySession
 from palace_cli.study.strategies import keyword_neighbours, select, vector_neighbours
@@ -198,10 +198,9 @@ def test_adversarial_pairs_confusable_memories_back_to_back(example):
 
 def test_adversarial_neighbours_come_from_bm25_when_the_search_index_is_built(example_palace):
     from palace_cli.study.session import stored_neighbours
-    from palace_cli.index.refresh import refresh
 
     palace = Palace(example_palace)
-    refresh(palace, embedder=None)  # lexical index only, no vectors
+    palace.refresh(embedder=None)  # lexical index only, no vectors
     memories = palace.scan().memories
     near = stored_neighbours(palace)(memories, ["vector-clocks", "snapshot-isolation"])
     # (write-through-cache found write-behind-cache here until issue 13's S3 notes, full of

@@ -13,7 +13,7 @@ import pytest
 from fsrs import Card, Rating, Scheduler
 
 from palace_cli.palace import Palace
-from palace_cli.study.reviewlog import Review, ReviewLog, parse_rating
+from palace_cli.editing.reviewlog import Review, ReviewLog, parse_rating
 from palace_cli.study.scheduler import card_id, replay
 from palace_cli.study.stats import due_items, study_stats
 

@@ -13,7 +13,7 @@ from palace_cli.palace import Palace
 from palace_cli.study.examiner import leaks, validate
 from palace_cli.study.llm import parse_generated, repetitive
 from palace_cli.study.redqueen import run_red_queen
-from palace_cli.study.reviewlog import ReviewLog
+from palace_cli.editing.reviewlog import ReviewLog
 from palace_cli.study.scheduler import replay
 
 

@@ -13,7 +13,6 @@ from click.testing import CliRunner
 from palace_cli.cli import cli
 from palace_cli.errors import NotFound, UsageError
 from palace_cli.search.profiles import PROFILES
-from palace_cli.index.refresh import refresh
 from palace_cli.search.retrieve import fuse_minmax, fuse_rrf, recall, search, trim_hits
 from palace_cli.search.context import build_context
 from palace_cli.search.hits import Hit
@@ -58,7 +57,7 @@ def test_recall_ranks_as_flat_search_does(palace):
     from palace_cli.bench.retrieval import load_queries
 
     queries = [q for q in load_queries(palace.root / "queries.jsonl") if q.expected]
-    refresh(palace)
+    palace.refresh()
     for q in queries:
         flat = search(palace, q.query, k=3, do_refresh=False)
         routed = recall(palace, q.query, k=3, trim=False, do_refresh=False)

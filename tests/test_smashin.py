@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from palace_cli.cli import cli
 from palace_cli.editing.lint import lint
 from palace_cli.palace import Palace
-from palace_cli.study.smashin import FACTOR_KEYS, agreement, detect, score_memory
+from palace_cli.core.smashin import FACTOR_KEYS, agreement, detect, score_memory
 
 LABELS = Path(__file__).parent / "data" / "smashin_labels.jsonl"
 
@@ -93,7 +93,7 @@ def test_scorer_agrees_with_hand_labels(palace, split, min_accuracy, min_kappa):
 
 
 def test_agreement_statistics_on_a_known_table():
-    from palace_cli.study.smashin import SmashinScore, FactorResult
+    from palace_cli.core.smashin import SmashinScore, FactorResult
 
     def scored(keys):
         return SmashinScore("m", "p", [FactorResult(k, k, k in keys) for k in FACTOR_KEYS])

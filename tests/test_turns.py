@@ -14,7 +14,6 @@ from palace_cli.cli import cli
 from palace_cli.conversations import session_files
 from palace_cli.errors import UsageError
 from palace_cli.importers import import_path
-from palace_cli.index.refresh import stale, unindexed
 from palace_cli.palace import Palace
 from palace_cli.search.retrieve import recall, search
 from palace_cli.answers.verify import parse_context, verify_response
@@ -140,11 +139,11 @@ def test_refresh_is_incremental_for_session_files(talk):
     assert talk.refresh().changed is False
     (talk.root / "conversations/locomo/conv-2-s01.md").unlink()
     path.write_text(path.read_text() + "\n### Ben · D2:4\nAnd a slipper.\n")
-    assert unindexed(talk) == ["conversations/locomo/conv-1-s02.md: changed since indexed",
+    assert talk.unindexed() == ["conversations/locomo/conv-1-s02.md: changed since indexed",
                                "conversations/locomo/conv-2-s01.md: deleted but still indexed"]
-    assert stale(talk) == ["index/conversations.md: generated index file out of date"]
+    assert talk.stale() == ["index/conversations.md: generated index file out of date"]
     assert talk.refresh().removed == ["conversations/locomo/conv-2-s01.md"]
-    assert stale(talk) == [] and unindexed(talk) == []
+    assert talk.stale() == [] and talk.unindexed() == []
     assert search(talk, "happy new year", mode="lexical").hits == []
 
 
@@ -223,7 +222,7 @@ def test_the_session_list_is_generated_deterministically_and_kept_current(talk, 
             "`conversations/locomo/conv-1-s01.md` · 3 turns") in text
     lines = text.split("\n")
     assert lines.index(next(l for l in lines if "conv-1-s02" in l)) < lines.index(next(l for l in lines if "conv-2-s01" in l))
-    assert check_index_files(talk, parse_notes(talk)) == [] and stale(talk) == []
+    assert check_index_files(talk.site, parse_notes(talk)) == [] and talk.stale() == []
     # the same files give the same bytes from nothing
     again = sessions_palace(tmp_path / "again")
     assert (again.root / "index/conversations.md").read_text() == text
@@ -240,7 +239,7 @@ def test_the_session_list_is_generated_deterministically_and_kept_current(talk, 
     assert listing.read_text().startswith("# Conversations")
     shutil.rmtree(talk.root / "conversations")
     assert "index/conversations.md" in talk.refresh().index_files and not listing.exists()
-    assert check_index_files(talk, parse_notes(talk)) == []
+    assert check_index_files(talk.site, parse_notes(talk)) == []
 
 
 def test_key_terms_come_from_the_session_alone():

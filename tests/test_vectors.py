@@ -281,23 +281,22 @@ def test_a_killed_long_embedding_run_resumes_from_its_checkpoints(tmp_path):
 
 
 def test_dense_search_is_the_same_from_segments_and_after_compaction(small_palace, with_models):
-    from palace_cli.index.refresh import refresh
     from palace_cli.core.disk import atomic_write
     from palace_cli.palace import Palace
     from palace_cli.search.retrieve import search
 
     palace = Palace(small_palace)
-    assert refresh(palace).dense == "on"
+    assert palace.refresh().dense == "on"
     path = palace.root / "memories/distributed/saga.md"
     atomic_write(path, path.read_text().replace("compensating action", "compensating step"))
-    assert refresh(palace).vectors.embedded == 1
+    assert palace.refresh().vectors.embedded == 1
     store = palace.index.vectors
     assert len(manifest(store)["deltas"]) == 1
     queries = ["atomic commit across participants", "undo a failed step", "probabilistic set membership"]
     segmented = [[(h.id, h.score) for h in search(palace, q, mode="dense", k=3).hits] for q in queries]
     matrix = palace.index.catalog().matrix
     store.compact()
-    assert manifest(store)["deltas"] == [] and refresh(palace).vectors.embedded == 0
+    assert manifest(store)["deltas"] == [] and palace.refresh().vectors.embedded == 0
     assert np.array_equal(palace.index.catalog().matrix, matrix)
     assert [[(h.id, h.score) for h in search(palace, q, mode="dense", k=3).hits] for q in queries] == segmented
     assert segmented[0][0][0] == "two-phase-commit" and segmented[2][0][0] == "bloom-filter"

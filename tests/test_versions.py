@@ -16,7 +16,7 @@ from palace_cli.cli import cli
 from palace_cli.errors import UsageError
 from palace_cli.editing.lint import lint
 from palace_cli.palace import Palace
-from palace_cli.study.reviewlog import Review, ReviewLog
+from palace_cli.editing.reviewlog import Review, ReviewLog
 from palace_cli.study.session import StudySession
 from palace_cli.study.stats import due_items, study_stats
 from palace_cli.search.retrieve import recall, search

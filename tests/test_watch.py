@@ -20,7 +20,6 @@ from palace_cli.importers import import_path
 from palace_cli.index.files import check_index_files
 from palace_cli.core.disk import atomic_write
 from palace_cli.palace import Palace
-from palace_cli.index.refresh import refresh
 from palace_cli.search.retrieve import search
 from palace_cli.watch import Watcher, relevant
 
@@ -165,7 +164,7 @@ def test_rename_move_and_delete(watched, parse_notes):
     (palace.root / "memories/distributed/bloom.md").unlink()
     recorder.refresh_where(lambda r: r.removed == ["memories/distributed/bloom.md"])
     assert hits(palace, "lightbulbs") == []
-    assert check_index_files(palace, parse_notes(palace)) == []
+    assert check_index_files(palace.site, parse_notes(palace)) == []
 
 
 def test_session_files_appearing_changing_and_going_are_indexed(watched, tmp_path):
@@ -275,7 +274,7 @@ def test_cli_watch_is_idle_when_nothing_happens_and_ctrl_c_exits_130(small_palac
     assert json.loads(out.splitlines()[-1])["event"] == "stopped"
     assert "Traceback" not in err
     # nothing was left locked or half-written
-    assert refresh(Palace(small_palace), embedder=None).changed is False
+    assert Palace(small_palace).refresh(embedder=None).changed is False
 
 
 def test_watcher_and_several_commands_at_once(small_palace, parse_notes):
@@ -301,12 +300,12 @@ def test_watcher_and_several_commands_at_once(small_palace, parse_notes):
     assert process.returncode == 130, err
     assert not any(json.loads(line)["event"] == "error" for line in out.splitlines()), out
     palace = Palace(small_palace)
-    report = refresh(palace, embedder=None)
+    report = palace.refresh(embedder=None)
     with palace.index.text.open().searcher() as searcher:
         docs = sorted(d["id"] for d in searcher.all_stored_fields())
     expected = sorted(parse_notes(Palace(small_palace)).memories)
     assert docs == expected and len(docs) == 3 + 30 - 3
-    assert check_index_files(palace, parse_notes(palace)) == [] and report.problems == []
+    assert check_index_files(palace.site, parse_notes(palace)) == [] and report.problems == []
     assert hits(palace, "w5x4") == ["n5-4"] and hits(palace, "w4x0") == []
 
 

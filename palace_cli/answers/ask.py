@@ -149,7 +149,7 @@ def not_an_answer(text: str, terms: list[str], analyze) -> tuple[str, str] | Non
     """(status, reason) when a generated text that cites its memories still answers nothing, else None: it
     pastes its prompt back, loops on one sentence until the token limit, or (outside its citations) holds none
     of the question's terms, or nothing but them. SmolLM2-135M passes verification in each of these ways (docs/benchmarks.md)."""
-    from palace_cli.study.llm import repetitive
+    from palace_cli.core.text import repetitive
 
     if ECHO.search(text):
         return "echo", "it pastes its context back instead of answering"

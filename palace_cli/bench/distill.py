@@ -127,7 +127,7 @@ def _rate(name: str, values: list[float]) -> dict:
 
 def locomo_sessions(path: Path) -> dict[str, list[Session]]:
     """conversation -> its sessions, read by the LoCoMo reader (what `palace import` would write)."""
-    from palace_cli.conversations.locomo import read
+    from palace_cli.importers.chats.locomo import read
 
     grouped: dict[str, list[Session]] = defaultdict(list)
     for session in read(Path(path), frozenset()).sessions:

@@ -43,14 +43,13 @@ def _size_on_disk(path: Path) -> int:
 def measure(root: Path, embed: bool, seed: int = 0) -> dict:
     """Measure one generated palace in this process (the worker side): builds, refreshes, sizes, memory."""
     from palace_cli.palace import Palace
-    from palace_cli.index.refresh import refresh
 
     palace = Palace(root)
     n = len(palace.note_files())
     result: dict = {"notes": n, "notes_mb": round(_size_on_disk(root / "memories") / 1e6, 2)}
 
     started = time.perf_counter()
-    report = refresh(palace, embedder=None)
+    report = palace.refresh(embedder=None)
     build = time.perf_counter() - started
     lexical = report.timings.get("lexical", 0.0)
     result["full_build_s"] = round(build, 3)
@@ -63,7 +62,7 @@ def measure(root: Path, embed: bool, seed: int = 0) -> dict:
     # Right after a build every note was written in the last seconds, and a refresh re-reads a file whose
     # stat is too recent to trust (store.RACY_NS); the steady state, once they settle, is the no-op refresh.
     started = time.perf_counter()
-    refresh(palace, embedder=None)
+    palace.refresh(embedder=None)
     result["noop_refresh_right_after_build_s"] = round(time.perf_counter() - started, 4)
     result["noop_refresh_s"] = settled_noop_refresh_s(palace)
 
@@ -72,7 +71,7 @@ def measure(root: Path, embed: bool, seed: int = 0) -> dict:
     for generation in range(1, REPEATS + 1):
         edit_note(files[(generation * 7919) % len(files)], generation, seed)
         started = time.perf_counter()
-        edited = refresh(palace, embedder=None)
+        edited = palace.refresh(embedder=None)
         edits.append(time.perf_counter() - started)
         assert edited.updated, "the edit was not seen"
     result["one_edit_refresh_s"] = round(statistics.median(edits), 4)
@@ -81,7 +80,7 @@ def measure(root: Path, embed: bool, seed: int = 0) -> dict:
     result["embeddings"] = status
     if embedder is not None:
         started = time.perf_counter()
-        report = refresh(palace, embedder=embedder)
+        report = palace.refresh(embedder=embedder)
         embed_s = time.perf_counter() - started
         result["embed_build_s"] = round(embed_s, 3)
         result["embed_notes_per_s"] = round(report.vectors.embedded / embed_s) if report.vectors else None
@@ -89,11 +88,11 @@ def measure(root: Path, embed: bool, seed: int = 0) -> dict:
         for generation in range(REPEATS + 1, 2 * REPEATS + 1):
             edit_note(files[(generation * 7919) % len(files)], generation, seed)
             started = time.perf_counter()
-            refresh(palace, embedder=embedder)
+            palace.refresh(embedder=embedder)
             edits.append(time.perf_counter() - started)
         result["one_edit_refresh_with_embedding_s"] = round(statistics.median(edits), 4)
         started = time.perf_counter()
-        refresh(palace, embedder=embedder)
+        palace.refresh(embedder=embedder)
         result["noop_refresh_with_vectors_s"] = round(time.perf_counter() - started, 4)
     elif reason:
         result["embeddings_reason"] = reason
@@ -112,15 +111,14 @@ def measure(root: Path, embed: bool, seed: int = 0) -> dict:
 def settled_noop_refresh_s(palace) -> float:
     """The median no-op refresh once the notes have settled: notes written in the last seconds are re-read
     once (store.RACY_NS), so wait that long and refresh once before timing."""
-    from palace_cli.index.refresh import refresh
     from palace_cli.index.store import RACY_NS
 
     time.sleep(RACY_NS / 1e9)
-    refresh(palace, embedder=None)
+    palace.refresh(embedder=None)
     noops = []
     for _ in range(REPEATS):
         started = time.perf_counter()
-        refresh(palace, embedder=None)
+        palace.refresh(embedder=None)
         noops.append(time.perf_counter() - started)
     return round(statistics.median(noops), 4)
 

@@ -34,7 +34,6 @@ def measure(root: Path, recall_queries: int = 25, stand_in: bool = False) -> dic
     from palace_cli.bench.recall_bench import measure as recall_latency
     from palace_cli.bench.recall_bench import stand_in_vectors
     from palace_cli.editing.authoring import init
-    from palace_cli.index.refresh import refresh
     from palace_cli.palace import Palace
 
     (root / "palace.toml").unlink()  # `palace init` adopts the folder and writes its own palace.toml
@@ -42,7 +41,7 @@ def measure(root: Path, recall_queries: int = 25, stand_in: bool = False) -> dic
     done = init(root)
     adopt = time.perf_counter() - started
     palace = Palace(root)
-    refresh(palace, embedder=None)
+    palace.refresh(embedder=None)
     catalog = palace.index.catalog()
     result: dict = {"notes": done.notes, "section_units": len(catalog.note_of),
                     "notes_mb": round(sum(p.stat().st_size for p in root.rglob("*.md")
@@ -58,7 +57,7 @@ def measure(root: Path, recall_queries: int = 25, stand_in: bool = False) -> dic
         path.write_text(text[:cut] + f"Edited {generation}: a new first line of a section.\n" + text[cut:],
                         encoding="utf-8")
         started = time.perf_counter()
-        report = refresh(palace, embedder=None)
+        report = palace.refresh(embedder=None)
         edits.append(time.perf_counter() - started)
         assert report.updated, "the edit was not seen"
     result["one_edit_refresh_s"] = round(statistics.median(edits), 4)

@@ -111,7 +111,7 @@ def handle(payload: dict, palace_dir: str | None = None) -> HookResult:
 
 def import_transcript(palace, payload: dict) -> str:
     """Import the hook's transcript into the palace, new turns only; a summary line."""
-    from palace_cli.conversations.writer import import_conversations
+    from palace_cli.importers.chats.writer import import_conversations
 
     transcript = payload.get("transcript_path")
     if not isinstance(transcript, str) or not transcript:

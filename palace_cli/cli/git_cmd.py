@@ -84,7 +84,7 @@ def regenerate(ctx, stage_, merge, as_json):
     palace = ctx.palace
     report = palace.refresh(embedder=None)
     written = report.index_files
-    paths = sorted(set(render_all(palace, palace.index.scan(light=True))) | set(written))
+    paths = sorted(set(render_all(palace.site, palace.index.scan(light=True))) | set(written))
     if stage_ or merge:
         stage(palace, [p for p in paths if (palace.root / p).exists() or p in written])
     if as_json:

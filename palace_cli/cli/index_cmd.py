@@ -8,7 +8,6 @@ from palace_cli.cli import pass_ctx, render
 from palace_cli.core.wording import plural
 from palace_cli.editing.lint import merge_problems
 from palace_cli.errors import UsageError
-from palace_cli.index.refresh import stale
 
 
 def refresh_with_progress(palace, rebuild: bool = False):
@@ -39,7 +38,7 @@ def index(ctx, rebuild, check, as_json):
     if check and rebuild:
         raise UsageError("--check changes nothing; use it without --rebuild")
     if check:
-        items, problems = stale(palace), merge_problems(palace)
+        items, problems = palace.stale(), merge_problems(palace)
         if as_json:
             render.emit_json({"stale": items, "problems": [p.as_dict() for p in problems]})
         else:

@@ -17,7 +17,7 @@ from palace_cli.cli import render
 from palace_cli.errors import UsageError
 from palace_cli.study.strategies import STRATEGIES
 from palace_cli.core.wording import plural
-from palace_cli.study.smashin import FACTORS, agreement, factor, level, score_memory, threshold
+from palace_cli.core.smashin import FACTORS, agreement, factor, level, score_memory, threshold
 from palace_cli.cli import pass_ctx
 
 RATING_KEYS = {"1": 1, "2": 2, "3": 3, "4": 4}

@@ -34,7 +34,8 @@ from pathlib import Path
 import yaml
 
 from palace_cli.core import safeyaml
-from palace_cli.errors import NoteError
+from palace_cli.core.layout import BAD_NAME, BAD_NAME_MESSAGE, confined_target, shown_path
+from palace_cli.errors import NotAMemory, NoteError
 from palace_cli.core.notefile import load_frontmatter
 from palace_cli.core.noteedit import dump_frontmatter
 from palace_cli.core.disk import read_capped
@@ -280,12 +281,9 @@ def _tidy(lines: list[str]) -> str:
 def session_files(root: Path, problems: list | None = None, temps: list | None = None) -> list[tuple[str, int, int]]:
     """(relative path, mtime_ns, size) of every `conversations/<source>/**/*.md`, sorted: for incremental refresh.
 
-    A session file follows the rule of a memory (`palace.confined_target`): a link out of conversations/, a
+    A session file follows the rule of a memory (`core.layout.confined_target`): a link out of conversations/, a
     link loop, a FIFO or a name that cannot be printed is skipped, and reported into `problems` as
     (path, code, message) when a list is given; hidden `*.tmp` files (temp files of writes) go into `temps`."""
-    from palace_cli.errors import NotAMemory
-    from palace_cli.core.layout import BAD_NAME, BAD_NAME_MESSAGE, confined_target, shown_path
-
     base = Path(root) / CONVERSATIONS
     found = []
     if not base.is_dir():
@@ -302,41 +300,50 @@ def session_files(root: Path, problems: list | None = None, temps: list | None =
             report.append((shown_path(directory[prefix:]), "unreadable", f"cannot list: {exc.strerror}"))
             continue
         for entry in entries:
-            name = entry.name
-            if name.startswith("."):
-                if temps is not None and name.endswith(".tmp"):
+            if entry.name.startswith("."):
+                if temps is not None and entry.name.endswith(".tmp"):
                     temps.append(entry.path)
                 continue
             relpath = entry.path[prefix:].replace(os.sep, "/")
             try:
-                if entry.is_symlink():
-                    real, info = confined_target(root, CONVERSATIONS, entry.path)
-                    is_dir = _stat.S_ISDIR(info.st_mode)
-                else:
-                    real, info, is_dir = None, None, entry.is_dir(follow_symlinks=False)
-                    if BAD_NAME.search(name) and (is_dir or name.endswith(".md")):
-                        raise NotAMemory("bad-name", BAD_NAME_MESSAGE)
-                if is_dir:
-                    real = real or os.path.realpath(entry.path)
-                    if real not in visited:  # a folder reached twice (a link loop) is read once
-                        visited.add(real)
-                        stack.append(entry.path)
-                    continue
-                if not name.endswith(".md") or relpath.count("/") < 2:
-                    continue
-                info = info or entry.stat(follow_symlinks=False)
-                if not _stat.S_ISREG(info.st_mode):
-                    raise NotAMemory("unreadable", "not a regular file; not read")
+                info = _session_entry(root, entry, relpath, visited, stack)
             except NotAMemory as exc:
-                if name.endswith(".md") or exc.code != "unreadable":
+                if entry.name.endswith(".md") or exc.code != "unreadable":
                     report.append((shown_path(relpath), exc.code, exc.reason))
                 continue
             except OSError as exc:
                 report.append((shown_path(relpath), "unreadable", f"cannot read: {exc.strerror}"))
                 continue
-            found.append((relpath, info.st_mtime_ns, info.st_size))
+            if info is not None:
+                found.append((relpath, info.st_mtime_ns, info.st_size))
     found.sort()
     return found
+
+
+def _session_entry(root: Path, entry: os.DirEntry, relpath: str, visited: set[str], stack: list[str]
+                   ) -> os.stat_result | None:
+    """The stat of an entry that is a session file; None for a folder (queued to read, once) or a file that is
+    none; NotAMemory for what is reported (a link out, a bad name, what is not a regular file)."""
+    name = entry.name
+    if entry.is_symlink():
+        real, info = confined_target(root, CONVERSATIONS, entry.path)
+        is_dir = _stat.S_ISDIR(info.st_mode)
+    else:
+        real, info, is_dir = None, None, entry.is_dir(follow_symlinks=False)
+        if BAD_NAME.search(name) and (is_dir or name.endswith(".md")):
+            raise NotAMemory("bad-name", BAD_NAME_MESSAGE)
+    if is_dir:
+        real = real or os.path.realpath(entry.path)
+        if real not in visited:  # a folder reached twice (a link loop) is read once
+            visited.add(real)
+            stack.append(entry.path)
+        return None
+    if not name.endswith(".md") or relpath.count("/") < 2:
+        return None
+    info = info or entry.stat(follow_symlinks=False)
+    if not _stat.S_ISREG(info.st_mode):
+        raise NotAMemory("unreadable", "not a regular file; not read")
+    return info
 
 
 def load_session(root: Path, relpath: str) -> Session:

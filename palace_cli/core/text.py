@@ -160,6 +160,13 @@ def _continues(previous: str) -> bool:
     return previous.count("(") > previous.count(")")
 
 
+def repetitive(text: str) -> bool:
+    """True for the loops small models fall into: a sentence said three times, or few distinct sentences."""
+    said = [" ".join(s.lower().split()) for s in split_sentences(text)]
+    counts = {s: said.count(s) for s in said}
+    return bool(said) and (max(counts.values()) >= 3 or len(counts) < 0.7 * len(said))
+
+
 def split_at_stops(text: str) -> list[str]:
     """Pieces of text split after every `.`, `!` or `?` and a space, abbreviations and lists ignored.
 

@@ -151,7 +151,7 @@ def init(directory: Path, name: str | None = None) -> Init:
     else:
         from palace_cli.index.files import write_index_files
 
-        written = write_index_files(palace, Scan())  # a new palace holds no memories yet
+        written = write_index_files(palace.site, Scan())  # a new palace holds no memories yet
         done.written += written.written
     return done
 
@@ -309,7 +309,7 @@ def add_memory(palace: Palace, subject: str, domain: str, **fields) -> Memory:
     supersedes, valid_from, type, core, ...). With `supersedes`, the new memory replaces those (from
     `valid_from`, default today in UTC): their frontmatter gains `superseded_by` and `valid_until`, their
     bodies stay as they are."""
-    with write_lock(palace):  # the scan that proposes its token sees every note written before it
+    with write_lock(palace.site):  # the scan that proposes its token sees every note written before it
         return draft_memory(palace, subject, domain, **fields).save()
 
 
@@ -352,7 +352,7 @@ def write_plain_memory(palace: Palace, subject: str, domain: str, content: str, 
     if type and type not in TYPES:
         raise UsageError(f"type {type!r} is not one of {', '.join(TYPES)}")
     domain = palace.resolve_domain(domain, allow_new=True, insist=new_domain)
-    with write_lock(palace):
+    with write_lock(palace.site):
         scan = scan if scan is not None else palace.scan(light=True)
         note_id = _free_id(palace, scan, domain, note_id, subject)
         relpath = palace.new_note_path(domain, note_id)

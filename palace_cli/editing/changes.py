@@ -128,7 +128,7 @@ def update_memory(palace: Palace, ref: str, fields: dict | None = None, sections
     fields, sections = dict(fields or {}), dict(sections or {})
     if not fields and not sections:
         raise UsageError("nothing to update: send fields (frontmatter values) or sections (## heading -> text)")
-    with write_lock(palace):  # its token is checked against every note written before this change
+    with write_lock(palace.site):  # its token is checked against every note written before this change
         return _update(palace, ref, fields, sections)
 
 

@@ -22,7 +22,7 @@ from palace_cli.core.notes import ID_PATTERN, VERSION_FIELDS, Memory
 from palace_cli.errors import Ambiguous, NoteError, PalaceError, UsageError
 from palace_cli.index.locks import write_lock
 from palace_cli.palace import Palace
-from palace_cli.study.reviewlog import ReviewLog
+from palace_cli.editing.reviewlog import ReviewLog
 
 
 BODY_FIELDS = {"wiki": "body", "embed": "embed", "markdown": "markdown", "reference": "reference"}
@@ -121,7 +121,7 @@ class Removal:
 def remove_memory(palace: Palace, ref: str, force: bool = False) -> Removal:
     """Delete a memory's note; refuses while another memory links to it, unless force. The review log keeps
     its history (it is append-only), so the memory's reviews come back if the note does (git revert)."""
-    with write_lock(palace):  # nobody links to it between the check and the delete
+    with write_lock(palace.site):  # nobody links to it between the check and the delete
         return _remove_memory(palace, ref, force)
 
 
@@ -202,7 +202,7 @@ def move_memory(palace: Palace, ref: str, new_id: str | None = None, domain: str
     stay as written. A new id keeps the old one in the note's `previous_ids`, so its reviews follow it
     (the log is never rewritten) and links written elsewhere by the old id, on another branch, still resolve.
     """
-    with write_lock(palace):  # every note that links to it is read and rewritten as one writer
+    with write_lock(palace.site):  # every note that links to it is read and rewritten as one writer
         return _move_memory(palace, ref, new_id, domain, new_domain)
 
 

@@ -15,8 +15,8 @@ from palace_cli.core.validity import Versions
 from palace_cli.errors import Ambiguous, NoteError, PalaceError
 from palace_cli.index.files import check_index_files, write_index_files
 from palace_cli.palace import Palace
-from palace_cli.study.reviewlog import ReviewLog
-from palace_cli.study.smashin import weak_image_problems
+from palace_cli.editing.reviewlog import ReviewLog
+from palace_cli.core.smashin import weak_image_problems
 
 # Parser findings that make a note wrong rather than odd; everything else the parser notes is a warning (a
 # memory that merely lacks a SMASHIN part, like its anchor, is not broken: `lint --study` lists what it lacks).
@@ -296,7 +296,7 @@ def propose_missing_tokens(palace: Palace, scan: Scan) -> tuple[list[str], list[
     from palace_cli.index.locks import write_lock
 
     fixed, failed = [], []
-    with write_lock(palace):  # tokens another writer added since `scan` was read are taken too
+    with write_lock(palace.site):  # tokens another writer added since `scan` was read are taken too
         taken = {m.verify for m in _notes(palace).memories.values() if m.verify}
         for memory in sorted(scan.memories.values(), key=lambda m: m.path):
             try:
@@ -313,7 +313,7 @@ def stray_notes(palace: Palace) -> list[Problem]:
     """Note-like files outside memories/, except session files (their frontmatter has an `id` too)."""
     from palace_cli.conversations import CONVERSATIONS
 
-    return [p for p in palace.stray_notes() if not p.path.startswith(CONVERSATIONS + "/")]
+    return [p for p in palace.site.stray_notes() if not p.path.startswith(CONVERSATIONS + "/")]
 
 
 def _notes(palace: Palace) -> Scan:
@@ -347,7 +347,7 @@ def lint(palace: Palace, fix: bool = False, study: bool = False) -> LintReport:
         fixed, not_fixed = propose_missing_tokens(palace, scan)
         if fixed:
             scan = _notes(palace)
-        report = write_index_files(palace, scan)
+        report = write_index_files(palace.site, scan)
         fixed += [f"{path}: regenerated" for path in report.written]
         fixed += [f"{path}: removed (no such domain)" for path in report.removed]
     # scan.problems holds what the refresh could not index: unreadable notes and session files, repeated ids.
@@ -357,7 +357,7 @@ def lint(palace: Palace, fix: bool = False, study: bool = False) -> LintReport:
     problems += weak_image_problems(scan, palace.config.raw.get("study"))
     if study:
         problems += study_gaps(scan)
-    for relpath in check_index_files(palace, scan):
+    for relpath in check_index_files(palace.site, scan):
         problems.append(Problem(relpath, None, "error", "stale-index",
                                 "generated index file is out of date; run `palace index`", fixable=True))
     problems.sort(key=lambda p: (p.path, p.line or 0, p.code, p.message))
@@ -370,9 +370,9 @@ def merge_problems(palace: Palace, merging: bool = False) -> list[Problem]:
     added on one side to a note the other side removed; `merging`: see gitsetup.merge_changes). Reads the notes
     on disk; changes nothing."""
     from palace_cli.editing.gitsetup import merge_changes
-    from palace_cli.index.refresh import notes_on_disk
+    from palace_cli.index.ondisk import notes_on_disk
 
-    disk = notes_on_disk(palace)
+    disk = notes_on_disk(palace.index)
     problems = list(disk.duplicates)
     changed, removed = merge_changes(palace, merging)
     if not changed and not removed:

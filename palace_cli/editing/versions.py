@@ -125,7 +125,7 @@ def handover_date(new: Memory, given: datetime | None) -> datetime:
 
 def supersede(palace: Palace, old_ref: str, new_ref: str, valid_from=None) -> Link:
     """Record that NEW replaces OLD from a date on: frontmatter of both notes only, bodies untouched."""
-    with write_lock(palace):  # read, plan and write both notes as one writer: concurrent supersedes all land
+    with write_lock(palace.site):  # read, plan and write both notes as one writer: concurrent supersedes all land
         return _supersede(palace, old_ref, new_ref, valid_from)
 
 

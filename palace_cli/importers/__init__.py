@@ -31,7 +31,7 @@ def import_path(palace: Palace, path, format: str | None = None, progress: Progr
                 cluster_with: str = "auto", clusters: int | None = None, dry_run: bool = False,
                 include: frozenset[str] | tuple = ()):
     """Import a file or directory into the palace: memories (an ImportReport; validates everything before
-    writing anything) or conversations (a ConversationImport; see palace_cli.conversations.writer)."""
+    writing anything) or conversations (a ConversationImport; see palace_cli.importers.chats.writer)."""
     path = Path(path).expanduser()
     if not path.exists():
         raise UsageError(f"{path}: no such file or directory")
@@ -108,8 +108,8 @@ def _decide(palace: Palace, records: list[Record], plans: list, report: ImportRe
 
 def _import_conversations(palace: Palace, path: Path, format: str, include, dry_run: bool,
                           progress: Progress | None, note_options: dict):
-    """Conversations go to conversations/<source>/, through their own package."""
-    from palace_cli.conversations.writer import import_conversations
+    """Conversations go to conversations/<source>/, through the chat readers and the session-file writer (importers/chats)."""
+    from palace_cli.importers.chats.writer import import_conversations
     from palace_cli.conversations.sessionfile import CONVERSATIONS
 
     given = [name for name, value in note_options.items() if value is not None]

@@ -2,7 +2,8 @@
 
 The table is ordered: the first format that claims a path is its format. A memory format names its
 reader as `module:function` (loaded when used, so a conversation import never loads numpy); a
-conversation format is read through `palace_cli.conversations.sources`, whose sniffers look inside files.
+conversation format is a reader module of `palace_cli.importers.chats` (its `read`, and a `sniff` that looks
+inside files). A new format is one line here.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable
 
-from palace_cli.conversations.reading import EXPORT, files_under, peek
-from palace_cli.conversations.sources import SOURCES
+from palace_cli.conversations.model import INCLUDABLE, ReadResult
 from palace_cli.errors import UsageError
+from palace_cli.importers.chats import chat_text, chatgpt, claude_ai, claude_code, locomo
+from palace_cli.importers.chats.reading import EXPORT, files_under, peek
 
 MARKDOWN = (".md", ".markdown")
 BEIR_CORPUS = "corpus.jsonl"
@@ -39,7 +41,7 @@ class Look:
 
     def json_kind(self, file: Path) -> str | None:
         """The conversation format of a JSON file (the first JSON source whose keys it has), or None."""
-        return next((s.format for s in SOURCES.values() if ".json" in s.suffixes and s.sniff(self.head(file))), None)
+        return next((f.name for f in TABLE.values() if ".json" in f.suffixes and f.sniff(self.head(file))), None)
 
     @cached_property
     def corpus(self) -> bool:
@@ -70,7 +72,7 @@ class Look:
     @cached_property
     def texts(self) -> list[Path]:
         """Text and Markdown files under the folder."""
-        return files_under(self.path, SOURCES["chat-markdown"].suffixes)
+        return files_under(self.path, chat_text.SUFFIXES)
 
     @cached_property
     def markdown(self) -> bool:
@@ -85,7 +87,7 @@ class Look:
 
 
 def _claude_code(look: Look) -> bool:
-    sniff = SOURCES["claude-code"].sniff
+    sniff = claude_code.sniff
     if look.is_file:
         return look.suffix == ".jsonl" and not look.corpus and sniff(look.head(look.path))
     return look.conversations_only() and any(sniff(look.head(p)) for p in look.jsonl[:5])
@@ -105,7 +107,7 @@ def _json_source(format: str) -> Callable[[Look], bool]:
 
 
 def _chat_text(look: Look) -> bool:
-    sniff = SOURCES["chat-markdown"].sniff
+    sniff = chat_text.sniff
     if look.is_file:
         return look.suffix == ".txt" or (look.suffix in MARKDOWN and sniff(look.head(look.path)))
     return (look.conversations_only(jsonl_too=True) and bool(look.texts)
@@ -122,25 +124,34 @@ def _markdown(look: Look) -> bool:
 
 @dataclass(frozen=True)
 class Format:
-    """One importable format: what it holds, when it claims a path, and (memories) its reader."""
+    """One importable format: what it holds, when it claims a path, and how it is read."""
 
     name: str
     kind: str  # "memories" or "conversations"
     claims: Callable[[Look], bool]
-    reader: str = ""  # "module:function" reading (path, options) into a Batch
+    reader: str = ""  # memories: "module:function" reading (path, options) into a Batch
+    read_chats: Callable[[Path, frozenset[str]], ReadResult] | None = None  # conversations: the reader's `read`
+    suffixes: tuple[str, ...] = ()  # conversations: the file suffixes the reader reads
+    sniff: Callable[[str], bool] | None = None  # conversations: a look at a file's first megabyte
+
+
+def _chats(module, claims: Callable[[Look], bool]) -> Format:
+    """The row of a conversation reader module (FORMAT, SUFFIXES, sniff, read)."""
+    return Format(module.FORMAT, "conversations", claims, read_chats=module.read, suffixes=module.SUFFIXES,
+                  sniff=module.sniff)
 
 
 TABLE: dict[str, Format] = {f.name: f for f in (
     Format("beir", "memories", lambda look: look.corpus, "palace_cli.importers.beir:read_beir"),
-    Format("claude-code", "conversations", _claude_code),
-    *(Format(name, "conversations", _json_source(name)) for name in ("chatgpt", "claude-ai", "locomo")),
-    Format("chat-markdown", "conversations", _chat_text),
+    _chats(claude_code, _claude_code),
+    *(_chats(module, _json_source(module.FORMAT)) for module in (chatgpt, claude_ai, locomo)),
+    _chats(chat_text, _chat_text),
     Format("memory-palace-json", "memories", _memory_json,
            "palace_cli.importers.memory_palace_json:read_memory_palace_json"),
     Format("markdown", "memories", _markdown, "palace_cli.importers.markdown:read_markdown"),
 )}
 NOTE_FORMATS = ("memory-palace-json", "markdown", "beir")  # in the order `--format` lists them
-CONVERSATION_FORMATS = tuple(SOURCES)
+CONVERSATION_FORMATS = tuple(f.name for f in TABLE.values() if f.kind == "conversations")
 FORMATS = NOTE_FORMATS + CONVERSATION_FORMATS
 
 
@@ -165,3 +176,16 @@ def read(path: Path, format: str, options: dict):
         raise UsageError(f"unknown format {format!r}; use one of {', '.join(FORMATS)}")
     module, function = entry.reader.split(":")
     return getattr(importlib.import_module(module), function)(Path(path), options)
+
+
+def read_conversations(path: Path, format: str, include: frozenset[str] = frozenset()) -> ReadResult:
+    """Every session in a file or directory of the given format; unreadable records are in `.problems`."""
+    unknown = set(include) - set(INCLUDABLE)
+    if unknown:
+        raise UsageError(f"cannot include {', '.join(sorted(unknown))}; choose from {', '.join(INCLUDABLE)}")
+    entry = TABLE.get(format)
+    if entry is None or entry.kind != "conversations":
+        raise UsageError(f"unknown conversation format {format!r}; use one of {', '.join(CONVERSATION_FORMATS)}")
+    result = entry.read_chats(Path(path), frozenset(include))
+    result.problems += result.time_problems()
+    return result

@@ -3,7 +3,8 @@
 The Markdown notes are the truth; what this package keeps is derived and rebuildable: the note store
 (SQLite, `store`), the lexical index (Whoosh, `text`), the vectors (`vectors`), the ranking catalog
 (`catalog`), the generated INDEX.md and index/*.md (`files`) and the incremental refresh that keeps them
-all in step (`refresh`). `Palace.index` is the one `Index` of a palace in a process.
+all in step (`refresh`). An `Index` is opened on a `core.site.Site` (root, palace.toml, the note rules and
+walker), never on a Palace; `Palace.index` is the one `Index` of a palace in a process.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from palace_cli.backends import Embedder
     from palace_cli.core.names import Names
     from palace_cli.core.notes import Memory
-    from palace_cli.palace import Palace
+    from palace_cli.core.site import Site
     from palace_cli.core.layout import Problem, Scan
     from palace_cli.core.validity import Versions
     from palace_cli.index.catalog import Catalog
@@ -39,9 +40,9 @@ class Index:
     keyed by what it derives from (the note store's version, the vectors' generation), so a refresh that
     changed something is seen without anyone having to invalidate it."""
 
-    def __init__(self, palace: Palace):
-        self.palace = palace
-        cache = palace.cache_dir
+    def __init__(self, site: Site):
+        self.site = site
+        cache = site.cache_dir
         try:
             cache.mkdir(parents=True, exist_ok=True)
             self.store = NoteStore(cache / "notes.sqlite")
@@ -67,7 +68,7 @@ class Index:
         if self._dense is None:
             from palace_cli.backends import load_model, model_setting
 
-            setting = model_setting(self.palace.config.models, "embedder", self.palace.root)
+            setting = model_setting(self.site.config.models, "embedder", self.site.root)
             if setting.kind == "off":
                 self._dense = Dense(None, "disabled",
                                     'dense ranking is turned off in palace.toml ([models] embedder = "off")')

@@ -100,58 +100,74 @@ class Catalog:
 def build_catalog(index: Index) -> Catalog:
     """The catalog for the cache as it is now (Index.catalog() keeps one per process)."""
     stored = index.vectors.snapshot() if index.vectors.model_id() else None
-    rows = index.store.catalog_rows()
-    ids, paths, domains, hashes = [], [], [], []
-    seen = set()
-    kinds, times, sessions = [], [], []
-    for note_id, path, domain, text_hash, _subject, _anchor, _keywords, _aliases, created in rows:
-        if note_id in seen:
-            continue  # duplicate id: the first path keeps it, as in refresh
-        seen.add(note_id)
-        ids.append(note_id)
-        paths.append(path)
-        domains.append(domain)
-        hashes.append(text_hash)
-        kinds.append("memory")
-        times.append(created if isinstance(created, str) and TIME.fullmatch(created) else "")
-        sessions.append("")
-    sections_of: dict[str, list[str]] = defaultdict(list)
-    note_of: dict[str, str] = {}
-    owners = set(ids)
-    for key, path, domain, text_hash, note_id, created in index.store.section_catalog_rows():
-        if note_id not in owners:
-            continue
-        sections_of[note_id].append(key)
-        note_of[key] = note_id
-        ids.append(key)
-        paths.append(path)
-        domains.append(domain)
-        hashes.append(text_hash)
-        kinds.append("section")
-        times.append(created if isinstance(created, str) and TIME.fullmatch(created) else "")
-        sessions.append("")
-    domain_names = sorted({d for d in domains if d} | set(index.palace.config.domains))
+    rows = _Rows()
+    rows.add_memories(index.store.catalog_rows())
+    sections_of, note_of = rows.add_sections(index.store.section_catalog_rows())
+    domain_names = sorted({d for d in rows.domains if d} | set(index.site.config.domains))
     domain_index = defaultdict(list)
-    for row, domain in enumerate(domains):
+    for row, domain in enumerate(rows.domains):
         domain_index[domain].append(row)
-    session_index = defaultdict(list)
-    for key, path, session, time, text_hash in index.store.turn_catalog_rows():
-        session_index[session].append(len(ids))
-        ids.append(key)
-        paths.append(path)
-        domains.append("")
-        hashes.append(text_hash)
-        kinds.append("turn")
-        times.append(time or "")
-        sessions.append(session)
+    session_index = rows.add_turns(index.store.turn_catalog_rows())
     catalog = Catalog(
-        ids=ids, paths=paths, domains=domains, text_hashes=hashes, row_of={i: r for r, i in enumerate(ids)},
-        domain_names=domain_names, domain_rows=dict(domain_index), kinds=kinds, times=times, sessions=sessions,
-        session_rows=dict(session_index),
-        versions=index.versions(), sections_of=dict(sections_of), note_of=note_of,
+        ids=rows.ids, paths=rows.paths, domains=rows.domains, text_hashes=rows.hashes,
+        row_of={i: r for r, i in enumerate(rows.ids)}, domain_names=domain_names, domain_rows=dict(domain_index),
+        kinds=rows.kinds, times=rows.times, sessions=rows.sessions, session_rows=session_index,
+        versions=index.versions(), sections_of=sections_of, note_of=note_of,
     )
     if stored is not None and len(stored):  # only with vectors: lexical-only commands start without numpy
-        matrix = stored.gather(hashes)  # straight from the base and its segments, nothing stacked first
+        matrix = stored.gather(rows.hashes)  # straight from the base and its segments, nothing stacked first
         if matrix is not None:
             catalog.model_id, catalog.matrix = stored.model_id, matrix
     return catalog
+
+
+class _Rows:
+    """The catalog's columns as they are filled: the memories, then their sections, then the turns."""
+
+    def __init__(self):
+        self.ids, self.paths, self.domains, self.hashes = [], [], [], []
+        self.kinds, self.times, self.sessions = [], [], []
+
+    def _add(self, key: str, path: str, domain: str, text_hash: str, kind: str, time: str, session: str) -> None:
+        self.ids.append(key)
+        self.paths.append(path)
+        self.domains.append(domain)
+        self.hashes.append(text_hash)
+        self.kinds.append(kind)
+        self.times.append(time)
+        self.sessions.append(session)
+
+    def add_memories(self, rows) -> None:
+        """One row per memory id: a duplicate id's first path keeps it, as in refresh."""
+        seen = set()
+        for note_id, path, domain, text_hash, _subject, _anchor, _keywords, _aliases, created in rows:
+            if note_id in seen:
+                continue
+            seen.add(note_id)
+            self._add(note_id, path, domain, text_hash, "memory", _time(created), "")
+
+    def add_sections(self, rows) -> tuple[dict[str, list[str]], dict[str, str]]:
+        """The section units of the memories added; returns (note id -> its sections' keys, key -> note id)."""
+        sections_of: dict[str, list[str]] = defaultdict(list)
+        note_of: dict[str, str] = {}
+        owners = set(self.ids)
+        for key, path, domain, text_hash, note_id, created in rows:
+            if note_id not in owners:
+                continue
+            sections_of[note_id].append(key)
+            note_of[key] = note_id
+            self._add(key, path, domain, text_hash, "section", _time(created), "")
+        return dict(sections_of), note_of
+
+    def add_turns(self, rows) -> dict[str, list[int]]:
+        """The conversation turns; returns session id -> its rows."""
+        session_index = defaultdict(list)
+        for key, path, session, time, text_hash in rows:
+            session_index[session].append(len(self.ids))
+            self._add(key, path, "", text_hash, "turn", time or "", session)
+        return dict(session_index)
+
+
+def _time(created) -> str:
+    """A memory's `created` as its time in the catalog, when it reads as one."""
+    return created if isinstance(created, str) and TIME.fullmatch(created) else ""

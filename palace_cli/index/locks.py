@@ -11,6 +11,10 @@ from __future__ import annotations
 import os
 import threading
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from palace_cli.core.site import Site
 
 try:
     import fcntl
@@ -22,9 +26,9 @@ _held: dict[str, list] = {}  # lock path -> [RLock, depth, fd or None]
 
 
 @contextmanager
-def write_lock(palace):
+def write_lock(site: Site):
     """Hold the palace's write lock; waits while another process holds it."""
-    path = palace.cache_dir / "write.lock"
+    path = site.cache_dir / "write.lock"
     with _guard:
         state = _held.setdefault(str(path), [threading.RLock(), 0, None])
     with state[0]:

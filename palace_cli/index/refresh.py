@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import time
 from collections.abc import Mapping
 from contextlib import contextmanager
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from palace_cli.conversations.model import TIME
 from palace_cli.core.disk import REFUSED, disk_error, sweep_temps
-from palace_cli.core.layout import REVIEWS, Problem, Scan
+from palace_cli.core.layout import REVIEWS, Problem
 from palace_cli.core.markdown import rest_of_body
 from palace_cli.core.notefile import parse_note, read_note_text
 from palace_cli.core.notes import Memory
@@ -33,12 +32,12 @@ from palace_cli.index.sections import section_title, section_units
 from palace_cli.index.sections import unit_text as section_text
 from palace_cli.index.store import NoteStore
 from palace_cli.index.text import Doc, TextIndex
-from palace_cli.index.turns import date_words, refresh_sessions, stale_sessions, unit_text
+from palace_cli.index.turns import date_words, refresh_sessions, unit_text
 from palace_cli.index.vectors import SyncReport
 from palace_cli.progress import Progress
 
 if TYPE_CHECKING:
-    from palace_cli.palace import Palace
+    from palace_cli.core.site import Site
 
 try:
     import fcntl
@@ -86,13 +85,13 @@ class RefreshReport:
 
 
 @contextmanager
-def refresh_lock(palace: Palace, progress: Progress | None = None):
+def refresh_lock(site: Site, progress: Progress | None = None):
     """Hold the palace's refresh lock; waits (saying so through progress) while another process holds it."""
-    palace.cache_dir.mkdir(parents=True, exist_ok=True)
+    site.cache_dir.mkdir(parents=True, exist_ok=True)
     if fcntl is None:  # pragma: no cover
         yield
         return
-    fd = os.open(palace.cache_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(site.cache_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -105,7 +104,7 @@ def refresh_lock(palace: Palace, progress: Progress | None = None):
         os.close(fd)  # closing the descriptor releases the lock
 
 
-def _file_hash(data: str, warnings=()) -> str:
+def file_hash(data: str, warnings=()) -> str:
     """Hash of a note's text and of what reading it warned about: a BOM or line ends added or removed change
     the warnings, not the text."""
     marks = "".join(f"\0{w.code}:{w.line}" for w in warnings)
@@ -144,24 +143,24 @@ class _Stages:
         self.last = now
 
 
-def refresh(palace: Palace, embedder=AUTO, progress: Progress | None = None, rebuild: bool = False,
+def refresh(index: Index, embedder=AUTO, progress: Progress | None = None, rebuild: bool = False,
             index_files: bool = True) -> RefreshReport:
     """Bring every cache up to date with the notes on disk, doing work only for what changed.
 
     A disk that refuses a cache write (full, failing) raises DiskError; the notes are never touched, and what
     the refresh had not committed is found and redone by the next one."""
     try:
-        return _refresh(palace, embedder, progress, rebuild, index_files)
+        return _refresh(index, embedder, progress, rebuild, index_files)
     except Exception as exc:
-        raise disk_error(exc, f"cannot update the cache under {palace.cache_dir}", "the notes are untouched",
-                         where=palace.cache_dir) or exc
+        raise disk_error(exc, f"cannot update the cache under {index.site.cache_dir}", "the notes are untouched",
+                         where=index.site.cache_dir) or exc
 
 
-def _refresh(palace: Palace, embedder, progress: Progress | None, rebuild: bool, index_files: bool) -> RefreshReport:
-    idx = palace.index
+def _refresh(idx: Index, embedder, progress: Progress | None, rebuild: bool, index_files: bool) -> RefreshReport:
+    site = idx.site
     report = RefreshReport()
     stages = _Stages(report)
-    with refresh_lock(palace, progress):
+    with refresh_lock(site, progress):
         stages.done("lock")
         if rebuild:
             with idx.store.transaction():
@@ -169,15 +168,15 @@ def _refresh(palace: Palace, embedder, progress: Progress | None, rebuild: bool,
             idx.vectors.clear()
         version_before = idx.store.version()
         temps: list[str] = []
-        changed_domains = _refresh_notes(palace, idx.store, report, progress, temps)
+        changed_domains = _refresh_notes(site, idx.store, report, progress, temps)
         stages.done("notes")
-        refresh_sessions(palace, idx.store, report, progress, temps)
-        report.swept = [palace.rel(Path(p)) for p in
-                        sweep_temps(temps, [palace.root, palace.root / palace.index_dir, palace.root / REVIEWS])]
+        refresh_sessions(site, idx.store, report, progress, temps)
+        report.swept = [site.rel(Path(p)) for p in
+                        sweep_temps(temps, [site.root, site.root / site.index_dir, site.root / REVIEWS])]
         stages.done("sessions")
         losers = _collect_problems(idx.store, report)
         if report.changed:
-            changed_domains |= _domains_sharing_ids(palace, idx.store)
+            changed_domains |= _domains_sharing_ids(site, idx.store)
         stages.done("problems")
         _refresh_lexical(idx, report, progress, rebuild)
         stages.done("lexical")
@@ -185,14 +184,14 @@ def _refresh(palace: Palace, embedder, progress: Progress | None, rebuild: bool,
             if progress:
                 progress("index files", 0, 1)
             try:
-                refresh_index_files(palace, idx.store, report, version_before, changed_domains, losers)
+                refresh_index_files(site, idx.store, report, version_before, changed_domains, losers)
             except OSError as exc:
                 if exc.errno not in REFUSED:
                     raise
-                palace.notice(f"the generated index files are out of date and cannot be written ({exc.strerror})")
+                site.notice(f"the generated index files are out of date and cannot be written ({exc.strerror})")
             stages.done("index files")
         if embedder is AUTO:
-            _refresh_vectors_auto(palace, idx, losers, report, progress)
+            _refresh_vectors_auto(site, idx, losers, report, progress)
         else:
             report.dense = "on" if embedder else "off"
             if embedder is not None:
@@ -202,20 +201,20 @@ def _refresh(palace: Palace, embedder, progress: Progress | None, rebuild: bool,
     return report
 
 
-def _embedder_file(palace: Palace):
+def _embedder_file(site: Site):
     """The model file palace.toml asks for, without loading it: a Path, None (not installed) or "disabled"."""
     from palace_cli.backends import model_setting
 
-    setting = model_setting(palace.config.models, "embedder", palace.root)
+    setting = model_setting(site.config.models, "embedder", site.root)
     return "disabled" if setting.kind == "off" else setting.path
 
 
-def _refresh_vectors_auto(palace: Palace, idx: Index, losers: set[str], report: RefreshReport,
+def _refresh_vectors_auto(site: Site, idx: Index, losers: set[str], report: RefreshReport,
                           progress: Progress | None) -> None:
     """Vectors with the configured embedder, loading the model only when some vector is missing or stale."""
     from palace_cli.backends import embedder_key
 
-    path = _embedder_file(palace)
+    path = _embedder_file(site)
     key = None
     if path not in ("disabled", None):
         try:
@@ -234,15 +233,15 @@ def _vectors_state(idx: Index, model_key: str) -> str:
     return f"{idx.store.version()}:{model_key}:{idx.vectors.generation()}"
 
 
-def _refresh_notes(palace: Palace, store: NoteStore, report: RefreshReport, progress: Progress | None,
+def _refresh_notes(site: Site, store: NoteStore, report: RefreshReport, progress: Progress | None,
                    temps: list[str]) -> set[str]:
     """Stat every note, read the ones whose stat changed, store the ones whose bytes changed; returns touched domains."""
-    rules = repr(palace.config.notes)
+    rules = repr(site.config.notes)
     if store.get_meta("note_rules") != rules:  # [notes] changed: every note's domain may have too
         with store.transaction():
             store.forget_hashes()
             store.set_meta("note_rules", rules)
-    files = palace.note_files(report.problems, temps)
+    files = site.note_files(report.problems, temps)
     known = store.stat_map()
     on_disk = set()
     work = []
@@ -254,13 +253,13 @@ def _refresh_notes(palace: Palace, store: NoteStore, report: RefreshReport, prog
         else:
             work.append((note_file, row))
     gone = sorted(set(known) - on_disk)
-    domains = {palace.domain_of(path) for path in gone}
+    domains = {site.domain_of(path) for path in gone}
     if not work and not gone:
         return domains
 
     def read(item) -> bool:
         note_file, row = item
-        if _read_one(palace, store, note_file, row, report):
+        if _read_one(site, store, note_file, row, report):
             domains.add(note_file.domain)
             return True
         return False
@@ -269,16 +268,16 @@ def _refresh_notes(palace: Palace, store: NoteStore, report: RefreshReport, prog
     return domains
 
 
-def _read_one(palace: Palace, store: NoteStore, note_file, row, report: RefreshReport) -> bool:
+def _read_one(site: Site, store: NoteStore, note_file, row, report: RefreshReport) -> bool:
     """Read one note whose stat changed; returns True when the cache row changed."""
     listed = report.updated if row else report.added
     try:
-        text_data, warnings = read_note_text(palace.root / note_file.relpath, note_file.relpath)
+        text_data, warnings = read_note_text(site.root / note_file.relpath, note_file.relpath)
     except NoteError as exc:
         store.put_error(note_file.relpath, note_file.mtime_ns, note_file.size, "", exc.reason, exc.line)
         listed.append(note_file.relpath)
         return True
-    digest = _file_hash(text_data, warnings)
+    digest = file_hash(text_data, warnings)
     if row and row[2] == digest:
         store.touch(note_file.relpath, note_file.mtime_ns, note_file.size)  # same bytes (touch, git checkout)
         report.unchanged += 1
@@ -322,11 +321,11 @@ def _collect_problems(store: NoteStore, report: RefreshReport) -> set[str]:
     return losers
 
 
-def _domains_sharing_ids(palace: Palace, store: NoteStore) -> set[str]:
+def _domains_sharing_ids(site: Site, store: NoteStore) -> set[str]:
     """Domains of notes that share an id (old or new) with a changed note: a duplicate may have changed owner."""
     pending = {p: i for p, i in store.pending_lexical().items() if not p.startswith(CONVERSATIONS_PREFIX)}
     ids = {i for i in pending.values() if i} | {i for i, _ in store.duplicate_ids()}
-    return {palace.domain_of(path) for path in pending} | store.domains_of_ids(ids)
+    return {site.domain_of(path) for path in pending} | store.domains_of_ids(ids)
 
 
 def _note_docs(store: NoteStore, memories: list[Memory]):
@@ -458,71 +457,3 @@ def _refresh_vectors(idx: Index, model, model_key: str, losers: set[str], report
     report.vectors = vectors.sync(_LazyTexts(store, paths), model, progress)
     with store.transaction():
         store.set_meta("vectors_state", _vectors_state(idx, model_key))
-
-
-@dataclass
-class DiskNotes:
-    """The notes on disk as they are now, read without changing anything (see `notes_on_disk`)."""
-
-    scan: Scan  # one memory per id, the first path keeping a shared id; light rows where the cache is current
-    behind: list[str]  # what the cache has not caught up with
-    duplicates: list[Problem]  # notes whose id another note holds, naming both
-    fresh: dict[str, Memory]  # path -> memory parsed from disk now (new or changed since indexed)
-    changed: set[str]  # paths new, changed or gone since indexed
-
-
-def notes_on_disk(palace: Palace) -> DiskNotes:
-    """The memories the notes on disk hold now (a cached row stands in for a file whose stat or bytes match it,
-    the rest is parsed), and what the cache has not caught up with. Changes nothing."""
-    store = palace.index.store
-    problems: list[Problem] = []
-    files = palace.note_files(problems)
-    known = store.stat_rows()
-    behind = []
-    fresh: dict[str, Memory] = {}
-    changed: set[str] = set()
-    for note_file in files:
-        row = known.get(note_file.relpath)
-        if row and row.mtime_ns == note_file.mtime_ns and row.size == note_file.size:
-            continue
-        try:
-            data, warnings = read_note_text(palace.root / note_file.relpath, note_file.relpath)
-        except NoteError:
-            data, warnings = None, []
-        if row and data is not None and _file_hash(data, warnings) == row.file_hash:
-            continue
-        changed.add(note_file.relpath)
-        behind.append(f"{note_file.relpath}: {'changed since indexed' if row else 'not indexed'}")
-        if data is not None:
-            try:
-                fresh[note_file.relpath] = parse_note(data, note_file.relpath, note_file.domain, warnings)
-            except NoteError:
-                pass
-    gone = sorted(set(known) - {f.relpath for f in files})
-    behind += [f"{path}: deleted but still indexed" for path in gone]
-    behind += stale_sessions(palace, store)
-    changed.update(gone)
-    scan, duplicates = Scan(), []
-    cached = [m for m in store.light_memories() if m.path not in changed]
-    for memory in sorted(cached + list(fresh.values()), key=lambda m: m.path):
-        owner = scan.memories.setdefault(memory.id, memory)
-        if owner is not memory:
-            duplicates.append(Problem(memory.path, memory.field_line("id"), "error", "duplicate-id",
-                                      f"id {memory.id!r} is already used by {owner.path}; this note is not indexed"))
-    return DiskNotes(scan, behind, duplicates, fresh, changed)
-
-
-def stale(palace: Palace) -> list[str]:
-    """Generated index files that differ from what the notes on disk produce (for `palace index --check`).
-
-    Compared with the notes, never with the cache: a fresh clone (no .palace/) and a body-only edit that
-    leaves every index line as it was both pass. The cache only saves parsing notes it already holds.
-    """
-    from palace_cli.index.files import check_index_files
-
-    return [f"{path}: generated index file out of date" for path in check_index_files(palace, notes_on_disk(palace).scan)]
-
-
-def unindexed(palace: Palace) -> list[str]:
-    """Notes the cache under .palace/ has not caught up with (new, changed, deleted): what a refresh would read."""
-    return notes_on_disk(palace).behind

@@ -30,7 +30,7 @@ from palace_cli.core.layout import Problem
 from palace_cli.core.text import STOPWORDS
 
 if TYPE_CHECKING:
-    from palace_cli.palace import Palace
+    from palace_cli.core.site import Site
     from palace_cli.progress import Progress
     from palace_cli.index.refresh import RefreshReport
     from palace_cli.index.store import NoteStore
@@ -156,13 +156,13 @@ def key_terms(session: Session, limit: int = KEY_TERMS) -> list[str]:
 # ---- the refresh of session files (index.refresh calls these) ----------------------------------------
 
 
-def refresh_sessions(palace: Palace, store: NoteStore, report: RefreshReport, progress: Progress | None,
+def refresh_sessions(site: Site, store: NoteStore, report: RefreshReport, progress: Progress | None,
                      temps: list[str] | None = None) -> None:
     """Stat every session file under conversations/, parse the ones whose bytes changed, store their turns
     (hidden temp files found on the way go into temps)."""
     from palace_cli.conversations import session_files
 
-    unit = turn_unit(palace.config.retrieval)
+    unit = turn_unit(site.config.retrieval)
     if store.get_meta("turn_unit") != f"{unit} {UNIT_FORMAT}":  # the first refresh, or a new unit: rows made again
         with store.transaction():
             if store.session_stat_map():
@@ -170,7 +170,7 @@ def refresh_sessions(palace: Palace, store: NoteStore, report: RefreshReport, pr
                 store.bump_version()
             store.set_meta("turn_unit", f"{unit} {UNIT_FORMAT}")
     skipped: list[tuple[str, str, str]] = []
-    files = session_files(palace.root, skipped, temps)
+    files = session_files(site.root, skipped, temps)
     report.problems += [Problem(path, None, "error", code, message) for path, code, message in skipped]
     known = store.session_stat_map()
     work = [(relpath, mtime_ns, size) for relpath, mtime_ns, size in files
@@ -180,11 +180,11 @@ def refresh_sessions(palace: Palace, store: NoteStore, report: RefreshReport, pr
     if not work and not gone:
         return
     store.store_in_batches(
-        work, SESSIONS_EVERY, lambda item: _read_session(palace, store, *item, known.get(item[0]), unit, report),
+        work, SESSIONS_EVERY, lambda item: _read_session(site, store, *item, known.get(item[0]), unit, report),
         gone, store.delete_session, report.removed, progress, "reading sessions", report_every=20)
 
 
-def _read_session(palace: Palace, store: NoteStore, relpath: str, mtime_ns: int, size: int, row, unit: str,
+def _read_session(site: Site, store: NoteStore, relpath: str, mtime_ns: int, size: int, row, unit: str,
                   report: RefreshReport) -> bool:
     """Read one session file whose stat changed; returns True when the cache changed."""
     from palace_cli.conversations import parse_session
@@ -192,7 +192,7 @@ def _read_session(palace: Palace, store: NoteStore, relpath: str, mtime_ns: int,
 
     listed = report.updated if row else report.added
     try:
-        data = read_session_bytes(palace.root, relpath)
+        data = read_session_bytes(site.root, relpath)
     except NoteError as exc:  # unreadable, or too big to read: reported by every refresh until it changes
         session = parse_session("", relpath)
         store.put_session(relpath, mtime_ns, size, "", session.id, session_header(session), [(None, exc.reason)], [])
@@ -210,7 +210,7 @@ def _read_session(palace: Palace, store: NoteStore, relpath: str, mtime_ns: int,
     return True
 
 
-def stale_sessions(palace: Palace, store: NoteStore) -> list[str]:
+def stale_sessions(site: Site, store: NoteStore) -> list[str]:
     """Session files not indexed, changed since indexed, or deleted but still indexed (none without a cache)."""
     from palace_cli.conversations import session_files
     from palace_cli.conversations.sessionfile import read_session_bytes
@@ -219,13 +219,13 @@ def stale_sessions(palace: Palace, store: NoteStore) -> list[str]:
     if not known and not store.stat_map():
         return []
     out, seen = [], set()
-    for relpath, mtime_ns, size in session_files(palace.root):
+    for relpath, mtime_ns, size in session_files(site.root):
         seen.add(relpath)
         row = known.get(relpath)
         if row and row[:2] == (mtime_ns, size):
             continue
         try:
-            digest = hashlib.sha256(read_session_bytes(palace.root, relpath)).hexdigest()[:16]
+            digest = hashlib.sha256(read_session_bytes(site.root, relpath)).hexdigest()[:16]
         except NoteError:
             digest = None
         if row and digest == row[2]:

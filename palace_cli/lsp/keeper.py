@@ -3,7 +3,8 @@
 Three Palace objects over one palace, each with its own SQLite connection and used by one thread:
 requests (the server's event loop: `palace`), the watcher's refreshes, and the snapshot builder. The
 keeper serves from the cache as it is at once, refreshes it (the notes and the lexical index: lint
-waits for that, not for embeddings), then runs the watcher of `palace watch`; after each refresh that
+waits for that, not for embeddings), then runs the watcher (`index/watcher.py`, refreshing through
+`Palace.refresh` as `palace watch` does); after each refresh that
 changed the note store it builds a new Snapshot and swaps it in, so no request waits for a 10,000-note
 table to be built.
 """
@@ -68,21 +69,20 @@ class Keeper:
         threading.Thread(target=self._background, name="palace-lsp-start", daemon=True).start()
 
     def _background(self) -> None:
-        from palace_cli.index.refresh import refresh
-        from palace_cli.watch import Watcher
+        from palace_cli.index.watcher import Watcher
 
         self._reader = self._noticed(Palace(self.palace.root))
         self._build()
         try:
-            refresh(self._reader, embedder=None, index_files=self._may_write_index_files())
+            self._reader.refresh(embedder=None, index_files=self._may_write_index_files())
         except Exception:
             log.error("the first refresh failed:\n%s", traceback.format_exc())
         self.refreshed = True
         self._build(force=True)
         if self._stopped:
             return
-        watcher = Watcher(self._noticed(Palace(self.palace.root)), self._watched,
-                          index_files=self._may_write_index_files)
+        watched = self._noticed(Palace(self.palace.root))
+        watcher = Watcher(watched.site, self._refresh(watched), self._watched, reload=watched.reload_config)
         try:
             watcher.start()
         except Exception:
@@ -93,6 +93,10 @@ class Keeper:
         self.watcher = watcher
         if self._stopped:
             self.stop()
+
+    def _refresh(self, palace: Palace):
+        """How the watcher refreshes: as every command does, the index files left alone while the editor has one open."""
+        return lambda progress: palace.refresh(progress=progress, index_files=self._may_write_index_files())
 
     def _watched(self, event) -> None:
         """A watcher event (on the watcher's thread): a refresh that changed something means a new snapshot."""

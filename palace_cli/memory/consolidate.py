@@ -81,7 +81,7 @@ def consolidate(palace: Palace, *, as_of: str | None = None, domain: str | None 
     """Propose merges, promotions to core and fading memories (see the module); write only `core: true`, and
     only with `promote`."""
     from palace_cli.search.similar import similar
-    from palace_cli.study.reviewlog import ReviewLog
+    from palace_cli.editing.reviewlog import ReviewLog
 
     merge = _setting(palace, "merge", MERGE, "a similarity score")
     core_sessions = _setting(palace, "core_sessions", CORE_SESSIONS, "sessions")

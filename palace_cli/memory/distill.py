@@ -134,7 +134,7 @@ def distill(palace: Palace, *, since: str | None = None, until: str | None = Non
     paths = chosen_sessions(palace, source, session)
     generator = _generator(palace, settings, llm)
     spent = {"extract": 0.0, "llm": 0.0, "write": 0.0}
-    with write_lock(palace):
+    with write_lock(palace.site):
         scan = palace.index.scan()  # whole memories: `about`, `turn`, `confirmed_by` are in their frontmatter
         done = done_turns(scan.memories.values())
         for number, relpath in enumerate(paths, 1):

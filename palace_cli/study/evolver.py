@@ -16,7 +16,7 @@ from palace_cli.errors import ModelError, PalaceError
 from palace_cli.index.locks import write_lock
 from palace_cli.palace import Palace
 from palace_cli.study.llm import NEEDS_MODEL, propose_image
-from palace_cli.study.smashin import FACTORS, SmashinScore, detect, factor, score_memory
+from palace_cli.core.smashin import FACTORS, SmashinScore, detect, factor, score_memory
 
 PROPOSALS = "proposals"
 
@@ -144,7 +144,7 @@ def grow_memory(palace: Palace, memory_id: str, image: str, anchor: str, verify:
 
 def accept_image(palace: Palace, memory_id: str, image: str, base_hash: str) -> None:
     """Replace the Image section atomically; refuse when the note changed since the proposal or the token would go."""
-    with write_lock(palace):  # the note checked is the note rewritten
+    with write_lock(palace.site):  # the note checked is the note rewritten
         _accept_image(palace, memory_id, image, base_hash)
 
 

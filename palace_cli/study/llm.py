@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 
 from palace_cli.core.notes import Memory
-from palace_cli.core.text import content_stems, split_sentences, words
+from palace_cli.core.text import content_stems, repetitive, split_sentences, words
 from palace_cli.core.tokens import contains_phrase
 from palace_cli.errors import ModelError
 from palace_cli.study.evaluator import Element
@@ -190,13 +190,6 @@ def clean_image(text: str) -> str:
     if text and text[-1] not in ".!?\"”" and end > 0:
         text = text[: end + 1]  # cut at max_tokens: drop the unfinished last sentence
     return text
-
-
-def repetitive(text: str) -> bool:
-    """True for the loops small models fall into: a sentence said three times, or few distinct sentences."""
-    said = [" ".join(s.lower().split()) for s in split_sentences(text)]
-    counts = {s: said.count(s) for s in said}
-    return bool(said) and (max(counts.values()) >= 3 or len(counts) < 0.7 * len(said))
 
 
 def keep_token(text: str, old_image: str, verify: str) -> str:

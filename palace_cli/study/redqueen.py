@@ -15,11 +15,11 @@ from typing import Callable
 
 from palace_cli.errors import UsageError
 from palace_cli.palace import Palace
-from palace_cli.study.smashin import score_memory
+from palace_cli.core.smashin import score_memory
 from palace_cli.study.evaluator import AGAIN, GOOD, HARD, Grade, grade
 from palace_cli.study.examiner import Examiner
 from palace_cli.study.llm import model_name, recall_anchor, recall_route, route_choice
-from palace_cli.study.reviewlog import Review, ReviewLog
+from palace_cli.editing.reviewlog import Review, ReviewLog
 from palace_cli.study.scheduler import replay
 from palace_cli.study.session import current_memories, llm_prior, study_settings
 from palace_cli.study.strategies import STRATEGIES, Pick, keyword_neighbours, select

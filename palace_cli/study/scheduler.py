@@ -12,7 +12,7 @@ from fsrs import Card, Rating, Scheduler, State
 from fsrs.scheduler import FUZZ_RANGES
 
 from palace_cli.errors import ConfigError
-from palace_cli.study.reviewlog import Review
+from palace_cli.editing.reviewlog import Review
 
 DEFAULT_RETENTION = 0.9
 DEFAULT_MAX_INTERVAL = 36500

@@ -18,7 +18,7 @@ from palace_cli.core.notes import Memory
 from palace_cli.palace import Palace
 from palace_cli.study.evaluator import AGAIN, Grade, grade
 from palace_cli.study.examiner import KINDS, Examiner, Question, subject_forms
-from palace_cli.study.reviewlog import LogRead, Review, ReviewLog, learner_name
+from palace_cli.editing.reviewlog import LogRead, Review, ReviewLog, learner_name
 from palace_cli.study.scheduler import MemoryState, Schedule, replay
 from palace_cli.study.strategies import STRATEGIES, Neighbour, Pick, keyword_neighbours, select, vector_neighbours
 

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 from palace_cli.palace import Palace
 from palace_cli.core.layout import Problem
-from palace_cli.study.reviewlog import ReviewLog, learner_name
+from palace_cli.editing.reviewlog import ReviewLog, learner_name
 from palace_cli.study.scheduler import Schedule, replay
 from palace_cli.study.session import current_memories, study_settings
 

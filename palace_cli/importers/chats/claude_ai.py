@@ -13,7 +13,7 @@ from pathlib import Path
 
 from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, participants_of, session_id, text_id
 from palace_cli.core.text import one_line, slug
-from palace_cli.conversations.reading import block_text, kind_of, read_export, text_value, thinking_block, threads, tool_line
+from palace_cli.importers.chats.reading import block_text, kind_of, read_export, text_value, thinking_block, threads, tool_line
 
 FORMAT = SOURCE = "claude-ai"
 SUFFIXES = (".json",)
@@ -47,23 +47,7 @@ def _conversation(conversation, where: str, line: int, number: int, include: fro
     if not isinstance(messages, list):
         problem(f"{cid}: no `chat_messages` list; left out")
         return
-    ordered = []
-    for index, message in enumerate(messages):
-        if not isinstance(message, dict):
-            problem(f"{cid}: message {index + 1} is not a JSON object; left out")
-            continue
-        ordered.append((text_value(message.get("uuid"), "uuid") or f"{cid}#{index + 1}", message))
-    chains = [[m for _, m in ordered]]
-    leaf = text_value(conversation.get("current_leaf_message_uuid"), "current_leaf_message_uuid")
-    if leaf and any(m.get("parent_message_uuid") for _, m in ordered):
-        by_id = dict(ordered)
-        parents = {key: text_value(m.get("parent_message_uuid"), "parent_message_uuid") for key, m in ordered}
-        main, branches = threads(parents, list(by_id), leaf if leaf in by_id else ordered[-1][0])
-        chains = [[by_id[k] for k in main]] + [[by_id[k] for k in chain] for _, chain in branches]
-        forks = [None] + [fork for fork, _ in branches]
-    else:
-        forks = [None]
-
+    chains, forks = _chains(conversation, cid, messages, problem)
     title = one_line(conversation.get("name") or "", 120)
     started = result.time(conversation.get("created_at"), where, line)
     base_id = session_id(SOURCE, cid)
@@ -83,6 +67,25 @@ def _conversation(conversation, where: str, line: int, number: int, include: fro
         date = (session.started or "")[:10]
         session.stem = "-".join(p for p in (date, slug(title or session.title, 40), slug(str(cid))[:8], suffix) if p)
         result.add(session, where, line)
+
+
+def _chains(conversation: dict, cid: str, messages: list, problem) -> tuple[list[list[dict]], list[str | None]]:
+    """The messages as threads (the main one first, then each edited-away branch) and where each forks (None for
+    the main one); one thread in order when the export has no parent links."""
+    ordered = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            problem(f"{cid}: message {index + 1} is not a JSON object; left out")
+            continue
+        ordered.append((text_value(message.get("uuid"), "uuid") or f"{cid}#{index + 1}", message))
+    leaf = text_value(conversation.get("current_leaf_message_uuid"), "current_leaf_message_uuid")
+    if not (leaf and any(m.get("parent_message_uuid") for _, m in ordered)):
+        return [[m for _, m in ordered]], [None]
+    by_id = dict(ordered)
+    parents = {key: text_value(m.get("parent_message_uuid"), "parent_message_uuid") for key, m in ordered}
+    main, branches = threads(parents, list(by_id), leaf if leaf in by_id else ordered[-1][0])
+    return ([[by_id[k] for k in main]] + [[by_id[k] for k in chain] for _, chain in branches],
+            [None] + [fork for fork, _ in branches])
 
 
 def _turns(message: dict, include: frozenset[str], result: ReadResult, origin: tuple[str, int], count: bool
@@ -115,6 +118,22 @@ def _turns(message: dict, include: frozenset[str], result: ReadResult, origin: t
                 pieces.append(f"[{kind}]")
     else:
         pieces.append(str(message.get("text") or ""))
+    pieces += _attached(message, include, result, origin, count)
+    turns = []
+    text = clean_text("\n\n".join(p for p in pieces if p.strip()))
+    if text:
+        turns.append(Turn(turn_id, speaker, text, time))
+    elif not outputs and count:
+        result.left_out["empty"] += 1
+    for n, output in enumerate(outputs):
+        turns.append(Turn(f"{turn_id}/tool" + (f"-{n + 1}" if n else ""), "tool", clean_text(output), time))
+    return turns
+
+
+def _attached(message: dict, include: frozenset[str], result: ReadResult, origin: tuple[str, int], count: bool
+              ) -> list[str]:
+    """A line for each of a message's attachments (and its text, with `--include attachments`) and files."""
+    pieces = []
     for attachment in listed(message, "attachments", result, origin):
         if not isinstance(attachment, dict):
             continue
@@ -128,15 +147,7 @@ def _turns(message: dict, include: frozenset[str], result: ReadResult, origin: t
     for file in listed(message, "files", result, origin):
         if isinstance(file, dict) and file.get("file_name"):
             pieces.append(f"[file: {file['file_name']}]")
-    turns = []
-    text = clean_text("\n\n".join(p for p in pieces if p.strip()))
-    if text:
-        turns.append(Turn(turn_id, speaker, text, time))
-    elif not outputs and count:
-        result.left_out["empty"] += 1
-    for n, output in enumerate(outputs):
-        turns.append(Turn(f"{turn_id}/tool" + (f"-{n + 1}" if n else ""), "tool", clean_text(output), time))
-    return turns
+    return pieces
 
 
 def listed(message: dict, key: str, result: ReadResult, origin: tuple[str, int]) -> list:

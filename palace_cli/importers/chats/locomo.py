@@ -14,10 +14,10 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from palace_cli.conversations.jsonstream import json_records
+from palace_cli.importers.chats.jsonstream import json_records
 from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, participants_of, text_id
 from palace_cli.core.text import one_line, slug
-from palace_cli.conversations.reading import RecordGuard, shown, text_value
+from palace_cli.importers.chats.reading import RecordGuard, shown, text_value
 
 FORMAT = SOURCE = "locomo"
 SUFFIXES = (".json",)

@@ -27,7 +27,7 @@ from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Tur
 from palace_cli.core.text import one_line, slug
 from palace_cli.core.dates import iso_time
 from palace_cli.conversations.sessionfile import split_text, is_session_text, parse_session
-from palace_cli.conversations.reading import RecordGuard, files_under, read_text, shown
+from palace_cli.importers.chats.reading import RecordGuard, files_under, read_text, shown
 
 FORMAT = "chat-markdown"
 SOURCE = "chat"
@@ -194,6 +194,14 @@ def parse_chat(text: str, where: str, rel: str, problems: list[ReadProblem]) -> 
             current.append(line)
     if current is not None:
         session.turns[-1].text = clean_text("\n".join(current))
+    _finish(session, meta, rel, where, preamble, problems)
+    return session
+
+
+def _finish(session: Session, meta: dict, rel: str, where: str, preamble: list[str], problems: list[ReadProblem]
+            ) -> None:
+    """What a chat's turns leave to settle: empty turns (reported), the preamble, the participants (named ones
+    first), the title, the start, the file stem and the rest of the frontmatter."""
     for turn in [t for t in session.turns if not t.text]:
         problems.append(ReadProblem(where, turn.line, f"{turn.speaker}: says nothing; kept as an empty turn"))
     session.preamble = clean_text("\n".join(preamble))
@@ -205,7 +213,6 @@ def parse_chat(text: str, where: str, rel: str, problems: list[ReadProblem]) -> 
     session.started = session.started or next((t.time for t in session.turns if t.time), None)
     session.stem = slug(rel, 80) or "chat"
     session.meta = {k: v for k, v in meta.items() if k not in ("id", "title", "date", "started", "participants")}
-    return session
 
 
 def _from_frontmatter(meta: dict, rel: str, where: str, problems: list[ReadProblem]) -> Session:

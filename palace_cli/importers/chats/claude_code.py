@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Iterator
 
 from palace_cli.errors import ImportFailed
-from palace_cli.conversations.jsonstream import CHUNK, MAX_RECORD_BYTES, open_source
+from palace_cli.importers.chats.jsonstream import CHUNK, MAX_RECORD_BYTES, open_source
 from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, participants_of, session_id
 from palace_cli.core.text import one_line, slug
-from palace_cli.conversations.reading import (BadRecord, RecordGuard, block_text, files_under, shown, text_value,
+from palace_cli.importers.chats.reading import (BadRecord, RecordGuard, block_text, files_under, shown, text_value,
                                               thinking_block, threads, tool_line)
 
 FORMAT = SOURCE = "claude-code"
@@ -108,34 +108,11 @@ def _read_file(file: Path, include: frozenset[str], result: ReadResult) -> None:
     where = shown(file)
     records = _records(file, result)
     messages = [(n, r) for n, r in records if r.get("type") in MESSAGES]
-    summaries = [r for _, r in records if r.get("type") == "summary" and isinstance(r.get("summary"), str)]
     main_records = [(n, r) for n, r in messages if not r.get("isSidechain")]
     side_records = [(n, r) for n, r in messages if r.get("isSidechain")]
-
-    parents = {}
-    for _, record in main_records:
-        if isinstance(record.get("uuid"), str):
-            parents[record["uuid"]] = record.get("parentUuid") or record.get("logicalParentUuid")
-    last = next((r.get("uuid") for _, r in reversed(main_records) if isinstance(r.get("uuid"), str)), None)
-    _, branches = threads(parents, list(parents), last)
-    # Records on a branch off the thread were rewound away. A chain that never meets the thread (its
-    # history is in another file) has no fork: it stays, as it cannot be shown to be abandoned.
-    branch_of = {node: i for i, (fork, chain) in enumerate(branches) if fork is not None for node in chain}
+    branches, branch_of = _branches(main_records)
     thread = [(n, r) for n, r in main_records if r.get("uuid") not in branch_of]
-
-    source_id = file.stem
-    base = Session(id=session_id(SOURCE, source_id), source=SOURCE, source_id=source_id)
-    uuids = {r.get("uuid") for _, r in records}
-    for summary in summaries:
-        if summary.get("leafUuid") in uuids:
-            base.title = one_line(summary["summary"], 120)
-    first = next((r for _, r in records if r.get("cwd")), {})
-    if first.get("cwd"):
-        base.meta["cwd"] = first["cwd"]
-    branch = next((r.get("gitBranch") for _, r in records if r.get("gitBranch")), None)
-    if branch:
-        base.meta["git_branch"] = branch
-
+    base = _base(file, records)
     tools: dict[str, str] = {}
     session = _session(base, _turns(thread, include, result, where, tools), "", where, result)
     if session is not None:
@@ -161,6 +138,37 @@ def _read_file(file: Path, include: frozenset[str], result: ReadResult) -> None:
                              {"sidechain_of": base.id} if session is not None else {})
             if extra is not None:
                 result.add(extra, where)
+
+
+def _branches(main_records: list[tuple[int, dict]]) -> tuple[list, dict[str, int]]:
+    """The branches off the main thread (threads' fork and chain) and, for each record on one, its branch."""
+    parents = {}
+    for _, record in main_records:
+        if isinstance(record.get("uuid"), str):
+            parents[record["uuid"]] = record.get("parentUuid") or record.get("logicalParentUuid")
+    last = next((r.get("uuid") for _, r in reversed(main_records) if isinstance(r.get("uuid"), str)), None)
+    _, branches = threads(parents, list(parents), last)
+    # Records on a branch off the thread were rewound away. A chain that never meets the thread (its
+    # history is in another file) has no fork: it stays, as it cannot be shown to be abandoned.
+    return branches, {node: i for i, (fork, chain) in enumerate(branches) if fork is not None for node in chain}
+
+
+def _base(file: Path, records: list[tuple[int, dict]]) -> Session:
+    """A file's session before its turns: its id, the title a summary of one of its records gives, cwd, git branch."""
+    source_id = file.stem
+    base = Session(id=session_id(SOURCE, source_id), source=SOURCE, source_id=source_id)
+    summaries = [r for _, r in records if r.get("type") == "summary" and isinstance(r.get("summary"), str)]
+    uuids = {r.get("uuid") for _, r in records}
+    for summary in summaries:
+        if summary.get("leafUuid") in uuids:
+            base.title = one_line(summary["summary"], 120)
+    first = next((r for _, r in records if r.get("cwd")), {})
+    if first.get("cwd"):
+        base.meta["cwd"] = first["cwd"]
+    branch = next((r.get("gitBranch") for _, r in records if r.get("gitBranch")), None)
+    if branch:
+        base.meta["git_branch"] = branch
+    return base
 
 
 def _session(base: Session, turns: list[Turn], suffix: str, where: str, result: ReadResult,
@@ -194,14 +202,7 @@ def _turns(records: list[tuple[int, dict]], include: frozenset[str], result: Rea
         message = record.get("message")
         if kind == "system" or record.get("isMeta"):
             merging, open_turn = None, None
-            if "system" not in include:
-                result.left_out["system"] += 1
-            else:
-                text = ""
-                with RecordGuard(result.problems, where, number, "system record"):
-                    text = clean_text(str(record.get("content") or block_text((message or {}).get("content")) or ""))
-                if text:
-                    turns.append(Turn(uuid, "system", text, time))
+            turns += _system_turn(record, uuid, time, include, result, where, number)
             continue
         if not isinstance(message, dict) or "content" not in message:
             result.problems.append(ReadProblem(where, number, f"{kind} record without a message; left out"))
@@ -234,6 +235,18 @@ def _turns(records: list[tuple[int, dict]], include: frozenset[str], result: Rea
         for n, output in enumerate(outputs):
             turns.append(Turn(f"{uuid}/tool" + (f"-{n + 1}" if n else ""), "tool", output, time))
     return turns
+
+
+def _system_turn(record: dict, uuid: str, time: str | None, include: frozenset[str], result: ReadResult, where: str,
+                 number: int) -> list[Turn]:
+    """A system record's turn, with `--include system` (without, it is counted as left out); none when empty."""
+    if "system" not in include:
+        result.left_out["system"] += 1
+        return []
+    text = ""
+    with RecordGuard(result.problems, where, number, "system record"):
+        text = clean_text(str(record.get("content") or block_text((record.get("message") or {}).get("content")) or ""))
+    return [Turn(uuid, "system", text, time)] if text else []
 
 
 def _content(content, include: frozenset[str], result: ReadResult, tools: dict[str, str]) -> tuple[list[str], list[str]]:

@@ -32,8 +32,8 @@ from palace_cli.conversations.model import ReadProblem, Session, Turn
 from palace_cli.core.text import slug
 from palace_cli.conversations.sessionfile import (CONVERSATIONS, MAX_SESSION_BYTES, append_turns, load_session, parse_header,
                                                   render_session, session_digest, session_files, turns_digest)
-from palace_cli.conversations.reading import EXPORT
-from palace_cli.conversations.sources import read_conversations
+from palace_cli.importers.chats.reading import EXPORT
+from palace_cli.importers.formats import read_conversations
 
 WRITERS = 8
 Progress = Callable[[str, int, int], None]

@@ -15,7 +15,7 @@ from typing import Callable
 
 from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, participants_of, session_id, text_id
 from palace_cli.core.text import one_line, slug
-from palace_cli.conversations.reading import read_export, text_value, thinking_block, threads, tool_line
+from palace_cli.importers.chats.reading import read_export, text_value, thinking_block, threads, tool_line
 
 FORMAT = SOURCE = "chatgpt"
 SUFFIXES = (".json",)
@@ -44,24 +44,13 @@ def _conversation(conversation, where: str, line: int, number: int, include: fro
         problem("not a JSON object; left out")
         return
     cid = text_value(conversation.get("conversation_id"), "conversation_id") or text_value(conversation.get("id"), "id")
-    mapping = conversation.get("mapping")
     if not cid:
         problem("no `id` or `conversation_id`; left out")
         return
-    if not isinstance(mapping, dict):
-        problem(f"{cid}: no `mapping`; left out")
+    found = _threads(conversation, cid, problem)
+    if found is None:
         return
-    nodes = {key: node for key, node in mapping.items() if isinstance(node, dict)}
-    if len(nodes) < len(mapping):
-        problem(f"{cid}: {len(mapping) - len(nodes)} mapping entries are not objects; left out")
-    parents = {key: text_value(node.get("parent"), "parent") for key, node in nodes.items()}
-    current = text_value(conversation.get("current_node"), "current_node")
-    if current not in nodes:
-        leaves = [key for key in nodes if not nodes[key].get("children")]
-        current = leaves[-1] if leaves else None
-        problem(f"{cid}: `current_node` is not in the mapping; following the last leaf instead")
-    main, branches = threads(parents, list(nodes), current)
-
+    nodes, main, branches = found
     title = one_line(conversation.get("title") or "", 120)
     started = result.time(conversation.get("create_time"), where, line)
     source_id = cid
@@ -86,6 +75,25 @@ def _conversation(conversation, where: str, line: int, number: int, include: fro
     for session in sessions:
         if session.turns:
             result.add(session, where, line)
+
+
+def _threads(conversation: dict, cid: str, problem) -> tuple[dict, list[str], list] | None:
+    """(nodes by key, the main thread's keys, the branches) of a conversation's `mapping`; None when it has none."""
+    mapping = conversation.get("mapping")
+    if not isinstance(mapping, dict):
+        problem(f"{cid}: no `mapping`; left out")
+        return None
+    nodes = {key: node for key, node in mapping.items() if isinstance(node, dict)}
+    if len(nodes) < len(mapping):
+        problem(f"{cid}: {len(mapping) - len(nodes)} mapping entries are not objects; left out")
+    parents = {key: text_value(node.get("parent"), "parent") for key, node in nodes.items()}
+    current = text_value(conversation.get("current_node"), "current_node")
+    if current not in nodes:
+        leaves = [key for key in nodes if not nodes[key].get("children")]
+        current = leaves[-1] if leaves else None
+        problem(f"{cid}: `current_node` is not in the mapping; following the last leaf instead")
+    main, branches = threads(parents, list(nodes), current)
+    return nodes, main, branches
 
 
 def _session(source_id: str, title: str, started: str | None, turns: list[Turn], meta: dict, suffix: str) -> Session:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from palace_cli.conversations.jsonstream import MAX_RECORD_BYTES, json_records
+from palace_cli.importers.chats.jsonstream import MAX_RECORD_BYTES, json_records
 from palace_cli.conversations.model import ReadProblem, ReadResult
 from palace_cli.core.text import one_line
 from palace_cli.core.disk import read_capped
