@@ -33,13 +33,7 @@ FRONT_DOOR = "__init__"  # palace_cli/__init__.py, the library's public names: i
 
 # Imports against the order, (from room, to room) -> why. The list only shrinks: test_exceptions_are_still_needed
 # fails on an entry no import needs any more.
-MOVING = "issue 30: being moved by the layers branch"
 EXCEPTIONS = {
-    ("index", "palace"): MOVING,  # index/{__init__,files,refresh,turns}: the whole Palace, type-only
-    ("editing", "study"): MOVING,  # editing/lint.py, curate.py: study's SMASHIN scorer and review log
-    ("answers", "study"): MOVING,  # answers/ask.py: study.llm.repetitive
-    ("lsp", "watch"): MOVING,  # lsp/keeper.py runs watch's Watcher
-    ("bench", "lsp"): MOVING,  # bench/lsp_bench.py measures lsp.snapshot
     ("cli", "lsp"): "`palace lsp` starts the language server: the CLI is the one door to every face",
     ("cli", "mcp"): "`palace mcp` starts the MCP server: the CLI is the one door to every face",
     ("cli", "watch"): "`palace watch` runs the watcher: the CLI is the one door to every face",
@@ -55,19 +49,10 @@ LONG_FUNCTIONS = {
     "backends/install.py:_add_wordpiece_vocab": SPLIT + "the phantom-space mapping apart from the writing",
     "cli/bench_cmd.py:bench_retrieval": SPLIT + "the options' checks apart from the command",
     "cli/notes_cmd.py:add": SPLIT + "issue 30 item 4: the one add workflow in editing/",
-    "conversations/chat_text.py:parse_chat": SPLIT + "one helper per kind of line",
-    "conversations/chatgpt.py:_conversation": SPLIT + "the message tree's walk apart from the turns",
-    "conversations/claude_ai.py:_conversation": SPLIT + "the header apart from the turns",
-    "conversations/claude_ai.py:_turns": SPLIT + "one helper per content block kind",
-    "conversations/claude_code.py:_read_file": SPLIT + "the record loop apart from the session it builds",
-    "conversations/claude_code.py:_turns": SPLIT + "the merge of an assistant message's records apart",
-    "conversations/sessionfile.py:session_files": SPLIT + "issue 30 item 3: walk with the one folder walker",
     "core/notefile.py:parse_note": SPLIT + "the fields' checks apart from the parse",
-    "index/catalog.py:build_catalog": SPLIT + "memories and turns apart",
     "index/text.py:TextIndex.search": SPLIT + "the query's terms apart from the scoring",
     "mcp.py:PalaceTools.add": SPLIT + "issue 30 item 4: the one add workflow in editing/",
     "memory/consolidate.py:consolidate": SPLIT + "one helper per proposal (merge, promote, fade)",
-    "palace.py:Palace.note_files": SPLIT + "issue 30 item 2: the walker leaves palace.py for the index's view",
     "search/retrieve.py:recall": SPLIT + "issue 30 item 5: one query object shared with search()",
     "search/similar.py:similar": SPLIT + "the reference's lookup apart from the ranking",
     "study/redqueen.py:run_red_queen": SPLIT + "one round apart from the loop",
@@ -81,7 +66,7 @@ HOMES = {
     "domain of a path": ("core/layout.py:NoteRules.domain_of",),
     "slug of a name": ("core/text.py",),
     "the frontmatter block": ("core/notefile.py",),
-    "the folder walk": ("palace.py",),
+    "the folder walk": ("core/walk.py:note_files",),
     "the walk's skip list": ("core/layout.py",),
     "word tokens": ("core/text.py",),
     "stems": ("core/text.py",),
@@ -99,7 +84,7 @@ SECOND_RULES = {
     "slug of a name": {
         "core/layout.py:_id_part": FOLD + "core/text.py (slug)",
         "importers/records.py:safe_id": FOLD + "core/text.py (slug)",
-        "study/reviewlog.py:log_name": FOLD + "core/text.py (slug)",
+        "editing/reviewlog.py:log_name": FOLD + "core/text.py (slug)",
     },
     "the frontmatter block": {
         "conversations/sessionfile.py:split_text": FOLD + "core/notefile.py",
@@ -108,16 +93,17 @@ SECOND_RULES = {
         "core/noteedit.py:edit_section": FOLD + "core/notefile.py",
         "importers/markdown.py:_read_file": FOLD + "core/notefile.py",
         "lsp/buffer.py:Buffer.block": FOLD + "core/notefile.py",
-        "palace.py:Palace.stray_notes": FOLD + "core/notefile.py",
+        "core/walk.py:_has_note_frontmatter": FOLD + "core/notefile.py",
     },
     "the folder walk": {
-        "conversations/reading.py:files_under": FOLD + "palace.py (the note walker)",
-        "conversations/sessionfile.py:session_files": FOLD + "palace.py (the note walker)",
-        "editing/authoring.py:_holds_markdown": FOLD + "palace.py (the note walker)",
-        "importers/markdown.py:markdown_files": FOLD + "palace.py (the note walker)",
+        "importers/chats/reading.py:files_under": FOLD + "core/walk.py (the note walker)",
+        "conversations/sessionfile.py:session_files": FOLD + "core/walk.py (the note walker)",
+        "editing/authoring.py:_holds_markdown": FOLD + "core/walk.py (the note walker)",
+        "core/walk.py:stray_notes": FOLD + "core/walk.py (the note walker)",
+        "importers/markdown.py:markdown_files": FOLD + "core/walk.py (the note walker)",
     },
     "the walk's skip list": {
-        "conversations/reading.py:<module>": FOLD + "core/layout.py (SKIPPED_DIRS)",
+        "importers/chats/reading.py:<module>": FOLD + "core/layout.py (SKIPPED_DIRS)",
         "editing/authoring.py:_holds_markdown": FOLD + "core/layout.py (SKIPPED_DIRS)",
         "importers/markdown.py:<module>": FOLD + "core/layout.py (SKIPPED_DIRS)",
     },
@@ -128,7 +114,7 @@ SECOND_RULES = {
         "memory/patterns.py:<module>": FOLD + "core/text.py",
         "study/examiner.py:Examiner.image": FOLD + "core/text.py",
         "study/examiner.py:_token_spans": FOLD + "core/text.py",
-        "study/smashin.py:<module>": FOLD + "core/text.py",
+        "core/smashin.py:<module>": FOLD + "core/text.py",
     },
     "stems": {
         "importers/clustering.py:name_clusters": FOLD + "core/text.py (prefix_root)",
@@ -320,11 +306,10 @@ def against_the_order(package: Path) -> dict[tuple[str, str], str]:
 
 
 def cycles(package: Path) -> list[str]:
-    """Import cycles between rooms, type-only imports counted; an edge excused as MOVING is left out until it moves."""
+    """Import cycles between rooms, type-only imports counted."""
     graph: dict[str, dict[str, str]] = defaultdict(dict)
     for (here, there), found in room_edges(package).items():
-        if EXCEPTIONS.get((here, there)) != MOVING:
-            graph[here][there] = _described(found)
+        graph[here][there] = _described(found)
     found_cycles = []
     for start in sorted(graph):
         stack = [(start, [start])]
@@ -703,8 +688,6 @@ def test_core_imports_no_other_room():
     assert not found, f"core must stand alone (errors and progress beside it): {found}"
 
 
-@pytest.mark.xfail(strict=True, reason="the layers branch (issue 30) writes the order line into docs/architecture.md; "
-                                       "take this mark out when it lands")
 def test_the_docs_state_the_same_order():
     """docs/architecture.md has the order as a line of its own: `core < conversations < ... < faces`."""
     lines = [line for line in (REPO / "docs" / "architecture.md").read_text(encoding="utf-8").splitlines()
