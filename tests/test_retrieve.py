@@ -14,7 +14,8 @@ from palace_cli.cli import cli
 from palace_cli.errors import NotFound, UsageError
 from palace_cli.search.profiles import PROFILES
 from palace_cli.index.refresh import refresh
-from palace_cli.search.retrieve import fuse_minmax, fuse_rrf, recall, search, trim_hits
+from palace_cli.search.ranking import fuse_minmax, fuse_rrf
+from palace_cli.search.retrieve import recall, search, trim_hits
 from palace_cli.search.context import build_context
 from palace_cli.search.hits import Hit
 
@@ -144,10 +145,14 @@ def test_profiles(palace):
 def test_search_modes_without_models(palace):
     lexical = search(palace, "consistent hashing ring", mode="lexical", k=5)
     assert lexical.hits[0].id == "consistent-hashing"
-    hybrid = search(palace, "consistent hashing ring", mode="hybrid", k=5)
-    assert hybrid.mode == "lexical" and hybrid.dense == "off"   # says it fell back
+    fused = search(palace, "consistent hashing ring", mode="fused", k=5)
+    assert fused.mode == "lexical" and fused.dense == "off"   # says it fell back
+    old_name = search(palace, "consistent hashing ring", mode="hybrid", k=5)   # fused's old name still works
+    assert [h.id for h in old_name.hits] == [h.id for h in fused.hits] and old_name.mode == "lexical"
     with pytest.raises(UsageError, match="palace models install"):
         search(palace, "x", mode="dense")
+    with pytest.raises(UsageError, match="choose from fused, lexical, dense"):
+        search(palace, "x", mode="2hop")
 
 
 def test_cli_recall_json_shape(example_palace):
@@ -187,14 +192,14 @@ def test_wake_up_is_deterministic_and_within_budget(palace):
     assert [m["id"] for m in bigger.memories[: len(first.memories)]] == [m["id"] for m in first.memories]
 
 
-def test_hybrid_and_dense_with_the_real_embedder(with_models, palace):
-    """With the converted MiniLM GGUF installed, dense ranking is on and hybrid fuses both signals."""
+def test_fused_and_dense_with_the_real_embedder(with_models, palace):
+    """With the converted MiniLM GGUF installed, dense ranking is on and fused ranking fuses both signals."""
     dense = search(palace, "my readers keep seeing old data after I update the database", mode="dense", k=5)
     assert dense.dense == "on" and dense.mode == "dense"
     assert all(-1.0 <= h.score <= 1.0 for h in dense.hits)
-    hybrid = search(palace, "two generals agreeing on a value despite crashes", mode="hybrid", k=5)
-    assert hybrid.mode == "hybrid"
-    assert any({"lexical", "dense"} <= set(h.parts) for h in hybrid.hits)
+    fused = search(palace, "two generals agreeing on a value despite crashes", mode="fused", k=5)
+    assert fused.mode == "fused"
+    assert any({"lexical", "dense"} <= set(h.parts) for h in fused.hits)
     result = recall(palace, "why do retries need randomness", k=3, trim=False)
     assert "retry-backoff-jitter" in [h.id for h in result.hits]
     assert "dense" in result.hits[0].parts and result.route[0].domain == result.hits[0].domain
@@ -221,7 +226,7 @@ def test_bench_retrieval_on_a_small_beir_fixture(tmp_path):
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["dataset"] == "beir" and summary["queries"] > 0
-    assert set(summary["modes"]) == {"2hop", "lexical", "hybrid"}   # no embedder here: dense is skipped
+    assert set(summary["modes"]) == {"recall", "lexical", "fused"}   # no embedder here: dense is skipped
     for row in summary["modes"].values():
         assert {"recall@1", "recall@3", "recall@5", "recall@10", "mrr", "ndcg@10", "context_bytes",
                 "p50_ms", "p95_ms", "ci"} <= set(row)
@@ -270,6 +275,7 @@ def test_bench_retrieval_on_any_corpus_with_kinds(tmp_path):
     result = runner.invoke(cli, args)
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
+    assert list(summary["modes"]) == ["recall", "lexical"]   # 2hop, recall's old name, still works
     assert summary["dataset"] == "palace-json" and summary["queries"] == 3
     assert set(summary["kinds"]) == {"scene", "direct"}
     assert summary["kinds"]["direct"]["queries"] == 2
