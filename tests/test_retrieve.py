@@ -1,4 +1,4 @@
-"""Two-hop retrieval through the core API on a copy of the example palace (lexical: no models here)."""
+"""Retrieval (search and recall, one Query) through the core API on a copy of the example palace (lexical: no models here)."""
 
 from __future__ import annotations
 
@@ -290,3 +290,57 @@ def test_bench_retrieval_on_any_corpus_with_kinds(tmp_path):
     in_place = runner.invoke(cli, ["bench", "retrieval", "--corpus", str(cached[0]), "--queries", str(queries),
                                    "--modes", "lexical"])
     assert in_place.exit_code == 0 and "| direct | 2 |" in in_place.output
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"profile": "nonsense"}, "unknown profile 'nonsense'"),
+    ({"mode": "2hop"}, "unknown mode '2hop'; choose from fused, lexical, dense"),
+    ({"as_of": "next tuesday"}, "--as-of"),
+    ({"since": "2024", "until": "2023"}, "--since 2024 is after --until 2023"),
+    ({"kind": "turn", "domain": "storage-engines"}, "turns are in no domain"),
+    ({"kind": "note"}, "unknown kind 'note'"),
+])
+def test_a_query_is_checked_once_before_the_palace_is_touched(options, message):
+    """Every option is refused in make_query, the one place search and recall both go through."""
+    from palace_cli.search.query import make_query
+
+    with pytest.raises(UsageError, match=message):
+        make_query("anything", **options)
+
+
+def test_a_query_fills_what_is_not_given_from_its_profile():
+    from palace_cli.search.query import make_query
+
+    reference = make_query("why jitter")
+    assert (reference.k, reference.turns, reference.mode, reference.budget, reference.trim) == (3, 10, "fused", 4000, True)
+    interview = make_query("why jitter", profile="interview")
+    assert (interview.k, interview.mode, interview.budget) == (1, "lexical", 1200)
+    assert make_query("x", budget=999, budget_tokens=100).budget == 400   # tokens win, 4 bytes each
+    assert make_query("x", mode="hybrid").mode == "fused"                  # the old name still works
+    assert make_query("x", as_of="2025-06-01").when.isoformat().startswith("2025-06-01")
+
+
+def test_one_query_serves_search_and_recall(palace):
+    """A Query built once ranks the same for search and recall (they share the prelude and the ranking) and gives
+    what the keyword options give; options beside a Query are refused, not silently dropped."""
+    from palace_cli.search.query import make_query
+
+    query = make_query("cache replication retries queue", k=5, trim=False)
+    found, recalled = search(palace, query), recall(palace, query)
+    assert [h.id for h in recalled.ranked[:5]] == [h.id for h in found.ranked]
+    assert [h.id for h in recalled.hits] == [h.id for h in found.hits]
+    assert [h.id for h in search(palace, "cache replication retries queue", k=5).hits] == [h.id for h in found.hits]
+    assert recall(palace, query).context == recall(palace, "cache replication retries queue", k=5, trim=False).context
+    with pytest.raises(UsageError, match="go into the Query"):
+        search(palace, query, k=3)
+
+
+def test_cli_search_takes_the_old_mode_name(example_palace):
+    runner = CliRunner()
+    fused = runner.invoke(cli, ["--palace", str(example_palace), "search", "merkle tree repair", "--json", "--mode", "fused"])
+    old = runner.invoke(cli, ["--palace", str(example_palace), "search", "merkle tree repair", "--json", "--mode", "hybrid"])
+    assert fused.exit_code == old.exit_code == 0, old.output
+    assert json.loads(old.stdout)["hits"] == json.loads(fused.stdout)["hits"]
+    wrong = runner.invoke(cli, ["--palace", str(example_palace), "search", "merkle", "--mode", "2hop"])
+    assert wrong.exit_code == 2 and "fused" in wrong.output
+
