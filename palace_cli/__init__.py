@@ -24,6 +24,7 @@ _EXPORTS = {
     "init_palace": "editing.authoring", "add_memory": "editing.authoring", "update_memory": "editing.changes",
     "move_memory": "editing.curate", "remove_memory": "editing.curate", "backlinks": "editing.curate",
     "recall": "search.retrieve", "search": "search.retrieve", "context_entry": "search.hits",
+    "Query": "search.query", "make_query": "search.query",
     "Recall": "search.hits", "SearchResult": "search.hits", "Hit": "search.hits",
     "verify_response": "answers.verify", "Verdict": "answers.verify",
     "ask": "answers.ask", "verify_answer": "answers.ask", "handed_memories": "answers.ask", "Answer": "answers.ask",
@@ -37,9 +38,9 @@ _EXPORTS = {
 }
 
 __all__ = ["Ambiguous", "Answer", "ConfigError", "Hit", "LintReport", "Memory", "ModelError", "NotAPalace",
-    "NotFound", "NoteError", "Palace", "PalaceError", "Problem", "Recall", "RefreshReport", "Scan",
+    "NotFound", "NoteError", "Palace", "PalaceError", "Problem", "Query", "Recall", "RefreshReport", "Scan",
     "SearchResult", "UsageError", "Verdict", "add_memory", "ask", "backlinks", "context_entry", "handed_memories",
-    "history", "import_path", "init_palace", "lint", "move_memory", "recall", "remove_memory", "search", "similar",
+    "history", "import_path", "init_palace", "lint", "make_query", "move_memory", "recall", "remove_memory", "search", "similar",
     "supersede", "update_memory", "verify_answer", "verify_response", "wake_up", "__version__"]
 
 
@@ -69,6 +70,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from palace_cli.core.notes import Memory
     from palace_cli.palace import Palace
     from palace_cli.core.layout import Problem, Scan
+    from palace_cli.search.query import Query, make_query
     from palace_cli.search.retrieve import recall, search
     from palace_cli.search.hits import Hit, Recall, SearchResult, context_entry
     from palace_cli.search.similar import similar

@@ -161,7 +161,7 @@ class PalaceTools:
         return fit("\n".join(lines) + "\n" + result.context, max_tokens)
 
     def search(self, query: str, k: int = 10, domain: str | None = None,
-               mode: Literal["hybrid", "lexical", "dense"] = "hybrid", max_tokens: int = 500,
+               mode: Literal["fused", "lexical", "dense", "hybrid"] = "fused", max_tokens: int = 500,
                kind: Kind | None = None, since: str | None = None, until: str | None = None) -> str:
         """Flat search: one line per hit, `id | subject | domain or time | path:line | words, meaning` (share of
         the query's words held, cosine); `no results` when nothing is about the query."""

@@ -68,10 +68,10 @@ def test_metrics_are_locomos_own():
 
 def test_bench_reports_every_mode_per_category_and_abstention(locomo):
     palace, path = locomo
-    summary = run_locomo_bench(palace, path, modes=("2hop", "lexical", "hybrid"))
+    summary = run_locomo_bench(palace, path, modes=("recall", "lexical", "fused"))
     assert (summary["questions"], summary["adversarial_questions"]) == (3, 1)
     assert summary["evidence_skipped"] == {"malformed_ids": 2, "unknown_ids": 1, "questions_without_evidence": 1}
-    assert set(summary["modes"]) == {"2hop", "lexical", "hybrid"} == set(summary["own_conversation"])
+    assert set(summary["modes"]) == {"recall", "lexical", "fused"} == set(summary["own_conversation"])
     lexical = summary["modes"]["lexical"]
     assert KEYS <= set(lexical)
     assert lexical["recall@1"] == pytest.approx((1 + 0.5 + 1) / 3, abs=1e-4)  # the multi-hop question finds one turn first
@@ -79,7 +79,7 @@ def test_bench_reports_every_mode_per_category_and_abstention(locomo):
     assert lexical["by_category"]["1 multi-hop"]["questions"] == 1
     assert lexical["by_category"]["3 open-domain"]["questions"] == 0
     assert 0 < lexical["context_tokens"] < 200 and lexical["adversarial"]["questions"] == 1
-    assert summary["modes"]["2hop"]["recall@5"] == 1.0
+    assert summary["modes"]["recall"]["recall@5"] == 1.0
 
 
 def test_the_bench_imports_nothing(tmp_path):

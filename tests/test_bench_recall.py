@@ -1,4 +1,4 @@
-"""`palace bench recall` at a tiny size: lexical rows, hybrid over stand-in vectors, a reused workdir."""
+"""`palace bench recall` at a tiny size: lexical rows, fused over stand-in vectors, a reused workdir."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def test_lexical_rows_per_query_length(tmp_path):
     assert zipf["notes"] == 40 and (tmp_path / "w" / "palace-40-zipf").is_dir()
 
 
-def test_hybrid_over_stand_in_vectors_labels_them(with_models, tmp_path):
+def test_fused_over_stand_in_vectors_labels_them(with_models, tmp_path):
     result = CliRunner().invoke(cli, ["bench", "recall", "--size", "50", "--words", "4", "--modes", "hybrid",
                                       "--queries", "4", "--warmup", "1", "--stand-in-vectors", "--json",
                                       "--workdir", str(tmp_path / "w")])
@@ -35,15 +35,15 @@ def test_hybrid_over_stand_in_vectors_labels_them(with_models, tmp_path):
     data = json.loads(result.stdout)
     assert data["stand_in_vectors"]["rows"] == 50 and data["vectors"].startswith(STAND_IN)
     [row] = data["rows"]
-    assert row["mode"] == "hybrid" and row["warm"]["n"] == 4
+    assert row["mode"] == "fused" and row["warm"]["n"] == 4   # asked by its old name, hybrid
     palace = Palace(tmp_path / "w" / "palace-50")
     catalog = palace.index.catalog()
     assert catalog.model_id.startswith(STAND_IN) and catalog.matrix.shape[0] == 50
     assert np.allclose(np.linalg.norm(catalog.matrix, axis=1), 1.0, atol=1e-5)
 
 
-def test_hybrid_without_vectors_asks_for_them(with_models, tmp_path):
-    result = CliRunner().invoke(cli, ["bench", "recall", "--size", "30", "--modes", "hybrid", "--queries", "2",
+def test_fused_without_vectors_asks_for_them(with_models, tmp_path):
+    result = CliRunner().invoke(cli, ["bench", "recall", "--size", "30", "--modes", "fused", "--queries", "2",
                                       "--warmup", "0", "--workdir", str(tmp_path / "w")])
     assert result.exit_code != 0 and "--stand-in-vectors" in result.output
 

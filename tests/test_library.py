@@ -30,6 +30,21 @@ def test_every_exported_name_resolves():
     from palace_cli import Palace, recall, search, verify_response  # noqa: F401  (the issue's own example)
 
 
+def test_search_is_callable_whichever_was_imported_first(tmp_path):
+    """The room search/ and the function `search` share a name: importing the room (here through recall, or
+    through the MCP server) binds palace_cli.search to it, and the name imported must still search."""
+    code = ("import shutil, sys; from pathlib import Path\n"
+            "if sys.argv[1] == 'mcp': import palace_cli.mcp\n"
+            "from palace_cli import Palace, recall, search\n"
+            f"root = Path({str(tmp_path)!r}) / sys.argv[1]\n"
+            f"shutil.copytree({str(REPO / 'example-palace')!r}, root, ignore=shutil.ignore_patterns('.palace'))\n"
+            "print(search(Palace(root), 'merkle tree repair', mode='lexical', k=1).hits[0].id)")
+    for first in ("recall", "mcp"):
+        result = subprocess.run([sys.executable, "-c", code, first], capture_output=True, text=True, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.split() == ["merkle-anti-entropy"], first
+
+
 def test_unknown_name_is_an_attribute_error():
     try:
         palace_cli.no_such_thing  # noqa: B018

@@ -88,12 +88,12 @@ def team(tmp_path, with_models):
     return kyoto_palace(tmp_path / "team")
 
 
-@pytest.mark.parametrize("mode", ["hybrid", "lexical"])
+@pytest.mark.parametrize("mode", ["fused", "lexical"])
 def test_a_question_about_the_notes_gets_no_chat_turn(team, mode):
     result = recall(team, DEPLOY, k=2, mode=mode)
     assert [h.id for h in result.hits] == ["deploy-window"] and "## Conversation" not in result.context
     # by meaning the chat's turns rank (MiniLM finds "We can do this"-like lines close); by words they do not
-    assert ({o.kind for o in result.omitted} >= {"turn"}) is (mode == "hybrid")
+    assert ({o.kind for o in result.omitted} >= {"turn"}) is (mode == "fused")
     assert all(o.reason for o in result.omitted)
 
 
@@ -129,7 +129,7 @@ def test_search_prints_no_results_and_exits_1(team):
     assert found.exit_code == 0 and "words " in found.output and "meaning " in found.output
 
 
-@pytest.mark.parametrize("mode", ["hybrid", "dense", "lexical"])
+@pytest.mark.parametrize("mode", ["fused", "dense", "lexical"])
 def test_a_filter_that_leaves_only_unrelated_units_shows_nothing(team, mode):
     # Only the chat's turns are in scope and none mentions a concert hall: before, the dense ranking filled k
     # with whatever turns the filter left.

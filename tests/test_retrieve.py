@@ -1,4 +1,4 @@
-"""Two-hop retrieval through the core API on a copy of the example palace (lexical: no models here)."""
+"""Retrieval (search and recall, one Query) through the core API on a copy of the example palace (lexical: no models here)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from click.testing import CliRunner
 from palace_cli.cli import cli
 from palace_cli.errors import NotFound, UsageError
 from palace_cli.search.profiles import PROFILES
-from palace_cli.search.retrieve import fuse_minmax, fuse_rrf, recall, search, trim_hits
+from palace_cli.index.refresh import refresh
+from palace_cli.search.ranking import fuse_minmax, fuse_rrf
+from palace_cli.search.retrieve import recall, search, trim_hits
 from palace_cli.search.context import build_context
 from palace_cli.search.hits import Hit
 
@@ -143,10 +145,14 @@ def test_profiles(palace):
 def test_search_modes_without_models(palace):
     lexical = search(palace, "consistent hashing ring", mode="lexical", k=5)
     assert lexical.hits[0].id == "consistent-hashing"
-    hybrid = search(palace, "consistent hashing ring", mode="hybrid", k=5)
-    assert hybrid.mode == "lexical" and hybrid.dense == "off"   # says it fell back
+    fused = search(palace, "consistent hashing ring", mode="fused", k=5)
+    assert fused.mode == "lexical" and fused.dense == "off"   # says it fell back
+    old_name = search(palace, "consistent hashing ring", mode="hybrid", k=5)   # fused's old name still works
+    assert [h.id for h in old_name.hits] == [h.id for h in fused.hits] and old_name.mode == "lexical"
     with pytest.raises(UsageError, match="palace models install"):
         search(palace, "x", mode="dense")
+    with pytest.raises(UsageError, match="choose from fused, lexical, dense"):
+        search(palace, "x", mode="2hop")
 
 
 def test_cli_recall_json_shape(example_palace):
@@ -186,14 +192,14 @@ def test_wake_up_is_deterministic_and_within_budget(palace):
     assert [m["id"] for m in bigger.memories[: len(first.memories)]] == [m["id"] for m in first.memories]
 
 
-def test_hybrid_and_dense_with_the_real_embedder(with_models, palace):
-    """With the converted MiniLM GGUF installed, dense ranking is on and hybrid fuses both signals."""
+def test_fused_and_dense_with_the_real_embedder(with_models, palace):
+    """With the converted MiniLM GGUF installed, dense ranking is on and fused ranking fuses both signals."""
     dense = search(palace, "my readers keep seeing old data after I update the database", mode="dense", k=5)
     assert dense.dense == "on" and dense.mode == "dense"
     assert all(-1.0 <= h.score <= 1.0 for h in dense.hits)
-    hybrid = search(palace, "two generals agreeing on a value despite crashes", mode="hybrid", k=5)
-    assert hybrid.mode == "hybrid"
-    assert any({"lexical", "dense"} <= set(h.parts) for h in hybrid.hits)
+    fused = search(palace, "two generals agreeing on a value despite crashes", mode="fused", k=5)
+    assert fused.mode == "fused"
+    assert any({"lexical", "dense"} <= set(h.parts) for h in fused.hits)
     result = recall(palace, "why do retries need randomness", k=3, trim=False)
     assert "retry-backoff-jitter" in [h.id for h in result.hits]
     assert "dense" in result.hits[0].parts and result.route[0].domain == result.hits[0].domain
@@ -220,7 +226,7 @@ def test_bench_retrieval_on_a_small_beir_fixture(tmp_path):
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["dataset"] == "beir" and summary["queries"] > 0
-    assert set(summary["modes"]) == {"2hop", "lexical", "hybrid"}   # no embedder here: dense is skipped
+    assert set(summary["modes"]) == {"recall", "lexical", "fused"}   # no embedder here: dense is skipped
     for row in summary["modes"].values():
         assert {"recall@1", "recall@3", "recall@5", "recall@10", "mrr", "ndcg@10", "context_bytes",
                 "p50_ms", "p95_ms", "ci"} <= set(row)
@@ -269,6 +275,7 @@ def test_bench_retrieval_on_any_corpus_with_kinds(tmp_path):
     result = runner.invoke(cli, args)
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
+    assert list(summary["modes"]) == ["recall", "lexical"]   # 2hop, recall's old name, still works
     assert summary["dataset"] == "palace-json" and summary["queries"] == 3
     assert set(summary["kinds"]) == {"scene", "direct"}
     assert summary["kinds"]["direct"]["queries"] == 2
@@ -283,3 +290,57 @@ def test_bench_retrieval_on_any_corpus_with_kinds(tmp_path):
     in_place = runner.invoke(cli, ["bench", "retrieval", "--corpus", str(cached[0]), "--queries", str(queries),
                                    "--modes", "lexical"])
     assert in_place.exit_code == 0 and "| direct | 2 |" in in_place.output
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"profile": "nonsense"}, "unknown profile 'nonsense'"),
+    ({"mode": "2hop"}, "unknown mode '2hop'; choose from fused, lexical, dense"),
+    ({"as_of": "next tuesday"}, "--as-of"),
+    ({"since": "2024", "until": "2023"}, "--since 2024 is after --until 2023"),
+    ({"kind": "turn", "domain": "storage-engines"}, "turns are in no domain"),
+    ({"kind": "note"}, "unknown kind 'note'"),
+])
+def test_a_query_is_checked_once_before_the_palace_is_touched(options, message):
+    """Every option is refused in make_query, the one place search and recall both go through."""
+    from palace_cli.search.query import make_query
+
+    with pytest.raises(UsageError, match=message):
+        make_query("anything", **options)
+
+
+def test_a_query_fills_what_is_not_given_from_its_profile():
+    from palace_cli.search.query import make_query
+
+    reference = make_query("why jitter")
+    assert (reference.k, reference.turns, reference.mode, reference.budget, reference.trim) == (3, 10, "fused", 4000, True)
+    interview = make_query("why jitter", profile="interview")
+    assert (interview.k, interview.mode, interview.budget) == (1, "lexical", 1200)
+    assert make_query("x", budget=999, budget_tokens=100).budget == 400   # tokens win, 4 bytes each
+    assert make_query("x", mode="hybrid").mode == "fused"                  # the old name still works
+    assert make_query("x", as_of="2025-06-01").when.isoformat().startswith("2025-06-01")
+
+
+def test_one_query_serves_search_and_recall(palace):
+    """A Query built once ranks the same for search and recall (they share the prelude and the ranking) and gives
+    what the keyword options give; options beside a Query are refused, not silently dropped."""
+    from palace_cli.search.query import make_query
+
+    query = make_query("cache replication retries queue", k=5, trim=False)
+    found, recalled = search(palace, query), recall(palace, query)
+    assert [h.id for h in recalled.ranked[:5]] == [h.id for h in found.ranked]
+    assert [h.id for h in recalled.hits] == [h.id for h in found.hits]
+    assert [h.id for h in search(palace, "cache replication retries queue", k=5).hits] == [h.id for h in found.hits]
+    assert recall(palace, query).context == recall(palace, "cache replication retries queue", k=5, trim=False).context
+    with pytest.raises(UsageError, match="go into the Query"):
+        search(palace, query, k=3)
+
+
+def test_cli_search_takes_the_old_mode_name(example_palace):
+    runner = CliRunner()
+    fused = runner.invoke(cli, ["--palace", str(example_palace), "search", "merkle tree repair", "--json", "--mode", "fused"])
+    old = runner.invoke(cli, ["--palace", str(example_palace), "search", "merkle tree repair", "--json", "--mode", "hybrid"])
+    assert fused.exit_code == old.exit_code == 0, old.output
+    assert json.loads(old.stdout)["hits"] == json.loads(fused.stdout)["hits"]
+    wrong = runner.invoke(cli, ["--palace", str(example_palace), "search", "merkle", "--mode", "2hop"])
+    assert wrong.exit_code == 2 and "fused" in wrong.output
+

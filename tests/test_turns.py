@@ -84,8 +84,8 @@ def test_kind_since_and_until_filter_every_mode(mixed):
         search(mixed, "dog", kind="turn", domain="storage")
 
 
-def test_dense_and_hybrid_filter_like_lexical(with_models, mixed):
-    for mode in ("dense", "hybrid"):
+def test_dense_and_fused_filter_like_lexical(with_models, mixed):
+    for mode in ("dense", "fused"):
         hits = search(mixed, "a pet that chews shoes", mode=mode, k=20, kind="turn", since="2023-06",
                       until="2023-06-30").hits
         assert hits and {h.time[:7] for h in hits} == {"2023-06"} and {h.kind for h in hits} == {"turn"}, mode

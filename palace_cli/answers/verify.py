@@ -97,6 +97,28 @@ def verify_response(response: str, handed: list[dict], all_tokens: dict[str, str
     """
     if rule not in RULES:
         raise UsageError(f"unknown rule {rule!r}; choose from {', '.join(RULES)}")
+    order, units, handed_tokens, untokened = _handed(handed)
+    others = {i: t for i, t in (all_tokens or {}).items() if i not in handed_tokens and i not in untokened and words(t)}
+    verdict = Verdict(False, "", "", rule=rule, handed=order, untokened=untokened,
+                      foreign_checked=all_tokens is not None, as_of=as_of)
+    seen = _token_citations(verdict, response, handed_tokens, others)
+    _unit_citations(verdict, response, units, seen, lookup)
+    verdict.uncited = [i for i in order if i in handed_tokens and i not in seen]
+    verdict.stale = [{"id": c.id, **(superseded or {})[c.id]} for c in verdict.cited if c.id in (superseded or {})]
+    citations = [c for c in CITATION.findall(response)]
+    verdict.partial = _partials(response, citations, {i: handed_tokens[i] for i in verdict.uncited})
+    known = list(handed_tokens.values()) + [c.token for c in verdict.foreign]
+    partial_tokens = [p["token"] for p in verdict.partial]
+    verdict.unknown_citations += [c for c in citations if not any(_overlaps(c, t) for t in known + partial_tokens)]
+    verdict.quotes = check_quotes(response, units, handed_tokens)
+
+    _decide(verdict, response, handed_tokens, units)
+    return verdict
+
+
+def _handed(handed: list[dict]) -> tuple[list[str], dict[str, dict], dict[str, str], list[str]]:
+    """The handed units once each, in order: (their ids, id -> entry, id -> verify token of those that have one,
+    the memories handed without a token)."""
     handed_tokens: dict[str, str] = {}
     untokened: list[str] = []
     order: list[str] = []
@@ -111,10 +133,12 @@ def verify_response(response: str, handed: list[dict], all_tokens: dict[str, str
             handed_tokens[memory_id] = token
         elif entry.get("kind", "memory") == "memory":
             untokened.append(memory_id)
-    others = {i: t for i, t in (all_tokens or {}).items() if i not in handed_tokens and i not in untokened and words(t)}
-    verdict = Verdict(False, "", "", rule=rule, handed=order, untokened=untokened,
-                      foreign_checked=all_tokens is not None, as_of=as_of)
+    return order, units, handed_tokens, untokened
 
+
+def _token_citations(verdict: Verdict, response: str, handed_tokens: dict[str, str], others: dict[str, str]) -> set[str]:
+    """Record each verify token the response holds, once per memory: cited when handed, foreign otherwise; returns
+    the ids found."""
     matches = _maximal(find_phrases(response, {**others, **handed_tokens}), set(handed_tokens))
     seen: set[str] = set()
     for memory_id, start, end, exact in matches:
@@ -124,18 +148,7 @@ def verify_response(response: str, handed: list[dict], all_tokens: dict[str, str
         token = handed_tokens.get(memory_id) or others[memory_id]
         citation = Citation(memory_id, token, exact, (start, end))
         (verdict.cited if memory_id in handed_tokens else verdict.foreign).append(citation)
-    _unit_citations(verdict, response, units, seen, lookup)
-    verdict.uncited = [i for i in order if i in handed_tokens and i not in seen]
-    verdict.stale = [{"id": c.id, **(superseded or {})[c.id]} for c in verdict.cited if c.id in (superseded or {})]
-    citations = [c for c in CITATION.findall(response)]
-    verdict.partial = _partials(response, citations, {i: handed_tokens[i] for i in verdict.uncited})
-    known = list(handed_tokens.values()) + [c.token for c in verdict.foreign]
-    partial_tokens = [p["token"] for p in verdict.partial]
-    verdict.unknown_citations += [c for c in citations if not any(_overlaps(c, t) for t in known + partial_tokens)]
-    verdict.quotes = check_quotes(response, units, handed_tokens)
-
-    _decide(verdict, response, handed_tokens, units)
-    return verdict
+    return seen
 
 
 def _unit_citations(verdict: Verdict, response: str, units: dict[str, dict], seen: set[str], lookup) -> None:

@@ -358,14 +358,7 @@ def convert_bert_to_gguf(
         raise ModelError(f"convert_bert_to_gguf: model_type {config.get('model_type')!r} is not bert")
     if config.get("position_embedding_type", "absolute") != "absolute" or config.get("hidden_act") != "gelu":
         raise ModelError("convert_bert_to_gguf: only absolute positions and gelu are supported")
-    quant = {"q8_0": gguf.GGMLQuantizationType.Q8_0, "bf16": gguf.GGMLQuantizationType.BF16,
-             "f16": gguf.GGMLQuantizationType.F16, "f32": gguf.GGMLQuantizationType.F32}.get(qtype.lower())
-    if quant is None:
-        raise ValueError(f"unsupported qtype {qtype!r}; use q8_0, bf16, f16 or f32")
-    file_type = {gguf.GGMLQuantizationType.Q8_0: gguf.LlamaFileType.MOSTLY_Q8_0,
-                 gguf.GGMLQuantizationType.BF16: gguf.LlamaFileType.MOSTLY_BF16,
-                 gguf.GGMLQuantizationType.F16: gguf.LlamaFileType.MOSTLY_F16,
-                 gguf.GGMLQuantizationType.F32: gguf.LlamaFileType.ALL_F32}[quant]
+    quant, file_type = _quantization(qtype)
 
     out_path = Path(out_path)
     tmp = _temp_beside(out_path)
@@ -379,6 +372,21 @@ def convert_bert_to_gguf(
     finally:
         tmp.unlink(missing_ok=True)
     return out_path
+
+
+def _quantization(qtype: str):
+    """(the GGML type of the weight matrices, the file type that names it) for "q8_0", "bf16", "f16" or "f32"."""
+    import gguf
+
+    quant = {"q8_0": gguf.GGMLQuantizationType.Q8_0, "bf16": gguf.GGMLQuantizationType.BF16,
+             "f16": gguf.GGMLQuantizationType.F16, "f32": gguf.GGMLQuantizationType.F32}.get(qtype.lower())
+    if quant is None:
+        raise ValueError(f"unsupported qtype {qtype!r}; use q8_0, bf16, f16 or f32")
+    file_type = {gguf.GGMLQuantizationType.Q8_0: gguf.LlamaFileType.MOSTLY_Q8_0,
+                 gguf.GGMLQuantizationType.BF16: gguf.LlamaFileType.MOSTLY_BF16,
+                 gguf.GGMLQuantizationType.F16: gguf.LlamaFileType.MOSTLY_F16,
+                 gguf.GGMLQuantizationType.F32: gguf.LlamaFileType.ALL_F32}[quant]
+    return quant, file_type
 
 
 def _write_bert(writer, config, tok_config, vocab, weights, quant, file_type, name) -> None:
@@ -449,34 +457,10 @@ def _add_wordpiece_vocab(writer, vocab: list[str], config: dict, tok_config: dic
     pieces greedily, so a word-initial piece "the" is stored as "\u2581the"
     and a continuation "##s" as "s"; special tokens stay as they are.
     """
-    import gguf
-
     if len(vocab) != config["vocab_size"]:
         raise ModelError(f"vocab.txt has {len(vocab)} tokens, config.json says {config['vocab_size']}")
-    ids = {tok: i for i, tok in enumerate(vocab)}
-    specials = {}
-    for kind in ("unk", "cls", "sep", "pad", "mask"):
-        tok = tok_config.get(f"{kind}_token", f"[{kind.upper()}]")
-        if isinstance(tok, dict):
-            tok = tok["content"]
-        if tok not in ids:
-            raise ModelError(f"vocab.txt has no {kind} token {tok!r}")
-        specials[kind] = ids[tok]
-    control = set(specials.values())
-
-    tokens, types = [], []
-    for i, tok in enumerate(vocab):
-        if i in control:
-            tokens.append(tok)
-            types.append(gguf.TokenType.CONTROL)
-        else:
-            tokens.append(tok[2:] if tok.startswith("##") else "\u2581" + tok)
-            types.append(gguf.TokenType.NORMAL)
-
-    if len(set(tokens)) != len(tokens):  # llama.cpp would abort the process on load
-        seen: set[str] = set()
-        dups = sorted({t for t in tokens if t in seen or seen.add(t)})
-        raise ModelError(f"vocab.txt has tokens that collide in llama.cpp's form: {', '.join(dups[:5])}")
+    specials = _special_ids(vocab, tok_config)
+    tokens, types = _phantom_tokens(vocab, set(specials.values()))
 
     writer.add_tokenizer_model("bert")
     writer.add_tokenizer_pre("default")
@@ -497,3 +481,36 @@ def _add_wordpiece_vocab(writer, vocab: list[str], config: dict, tok_config: dic
     strip = tok_config.get("strip_accents")
     writer.add_bool("tokenizer.ggml.normalizer.lowercase", lower)
     writer.add_bool("tokenizer.ggml.normalizer.strip_accents", lower if strip is None else bool(strip))
+
+
+def _special_ids(vocab: list[str], tok_config: dict) -> dict[str, int]:
+    """kind (unk, cls, sep, pad, mask) -> its token's id in the vocabulary; ModelError when one is missing."""
+    ids = {tok: i for i, tok in enumerate(vocab)}
+    specials = {}
+    for kind in ("unk", "cls", "sep", "pad", "mask"):
+        tok = tok_config.get(f"{kind}_token", f"[{kind.upper()}]")
+        if isinstance(tok, dict):
+            tok = tok["content"]
+        if tok not in ids:
+            raise ModelError(f"vocab.txt has no {kind} token {tok!r}")
+        specials[kind] = ids[tok]
+    return specials
+
+
+def _phantom_tokens(vocab: list[str], control: set[int]) -> tuple[list[str], list]:
+    """(tokens, their types) in llama.cpp's phantom-space form; ModelError when two collide in it."""
+    import gguf
+
+    tokens, types = [], []
+    for i, tok in enumerate(vocab):
+        if i in control:
+            tokens.append(tok)
+            types.append(gguf.TokenType.CONTROL)
+        else:
+            tokens.append(tok[2:] if tok.startswith("##") else "\u2581" + tok)
+            types.append(gguf.TokenType.NORMAL)
+    if len(set(tokens)) != len(tokens):  # llama.cpp would abort the process on load
+        seen: set[str] = set()
+        dups = sorted({t for t in tokens if t in seen or seen.add(t)})
+        raise ModelError(f"vocab.txt has tokens that collide in llama.cpp's form: {', '.join(dups[:5])}")
+    return tokens, types

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from palace_cli.bench.retrieval import bootstrap_ci
+from palace_cli.bench.retrieval import bootstrap_ci, row_names
 from palace_cli.conversations.model import Session
 from palace_cli.core.text import content_words
 from palace_cli.errors import PalaceError
@@ -240,7 +240,7 @@ def extraction_speed(sessions: dict[str, list[Session]], rounds: int = 3) -> dic
 # ---- the real distill in a fresh palace -------------------------------------------------------------------
 
 
-def run_distill_bench(path: Path, modes=("2hop",), workdir: str | None = None, keep: bool = False,
+def run_distill_bench(path: Path, modes=("recall",), workdir: str | None = None, keep: bool = False,
                       cross: bool = True, limit: int | None = None, progress: Callable | None = None) -> dict:
     """Import the file into a new palace, ask its questions, distill, score, ask again (see the module)."""
     from palace_cli.editing.authoring import init_palace
@@ -260,6 +260,7 @@ def run_distill_bench(path: Path, modes=("2hop",), workdir: str | None = None, k
         root = init_palace(base / "palace", "LoCoMo distill bench")
         palace = Palace(root)
         import_path(palace, path, progress=progress)
+        modes = row_names(modes)
         before = _evidence(palace, path, modes, limit, progress)
         started = time.perf_counter()
         report = distill(palace, progress=progress)

@@ -32,9 +32,9 @@ from palace_cli.search.profiles import PROFILES
 from palace_cli.search.retrieve import hit_confidence, pick, recall, search
 from palace_cli.search.context import assemble_context
 from palace_cli.search.wakeup import BYTES_PER_TOKEN
-from palace_cli.bench.retrieval import _auc, bootstrap_ci
+from palace_cli.bench.retrieval import _auc, bootstrap_ci, row_names
 
-MODES = ("2hop", "lexical", "dense", "hybrid")
+MODES = ("recall", "lexical", "dense", "fused")
 CUTOFFS = (1, 5, 10, 25, 50)
 SESSION_CUTOFFS = (5, 10)
 DEPTH = max(CUTOFFS)
@@ -148,7 +148,7 @@ def _ask(palace: Palace, mode: str, question: Question, scope: Scope | None):
     """(ranked turn keys, handed keys, context tokens, confidence) of one question in one mode."""
     spec = PROFILES["reference"]
     sessions = scope.sessions if scope else None
-    if mode == "2hop":
+    if mode == "recall":
         result = recall(palace, question.text, depth=DEPTH, do_refresh=False, sessions=sessions)
         ranked, context, handed = result.ranked, result.context, result.handed
     else:
@@ -165,7 +165,7 @@ def run_locomo_bench(palace: Palace, path: Path, modes=MODES, scopes=("palace", 
     palace.refresh()
     questions = load_questions(palace, path)
     embedder, dense, _ = palace.index.dense()
-    modes = [m for m in modes if m in MODES and (embedder is not None or m != "dense")]
+    modes = [m for m in row_names(modes) if m in MODES and (embedder is not None or m != "dense")]
     asked = questions.answerable[:limit] if limit else questions.answerable
     adversarial = questions.adversarial[:limit] if limit else questions.adversarial
     own = _own_sessions(palace)

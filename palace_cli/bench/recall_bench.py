@@ -1,11 +1,11 @@
-"""`palace bench recall`: warm `recall` latency on a synthetic palace of any size, lexical and hybrid.
+"""`palace bench recall`: warm `recall` latency on a synthetic palace of any size, lexical and fused.
 
 Queries are words drawn from random notes (5, 10 and 20 words by default), timed in this process after
 warm-up queries, as a long-lived process (the MCP server, `palace watch`) would serve them. Each query is
 also timed with the lexical index's posting cache emptied first ("first sight": every term's postings
 decoded afresh), the cost of a query whose words the process has not seen.
 
-Hybrid needs a vector per note, and embedding 100,000 notes takes hours here: with `--stand-in-vectors`
+Fused and dense need a vector per note, and embedding 100,000 notes takes hours here: with `--stand-in-vectors`
 the vector store is filled with random unit vectors under a model id naming them as stand-ins. They
 measure latency only (the dense half ranks nonsense) and any real refresh replaces them all (the model
 id differs from the embedder's). The query's embedding is real, by the installed embedder.
@@ -131,7 +131,7 @@ def run(size: int, words: list[int], modes: list[str], count: int = 25, warmup: 
         if any(mode != "lexical" for mode in modes):
             if palace.index.catalog().matrix is None:
                 if not stand_in:
-                    raise UsageError("hybrid and dense need a vector per note: embed the palace "
+                    raise UsageError("fused and dense need a vector per note: embed the palace "
                                        "(`palace index`) or pass --stand-in-vectors (latency only)")
                 say("writing stand-in vectors (random unit vectors: latency only, never quality)")
                 results["stand_in_vectors"] = stand_in_vectors(palace, seed)

@@ -1,4 +1,4 @@
-"""`palace bench retrieval`: 2-hop against flat lexical, dense and hybrid on the same queries, with CIs."""
+"""`palace bench retrieval`: `palace recall` against flat fused, lexical and dense rankings on the same queries, with CIs."""
 
 from __future__ import annotations
 
@@ -20,7 +20,9 @@ from palace_cli.search.retrieve import hit_confidence, recall, search, trim_hits
 from palace_cli.search.context import build_context
 from palace_cli.core.dates import parse_moment
 
-ALL_MODES = ("2hop", "lexical", "dense", "hybrid")
+ALL_MODES = ("recall", "lexical", "dense", "fused")
+# Rows of earlier versions, still accepted: `2hop` is `recall` (it ranks flat), `hybrid` is `fused`.
+OLD_ROW_NAMES = {"2hop": "recall", "hybrid": "fused"}
 WHOLE = "whole-notes"  # flat BM25 over whole notes, no section units: the baseline a palace of long notes must beat
 CUTOFFS = (1, 3, 5, 10)
 BOOTSTRAP = 1000
@@ -39,6 +41,11 @@ class Query:
     as_of: str = ""  # asked about this date (the expected memories are the versions valid then)
     expected_paths: list[str] = field(default_factory=list)
     section: str = ""
+
+
+def row_names(modes) -> list[str]:
+    """The benchmark rows asked for, an earlier name read as today's, each once."""
+    return list(dict.fromkeys(OLD_ROW_NAMES.get(m, m) for m in modes))
 
 
 def load_queries(path: Path) -> list[Query]:
@@ -139,12 +146,12 @@ class ModeRun:
 
 
 def _run_query(palace: Palace, mode: str, query: Query, profile: str, include_superseded: bool = False):
-    """(ranked ids, handed-over units, context bytes, fallback, routed domains, confidence) for one query. 2hop is
-    `palace recall` as an agent calls it (the relevance rule, the caps, the budget); the flat modes hand the
+    """(ranked ids, handed-over units, context bytes, fallback, routed domains, confidence) for one query. recall
+    is `palace recall` as an agent calls it (the relevance rule, the caps, the budget); the flat modes hand the
     first k of their ranking, trimmed as the profile trims. A section's id is its note's."""
     spec = PROFILES[profile]
     when = dict(as_of=query.as_of or None, include_superseded=include_superseded)
-    if mode == "2hop":
+    if mode == "recall":
         result = recall(palace, query.query, profile=profile, do_refresh=False, depth=10, **when)
         return (_unit_ids(result.ranked), result.handed, result.context_bytes, result.fallback,
                 {r.domain for r in result.route}, result.confidence)
@@ -212,7 +219,7 @@ def run_retrieval_bench(palace: Palace, queries: list[Query], modes=ALL_MODES, p
     palace.refresh()
     embedder, dense, _ = palace.index.dense()
     queries = resolve_paths(palace, queries)
-    modes = [m for m in modes if m in ALL_MODES and (embedder is not None or m not in ("dense",))]
+    modes = [m for m in row_names(modes) if m in ALL_MODES and (embedder is not None or m not in ("dense",))]
     sectioned = set(palace.index.catalog().sections_of)
     if sectioned:  # long notes ranked by section: what whole notes alone would give
         modes.append(WHOLE)

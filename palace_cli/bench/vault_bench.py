@@ -5,7 +5,7 @@ The vault is generated (bench/synth.py, `generate_vault`): notes of about 5 KB i
 files with spaces in folders, wikilinks, tags, frontmatter on half of them. Each size is measured in a
 worker process, as a person running `palace init` on it would meet it: imports, discovery, parsing,
 section units and the lexical index, all in `palace init`. Recall is timed warm, in the worker, lexical
-and (with `--stand-in-vectors` or a real embedder's vectors) hybrid. The embedding rate is measured on a
+and (with `--stand-in-vectors` or a real embedder's vectors) fused. The embedding rate is measured on a
 smaller vault of the same notes with the installed embedder: units (notes and their sections) per second.
 """
 
@@ -64,7 +64,7 @@ def measure(root: Path, recall_queries: int = 25, stand_in: bool = False) -> dic
     result["recall"] = [recall_latency(palace, "lexical", 5, recall_queries, 10, 0)]
     if stand_in and palace.index.dense().embedder is not None:
         result["stand_in_vectors"] = stand_in_vectors(palace)
-        result["recall"].append(recall_latency(palace, "hybrid", 5, recall_queries, 10, 0))
+        result["recall"].append(recall_latency(palace, "fused", 5, recall_queries, 10, 0))
     result["peak_rss_mb"] = _peak_rss_mb()
     return result
 

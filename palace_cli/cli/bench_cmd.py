@@ -125,7 +125,9 @@ def bench_embed(model, n_short, n_notes, n_queries, locomo, max_tokens, rounds, 
                    "recall of turns per question category.")
 @click.option("--scope", "scopes", type=click.Choice(["both", "palace", "conversation"]), default="both",
               show_default=True, help="With --locomo: search the whole palace, each question's own conversation, or both.")
-@click.option("--modes", default="2hop,lexical,dense,hybrid", show_default=True, help="Comma-separated modes.")
+@click.option("--modes", default="recall,lexical,dense,fused", show_default=True,
+              help="Comma-separated rows: recall (`palace recall`), and the flat rankings lexical, dense, fused "
+                   "(2hop and hybrid, their old names, still work).")
 @click.option("--profile", default="reference", show_default=True, help="Profile whose k and budget set the context.")
 @click.option("--limit", type=int, default=None, help="Only the first N queries (a smoke run).")
 @click.option("--include-superseded", is_flag=True,
@@ -133,50 +135,30 @@ def bench_embed(model, n_short, n_notes, n_queries, locomo, max_tokens, rounds, 
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @click.pass_obj
 def bench_retrieval(obj, queries_file, corpus_dir, beir_dir, locomo_file, scopes, modes, profile, limit, include_superseded, as_json):
-    """2-hop against flat lexical, dense and hybrid: recall@k, MRR, nDCG@10, context bytes, latency, 95% CIs;
-    current@1 and stale handed on questions about facts that changed; evidence recall of turns with --locomo.
+    """`palace recall` against flat lexical, dense and fused rankings: recall@k, MRR, nDCG@10, context bytes,
+    latency, 95% CIs; current@1 and stale handed on questions about facts that changed; evidence recall of turns
+    with --locomo.
 
     Example: palace bench retrieval --corpus ../shared/data/memory-palace-skill --queries skill.queries.jsonl --json
     """
     from pathlib import Path
 
     from palace_cli.cli import render
-    from palace_cli.bench.retrieval import beir_palace, corpus_palace, load_queries, markdown_table, run_retrieval_bench
+    from palace_cli.bench.retrieval import load_queries, markdown_table, run_retrieval_bench
     from palace_cli.cli.index_cmd import refresh_with_progress
 
+    rows = [m.strip() for m in modes.split(",") if m.strip()]
     if locomo_file:
-        from palace_cli.bench.locomo import markdown, run_locomo_bench
-
-        refresh_with_progress(obj.palace)
-        summary = run_locomo_bench(obj.palace, Path(locomo_file), modes=[m.strip() for m in modes.split(",") if m.strip()],
-                                   scopes=("palace", "conversation") if scopes == "both" else (scopes,), limit=limit,
-                                   progress=render.progress_lines())
-        summary["command"] = f"palace bench retrieval --locomo {locomo_file}"
-        if as_json:
-            render.emit_json(summary)
-        else:
-            click.echo(markdown(summary))
+        _bench_locomo(obj.palace, locomo_file, rows, scopes, limit, as_json)
         return
-
-    if beir_dir and corpus_dir:
-        raise click.UsageError("--beir and --corpus both name the corpus: give one")
-    if beir_dir:
-        palace, default_queries = beir_palace(Path(beir_dir), progress=lambda stage, done, total: None)
-        dataset = Path(beir_dir).name
-    elif corpus_dir:
-        palace, default_queries = corpus_palace(Path(corpus_dir), progress=lambda stage, done, total: None)
-        dataset = Path(corpus_dir).resolve().name
-    else:
-        palace = obj.palace
-        default_queries = palace.root / "queries.jsonl"
-        dataset = palace.config.name
+    palace, default_queries, dataset = _bench_corpus(obj, beir_dir, corpus_dir)
     path = Path(queries_file) if queries_file else default_queries
     if not path.is_file():
         raise click.UsageError(f"no query file at {path}; pass --queries FILE")
     queries = load_queries(path)[:limit] if limit else load_queries(path)
     refresh_with_progress(palace)
-    summary = run_retrieval_bench(palace, queries, modes=[m.strip() for m in modes.split(",") if m.strip()],
-                                  profile=profile, dataset=dataset, include_superseded=include_superseded)
+    summary = run_retrieval_bench(palace, queries, modes=rows, profile=profile, dataset=dataset,
+                                  include_superseded=include_superseded)
     summary["command"] = ("palace bench retrieval" + (f" --beir {beir_dir}" if beir_dir else "")
                           + (f" --corpus {corpus_dir}" if corpus_dir else "")
                           + (f" --queries {queries_file}" if queries_file else "")
@@ -185,6 +167,43 @@ def bench_retrieval(obj, queries_file, corpus_dir, beir_dir, locomo_file, scopes
         render.emit_json(summary)
     else:
         click.echo(markdown_table(summary))
+
+
+def _bench_locomo(palace, locomo_file: str, rows: list[str], scopes: str, limit, as_json: bool) -> None:
+    """`bench retrieval --locomo`: evidence recall of turns on a LoCoMo file this palace holds."""
+    from pathlib import Path
+
+    from palace_cli.bench.locomo import markdown, run_locomo_bench
+    from palace_cli.cli import render
+    from palace_cli.cli.index_cmd import refresh_with_progress
+
+    refresh_with_progress(palace)
+    summary = run_locomo_bench(palace, Path(locomo_file), modes=rows,
+                               scopes=("palace", "conversation") if scopes == "both" else (scopes,), limit=limit,
+                               progress=render.progress_lines())
+    summary["command"] = f"palace bench retrieval --locomo {locomo_file}"
+    if as_json:
+        render.emit_json(summary)
+    else:
+        click.echo(markdown(summary))
+
+
+def _bench_corpus(obj, beir_dir, corpus_dir):
+    """The palace `bench retrieval` measures, its default query file and the dataset's name: a BEIR directory or
+    another corpus imported once into a cached palace, else the current palace."""
+    from pathlib import Path
+
+    from palace_cli.bench.retrieval import beir_palace, corpus_palace
+
+    if beir_dir and corpus_dir:
+        raise click.UsageError("--beir and --corpus both name the corpus: give one")
+    if beir_dir:
+        palace, default_queries = beir_palace(Path(beir_dir), progress=lambda stage, done, total: None)
+        return palace, default_queries, Path(beir_dir).name
+    if corpus_dir:
+        palace, default_queries = corpus_palace(Path(corpus_dir), progress=lambda stage, done, total: None)
+        return palace, default_queries, Path(corpus_dir).resolve().name
+    return obj.palace, obj.palace.root / "queries.jsonl", obj.palace.config.name
 
 
 @click.command(name="ask")
@@ -311,7 +330,8 @@ def bench_vault(sizes, seed, embed_notes, stand_in, workdir, keep, as_json):
 @click.command(name="recall")
 @click.option("--size", type=int, default=1000, show_default=True, help="Notes in the synthetic palace.")
 @click.option("--words", default="5,10,20", show_default=True, help="Comma-separated query lengths (words).")
-@click.option("--modes", default="lexical", show_default=True, help="Comma-separated: lexical, hybrid, dense.")
+@click.option("--modes", default="lexical", show_default=True,
+              help="Comma-separated: lexical, fused, dense (hybrid: the old name of fused).")
 @click.option("--queries", "count", type=int, default=25, show_default=True, help="Timed queries per length and mode.")
 @click.option("--warmup", type=int, default=10, show_default=True, help="Untimed queries first.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the notes and the queries.")
@@ -327,7 +347,7 @@ def bench_vault(sizes, seed, embed_notes, stand_in, workdir, keep, as_json):
 def bench_recall(size, words, modes, count, warmup, seed, vocabulary, stand_in, workdir, as_json):
     """Warm `recall` latency (p50/p95 wall, CPU) on a synthetic palace, per query length and mode.
 
-    Example: palace bench recall --size 100000 --modes lexical,hybrid --stand-in-vectors --workdir /tmp/b
+    Example: palace bench recall --size 100000 --modes lexical,fused --stand-in-vectors --workdir /tmp/b
     """
     from palace_cli.cli import render
     from palace_cli.bench.recall_bench import run
@@ -336,10 +356,12 @@ def bench_recall(size, words, modes, count, warmup, seed, vocabulary, stand_in, 
         lengths = [int(part) for part in words.split(",") if part.strip()]
     except ValueError:
         raise click.BadParameter("query lengths are whole numbers, e.g. 5,10,20", param_hint="--words") from None
-    wanted = [part.strip() for part in modes.split(",") if part.strip()]
-    unknown = sorted(set(wanted) - {"lexical", "hybrid", "dense"})
+    from palace_cli.search.query import MODE_ALIASES, MODES
+
+    wanted = list(dict.fromkeys(MODE_ALIASES.get(p.strip(), p.strip()) for p in modes.split(",") if p.strip()))
+    unknown = sorted(set(wanted) - set(MODES))
     if unknown:
-        raise click.BadParameter(f"unknown mode {', '.join(unknown)}; choose lexical, hybrid, dense", param_hint="--modes")
+        raise click.BadParameter(f"unknown mode {', '.join(unknown)}; choose {', '.join(MODES)}", param_hint="--modes")
     results = run(size, lengths, wanted, count, warmup, seed, workdir, stand_in, progress=render.progress_lines(),
                   vocabulary=vocabulary)
     if as_json:
@@ -390,7 +412,8 @@ def bench_similar(obj, duplicates_file, methods, as_json):
 @click.command(name="distill")
 @click.option("--locomo", "locomo_file", type=click.Path(dir_okay=False, exists=True), required=True,
               help="A LoCoMo JSON file with `observation` annotations.")
-@click.option("--modes", default="2hop", show_default=True, help="Retrieval modes for evidence recall, comma-separated.")
+@click.option("--modes", default="recall", show_default=True,
+              help="Retrieval modes for evidence recall, comma-separated (recall, lexical, dense, fused).")
 @click.option("--limit", type=int, default=None, help="Ask only the first N questions (quick runs).")
 @click.option("--no-cross-validate", "no_cross", is_flag=True, help="Skip the leave-one-conversation-out figures.")
 @click.option("--fit", "fit_only", is_flag=True, help="Only print the fitted scorer weights and threshold (to ship).")

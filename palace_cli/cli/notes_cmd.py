@@ -169,7 +169,11 @@ def add(ctx, subject, domain, new_domain, anchor, image, content, keywords, link
     palace.refresh()
     if memory is None:
         raise SystemExit(1)
-    review = review_added(palace, memory)
+    _show_added(memory, review_added(palace, memory), path, anchor, as_json)
+
+
+def _show_added(memory, review, path: str, anchor: str, as_json: bool) -> None:
+    """What `add` says of the memory it wrote: JSON, or where it is, its token, and the review's warnings."""
     if as_json:
         render.emit_json(memory_summary(memory) | {"verify": memory.verify,
                                                    "similar": [n.as_dict() for n in review.neighbours]})

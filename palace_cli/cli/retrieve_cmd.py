@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from palace_cli.search.profiles import BYTES_PER_TOKEN, PROFILES, tokens_of
-from palace_cli.search.retrieve import MODES, recall as run_recall, search as run_search
+from palace_cli.search.query import MODE_ALIASES, MODES
+from palace_cli.search.retrieve import recall as run_recall, search as run_search
 from palace_cli.core.wording import plural
 from palace_cli.cli import pass_ctx, render
 
@@ -30,6 +31,16 @@ class Budget(click.ParamType):
         if number < 0:
             self.fail("a budget cannot be negative", param, ctx)
         return number
+
+
+class Mode(click.Choice):
+    """A ranking mode; an older name (`hybrid`) is read as today's (`fused`), so scripts keep working."""
+
+    def __init__(self):
+        super().__init__(MODES)
+
+    def convert(self, value, param, ctx):
+        return super().convert(MODE_ALIASES.get(value, value), param, ctx)
 
 
 def _dense_notice(result) -> None:
@@ -76,8 +87,9 @@ def filters(command):
 
 @click.command()
 @click.argument("query")
-@click.option("--mode", type=click.Choice(MODES), default="hybrid", show_default=True,
-              help="Ranking: BM25F, embeddings, or both fused (hybrid falls back to lexical without a model).")
+@click.option("--mode", type=Mode(), default="fused", show_default=True,
+              help="Ranking: BM25F and embeddings fused (lexical without a model), BM25F alone, or embeddings "
+                   "alone. `hybrid`, the old name of fused, still works.")
 @click.option("-k", default=10, show_default=True, help="Number of hits.")
 @click.option("--domain", "-d", default=None, help="Only this domain's memories.")
 @time_options
@@ -138,7 +150,7 @@ def recall(ctx, query, k, turns, domain, budget, profile, fmt, as_of, include_su
     else:
         route = ", ".join(f"{r.domain} ({r.confidence:.2f})" for r in result.route) or "(none)"
         when = f"; as of {result.as_of}" if result.as_of else ""
-        render.out.print(f"route: {route}; hops: {result.hops}; {result.reason}{when}")
+        render.out.print(f"route: {route}; mode: {result.mode}; {result.reason}{when}")
         _print_hits(result.hits, result.as_of)
         left = len(result.omitted)
         omitted = f"{plural(left, 'ranked unit')} left out (--json says why); " if left else ""

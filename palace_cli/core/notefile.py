@@ -250,6 +250,32 @@ def parse_note(text: str, path: str, domain: str, warnings: list[Warning_] | Non
     first `# ` heading or the file name; `tags:` and inline #tags are keywords. A body with a `## Image` or a
     `## Content` section is read as a SMASHIN memory; any other body is all Content."""
     conflicts = conflict_blocks(text)
+    yaml_text, body, body_first_line = _split(text, path, conflicts)
+    meta = load_frontmatter(yaml_text, path)
+    field_lines, key_warnings = frontmatter_key_lines(yaml_text)
+    type_problems: list[tuple[str, str]] = []
+    note_id, derived = _note_id(meta, field_lines, path, type_problems)
+    fields = _fields(meta, type_problems)
+    validity, validity_warnings = _validity(meta, field_lines, type_problems)
+    memory_warnings = list(warnings or []) + key_warnings + validity_warnings
+    memory_warnings += [Warning_(first, "conflict-marker", _conflict_message(first, last)) for first, last in conflicts]
+    line, found, structured = _read_body(body, body_first_line, path, meta, fields, type_problems, memory_warnings)
+    memory = Memory(
+        id=note_id, domain=domain, path=path, **fields, **validity,
+        image=found["image"][0], content=found["content"][0], body=body, line=line,
+        image_line=found["image"][1], content_line=found["content"][1],
+        body_links=[link for link, _ in body_link_lines(body, body_first_line, path)],
+        meta=meta, warnings=memory_warnings, body_line=body_first_line, field_lines=field_lines,
+        plain=not (fields["anchor"] or fields["verify"] or found["image"][0]), derived_id=derived,
+        structured=structured,
+    )
+    _field_warnings(memory, type_problems, field_lines)
+    return memory
+
+
+def _split(text: str, path: str, conflicts: list[tuple[int, int]]) -> tuple[str, str, int]:
+    """(frontmatter YAML, body, the body's first line); a note without frontmatter is all body. A git conflict
+    that breaks or sits in the frontmatter raises NoteError at its line."""
     try:
         yaml_text, body, body_first_line = split_frontmatter(text, path)
     except NoteError as exc:
@@ -261,14 +287,13 @@ def parse_note(text: str, path: str, domain: str, warnings: list[Warning_] | Non
     for first, last in conflicts:
         if first < body_first_line:
             raise NoteError(path, _conflict_message(first, last, " in the frontmatter"), line=first)
-    meta = load_frontmatter(yaml_text, path)
-    field_lines, key_warnings = frontmatter_key_lines(yaml_text)
-    type_problems: list[tuple[str, str]] = []
-    note_id, derived = _note_id(meta, field_lines, path, type_problems)
-    fields = _fields(meta, type_problems)
-    validity, validity_warnings = _validity(meta, field_lines, type_problems)
-    memory_warnings = list(warnings or []) + key_warnings + validity_warnings
-    memory_warnings += [Warning_(first, "conflict-marker", _conflict_message(first, last)) for first, last in conflicts]
+    return yaml_text, body, body_first_line
+
+
+def _read_body(body: str, body_first_line: int, path: str, meta: dict, fields: dict,
+               type_problems: list[tuple[str, str]], warnings: list[Warning_]) -> tuple[int, dict, bool]:
+    """(the note's line, its Image and Content with their lines, whether it is a SMASHIN memory) from the body;
+    fills the subject when the frontmatter has none (title, first heading, file name) and adds inline #tags."""
     code = code_ranges(body)
     heading = next((m for m in TITLE.finditer(body) if outside_code(m.start(), code)), None)
     line = body_first_line + body[: heading.start()].count("\n") if heading else body_first_line
@@ -278,21 +303,17 @@ def parse_note(text: str, path: str, domain: str, warnings: list[Warning_] | Non
     sections = parse_sections(body, body_first_line)
     structured = "content" in sections
     started = bool(fields["anchor"] or fields["verify"]) or "image" in sections
-    found = _smashin_sections(sections, line, memory_warnings, started, ("image", "content") if structured
+    found = _smashin_sections(sections, line, warnings, started, ("image", "content") if structured
                               else ("image",) if started else ())
     if not structured:  # a note of its own shape: its whole text but the title (and an Image it grew) is content
         whole = rest_of_body(body) if "image" in sections else \
             (body[: heading.start()] + body[heading.end():] if heading else body).strip()
         found["content"] = (whole, line)
-    memory = Memory(
-        id=note_id, domain=domain, path=path, **fields, **validity,
-        image=found["image"][0], content=found["content"][0], body=body, line=line,
-        image_line=found["image"][1], content_line=found["content"][1],
-        body_links=[link for link, _ in body_link_lines(body, body_first_line, path)],
-        meta=meta, warnings=memory_warnings, body_line=body_first_line, field_lines=field_lines,
-        plain=not (fields["anchor"] or fields["verify"] or found["image"][0]), derived_id=derived,
-        structured=structured,
-    )
+    return line, found, structured
+
+
+def _field_warnings(memory: Memory, type_problems: list[tuple[str, str]], field_lines: dict[str, int]) -> None:
+    """Add the warnings that depend on what the note turned out to be: fields of the wrong type, a missing anchor."""
     if memory.plain:  # a vault's own `type:` (Foam's `type: feature`) is no palace type to check
         memory.warnings = [w for w in memory.warnings if w.code != "unknown-type"]
     for name, message in type_problems:
@@ -301,7 +322,6 @@ def parse_note(text: str, path: str, domain: str, warnings: list[Warning_] | Non
     if not memory.anchor and not memory.plain and not any(n == "anchor" for n, _ in type_problems):
         memory.warnings.append(Warning_(field_lines.get("anchor", 2), "missing-field", "missing field `anchor` "
                                         "(the memorable hook: a memory with a verify token or an Image needs one)"))
-    return memory
 
 
 TITLE = re.compile(r"^#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)

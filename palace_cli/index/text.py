@@ -436,29 +436,22 @@ class TextIndex:
                    if weights[field] > 0]
         if weights["pairs"] > 0:
             clauses += [Term("pairs", pair, boost=weights["pairs"]) for pair in self.pair_terms(text)]
+        limits = _limits(Scope(kind="memory", domains=tuple(domains)) if domains is not None else scope, only, exclude)
+        return self._search(clauses, limit, *limits) if limits is not None else []
+
+    def _search(self, clauses: list[Term], limit: int | None, allowed, mask) -> list[tuple[str, float]]:
+        """The BM25 ranking of the clauses among the allowed documents, the masked ones left out; a reader that
+        went away is reopened, a damaged index is forgotten (the next refresh rebuilds it)."""
         query = Or(clauses)
         query.matcher_type = Or.ARRAY_MATCHER  # scores every match: exact BM25, unlike the block-skipping tree
-        if domains is not None:
-            scope = Scope(kind="memory", domains=tuple(domains))
-        if scope is not None and not (scope.memories or scope.turns):
-            return []
-        domain_filter = _filter(scope) if scope is not None and not scope.unbounded else None
-        if only is not None:
-            only = sorted(only)
-            if not only:
-                return []
-            kept = Or([Term("id", i) for i in only])
-            domain_filter = kept if domain_filter is None else And([domain_filter, kept])
-        exclude = sorted(exclude)
-        mask = Or([Term("id", i) for i in exclude]) if exclude else None
         for attempt in range(RETRIES):
             try:
                 with self._lock:
                     searcher = self._searcher()
                     if _scan_wanted(searcher.doc_count()):
                         triples = [(c.fieldname, c.text, c.boost) for c in clauses]
-                        return self._scanned(searcher, triples, limit, domain_filter, mask)
-                    return _ranked(searcher, query, limit, filter=domain_filter, mask=mask)
+                        return self._scanned(searcher, triples, limit, allowed, mask)
+                    return _ranked(searcher, query, limit, filter=allowed, mask=mask)
             except (OSError, whoosh_index.IndexError):
                 # A concurrent commit merged away a segment this reader was opening: reopen and try again.
                 self._forget()
@@ -490,6 +483,22 @@ class TextIndex:
 
     def close(self) -> None:
         self._forget()
+
+
+def _limits(scope: Scope | None, only: Iterable[str] | None, exclude: Iterable[str]):
+    """(the filter of the documents a search may return or None for all, the mask of those it leaves out or None);
+    None when nothing can be in scope."""
+    if scope is not None and not (scope.memories or scope.turns):
+        return None
+    allowed = _filter(scope) if scope is not None and not scope.unbounded else None
+    if only is not None:
+        only = sorted(only)
+        if not only:
+            return None
+        kept = Or([Term("id", i) for i in only])
+        allowed = kept if allowed is None else And([allowed, kept])
+    exclude = sorted(exclude)
+    return allowed, (Or([Term("id", i) for i in exclude]) if exclude else None)
 
 
 def _ranked(searcher, query, limit: int | None, **options) -> list[tuple[str, float]]:

@@ -80,9 +80,6 @@ def consolidate(palace: Palace, *, as_of: str | None = None, domain: str | None 
                 progress: Progress | None = None) -> Consolidation:
     """Propose merges, promotions to core and fading memories (see the module); write only `core: true`, and
     only with `promote`."""
-    from palace_cli.search.similar import similar
-    from palace_cli.editing.reviewlog import ReviewLog
-
     merge = _setting(palace, "merge", MERGE, "a similarity score")
     core_sessions = _setting(palace, "core_sessions", CORE_SESSIONS, "sessions")
     fade_days = _setting(palace, "fade_after_days", FADE_AFTER_DAYS, "days")
@@ -95,25 +92,10 @@ def consolidate(palace: Palace, *, as_of: str | None = None, domain: str | None 
     memories = sorted((m for m in scan.memories.values() if m.id not in hidden
                        and (domain is None or m.domain == palace.resolve_domain(domain))), key=lambda m: m.id)
     result = Consolidation(moment.isoformat(), memories=len(memories))
-    reviewed: dict[str, date] = {}
-    for review in ReviewLog(palace).read().reviews:
-        day = review.at.date()
-        reviewed[review.id] = max(day, reviewed.get(review.id, day))
+    reviewed = _reviewed(palace)
     seen_pairs: set[tuple[str, str]] = set()
     for number, memory in enumerate(memories, 1):
-        for neighbour in similar(palace, ref=memory.id, k=3, do_refresh=False).neighbours:
-            other = scan.memories.get(neighbour.id)
-            pair = tuple(sorted((memory.id, neighbour.id)))
-            if (other is None or neighbour.score < merge or pair in seen_pairs or other.id in hidden
-                    or other.meta.get("about") != memory.meta.get("about")):
-                continue
-            seen_pairs.add(pair)
-            # Keep the one told in more sessions (its confirmations stay with it), else the newer one.
-            older, newer = sorted((memory, other), key=lambda m: (len(sessions_of(m)), str(m.valid_from or m.created),
-                                                                  m.id))
-            result.merges.append({"keep": newer.id, "supersede": older.id, "score": round(neighbour.score, 3),
-                                  "shared": neighbour.shared, "about": memory.meta.get("about"),
-                                  "command": f"palace supersede {older.id} {newer.id}"})
+        result.merges += _merges(palace, scan.memories, memory, hidden, merge, seen_pairs)
         told = sessions_of(memory)
         if len(told) >= core_sessions and not memory.core:
             result.promotions.append({"id": memory.id, "subject": memory.subject, "sessions": len(told),
@@ -125,9 +107,47 @@ def consolidate(palace: Palace, *, as_of: str | None = None, domain: str | None 
         if progress:
             progress("consolidating", number, len(memories))
     if promote:
-        for item in result.promotions:
-            update_frontmatter(palace.root / item["path"], {"core": True}, item["path"])
-            result.promoted.append(item["id"])
-        if result.promoted:
-            palace.refresh(embedder=None)
+        _promote(palace, result)
     return result
+
+
+def _reviewed(palace: Palace) -> dict[str, date]:
+    """memory id -> the last day it was studied (reviews/*.jsonl)."""
+    from palace_cli.editing.reviewlog import ReviewLog
+
+    reviewed: dict[str, date] = {}
+    for review in ReviewLog(palace).read().reviews:
+        day = review.at.date()
+        reviewed[review.id] = max(day, reviewed.get(review.id, day))
+    return reviewed
+
+
+def _merges(palace: Palace, memories: dict, memory, hidden, merge: float, seen_pairs: set[tuple[str, str]]) -> list[dict]:
+    """The merges a memory takes part in that no earlier memory proposed: each near neighbour (score at least
+    `merge`, valid now, about the same person) as a pair to keep one of and supersede the other."""
+    from palace_cli.search.similar import similar
+
+    out = []
+    for neighbour in similar(palace, ref=memory.id, k=3, do_refresh=False).neighbours:
+        other = memories.get(neighbour.id)
+        pair = tuple(sorted((memory.id, neighbour.id)))
+        if (other is None or neighbour.score < merge or pair in seen_pairs or other.id in hidden
+                or other.meta.get("about") != memory.meta.get("about")):
+            continue
+        seen_pairs.add(pair)
+        # Keep the one told in more sessions (its confirmations stay with it), else the newer one.
+        older, newer = sorted((memory, other), key=lambda m: (len(sessions_of(m)), str(m.valid_from or m.created),
+                                                              m.id))
+        out.append({"keep": newer.id, "supersede": older.id, "score": round(neighbour.score, 3),
+                    "shared": neighbour.shared, "about": memory.meta.get("about"),
+                    "command": f"palace supersede {older.id} {newer.id}"})
+    return out
+
+
+def _promote(palace: Palace, result: Consolidation) -> None:
+    """Write `core: true` into each proposed promotion's frontmatter (nothing else), then refresh."""
+    for item in result.promotions:
+        update_frontmatter(palace.root / item["path"], {"core": True}, item["path"])
+        result.promoted.append(item["id"])
+    if result.promoted:
+        palace.refresh(embedder=None)

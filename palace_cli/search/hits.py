@@ -130,7 +130,7 @@ class Recall(SearchResult):
     """Recall: the hits, the domains they sit in (the route), and the context they make within the budget."""
 
     profile: str = "reference"
-    hops: int = 1                 # one flat ranking (hop 1 no longer filters: see the module docstring)
+    hops: int = 1                 # kept in the JSON for older callers: one flat ranking, always 1
     route: list[DomainRoute] = field(default_factory=list)
     fallback: bool = False        # kept in the JSON for older callers: never true now
     reason: str = ""

@@ -19,7 +19,7 @@ class Profile:
     """A named retrieval setting."""
 
     name: str
-    mode: str                 # hop-2 ranking: lexical or hybrid
+    mode: str                 # the ranking: lexical or fused (search/query.py MODES)
     k: int                    # memories handed over
     sections: tuple[str, ...] # which parts of each memory go into the context
     include_links: bool       # also hand over the memories the hits link to
@@ -37,9 +37,9 @@ PROFILES = {
     # fast, one memory, the facts only: answering under time pressure
     "interview": Profile("interview", "lexical", 1, ("content",), False, 1200),
     # the default: three memories' facts, for looking something up
-    "reference": Profile("reference", "hybrid", 3, ("anchor", "content"), False, 4000),
+    "reference": Profile("reference", "fused", 3, ("anchor", "content"), False, 4000),
     # full image and links, for learning the memory rather than the fact
-    "study": Profile("study", "hybrid", 3, ("anchor", "image", "content", "links"), False, 8000, trim=False),
+    "study": Profile("study", "fused", 3, ("anchor", "image", "content", "links"), False, 8000, trim=False),
     # everything, plus the linked memories, for explaining a topic
-    "teaching": Profile("teaching", "hybrid", 3, ("anchor", "image", "content", "links"), True, 16000, trim=False),
+    "teaching": Profile("teaching", "fused", 3, ("anchor", "image", "content", "links"), True, 16000, trim=False),
 }

@@ -1,8 +1,10 @@
-"""Retrieval: one ranking (lexical, dense, or both fused), the route it implies, and the context budget.
+"""The query pipeline: `search` and `recall` share every step up to the ranking, then hand back different things.
 
-Hop 1 never filters (docs/ranking-experiments.md, "Routing"): every rule that removed or reordered
-candidates by domain lost recall on some corpus. recall ranks flat and reports as its route the
-domains of the memories it hands over.
+One Query (search/query.py) is prepared once (refresh, the catalog, the scope, what is valid at the moment
+asked about, whether dense ranking is on), ranked flat (search/ranking.py) and measured for relevance
+(search/relevance.py). search hands back the best units that are about the query; recall keeps what is
+relevant within the profile's caps and budget, builds the context an LLM is handed, and reports as its
+route the domains of the memories it hands over (a route never filters: docs/ranking-experiments.md).
 """
 
 from __future__ import annotations
@@ -10,242 +12,89 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
+from dataclasses import dataclass, replace
 from datetime import datetime
 
-from palace_cli.core.dates import format_moment, parse_moment
-from palace_cli.core.text import one_line, question_terms
-from palace_cli.errors import UsageError
+from palace_cli.core.dates import format_moment
+from palace_cli.core.text import one_line
 from palace_cli.index.catalog import Catalog
-from palace_cli.index.scope import Scope, make_scope
+from palace_cli.index.scope import Scope
 from palace_cli.palace import Palace
 from palace_cli.search.context import assemble_context
 from palace_cli.search.hits import DomainRoute, Hit, Recall, SearchResult, Turn, attach_section, one_per_note
-from palace_cli.search.profiles import BYTES_PER_TOKEN, PROFILES, Profile
-from palace_cli.search.relevance import Omitted, about, ceiling, judge, measure, why_not_about
+from palace_cli.search.profiles import BYTES_PER_TOKEN
+from palace_cli.search.query import Query, as_query
+from palace_cli.search.ranking import CANDIDATES, deeper, measure_hits, rank
+from palace_cli.search.relevance import Omitted, about, judge, why_not_about
 from palace_cli.search.sessions import reorder, route_sessions
 
-MODES = ("lexical", "dense", "hybrid")
-RRF_K = 60
-CANDIDATES = 100  # each ranker's list that fusion sees
-# Hybrid = 0.5 x min-max(BM25) + 0.5 x min-max(cosine): the best fusion over four corpora
-# (docs/ranking-experiments.md, "Fusion"); RRF k=60 was the weakest on three of them.
-FUSION_WEIGHTS = {"lexical": 0.5, "dense": 0.5}
+SEARCH_K = 10  # search's hits when the caller names no k (recall's k is the profile's)
 
 
-# ---- flat rankings --------------------------------------------------------------------------
+@dataclass
+class Prepared:
+    """The steps search and recall share, done once for a Query: the refreshed catalog, the scope with its domain
+    resolved, the memories not valid at the moment asked about, and whether dense ranking is on."""
+
+    query: Query
+    catalog: Catalog
+    scope: Scope
+    hidden: frozenset[str]
+    dense: str
+    dense_reason: str
+    started: float
+    mode: str = ""  # the mode the ranking used: fused is lexical without vectors
+
+    def rank(self, palace: Palace, depth: int) -> list[Hit]:
+        """The flat ranking, one hit per note, ranked deep enough that `depth` notes remain."""
+        hits, self.mode = rank(palace, self.catalog, self.query.text, self.query.mode, deeper(self.catalog, depth),
+                               self.scope, self.hidden)
+        return one_per_note(hits, self.catalog.note_of)
+
+    def measure(self, palace: Palace, hits: list[Hit]) -> None:
+        """Fill the hits' relevance measures (words, meaning, every word)."""
+        measure_hits(palace, self.catalog, self.query.text, hits, self.mode)
+
+    def fields(self) -> dict:
+        """What every result says of how it was made: the query, the mode used, dense, the moment, what was left out."""
+        return dict(query=self.query.text, mode=self.mode, dense=self.dense, dense_reason=self.dense_reason,
+                    as_of=format_moment(self.query.when), include_superseded=self.query.include_superseded,
+                    left_out=len(self.hidden))
+
+    def elapsed_ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000
 
 
-def _lexical(palace: Palace, catalog: Catalog, query: str, limit: int, scope: Scope | None = None,
-             hidden: frozenset[str] = frozenset()) -> list[tuple[str, float]]:
-    weights = palace.config.retrieval.get("field_weights") or None
-    if len(hidden) * 2 > len(catalog.ids):  # most are left out (an early --as-of): name the few kept instead
-        return palace.index.text.search(query, limit=limit, field_weights=weights, scope=scope,
-                                        only=[i for i in catalog.ids if i not in hidden])
-    return palace.index.text.search(query, limit=limit, field_weights=weights, scope=scope, exclude=hidden)
-
-
-def _dense(palace: Palace, catalog: Catalog, query: str, limit: int, scope: Scope | None = None,
-           hidden: frozenset[str] = frozenset()) -> list[tuple[str, float]]:
-    if catalog.matrix is None:
-        return []
-    vector = palace.index.query_vector(query)
-    if vector is None:
-        return []
-    import numpy as np
-
-    scores = catalog.matrix @ vector
-    mask = catalog.mask(scope)
-    if mask is not None:
-        scores = np.where(mask, scores, -np.inf)
-    if hidden:
-        rows = [catalog.row_of[i] for i in hidden if i in catalog.row_of]
-        scores[rows] = -np.inf
-    limit = min(limit, len(scores))
-    if limit <= 0:
-        return []
-    top = np.argpartition(-scores, limit - 1)[:limit]
-    top = top[np.argsort(-scores[top], kind="stable")]
-    return [(catalog.ids[i], float(scores[i])) for i in top if np.isfinite(scores[i])]
-
-
-def _bm25(palace: Palace, query: str):
-    """A function: unit ids -> their BM25 for the query (what a dense ranking did not score)."""
-    weights = palace.config.retrieval.get("field_weights") or None
-    return lambda ids: dict(palace.index.text.search(query, limit=len(ids), field_weights=weights, only=ids)) if ids else {}
-
-
-def _holding(palace: Palace, query: str):
-    """A function: unit ids -> those whose units hold every word the query asks about (question_terms)."""
-    text = palace.index.text
-    terms = question_terms(text.words, query)
-    return lambda ids: text.holding_every(terms, ids)
-
-
-def _cosines(palace: Palace, catalog: Catalog, query: str):
-    """A function: unit ids -> their cosine to the query (None without an embedder or vectors)."""
-    if catalog.matrix is None or palace.index.query_vector(query) is None:
-        return None
-
-    def cosines(ids: list[str]) -> dict[str, float]:
-        vector = palace.index.query_vector(query)
-        rows = [(i, catalog.row_of[i]) for i in ids if i in catalog.row_of]
-        if not rows:
-            return {}
-        values = catalog.matrix[[row for _, row in rows]] @ vector
-        return {i: float(v) for (i, _), v in zip(rows, values)}
-
-    return cosines
-
-
-def fuse_rrf(rankings: dict[str, list[tuple[str, float]]], k: int = RRF_K,
-             weights: dict[str, float] | None = None) -> list[tuple[str, float, dict[str, float]]]:
-    """Reciprocal rank fusion: sum of weight/(k + rank) over rankings; parts keep each raw score."""
-    fused: dict[str, float] = defaultdict(float)
-    parts: dict[str, dict[str, float]] = defaultdict(dict)
-    for name, ranking in rankings.items():
-        weight = (weights or {}).get(name, 1.0)
-        for rank, (item, score) in enumerate(ranking, start=1):
-            fused[item] += weight / (k + rank)
-            parts[item][name] = score
-            parts[item][f"{name}_rank"] = rank
-    ordered = sorted(fused.items(), key=lambda pair: (-pair[1], pair[0]))
-    return [(item, score, parts[item]) for item, score in ordered]
-
-
-def fuse_minmax(rankings: dict[str, list[tuple[str, float]]],
-                weights: dict[str, float] | None = None) -> list[tuple[str, float, dict[str, float]]]:
-    """Weighted sum of min-max normalised scores; a ranking whose scores are all equal gives each of its items 1,
-    an item missing from a ranking gets 0 from it; ties by id. Parts keep each raw score and rank."""
-    weights = FUSION_WEIGHTS if weights is None else weights
-    fused: dict[str, float] = defaultdict(float)
-    parts: dict[str, dict[str, float]] = defaultdict(dict)
-    for name, ranking in rankings.items():
-        if not ranking:
-            continue
-        weight = weights.get(name, 1.0)
-        low = min(score for _, score in ranking)
-        span = max(score for _, score in ranking) - low
-        for rank, (item, score) in enumerate(ranking, start=1):
-            fused[item] += weight * ((score - low) / span if span > 0 else 1.0)
-            parts[item][name] = score
-            parts[item][f"{name}_rank"] = rank
-    ordered = sorted(fused.items(), key=lambda pair: (-pair[1], pair[0]))
-    return [(item, score, parts[item]) for item, score in ordered]
-
-
-def _rank(palace: Palace, catalog: Catalog, query: str, mode: str, k: int, scope: Scope | None = None,
-          hidden: frozenset[str] = frozenset()) -> tuple[list[Hit], str]:
-    """Ranked hits in one mode, within the scope, leaving out the `hidden` ids; returns (hits, mode actually used)."""
-    dense_ok = catalog.matrix is not None and mode != "lexical"
-    if mode == "dense" and not dense_ok:
-        raise UsageError("dense search needs an embedding model: run `palace models install`")
-    if mode == "lexical" or (mode == "hybrid" and not dense_ok):
-        ranked = [(i, s, {"lexical": s}) for i, s in _lexical(palace, catalog, query, k, scope, hidden)]
-        used = "lexical"
-    elif mode == "dense":
-        ranked = [(i, s, {"dense": s}) for i, s in _dense(palace, catalog, query, k, scope, hidden)]
-        used = "dense"
-    else:
-        depth = max(CANDIDATES, k)
-        ranked = fuse_minmax({"lexical": _lexical(palace, catalog, query, depth, scope, hidden),
-                              "dense": _dense(palace, catalog, query, depth, scope, hidden)})[:k]
-        used = "hybrid"
-    hits = []
-    for unit_id, score, parts in ranked[:k]:
-        row = catalog.row_of.get(unit_id)
-        if row is None:
-            continue
-        hits.append(Hit(unit_id, "", catalog.domains[row], catalog.paths[row], 0, score, parts,
-                        kind=catalog.kinds[row], time=catalog.times[row]))
-    return hits, used
-
-
-def _attach(palace: Palace, hits: list[Hit], catalog: Catalog | None = None, when: datetime | None = None) -> None:
-    """Load the memories, sections and turns of the hits (only these) from the cache; with a catalog, memories'
-    version links."""
-    if not hits:
-        return
-    store = palace.index.store
-    memories = {m.path: m for m in store.memories([h.path for h in hits if h.kind in ("memory", "section")])}
-    sections = store.sections([h.id for h in hits if h.kind == "section"])
-    turns = store.turns([h.id for h in hits if h.kind == "turn"])
-    for hit in hits:
-        if hit.kind == "section":
-            attach_section(hit, memories.get(hit.path), sections.get(hit.id))
-            if catalog is not None and hit.memory is not None:
-                _versions(hit, hit.memory.id, catalog, when)
-            continue
-        if hit.kind == "turn":
-            row = turns.get(hit.id)
-            if row:
-                header = row["header"]
-                hit.line = row["line"]
-                hit.turn = Turn(row["session"], row["turn"], row["speaker"], row["text"], row["time"],
-                                header.get("title") or "", header.get("started") or "",
-                                header.get("conversation") or "")
-                hit.subject = f"{row['speaker']}: {one_line(row['text'], 80)}"
-            continue
-        memory = memories.get(hit.path)
-        if memory:
-            hit.memory, hit.subject, hit.line = memory, memory.subject, memory.line
-        if catalog is not None:
-            _versions(hit, hit.id, catalog, when)
-
-
-def _versions(hit: Hit, memory_id: str, catalog: Catalog, when: datetime | None) -> None:
-    versions = catalog.versions
-    hit.replaces = list(versions.predecessors.get(memory_id, []))
-    hit.superseded_by = list(versions.successors.get(memory_id, []))
-    hit.valid = versions.valid_at(memory_id, when)
-
-
-def _prepare(palace: Palace, do_refresh: bool) -> Catalog:
+def prepare(palace: Palace, query: Query, do_refresh: bool = True) -> Prepared:
+    """Refresh (unless the caller just did), then what every ranking of `query` needs from the palace as it is."""
+    started = time.perf_counter()
     if do_refresh:
         palace.refresh()
-    return palace.index.catalog()
-
-
-def _moment(as_of) -> datetime | None:
-    """The moment of an as-of question (a date, datetime or ISO text; None: now)."""
-    try:
-        return parse_moment(as_of)
-    except ValueError as exc:
-        raise UsageError(f"--as-of: {exc}") from None
-
-
-def scope_of(palace: Palace, kind: str | None = None, since: str | None = None, until: str | None = None,
-             domain: str | None = None, sessions=None) -> Scope:
-    """The filter of search and recall's options: --kind, --since, --until and --domain (resolved), and
-    `sessions` (only these sessions' turns)."""
-    return make_scope(kind, since, until, palace.resolve_domain(domain) if domain is not None else None, sessions)
-
-
-def search(palace: Palace, query: str, mode: str = "hybrid", k: int = 10, domain: str | None = None,
-           do_refresh: bool = True, as_of=None, include_superseded: bool = False, kind: str | None = None,
-           since: str | None = None, until: str | None = None, sessions=None) -> SearchResult:
-    """Flat search over every memory valid now (or `as_of` a date; or all of them) and every turn, within the
-    scope (kind, time window, one domain), in the given mode: the best k units that are about the query
-    (search/relevance.py), none when no unit is ("no results", `relevant` false)."""
-    if mode not in MODES:
-        raise UsageError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
-    started = time.perf_counter()
-    when = _moment(as_of)
-    catalog = _prepare(palace, do_refresh)
-    scope = scope_of(palace, kind, since, until, domain, sessions)
-    hidden = frozenset() if include_superseded else catalog.hidden(when)
-    # Rank deeper than k: a unit that is not about the query is dropped, and the next one may be.
-    ranked, used = _rank(palace, catalog, query, mode, _deeper(catalog, max(k, CANDIDATES)), scope, hidden)
-    ranked = one_per_note(ranked, catalog.note_of)
-    measure(ranked, ceiling(palace.index.text, query), _cosines(palace, catalog, query),
-            _bm25(palace, query) if used == "dense" else None, _holding(palace, query))
-    hits = [h for h in ranked if about(h)][:k]
-    _attach(palace, list({id(h): h for h in hits + ranked[:k]}.values()), catalog, when)
+    catalog = palace.index.catalog()
+    scope = query.scope
+    if query.domain is not None:
+        scope = replace(scope, domains=(palace.resolve_domain(query.domain),))
+    hidden = frozenset() if query.include_superseded else catalog.hidden(query.when)
     _, dense, reason = palace.index.dense()
-    result = SearchResult(query, used, hits, dense, reason, (time.perf_counter() - started) * 1000,
-                          format_moment(when), include_superseded, len(hidden), ranked=ranked[:k])
+    return Prepared(query, catalog, scope, hidden, dense, reason, started)
+
+
+def search(palace: Palace, query: Query | str, *, do_refresh: bool = True, **options) -> SearchResult:
+    """Flat search over every memory valid now (or as of a date; or all of them) and every turn, within the
+    scope (kind, time window, one domain), in the query's mode: the best k units that are about the query
+    (search/relevance.py), none when no unit is ("no results", `relevant` false). `query` is a Query or its
+    text with make_query's options (k defaults to 10 here)."""
+    query = as_query(query, options, k=SEARCH_K)
+    prepared = prepare(palace, query, do_refresh)
+    # Rank deeper than k: a unit that is not about the query is dropped, and the next one may be.
+    ranked = prepared.rank(palace, max(query.k, CANDIDATES))
+    prepared.measure(palace, ranked)
+    hits = [h for h in ranked if about(h)][:query.k]
+    _attach(palace, list({id(h): h for h in hits + ranked[:query.k]}.values()), prepared.catalog, query.when)
+    result = SearchResult(hits=hits, ranked=ranked[:query.k], **prepared.fields())
     if not hits:
-        result.relevant = False
-        result.why = _nothing_about(ranked)
+        result.relevant, result.why = False, _nothing_about(ranked)
+    result.elapsed_ms = prepared.elapsed_ms()
     return result
 
 
@@ -259,70 +108,63 @@ def _nothing_about(ranked: list[Hit]) -> str:
 # ---- recall: the ranking, the route it implies, the context ---------------------------------
 
 
-def recall(palace: Palace, query: str, k: int | None = None, domain: str | None = None, budget: int | None = None,
-           profile: str = "reference", do_refresh: bool = True, mode: str | None = None,
-           trim: bool | None = None, as_of=None, include_superseded: bool = False,
-           budget_tokens: int | None = None, kind: str | None = None, since: str | None = None,
-           until: str | None = None, turns: int | None = None, depth: int | None = None, sessions=None) -> Recall:
-    """Rank the memories and turns in scope flat, build the context within the budget (budget_tokens, 4 bytes each; `budget` in bytes is kept for older callers;
-    default: the profile's): at most k memories and `turns` turns, best first. The route is the domains
-    of the memories handed over (hop 1 orders nothing and filters nothing); `fallback` is always false.
+def recall(palace: Palace, query: Query | str, *, do_refresh: bool = True, **options) -> Recall:
+    """Rank the memories and turns in scope flat and hand over what is relevant, best first, within the budget:
+    at most k memories and `turns` turns, as context for an LLM. `query` is a Query or its text with
+    make_query's options (what is not given is the profile's). The route is the domains of the memories
+    handed over (it orders nothing and filters nothing); `fallback` is always false.
 
-    Only memories valid now are ranked and handed over, or valid `as_of` a date (created standing in for
-    a missing valid_from); include_superseded ranks every memory, marking those not valid.
-    kind/since/until/sessions filter as in `search`; depth keeps a longer ranking in `result.ranked` (benchmarks)."""
-    if profile not in PROFILES:
-        raise UsageError(f"unknown profile {profile!r}; choose from {', '.join(PROFILES)}")
-    spec: Profile = PROFILES[profile]
-    k = k or spec.k
-    turns = spec.turns if turns is None else turns
-    mode = mode or spec.mode
-    if budget_tokens is not None:
-        budget = budget_tokens * BYTES_PER_TOKEN
-    budget = budget if budget is not None else spec.budget
-    started = time.perf_counter()
-    when = _moment(as_of)
-    catalog = _prepare(palace, do_refresh)
-    hidden = frozenset() if include_superseded else catalog.hidden(when)
-    scope = scope_of(palace, kind, since, until, domain, sessions)
-    memory_count = catalog.memory_count
-    has_turns = catalog.has_turns
-    depth = max(depth or 0, k + (turns if scope.turns and has_turns else 0))
-    _, dense, dense_reason = palace.index.dense()
-    result = Recall(query=query, mode=mode, hits=[], dense=dense, dense_reason=dense_reason, profile=profile,
-                    as_of=format_moment(when), include_superseded=include_superseded, left_out=len(hidden), hops=1)
-    if domain is not None:
-        result.reason = "domain given"
-    elif not scope.memories or not memory_count:
-        result.reason = ("turns only: no domain to route to" if scope.memories or scope.kind == "turn"
-                         else "no memory in scope: nothing to route")
-    else:
-        result.reason = "ranked flat; the route is the domains of the memories handed over"
-    hits, result.mode = _rank(palace, catalog, query, mode, _deeper(catalog, depth), scope, hidden)
-    hits = one_per_note(hits, catalog.note_of)[:depth]
-    if scope.turns and has_turns:
-        result.sessions = route_sessions(palace, catalog, query, hits)
-        hits = reorder(hits, result.sessions, turns)
-    result.ranked = hits
-    measure(hits, ceiling(palace.index.text, query), _cosines(palace, catalog, query),
-            _bm25(palace, query) if result.mode == "dense" else None, _holding(palace, query))
-    result.caps = {"memory": k, "turn": turns if scope.turns and has_turns else 0}
-    _offer(result, spec.trim if trim is None else trim)
-    _attach(palace, result.ranked, catalog, when)
+    Only memories valid now are ranked and handed over, or valid as of a date (created standing in for a
+    missing valid_from); include_superseded ranks every memory, marking those not valid. depth keeps a
+    longer ranking in `result.ranked` (benchmarks)."""
+    query = as_query(query, options)
+    prepared = prepare(palace, query, do_refresh)
+    with_turns = prepared.scope.turns and prepared.catalog.has_turns
+    depth = max(query.depth or 0, query.k + (query.turns if with_turns else 0))
+    hits = prepared.rank(palace, depth)[:depth]
+    sessions = route_sessions(palace, prepared.catalog, query.text, hits) if with_turns else []
+    if with_turns:
+        hits = reorder(hits, sessions, query.turns)
+    prepared.measure(palace, hits)
+    result = Recall(hits=[], ranked=hits, sessions=sessions, profile=query.profile.name,
+                    reason=_reason(prepared), caps={"memory": query.k, "turn": query.turns if with_turns else 0},
+                    **prepared.fields())
+    _offer(result, query.trim)
+    _hand_over(palace, prepared, result)
+    result.elapsed_ms = prepared.elapsed_ms()
+    return result
+
+
+def _reason(prepared: Prepared) -> str:
+    """What the route of a recall means: the domains handed over, the domain given, or why there is none."""
+    scope = prepared.scope
+    if prepared.query.domain is not None:
+        return "domain given"
+    if not scope.memories or not prepared.catalog.memory_count:
+        return ("turns only: no domain to route to" if scope.memories or scope.kind == "turn"
+                else "no memory in scope: nothing to route")
+    return "ranked flat; the route is the domains of the memories handed over"
+
+
+def _hand_over(palace: Palace, prepared: Prepared, result: Recall) -> None:
+    """Load the ranked units, build the context from the offered ones (and their links) within the budget, say
+    which did not fit, and name the route: the domains of the memories handed over."""
+    query, catalog = prepared.query, prepared.catalog
+    _attach(palace, result.ranked, catalog, query.when)
     result.confidence = hit_confidence(result.hits)
-    if spec.include_links:
-        result.linked = _linked(palace, catalog, result.hits, hidden, when)
-    result.context, result.handed = assemble_context(result.hits + result.linked, spec, budget, result.as_of)
+    if query.profile.include_links:
+        result.linked = _linked(palace, catalog, result.hits, prepared.hidden, query.when)
+    result.context, result.handed = assemble_context(result.hits + result.linked, query.profile, query.budget,
+                                                     result.as_of)
     result.context_bytes = len(result.context.encode("utf-8"))
     handed = {id(h) for h in result.handed}
-    result.omitted += [Omitted(h.id, h.kind, f"did not fit the budget of {-(-budget // BYTES_PER_TOKEN)} tokens")
-                       for h in result.hits if id(h) not in handed and budget is not None]
+    if query.budget is not None:
+        result.omitted += [Omitted(h.id, h.kind, f"did not fit the budget of {-(-query.budget // BYTES_PER_TOKEN)} "
+                                                 "tokens") for h in result.hits if id(h) not in handed]
     offered = {id(h) for h in result.hits}
     result.route = route_of([h for h in result.handed if id(h) in offered])
-    if domain is not None and not result.route:
-        result.route = [DomainRoute(scope.domains[0], 1.0, {"given": 1.0})]
-    result.elapsed_ms = (time.perf_counter() - started) * 1000
-    return result
+    if query.domain is not None and not result.route:
+        result.route = [DomainRoute(prepared.scope.domains[0], 1.0, {"given": 1.0})]
 
 
 def _offer(result: Recall, trim: bool) -> None:
@@ -337,11 +179,6 @@ def _offer(result: Recall, trim: bool) -> None:
         result.relevant, result.why = False, _nothing_about(ranked)
         return
     result.hits, result.omitted = judge(ranked, result.caps, _close if trim else None)
-
-
-def _deeper(catalog: Catalog, depth: int) -> int:
-    """How deep to rank so that `depth` notes remain once a note's sections are folded into it (one_per_note)."""
-    return depth * 3 + 10 if catalog.note_of else depth
 
 
 def route_of(hits: list[Hit]) -> list[DomainRoute]:
@@ -428,3 +265,43 @@ def _linked(palace: Palace, catalog: Catalog, hits: list[Hit], hidden: frozenset
     return linked
 
 
+# ---- loading the text of the hits -------------------------------------------------------------
+
+
+def _attach(palace: Palace, hits: list[Hit], catalog: Catalog | None = None, when: datetime | None = None) -> None:
+    """Load the memories, sections and turns of the hits (only these) from the cache; with a catalog, memories'
+    version links."""
+    if not hits:
+        return
+    store = palace.index.store
+    memories = {m.path: m for m in store.memories([h.path for h in hits if h.kind in ("memory", "section")])}
+    sections = store.sections([h.id for h in hits if h.kind == "section"])
+    turns = store.turns([h.id for h in hits if h.kind == "turn"])
+    for hit in hits:
+        if hit.kind == "section":
+            attach_section(hit, memories.get(hit.path), sections.get(hit.id))
+            if catalog is not None and hit.memory is not None:
+                _versions(hit, hit.memory.id, catalog, when)
+            continue
+        if hit.kind == "turn":
+            row = turns.get(hit.id)
+            if row:
+                header = row["header"]
+                hit.line = row["line"]
+                hit.turn = Turn(row["session"], row["turn"], row["speaker"], row["text"], row["time"],
+                                header.get("title") or "", header.get("started") or "",
+                                header.get("conversation") or "")
+                hit.subject = f"{row['speaker']}: {one_line(row['text'], 80)}"
+            continue
+        memory = memories.get(hit.path)
+        if memory:
+            hit.memory, hit.subject, hit.line = memory, memory.subject, memory.line
+        if catalog is not None:
+            _versions(hit, hit.id, catalog, when)
+
+
+def _versions(hit: Hit, memory_id: str, catalog: Catalog, when: datetime | None) -> None:
+    versions = catalog.versions
+    hit.replaces = list(versions.predecessors.get(memory_id, []))
+    hit.superseded_by = list(versions.successors.get(memory_id, []))
+    hit.valid = versions.valid_at(memory_id, when)

@@ -121,12 +121,7 @@ def similar(palace: Palace, ref: str | None = None, text: str | None = None, k: 
     """The k memories nearest to a memory (by reference) or to a text, best first, each with its score and
     shared words; those at or above the method's threshold are `close`. Lexical unless method="dense".
     `do_refresh=False` when the caller refreshed already (distill checks many texts between its writes)."""
-    if (ref is None) == (text is None):
-        raise UsageError("give a memory or a text (one of them)")
-    if method is not None and method not in METHODS:
-        raise UsageError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
-    if k < 1:
-        raise UsageError("k must be at least 1")
+    _check(ref, text, k, method)
     if do_refresh:
         palace.refresh()
     memory = palace.memory(ref, refresh=False) if ref is not None else None
@@ -137,25 +132,12 @@ def similar(palace: Palace, ref: str | None = None, text: str | None = None, k: 
     now_hidden = catalog.hidden()
     left_out = set(() if include_superseded else now_hidden) | set(exclude) | ({memory.id} if memory else set())
     method = method or "lexical"
-    stored = memory is not None and memory.id in catalog.row_of
-    if method == "dense":
-        if catalog.matrix is None or not (stored or palace.index.dense().embedder is not None):
-            raise UsageError("dense similarity needs an embedding model: run `palace models install`")
-        scored = _dense_scores(palace, catalog, memory, source_text, left_out)
-    else:
-        scored = None
+    scored = _dense_scores(palace, catalog, memory, source_text, left_out) if method == "dense" else None
     candidates = scored if scored is not None else _lexical_candidates(palace, source_text, left_out)
     paths = [catalog.paths[catalog.row_of[i]] for i, _ in candidates if i in catalog.row_of]
     memories = {m.id: m for m in palace.index.store.memories(paths)}
-    counts, surface, idf = _weights(palace, [source_text] + [memories[i].search_text() for i, _ in candidates
-                                                             if i in memories])
-    source_vector = _vector(counts[0], idf)
-    vectors = {}
-    position = 1
-    for memory_id, _ in candidates:
-        if memory_id in memories:
-            vectors[memory_id] = _vector(counts[position], idf)
-            position += 1
+    source_vector, vectors, surface = _tf_idf(palace, source_text, [i for i, _ in candidates if i in memories],
+                                              memories)
     if scored is None:  # lexical: the tf-idf cosine is the score
         candidates = sorted(((i, _cosine(source_vector, v)) for i, v in vectors.items()), key=lambda p: (-p[1], p[0]))
     limit = threshold(palace, method)
@@ -171,9 +153,30 @@ def similar(palace: Palace, ref: str | None = None, text: str | None = None, k: 
     return result
 
 
+def _check(ref: str | None, text: str | None, k: int, method: str | None) -> None:
+    """Refuse what similar cannot answer: both or neither of a memory and a text, an unknown method, k under 1."""
+    if (ref is None) == (text is None):
+        raise UsageError("give a memory or a text (one of them)")
+    if method is not None and method not in METHODS:
+        raise UsageError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+    if k < 1:
+        raise UsageError("k must be at least 1")
+
+
+def _tf_idf(palace: Palace, source_text: str, ids: list[str], memories: dict[str, Memory]):
+    """(the source's tf-idf vector, id -> each candidate's, term -> the word as written) over the source and the
+    candidates `ids`, in that order."""
+    counts, surface, idf = _weights(palace, [source_text] + [memories[i].search_text() for i in ids])
+    return _vector(counts[0], idf), {i: _vector(counts[n], idf) for n, i in enumerate(ids, 1)}, surface
+
+
 def _dense_scores(palace: Palace, catalog, memory: Memory | None, text: str, left_out: set[str]):
-    """(id, cosine) of the CANDIDATES nearest memories by the stored vectors."""
+    """(id, cosine) of the CANDIDATES nearest memories by the stored vectors; UsageError without them."""
     import numpy as np
+
+    stored = memory is not None and memory.id in catalog.row_of
+    if catalog.matrix is None or not (stored or palace.index.dense().embedder is not None):
+        raise UsageError("dense similarity needs an embedding model: run `palace models install`")
 
     row = catalog.row_of.get(memory.id) if memory else None
     vector = catalog.matrix[row] if row is not None else palace.index.query_vector(text)

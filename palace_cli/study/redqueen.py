@@ -126,11 +126,7 @@ def run_red_queen(palace: Palace, generator, rounds: int = 3, strategy: str = "w
     rng = random.Random(seed)
     read = log.read()
     schedule = replay(read.reviews, learner, clock(), study_settings(palace))
-    pool = sorted(i for i, m in memories.items() if domain in (None, m.domain))
-    if len(pool) > PRIOR_SAMPLE:  # scoring every image of a huge palace costs minutes; a sample ranks well enough
-        pool = random.Random(seed).sample(pool, PRIOR_SAMPLE)
-    prior = {i: score_memory(memories[i]).score / 12 for i in pool}
-    prior.update(llm_prior(read))
+    prior = _prior(memories, domain, seed, read)
     report = RedQueenReport(learner, strategy, rounds)
     tested: set[str] = set()
     attempts_of: Counter[str] = Counter()
@@ -143,19 +139,13 @@ def run_red_queen(palace: Palace, generator, rounds: int = 3, strategy: str = "w
             picks = select(strategy, memories, schedule, n, rng, domain, prior)
         for pick in picks:
             memory = memories[pick.memory_id]
-            started = time.monotonic()
             kind = "anchor" if attempts_of[memory.id] % 2 == 0 else "route"  # a retest asks the other way
-            recall = _recall(generator, examiner, memory, memories, kind, topic, palace, rng)
-            answer = route_choice(recall.reply, recall.prompt) if recall.kind == "route" else recall.reply
-            result = grade(recall.expected, answer)
-            rating = rating_for(result)
-            review = Review(memory.id, clock(), rating, recall.kind, strategy, learner,
-                            int((time.monotonic() - started) * 1000), result.score)
+            review, attempt = _attempt(generator, examiner, memory, memories, kind, topic, palace, rng,
+                                       (clock, strategy, learner, number))
             log.append(review)
             schedule.after(review)
-            report.attempts.append(Attempt(number, memory.id, recall.kind, recall.reply, recall.answer, result, rating,
-                                           recall.chance))
-            prior[memory.id] = result.score
+            report.attempts.append(attempt)
+            prior[memory.id] = attempt.grade.score
             tested.add(memory.id)
             attempts_of[memory.id] += 1
             done += 1
@@ -163,6 +153,32 @@ def run_red_queen(palace: Palace, generator, rounds: int = 3, strategy: str = "w
                 progress(done, total, memory.id)
     report.weak = weak_memories(palace, report)
     return report
+
+
+def _prior(memories: dict, domain: str | None, seed: int, read) -> dict[str, float]:
+    """memory id -> what is known of how well the model recalls it, before this run: its last score in the log,
+    else its image's SMASHIN score (of a sample, in a huge palace)."""
+    pool = sorted(i for i, m in memories.items() if domain in (None, m.domain))
+    if len(pool) > PRIOR_SAMPLE:  # scoring every image of a huge palace costs minutes; a sample ranks well enough
+        pool = random.Random(seed).sample(pool, PRIOR_SAMPLE)
+    prior = {i: score_memory(memories[i]).score / 12 for i in pool}
+    prior.update(llm_prior(read))
+    return prior
+
+
+def _attempt(generator, examiner: Examiner, memory, memories, kind: str, topic: str, palace: Palace, rng,
+             run: tuple) -> tuple[Review, Attempt]:
+    """One blind recall of a memory, graded: (the review to log, the attempt to report); `run` is (clock,
+    strategy, learner, round number)."""
+    clock, strategy, learner, number = run
+    started = time.monotonic()
+    recall = _recall(generator, examiner, memory, memories, kind, topic, palace, rng)
+    answer = route_choice(recall.reply, recall.prompt) if recall.kind == "route" else recall.reply
+    result = grade(recall.expected, answer)
+    rating = rating_for(result)
+    review = Review(memory.id, clock(), rating, recall.kind, strategy, learner,
+                    int((time.monotonic() - started) * 1000), result.score)
+    return review, Attempt(number, memory.id, recall.kind, recall.reply, recall.answer, result, rating, recall.chance)
 
 
 def _weak_round(prior: dict[str, float], tested: set[str], n: int) -> list[Pick]:

@@ -1,0 +1,161 @@
+"""One flat ranking of every unit in scope: BM25F, cosine, or both fused; and the relevance measures of its hits.
+
+Hop 1 never filters (docs/ranking-experiments.md, "Routing"): every rule that removed or reordered
+candidates by domain lost recall on some corpus, so there is one ranking, flat, in one of three modes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from palace_cli.core.text import question_terms
+from palace_cli.errors import UsageError
+from palace_cli.index.catalog import Catalog
+from palace_cli.index.scope import Scope
+from palace_cli.palace import Palace
+from palace_cli.search.hits import Hit
+from palace_cli.search.relevance import ceiling, measure
+
+RRF_K = 60
+CANDIDATES = 100  # each ranker's list that fusion sees
+# Fused = 0.5 x min-max(BM25) + 0.5 x min-max(cosine): the best fusion over four corpora
+# (docs/ranking-experiments.md, "Fusion"); RRF k=60 was the weakest on three of them.
+FUSION_WEIGHTS = {"lexical": 0.5, "dense": 0.5}
+
+
+def _lexical(palace: Palace, catalog: Catalog, query: str, limit: int, scope: Scope | None = None,
+             hidden: frozenset[str] = frozenset()) -> list[tuple[str, float]]:
+    weights = palace.config.retrieval.get("field_weights") or None
+    if len(hidden) * 2 > len(catalog.ids):  # most are left out (an early --as-of): name the few kept instead
+        return palace.index.text.search(query, limit=limit, field_weights=weights, scope=scope,
+                                        only=[i for i in catalog.ids if i not in hidden])
+    return palace.index.text.search(query, limit=limit, field_weights=weights, scope=scope, exclude=hidden)
+
+
+def _dense(palace: Palace, catalog: Catalog, query: str, limit: int, scope: Scope | None = None,
+           hidden: frozenset[str] = frozenset()) -> list[tuple[str, float]]:
+    if catalog.matrix is None:
+        return []
+    vector = palace.index.query_vector(query)
+    if vector is None:
+        return []
+    import numpy as np
+
+    scores = catalog.matrix @ vector
+    mask = catalog.mask(scope)
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    if hidden:
+        rows = [catalog.row_of[i] for i in hidden if i in catalog.row_of]
+        scores[rows] = -np.inf
+    limit = min(limit, len(scores))
+    if limit <= 0:
+        return []
+    top = np.argpartition(-scores, limit - 1)[:limit]
+    top = top[np.argsort(-scores[top], kind="stable")]
+    return [(catalog.ids[i], float(scores[i])) for i in top if np.isfinite(scores[i])]
+
+
+def _bm25(palace: Palace, query: str):
+    """A function: unit ids -> their BM25 for the query (what a dense ranking did not score)."""
+    weights = palace.config.retrieval.get("field_weights") or None
+    return lambda ids: dict(palace.index.text.search(query, limit=len(ids), field_weights=weights, only=ids)) if ids else {}
+
+
+def _holding(palace: Palace, query: str):
+    """A function: unit ids -> those whose units hold every word the query asks about (question_terms)."""
+    text = palace.index.text
+    terms = question_terms(text.words, query)
+    return lambda ids: text.holding_every(terms, ids)
+
+
+def _cosines(palace: Palace, catalog: Catalog, query: str):
+    """A function: unit ids -> their cosine to the query (None without an embedder or vectors)."""
+    if catalog.matrix is None or palace.index.query_vector(query) is None:
+        return None
+
+    def cosines(ids: list[str]) -> dict[str, float]:
+        vector = palace.index.query_vector(query)
+        rows = [(i, catalog.row_of[i]) for i in ids if i in catalog.row_of]
+        if not rows:
+            return {}
+        values = catalog.matrix[[row for _, row in rows]] @ vector
+        return {i: float(v) for (i, _), v in zip(rows, values)}
+
+    return cosines
+
+
+def fuse_rrf(rankings: dict[str, list[tuple[str, float]]], k: int = RRF_K,
+             weights: dict[str, float] | None = None) -> list[tuple[str, float, dict[str, float]]]:
+    """Reciprocal rank fusion: sum of weight/(k + rank) over rankings; parts keep each raw score."""
+    fused: dict[str, float] = defaultdict(float)
+    parts: dict[str, dict[str, float]] = defaultdict(dict)
+    for name, ranking in rankings.items():
+        weight = (weights or {}).get(name, 1.0)
+        for rank, (item, score) in enumerate(ranking, start=1):
+            fused[item] += weight / (k + rank)
+            parts[item][name] = score
+            parts[item][f"{name}_rank"] = rank
+    ordered = sorted(fused.items(), key=lambda pair: (-pair[1], pair[0]))
+    return [(item, score, parts[item]) for item, score in ordered]
+
+
+def fuse_minmax(rankings: dict[str, list[tuple[str, float]]],
+                weights: dict[str, float] | None = None) -> list[tuple[str, float, dict[str, float]]]:
+    """Weighted sum of min-max normalised scores; a ranking whose scores are all equal gives each of its items 1,
+    an item missing from a ranking gets 0 from it; ties by id. Parts keep each raw score and rank."""
+    weights = FUSION_WEIGHTS if weights is None else weights
+    fused: dict[str, float] = defaultdict(float)
+    parts: dict[str, dict[str, float]] = defaultdict(dict)
+    for name, ranking in rankings.items():
+        if not ranking:
+            continue
+        weight = weights.get(name, 1.0)
+        low = min(score for _, score in ranking)
+        span = max(score for _, score in ranking) - low
+        for rank, (item, score) in enumerate(ranking, start=1):
+            fused[item] += weight * ((score - low) / span if span > 0 else 1.0)
+            parts[item][name] = score
+            parts[item][f"{name}_rank"] = rank
+    ordered = sorted(fused.items(), key=lambda pair: (-pair[1], pair[0]))
+    return [(item, score, parts[item]) for item, score in ordered]
+
+
+def rank(palace: Palace, catalog: Catalog, query: str, mode: str, k: int, scope: Scope | None = None,
+         hidden: frozenset[str] = frozenset()) -> tuple[list[Hit], str]:
+    """The best k units in one mode, within the scope, leaving out the `hidden` ids: (hits, the mode used; fused
+    is lexical when there are no vectors)."""
+    dense_ok = catalog.matrix is not None and mode != "lexical"
+    if mode == "dense" and not dense_ok:
+        raise UsageError("dense search needs an embedding model: run `palace models install`")
+    if mode == "lexical" or (mode == "fused" and not dense_ok):
+        ranked = [(i, s, {"lexical": s}) for i, s in _lexical(palace, catalog, query, k, scope, hidden)]
+        used = "lexical"
+    elif mode == "dense":
+        ranked = [(i, s, {"dense": s}) for i, s in _dense(palace, catalog, query, k, scope, hidden)]
+        used = "dense"
+    else:
+        depth = max(CANDIDATES, k)
+        ranked = fuse_minmax({"lexical": _lexical(palace, catalog, query, depth, scope, hidden),
+                              "dense": _dense(palace, catalog, query, depth, scope, hidden)})[:k]
+        used = "fused"
+    hits = []
+    for unit_id, score, parts in ranked[:k]:
+        row = catalog.row_of.get(unit_id)
+        if row is None:
+            continue
+        hits.append(Hit(unit_id, "", catalog.domains[row], catalog.paths[row], 0, score, parts,
+                        kind=catalog.kinds[row], time=catalog.times[row]))
+    return hits, used
+
+
+def deeper(catalog: Catalog, depth: int) -> int:
+    """How deep to rank so that `depth` notes remain once a note's sections are folded into it (one_per_note)."""
+    return depth * 3 + 10 if catalog.note_of else depth
+
+
+def measure_hits(palace: Palace, catalog: Catalog, query: str, hits: list[Hit], mode: str) -> None:
+    """Fill each hit's relevance measures (search/relevance.py): words against the query's ceiling (from BM25
+    even when the ranking was dense alone), meaning, and every word where it decides."""
+    measure(hits, ceiling(palace.index.text, query), _cosines(palace, catalog, query),
+            _bm25(palace, query) if mode == "dense" else None, _holding(palace, query))
