@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "tests" / "data"  # test files live in room folders: name data from here
 
 
 def pytest_configure(config):

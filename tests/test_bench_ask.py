@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -11,8 +10,10 @@ from click.testing import CliRunner
 from palace_cli.bench.ask import Asked, RULES, decisions, fit, score
 from palace_cli.cli import cli
 
-ANSWERS = Path(__file__).resolve().parent.parent / "benchmarks" / "example-palace.answers.jsonl"
-NEAR = Path(__file__).resolve().parent.parent / "benchmarks" / "near-miss.queries.jsonl"
+from conftest import REPO
+
+ANSWERS = REPO / "benchmarks" / "example-palace.answers.jsonl"
+NEAR = REPO / "benchmarks" / "near-miss.queries.jsonl"
 
 
 def _asked(corpus, confidence, absent, missing=(), standout=None, cited="m", coverage=0.0):

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from palace_cli.cli import cli
 from palace_cli.palace import Palace
 
-REPO = Path(__file__).resolve().parent.parent
+from conftest import REPO
 
 
 def run(*args, cwd: Path | None = None, env: dict | None = None, input: str | None = None):

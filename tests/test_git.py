@@ -17,6 +17,8 @@ from palace_cli.index.files import render_all
 from palace_cli.index.merge import merge_generated
 from palace_cli.palace import Palace
 
+from conftest import REPO
+
 pytestmark = pytest.mark.skipif(not (Path(sys.executable).parent / "palace").exists(),
                                 reason="the palace console script (which git's hooks call) is not installed")
 ENV = dict(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.com", GIT_COMMITTER_NAME="t",
@@ -284,7 +286,7 @@ def test_merging_a_generated_file_with_itself_changes_nothing(example_palace):
 def test_the_pre_commit_framework_hook_runs_the_check(example_palace):
     import yaml
 
-    hooks = yaml.safe_load((Path(__file__).resolve().parent.parent / ".pre-commit-hooks.yaml").read_text())
+    hooks = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
     assert [h["id"] for h in hooks] == ["palace-index-check"] and hooks[0]["pass_filenames"] is False
     entry = hooks[0]["entry"].split()
     assert entry[0] == "palace"
@@ -305,7 +307,7 @@ def test_a_real_pre_commit_run_refuses_stale_index_files_and_passes_fresh_ones(r
     framework = Path(sys.executable).parent / "pre-commit"
     if not framework.exists():
         pytest.skip("pre-commit is not installed (pip install pre-commit; it is in the dev extra)")
-    hook = yaml.safe_load((Path(__file__).resolve().parent.parent / ".pre-commit-hooks.yaml").read_text())[0]
+    hook = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())[0]
     config = {"repos": [{"repo": "local", "hooks": [dict(hook, language="system")]}]}
     (repo / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config))
     env = dict(os.environ, **ENV, PRE_COMMIT_HOME=str(tmp_path / "pre-commit-home"),

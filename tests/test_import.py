@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,9 +19,9 @@ from palace_cli.core.noteedit import update_frontmatter
 from palace_cli.palace import Palace
 from palace_cli.core.tokens import contains_phrase, guessable_words
 
-from conftest import SHARED
+from conftest import DATA as TEST_DATA, SHARED
 
-DATA = Path(__file__).parent / "data" / "import"
+DATA = TEST_DATA / "import"
 SKILL = SHARED / "data" / "memory-palace-skill"
 SCIFACT = SHARED / "data" / "scifact"
 

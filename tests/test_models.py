@@ -16,7 +16,8 @@ from palace_cli.backends import install as models
 from palace_cli.backends import Embedder, Generator, load_embedder, load_generator
 from palace_cli.errors import ModelError, PalaceError
 
-DATA = Path(__file__).resolve().parent / "data"
+from conftest import DATA
+
 REFERENCE = json.loads((DATA / "minilm_reference.json").read_text(encoding="utf-8"))
 
 

@@ -18,6 +18,8 @@ from palace_cli.search.retrieve import fuse_minmax, fuse_rrf, recall, search, tr
 from palace_cli.search.context import build_context
 from palace_cli.search.hits import Hit
 
+from conftest import DATA
+
 
 @pytest.mark.parametrize("query, domain", [
     ("what does 2pc do when the coordinator dies", "consensus-coordination"),          # exact keyword
@@ -215,7 +217,7 @@ def test_json_memories_are_only_what_fit_the_budget(palace):
 
 def test_bench_retrieval_on_a_small_beir_fixture(tmp_path):
     """`bench retrieval --beir` imports the corpus into a cached palace and reports every mode's metrics."""
-    beir = Path(__file__).parent / "data" / "import" / "beir"
+    beir = DATA / "import" / "beir"
     runner = CliRunner()
     result = runner.invoke(cli, ["bench", "retrieval", "--beir", str(beir), "--json"])
     assert result.exit_code == 0, result.output
@@ -258,7 +260,7 @@ def test_every_command_takes_a_domain_alias(example_palace, command):
 def test_bench_retrieval_on_any_corpus_with_kinds(tmp_path):
     """`bench retrieval --corpus DIR --queries FILE` imports a non-palace corpus once and breaks results down by kind;
     a palace directory is benchmarked in place."""
-    corpus = Path(__file__).parent / "data" / "import" / "palace-json"
+    corpus = DATA / "import" / "palace-json"
     queries = tmp_path / "q.jsonl"
     queries.write_text("\n".join(json.dumps(q) for q in [
         {"qid": "1", "query": "paranoid accountant fireproof diary", "expected": ["st-001"], "kind": "scene"},

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -13,7 +12,9 @@ from palace_cli.editing.lint import lint
 from palace_cli.palace import Palace
 from palace_cli.study.smashin import FACTOR_KEYS, agreement, detect, score_memory
 
-LABELS = Path(__file__).parent / "data" / "smashin_labels.jsonl"
+from conftest import DATA
+
+LABELS = DATA / "smashin_labels.jsonl"
 
 
 def present(text: str) -> set[str]:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from palace_cli.palace import Palace
 
+from conftest import REPO
+
 # One scene for every writer: with the same notes in view, each would propose the same phrase.
 IMAGE = ("A copper kettle hums while nine violet lanterns spin on a velvet turntable, "
          "and a bearded goose in roller skates juggles seven frozen pancakes.")
@@ -46,7 +48,7 @@ def test_concurrent_adds_wait_for_the_write_lock_and_get_distinct_tokens(small_p
     writers = 3
     fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
     fcntl.flock(fd, fcntl.LOCK_EX)   # the test is the writer in front: every add must queue behind it
-    procs = [subprocess.Popen(add_command(small_palace, i), cwd=Path(__file__).resolve().parent.parent,
+    procs = [subprocess.Popen(add_command(small_palace, i), cwd=REPO,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(writers)]
     try:
         wait_until_queued(lock, procs, "add")
