@@ -255,11 +255,11 @@ def test_a_cited_answer_that_says_nothing_gives_way_to_the_extractive_one(exampl
     ("Two-phase commit is a blocking protocol. [verify: fig tart]", "restates"),
     ("Two-phase commit blocks: participants hold locks until the coordinator decides. [verify: fig tart]", None),
 ])
-def test_not_an_answer(palace, text, failed):
+def test_not_an_answer(readonly_palace, text, failed):
     from palace_cli.answers.ask import not_an_answer
     from palace_cli.core.text import question_terms
 
-    analyze = palace.index.text.words
+    analyze = readonly_palace.index.text.words
     verdict = not_an_answer(text, question_terms(analyze, ANSWERABLE), analyze)
     assert (verdict[0] if verdict else None) == failed
 
@@ -295,6 +295,7 @@ def test_abstain_threshold_from_palace_toml(example_palace, endpoint):
     assert answer.status != "abstained" and len(endpoint.requests) == 1
 
 
+@pytest.mark.slow
 def test_ask_abstains_on_the_dense_signal_with_the_real_embedder(example_palace, endpoint, with_models):
     _configure(example_palace, endpoint)
     palace = Palace(example_palace)
@@ -311,6 +312,7 @@ def test_prompt_carries_context_question_and_citation_rule():
     assert build_prompt("", "Why?").startswith("Question: Why?")
 
 
+@pytest.mark.slow
 def test_ask_with_the_real_small_gguf(palace, real_generator):
     """SmolLM2-135M through llama.cpp when asked to generate anyway: a deterministic answer, verified and cached,
     and whatever it wrote, the answer shown is grounded."""
@@ -355,8 +357,8 @@ def test_detection_metrics(flagged, ungrounded, expected):
     assert (m["precision"], m["recall"], m["f1"], m["fpr"]) == expected
 
 
-def test_adversarial_answer_has_subject_and_content_but_not_the_token(palace):
-    memory = palace.memory("two-phase-commit")
+def test_adversarial_answer_has_subject_and_content_but_not_the_token(readonly_palace):
+    memory = readonly_palace.memory("two-phase-commit")
     text = adversarial_answer(memory)
     assert memory.subject in text and "coordinator" in text and f"[verify: {memory.anchor}]" in text
     assert "mustard" not in text.lower()
@@ -378,13 +380,13 @@ def test_bench_verify_with_a_model_that_always_cites(example_palace, endpoint, f
     assert again["from_cache"] == 9 and len(endpoint.requests) == 9
 
 
-def test_bench_verify_cli_without_a_generator(example_palace, few_queries):
-    result = _run(example_palace, "bench", "verify", "--no-generate", "--limit", "2", "--json",
+def test_bench_verify_cli_without_a_generator(readonly_example, few_queries):
+    result = _run(readonly_example, "bench", "verify", "--no-generate", "--limit", "2", "--json",
                   "--queries", str(few_queries))
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["verify"]["items"] == 2 and data["verify"]["behaviour"]["adversarial"]["flagged"] == 1.0
-    table = _run(example_palace, "bench", "verify", "--no-generate", "--queries", str(few_queries))
+    table = _run(readonly_example, "bench", "verify", "--no-generate", "--queries", str(few_queries))
     assert "| verify | precision |" in table.output and "abstention" not in table.output
 
 
@@ -420,6 +422,7 @@ def _check_grounded(answer, question):
             assert any(line.endswith(f"[verify: {token}]") for token in tokens), line
 
 
+@pytest.mark.slow
 def test_the_bundled_smollm2_in_ask_is_grounded_or_abstains(example_palace, with_models):
     """SmolLM2-135M asked to answer (use_generator "always"), on twelve answerable questions of example-palace:
     whatever it writes, ask's answer verifies (its own when it cites, else the quoted sentences)."""
@@ -432,6 +435,7 @@ def test_the_bundled_smollm2_in_ask_is_grounded_or_abstains(example_palace, with
     assert all(a.signal == "dense" for _, a in answers)
 
 
+@pytest.mark.slow
 def test_ask_by_default_quotes_instead_of_asking_the_small_model(example_palace, with_models):
     """use_generator "auto": the 135M model is not asked; every third answerable question is answered
     extractively and verifies, or abstains."""

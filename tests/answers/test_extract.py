@@ -29,8 +29,8 @@ def test_split_sentences(text, sentences):
     assert split_sentences(text) == sentences
 
 
-def test_question_terms_leave_out_the_question_words(palace):
-    terms = ex.question_terms(palace.index.text.words, "How do I undo half of a distributed transaction?")
+def test_question_terms_leave_out_the_question_words(readonly_palace):
+    terms = ex.question_terms(readonly_palace.index.text.words, "How do I undo half of a distributed transaction?")
     assert terms == ["undo", "half", "distribut", "transact"]
 
 
@@ -58,9 +58,9 @@ def test_cover_adds_a_sentence_only_for_terms_still_missing():
     assert ex.cover([], ["kyoto"], analyze, idf) == []
 
 
-def test_extract_quotes_the_sentences_that_answer(palace):
-    memory = palace.memory("retry-backoff-jitter")
-    chosen = ex.extract(palace.index.text, "why do retries need jitter?", [ex.memory_source(memory)])
+def test_extract_quotes_the_sentences_that_answer(readonly_palace):
+    memory = readonly_palace.memory("retry-backoff-jitter")
+    chosen = ex.extract(readonly_palace.index.text, "why do retries need jitter?", [ex.memory_source(memory)])
     assert [s.position for s in chosen] == [2, 3]
     assert chosen[0].text.startswith("Jitter randomises each wait")
     text = ex.compose(chosen)
@@ -69,29 +69,29 @@ def test_extract_quotes_the_sentences_that_answer(palace):
     assert ex.sentence_line(chosen[0].source, chosen[0].text) == 16  # the Content line of the note
 
 
-def test_rule_all_quotes_every_handed_memory(palace):
-    memories = [ex.memory_source(palace.memory("retry-backoff-jitter")),
-                ex.memory_source(palace.memory("circuit-breaker"), 1)]
-    chosen = ex.extract(palace.index.text, "why do retries need jitter?", memories, every=True)
+def test_rule_all_quotes_every_handed_memory(readonly_palace):
+    memories = [ex.memory_source(readonly_palace.memory("retry-backoff-jitter")),
+                ex.memory_source(readonly_palace.memory("circuit-breaker"), 1)]
+    chosen = ex.extract(readonly_palace.index.text, "why do retries need jitter?", memories, every=True)
     assert {s.memory_id for s in chosen} == {"retry-backoff-jitter", "circuit-breaker"}
 
 
-def test_a_sentence_holding_another_memorys_token_is_left_out(palace):
+def test_a_sentence_holding_another_memorys_token_is_left_out(readonly_palace):
     """Quoting such a sentence would cite a memory that was not handed over (a foreign token)."""
-    memory = palace.memory("retry-backoff-jitter")
-    foreign = palace.memory("two-phase-commit").verify
+    memory = readonly_palace.memory("retry-backoff-jitter")
+    foreign = readonly_palace.memory("two-phase-commit").verify
     memory.content = (f"Jitter matters, unlike the {foreign}. Jitter randomises each retry so clients spread out. "
                       "Full jitter is best for retries.")
     sources = [ex.memory_source(memory)]
-    text, verdict, chosen = extractive(palace, "why do retries need jitter?", sources, handed_entries(sources),
-                                       palace.index.store.tokens())
+    text, verdict, chosen = extractive(readonly_palace, "why do retries need jitter?", sources, handed_entries(sources),
+                                       readonly_palace.index.store.tokens())
     assert verdict.grounded and foreign not in text and chosen and all(foreign not in s.text for s in chosen)
 
 
-def test_untokened_memories_are_not_quoted_while_a_tokened_one_is_handed(palace):
-    plain, tokened = palace.memory("circuit-breaker"), palace.memory("retry-backoff-jitter")
+def test_untokened_memories_are_not_quoted_while_a_tokened_one_is_handed(readonly_palace):
+    plain, tokened = readonly_palace.memory("circuit-breaker"), readonly_palace.memory("retry-backoff-jitter")
     plain.verify = ""
-    chosen = ex.extract(palace.index.text, "retries and breakers", [ex.memory_source(plain),
+    chosen = ex.extract(readonly_palace.index.text, "retries and breakers", [ex.memory_source(plain),
                                                                     ex.memory_source(tokened, 1)])
     assert {s.memory_id for s in chosen} == {"retry-backoff-jitter"}
 
@@ -119,24 +119,25 @@ def test_evidence_needs_every_name_and_then_either_signal(confidence, coverage, 
     assert ("missing Kyoto" in evidence.describe()) is bool(missing)
 
 
-def test_names_and_numbers_are_the_key_terms_that_must_be_quoted(palace):
-    palace.refresh()
-    keys = {k.word: k.strong for k in key_terms(palace.index.text, "what was the Kyoto offsite budget in Q3 2025?")}
+def test_names_and_numbers_are_the_key_terms_that_must_be_quoted(readonly_palace):
+    readonly_palace.refresh()
+    question = "what was the Kyoto offsite budget in Q3 2025?"
+    keys = {k.word: k.strong for k in key_terms(readonly_palace.index.text, question)}
     assert keys == {"Kyoto": True, "offsite": False, "budget": False, "Q3": True, "2025": True}
-    first = {k.word: k.strong for k in key_terms(palace.index.text, "Raft versus Paxos in etcd")}
+    first = {k.word: k.strong for k in key_terms(readonly_palace.index.text, "Raft versus Paxos in etcd")}
     assert first == {"Raft": False, "versus": False, "Paxos": True, "etcd": False}  # a first word's capital says nothing
 
 
-def test_coverage_counts_the_quoted_evidence(palace):
+def test_coverage_counts_the_quoted_evidence(readonly_palace):
     question = "what does a coordinator do in two-phase commit across databases?"
-    result = recall(palace, question)
-    quoted = ex.extract(palace.index.text, question, ex.sources_of(result.handed))
-    evidence = weigh(palace, question, result, quoted)
+    result = recall(readonly_palace, question)
+    quoted = ex.extract(readonly_palace.index.text, question, ex.sources_of(result.handed))
+    evidence = weigh(readonly_palace, question, result, quoted)
     assert evidence.signal == "lexical" and evidence.coverage > 0.8 and evidence.sure and not evidence.missing
     absent = "What is the capital of France?"
-    result = recall(palace, absent)
-    quoted = ex.extract(palace.index.text, absent, ex.sources_of(result.handed))
-    evidence = weigh(palace, absent, result, quoted)
+    result = recall(readonly_palace, absent)
+    quoted = ex.extract(readonly_palace.index.text, absent, ex.sources_of(result.handed))
+    evidence = weigh(readonly_palace, absent, result, quoted)
     assert not evidence.sure and evidence.terms == ["capit", "franc"] and evidence.missing == ["France"]
 
 

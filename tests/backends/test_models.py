@@ -196,6 +196,7 @@ def test_embed_batch_shape_dtype_norm_and_batch_equals_single(real_embedder):
     assert real_embedder.embed_batch([]).shape == (0, 384)
 
 
+@pytest.mark.slow
 def test_embed_batch_is_deterministic_whatever_the_workers(installed_models, real_embedder):
     from palace_cli.backends.llamacpp import LlamaCppEmbedder
 
@@ -209,6 +210,7 @@ def test_embed_batch_is_deterministic_whatever_the_workers(installed_models, rea
         np.testing.assert_array_equal(other.embed_batch(texts), first)
 
 
+@pytest.mark.slow
 def test_embedding_from_several_threads_at_once_matches(real_embedder):
     from concurrent.futures import ThreadPoolExecutor
 
@@ -270,6 +272,7 @@ def test_generator_answers_deterministically(real_generator):
     assert real_generator.complete(prompt, max_tokens=32) == first
 
 
+@pytest.mark.slow
 def test_generator_honours_stop_and_max_tokens(real_generator):
     counted = real_generator.complete("Count from 1 to 10, separated by commas.", max_tokens=40)
     assert "5" in counted
@@ -392,6 +395,7 @@ def _home_before_weight_types(tmp_path: Path, q8_0: Path, generator: Path) -> Pa
     return home
 
 
+@pytest.mark.slow
 def test_install_replaces_a_damaged_file(installed_models, embedder_file, tmp_path, monkeypatch):
     q8_0 = embedder_file("q8_0")
     home = _home_before_weight_types(tmp_path, q8_0, installed_models["generator"].path)
@@ -409,6 +413,7 @@ def test_install_replaces_a_damaged_file(installed_models, embedder_file, tmp_pa
     assert [i.sha256 for i in infos] == [models.sha256_file(q8_0), installed_models["generator"].sha256]
 
 
+@pytest.mark.slow
 def test_install_on_a_q8_0_machine_adds_bf16_beside_it_as_the_new_default(
         installed_models, embedder_file, small_palace, tmp_path, monkeypatch):
     from palace_cli.index.refresh import refresh
@@ -454,6 +459,7 @@ def test_install_on_a_q8_0_machine_adds_bf16_beside_it_as_the_new_default(
     assert models.default_model_path("embedder") == old
 
 
+@pytest.mark.slow
 def test_a_type_installed_beside_the_default_never_displaces_it(installed_models, tmp_path, monkeypatch):
     """On a fresh machine that chose bf16, q8_0 (first in the fallback order) installed later stays a spare."""
     home = tmp_path / "home"

@@ -76,10 +76,10 @@ def few(example_palace):
     return path, near
 
 
-def test_bench_ask_command_scores_each_corpus_and_the_near_misses(example_palace, few):
+def test_bench_ask_command_scores_each_corpus_and_the_near_misses(readonly_example, few):
     path, near = few
-    args = ["bench", "ask", "--set", str(example_palace), str(path), str(ANSWERS),
-            "--set", str(example_palace), f"{near}#example-palace", "-"]
+    args = ["bench", "ask", "--set", str(readonly_example), str(path), str(ANSWERS),
+            "--set", str(readonly_example), f"{near}#example-palace", "-"]
     result = CliRunner().invoke(cli, args + ["--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)

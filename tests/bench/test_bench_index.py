@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from palace_cli.bench.index_bench import run
@@ -60,6 +61,7 @@ def test_edit_note_changes_only_the_content(tmp_path, parse_notes):
     assert len(changed) == 1 and all(before[i].subject == after[i].subject for i in before)
 
 
+@pytest.mark.slow
 def test_run_measures_a_tiny_palace(tmp_path):
     results = run([80], embed_max=0, workdir=tmp_path / "w", keep=True)
     [row] = results["sizes"]
@@ -73,6 +75,7 @@ def test_run_measures_a_tiny_palace(tmp_path):
     assert (tmp_path / "w" / "palace-80" / "INDEX.md").exists()  # --keep
 
 
+@pytest.mark.slow
 def test_bench_index_command_json(tmp_path):
     result = CliRunner().invoke(cli, ["bench", "index", "--sizes", "40", "--embed-max", "0", "--json",
                                       "--workdir", str(tmp_path / "w")])
@@ -90,6 +93,7 @@ def test_bench_index_rejects_bad_sizes():
 # ---- palace bench embed ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_bench_embed_compares_old_and_new_on_short_texts_and_notes(with_models):
     result = CliRunner().invoke(cli, ["bench", "embed", "--short", "24", "--notes", "3", "--queries", "4",
                                       "--rounds", "2", "--configs", "old,new", "--json"])

@@ -37,8 +37,8 @@ def session_files(palace: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted((palace / "conversations").rglob("*.md"))}
 
 
-def test_session_start_hands_the_wake_up_context(example_palace):
-    done = run_hook(event("SessionStart", example_palace))
+def test_session_start_hands_the_wake_up_context(readonly_example):
+    done = run_hook(event("SessionStart", readonly_example))
     assert done.returncode == 0, done.stderr
     output = json.loads(done.stdout)
     context = output["hookSpecificOutput"]["additionalContext"]
@@ -85,12 +85,12 @@ def test_bad_input_is_one_line_and_exit_zero(payload, said):
     assert said in done.stderr and done.stderr.count("\n") == 1
 
 
-def test_a_missing_transcript_is_one_line(example_palace, tmp_path):
-    done = run_hook(event("PreCompact", example_palace, tmp_path / "gone.jsonl"), example_palace)
+def test_a_missing_transcript_is_one_line(readonly_example, tmp_path):
+    done = run_hook(event("PreCompact", readonly_example, tmp_path / "gone.jsonl"), readonly_example)
     assert done.returncode == 0 and "no such transcript" in done.stderr and done.stderr.count("\n") == 1
-    no_path = run_hook(event("SessionEnd", example_palace), example_palace)
+    no_path = run_hook(event("SessionEnd", readonly_example), readonly_example)
     assert no_path.returncode == 0 and "no transcript_path" in no_path.stderr
-    assert not (example_palace / "conversations").exists()
+    assert not (readonly_example / "conversations").exists()
 
 
 def test_a_busy_palace_is_left_alone(palace, tmp_path):
@@ -106,14 +106,14 @@ def test_a_busy_palace_is_left_alone(palace, tmp_path):
 
 
 @needs_namespace
-def test_a_read_only_palace_is_one_line(example_palace, tmp_path):
+def test_a_read_only_palace_is_one_line(readonly_example, tmp_path):
     transcript = write_claude_code(tmp_path / "project")
-    done = run_hook(event("PreCompact", example_palace, transcript), example_palace,
-                    launcher=(*READ_ONLY_LAUNCHER, str(example_palace)))
+    done = run_hook(event("PreCompact", readonly_example, transcript), readonly_example,
+                    launcher=(*READ_ONLY_LAUNCHER, str(readonly_example)))
     assert done.returncode == 0 and done.stdout == ""
     assert "Read-only file system" in done.stderr and done.stderr.count("\n") == 1
-    start = run_hook(event("SessionStart", example_palace), example_palace,
-                     launcher=(*READ_ONLY_LAUNCHER, str(example_palace)))
+    start = run_hook(event("SessionStart", readonly_example), readonly_example,
+                     launcher=(*READ_ONLY_LAUNCHER, str(readonly_example)))
     assert start.returncode == 0 and json.loads(start.stdout)["hookSpecificOutput"]["additionalContext"]
 
 
@@ -169,17 +169,17 @@ def test_which_commands_are_palaces(command, ours):
     assert is_ours(command) is ours
 
 
-def test_cli_install_project_and_user(palace, tmp_path, monkeypatch):
+def test_cli_install_project_and_user(readonly_palace, tmp_path, monkeypatch):
     project = tmp_path / "project"
     project.mkdir()
     monkeypatch.chdir(project)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     runner = CliRunner()
-    done = runner.invoke(cli, ["--palace", str(palace.root), "hook", "install", "claude-code", "--json"])
+    done = runner.invoke(cli, ["--palace", str(readonly_palace.root), "hook", "install", "claude-code", "--json"])
     assert done.exit_code == 0, done.output
     change = json.loads(done.output)
     assert change["path"] == str(settings_path("project", project)) and len(change["added"]) == 4
-    assert change["command"].endswith(f"hook claude-code --palace {palace.root}")
+    assert change["command"].endswith(f"hook claude-code --palace {readonly_palace.root}")
     user = runner.invoke(cli, ["hook", "install", "claude-code", "--user"])
     assert user.exit_code == 0, user.output
     assert "each session's hooks use the palace around the session's directory" in user.output

@@ -200,16 +200,16 @@ def test_add_uses_the_palace_template(kb):
 # ---- list, show, domains ---------------------------------------------------------------------
 
 
-def test_list_and_filter(example_palace):
-    result = run("list", cwd=example_palace)
+def test_list_and_filter(readonly_example):
+    result = run("list", cwd=readonly_example)
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
     assert len(lines) == 89
     assert "raft\tRaft\tdrummer on the river\tmemories/consensus-coordination/raft.md:10" in lines
-    only = run("list", "--domain", "storage-engines", "--json", cwd=example_palace)
+    only = run("list", "--domain", "storage-engines", "--json", cwd=readonly_example)
     data = json.loads(only.stdout)
     assert {m["domain"] for m in data["memories"]} == {"storage-engines"} and len(data["memories"]) == 15
-    missing = run("list", "--domain", "nope", cwd=example_palace)
+    missing = run("list", "--domain", "nope", cwd=readonly_example)
     assert missing.exit_code == 1 and "no domain 'nope'" in missing.stderr
 
 
@@ -230,23 +230,23 @@ def test_one_broken_note_does_not_stop_the_others(example_palace):
 
 
 @pytest.mark.parametrize("ref", ["raft", "Raft", "drummer on the river", "memories/consensus-coordination/raft.md:10"])
-def test_show_prints_path_line(example_palace, ref):
-    result = run("show", ref, cwd=example_palace)
+def test_show_prints_path_line(readonly_example, ref):
+    result = run("show", ref, cwd=readonly_example)
     assert result.exit_code == 0
     assert result.stdout.splitlines()[:2] == ["Raft  (raft, consensus-coordination)",
                                               "memories/consensus-coordination/raft.md:10"]
 
 
-def test_show_json_and_errors(example_palace):
-    data = json.loads(run("show", "paxos", "--json", cwd=example_palace).stdout)
+def test_show_json_and_errors(readonly_example):
+    data = json.loads(run("show", "paxos", "--json", cwd=readonly_example).stdout)
     assert data["id"] == "paxos" and data["image"] and data["content"] and data["line"] == 10
-    near = run("show", "raft consensus", cwd=example_palace)
+    near = run("show", "raft consensus", cwd=readonly_example)
     assert near.exit_code == 1 and near.stdout == "" and "did you mean: raft?" in near.stderr
-    ambiguous = run("show", "consensus", cwd=example_palace)
+    ambiguous = run("show", "consensus", cwd=readonly_example)
     assert ambiguous.exit_code == 1 and "paxos, raft" in ambiguous.stderr
-    missing = run("show", "xyzzy", cwd=example_palace)
+    missing = run("show", "xyzzy", cwd=readonly_example)
     assert missing.exit_code == 1 and missing.stderr.startswith("palace: no memory 'xyzzy'")
-    assert run("show", cwd=example_palace).exit_code == 2
+    assert run("show", cwd=readonly_example).exit_code == 2
 
 
 def test_show_prints_brackets_literally(kb):
@@ -258,12 +258,12 @@ def test_show_prints_brackets_literally(kb):
         assert text in result.stdout
 
 
-def test_domains(example_palace):
-    data = json.loads(run("domains", "--json", cwd=example_palace).stdout)
+def test_domains(readonly_example):
+    data = json.loads(run("domains", "--json", cwd=readonly_example).stdout)
     counts = {d["domain"]: d["memories"] for d in data["domains"]}
     assert counts["consensus-coordination"] == 14 and sum(counts.values()) == 89
     assert "consensus" in next(d for d in data["domains"] if d["domain"] == "consensus-coordination")["aliases"]
-    assert "consensus-coordination" in run("domains", cwd=example_palace).stdout
+    assert "consensus-coordination" in run("domains", cwd=readonly_example).stdout
 
 
 # ---- lint ------------------------------------------------------------------------------------
@@ -307,16 +307,16 @@ def test_outside_a_palace_says_so_in_one_line(tmp_path):
     assert result.stderr.startswith("palace: not inside a palace") and len(result.stderr.splitlines()) == 1
 
 
-def test_palace_option_and_env(example_palace, tmp_path):
-    by_option = run("--palace", example_palace, "show", "raft", cwd=tmp_path)
-    by_env = run("show", "raft", cwd=tmp_path, env={"PALACE_DIR": str(example_palace)})
+def test_palace_option_and_env(readonly_example, tmp_path):
+    by_option = run("--palace", readonly_example, "show", "raft", cwd=tmp_path)
+    by_env = run("show", "raft", cwd=tmp_path, env={"PALACE_DIR": str(readonly_example)})
     assert by_option.exit_code == by_env.exit_code == 0 and by_option.stdout == by_env.stdout
-    wrong = run("--palace", tmp_path, "list", cwd=example_palace)
+    wrong = run("--palace", tmp_path, "list", cwd=readonly_example)
     assert wrong.exit_code == 1 and "is not a palace" in wrong.stderr
 
 
-def test_from_a_subdirectory(example_palace):
-    result = run("show", "raft", cwd=example_palace / "memories" / "storage-engines")
+def test_from_a_subdirectory(readonly_example):
+    result = run("show", "raft", cwd=readonly_example / "memories" / "storage-engines")
     assert result.exit_code == 0 and "raft.md:10" in result.stdout
 
 

@@ -38,15 +38,15 @@ def in_terminal(palace_dir: Path, columns: int, *args: str) -> str:
 
 @pytest.mark.skipif(not PALACE_BIN.exists(), reason="the palace console script is not installed in this venv")
 @pytest.mark.parametrize("columns", [60, 100, 200])
-def test_a_table_in_a_terminal_never_cuts_a_path_or_an_id(palace, columns):
-    shown = in_terminal(palace.root, columns, "list")
-    for memory in palace.scan(light=True).memories.values():
+def test_a_table_in_a_terminal_never_cuts_a_path_or_an_id(readonly_palace, columns):
+    shown = in_terminal(readonly_palace.root, columns, "list")
+    for memory in readonly_palace.scan(light=True).memories.values():
         assert memory.location in shown, (columns, memory.location)
         assert re.search(rf"(?<![\w-]){re.escape(memory.id)}(?![\w-])", shown), (columns, memory.id)
 
 
-def test_piped_tables_are_plain_lines_never_wrapped(palace):
-    result = run("--palace", palace.root, "domains")
+def test_piped_tables_are_plain_lines_never_wrapped(readonly_palace):
+    result = run("--palace", readonly_palace.root, "domains")
     lines = result.stdout.splitlines()
     assert len(lines) == 6 and not BOX & set(result.stdout)
     assert max(len(line) for line in lines) > 80  # a description is long and stays on its line
@@ -69,41 +69,42 @@ def test_piped_due_and_stats_are_plain(palace):
 
 @pytest.mark.parametrize("args", [["list", "--palace", "{p}"], ["list", "--palace={p}", "-d", "storage"],
                                   ["models", "list", "--palace", "{p}"], ["--palace", "{p}", "list"]])
-def test_palace_option_anywhere_on_the_line(palace, tmp_path, args, monkeypatch):
+def test_palace_option_anywhere_on_the_line(readonly_palace, tmp_path, args, monkeypatch):
     monkeypatch.chdir(tmp_path)  # not inside a palace: only the option can name it
-    result = run(*[a.format(p=palace.root) for a in args])
+    result = run(*[a.format(p=readonly_palace.root) for a in args])
     assert result.exit_code == 0, result.output
 
 
-def test_palace_option_after_the_command_wins_over_the_one_before(palace, tmp_path):
-    result = run("--palace", tmp_path, "list", "--palace", palace.root)
+def test_palace_option_after_the_command_wins_over_the_one_before(readonly_palace, tmp_path):
+    result = run("--palace", tmp_path, "list", "--palace", readonly_palace.root)
     assert result.exit_code == 0 and len(result.stdout.splitlines()) == 89
 
 
-def test_recall_json_is_format_json(palace):
-    by_flag = json.loads(run("--palace", palace.root, "recall", "why retries need jitter", "--json").stdout)
-    by_format = json.loads(run("--palace", palace.root, "recall", "why retries need jitter", "--format", "json").stdout)
+def test_recall_json_is_format_json(readonly_palace):
+    by_flag = json.loads(run("--palace", readonly_palace.root, "recall", "why retries need jitter", "--json").stdout)
+    by_format = json.loads(run("--palace", readonly_palace.root, "recall", "why retries need jitter",
+                               "--format", "json").stdout)
     for data in (by_flag, by_format):
         data.pop("elapsed_ms")
     assert by_flag == by_format and by_flag["hits"]
 
 
 @pytest.mark.parametrize("budget, limit_bytes", [("150", 600), ("100", 400), ("500B", 500)])
-def test_recall_budget_is_tokens_or_bytes_with_b(palace, budget, limit_bytes):
-    data = json.loads(run("--palace", palace.root, "recall", "how do quorums overlap", "-p", "study",
+def test_recall_budget_is_tokens_or_bytes_with_b(readonly_palace, budget, limit_bytes):
+    data = json.loads(run("--palace", readonly_palace.root, "recall", "how do quorums overlap", "-p", "study",
                           "--budget", budget, "--json").stdout)
     assert 0 < data["context_bytes"] <= limit_bytes
     assert data["context_tokens"] == -(-data["context_bytes"] // 4)
 
 
-def test_wake_up_budget_takes_the_same_units(palace):
-    tokens = json.loads(run("--palace", palace.root, "wake-up", "--budget", "150", "--json").stdout)
-    same = json.loads(run("--palace", palace.root, "wake-up", "--budget", "600B", "--json").stdout)
+def test_wake_up_budget_takes_the_same_units(readonly_palace):
+    tokens = json.loads(run("--palace", readonly_palace.root, "wake-up", "--budget", "150", "--json").stdout)
+    same = json.loads(run("--palace", readonly_palace.root, "wake-up", "--budget", "600B", "--json").stdout)
     assert tokens == same and tokens["budget_tokens"] == 150 and tokens["tokens"] <= 150
 
 
-def test_a_bad_budget_is_a_usage_error(palace):
-    result = CliRunner().invoke(cli, ["--palace", str(palace.root), "recall", "x", "--budget", "lots"])
+def test_a_bad_budget_is_a_usage_error(readonly_palace):
+    result = CliRunner().invoke(cli, ["--palace", str(readonly_palace.root), "recall", "x", "--budget", "lots"])
     assert result.exit_code == 2 and "not a number of tokens" in result.output
 
 
@@ -120,7 +121,7 @@ def test_counts_read_as_english(tmp_path):
     assert "\n1 memory. " in (palace.root / "index/systems.md").read_text()
 
 
-def test_the_interval_on_each_rating_key_is_the_one_the_rating_gives(palace):
+def test_the_interval_on_each_rating_key_is_the_one_the_rating_gives(readonly_palace):
     from palace_cli.study.reviewlog import Review
     from palace_cli.study.scheduler import replay
 

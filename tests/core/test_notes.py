@@ -486,6 +486,7 @@ def _lines(text: str) -> list[str]:
     return re.findall(r"[^\n]*\n|[^\n]+$", text)
 
 
+@pytest.mark.slow
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(frontmatters(), bodies, st.data(), st.sampled_from(["\n", "\r\n"]))
 def test_round_trip_property(front, body, data, newline):

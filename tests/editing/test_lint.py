@@ -55,8 +55,8 @@ def problems(root: Path, fix: bool = False) -> set[tuple[str, int | None, str, s
                                                                                              "stale-index")}
 
 
-def test_example_palace_has_no_errors(palace):
-    report = lint(palace)
+def test_example_palace_has_no_errors(readonly_palace):
+    report = lint(readonly_palace)
     assert report.errors == 0, [str(p) for p in report.problems if p.severity == "error"]
     assert not report.failed()
 

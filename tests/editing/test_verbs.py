@@ -71,9 +71,9 @@ def test_edit_opens_the_note_at_its_line_and_refreshes(example_palace, tmp_path)
     assert found["hits"][0]["id"] == "two-phase-commit"
 
 
-def test_edit_at_a_given_line(example_palace, tmp_path):
+def test_edit_at_a_given_line(readonly_example, tmp_path):
     vim = script(tmp_path, "vim", "")
-    result = run(example_palace, "edit", f"{TWO_PC}:17", env={"EDITOR": vim, "VISUAL": ""})
+    result = run(readonly_example, "edit", f"{TWO_PC}:17", env={"EDITOR": vim, "VISUAL": ""})
     assert result.exit_code == 0 and "Unchanged" in result.stdout
     assert json.loads((tmp_path / "vim.argv").read_text())[0] == "+17"
 
@@ -102,8 +102,8 @@ def test_backlinks_by_id_file_name_alias_and_subject(example_palace):
     assert len(note.read_text().splitlines()) in lines
 
 
-def test_backlinks_table_never_cuts_a_path(example_palace):
-    result = run(example_palace, "backlinks", "saga-pattern")
+def test_backlinks_table_never_cuts_a_path(readonly_example):
+    result = run(readonly_example, "backlinks", "saga-pattern")
     assert result.exit_code == 0 and f"{TWO_PC}:7" in result.stdout.split()[2]
 
 
@@ -225,15 +225,15 @@ def test_tags_are_keywords_and_obsidian_tags(example_palace):
 # ---- open ------------------------------------------------------------------------------------
 
 
-def test_open_hands_the_note_to_the_system_opener(example_palace, tmp_path):
+def test_open_hands_the_note_to_the_system_opener(readonly_example, tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     script(bin_dir, "xdg-open", "")
-    result = run(example_palace, "open", "saga-pattern", env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
+    result = run(readonly_example, "open", "saga-pattern", env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
     assert result.exit_code == 0, result.output
-    assert json.loads((bin_dir / "xdg-open.argv").read_text()) == [str(example_palace / SAGA)]
-    shown = json.loads(run(example_palace, "open", "saga-pattern", "--json").stdout)
-    assert shown["path"] == SAGA and shown["file"] == str(example_palace / SAGA)
+    assert json.loads((bin_dir / "xdg-open.argv").read_text()) == [str(readonly_example / SAGA)]
+    shown = json.loads(run(readonly_example, "open", "saga-pattern", "--json").stdout)
+    assert shown["path"] == SAGA and shown["file"] == str(readonly_example / SAGA)
 
 
 # ---- add: stdin and the editor ---------------------------------------------------------------
@@ -293,9 +293,9 @@ def test_a_domain_spelled_close_to_one_that_exists_is_refused_with_the_suggestio
     assert meant.exit_code == 0 and (example_palace / "memories/storge-engines/skip-list.md").exists()
 
 
-def test_show_of_a_misspelt_name_suggests_and_of_a_known_name_shows(example_palace):
-    assert "did you mean: bloom-filter?" in run(example_palace, "show", "blom").stderr
-    shown = json.loads(run(example_palace, "show", "bloom filter", "--json").stdout)  # a subject, any case
+def test_show_of_a_misspelt_name_suggests_and_of_a_known_name_shows(readonly_example):
+    assert "did you mean: bloom-filter?" in run(readonly_example, "show", "blom").stderr
+    shown = json.loads(run(readonly_example, "show", "bloom filter", "--json").stdout)  # a subject, any case
     assert shown["id"] == "bloom-filter"
 
 
@@ -317,6 +317,6 @@ def test_lint_resolves_links_by_every_name_and_refuses_to_guess(example_palace):
     assert [p["path"] for p in ambiguous] == [OUTBOX] and "(copy, two-phase-commit)" in ambiguous[0]["message"]
 
 
-def test_a_misspelt_name_suggests_the_memory(example_palace):
-    result = run(example_palace, "show", "blom")
+def test_a_misspelt_name_suggests_the_memory(readonly_example):
+    result = run(readonly_example, "show", "blom")
     assert result.exit_code == 1 and "did you mean: bloom-filter?" in result.stderr

@@ -475,17 +475,17 @@ def test_two_branches_superseding_one_note_merge_to_a_fork_that_lint_explains(te
 # ---- the example palace's knowledge-update benchmark ---------------------------------------------------
 
 
-def test_example_palace_update_chains_and_their_queries_agree(palace):
+def test_example_palace_update_chains_and_their_queries_agree(readonly_palace):
     from palace_cli.bench.retrieval import load_queries
     from palace_cli.core.dates import parse_moment
 
-    palace.refresh(embedder=None)
-    versions = palace.index.versions()
-    memories = palace.index.scan(light=True).memories
+    readonly_palace.refresh(embedder=None)
+    versions = readonly_palace.index.versions()
+    memories = readonly_palace.index.scan(light=True).memories
     chains = {tuple(versions.chain(i)) for i in memories if versions.successors.get(i)}
     assert len(chains) >= 10 and all(len(chain) >= 2 for chain in chains)
     assert all(memories[i].valid_from for chain in chains for i in chain)  # every version says when it began
-    queries = [q for q in load_queries(palace.root / "queries.jsonl") if q.kind in ("update", "as-of")]
+    queries = [q for q in load_queries(readonly_palace.root / "queries.jsonl") if q.kind in ("update", "as-of")]
     assert {q.kind for q in queries} == {"update", "as-of"} and len(queries) >= 30
     for q in queries:
         when = parse_moment(q.as_of) if q.as_of else None
@@ -494,14 +494,14 @@ def test_example_palace_update_chains_and_their_queries_agree(palace):
         assert all(len(versions.chain(e)) > 1 for e in q.expected), q.qid
     asked = {e for q in queries for e in q.expected}
     assert {chain[-1] for chain in chains} <= asked  # every current version is asked about
-    assert lint(palace).errors == 0
+    assert lint(readonly_palace).errors == 0
 
 
-def test_bench_retrieval_reports_current_at_1_and_stale_handed(palace, tmp_path):
+def test_bench_retrieval_reports_current_at_1_and_stale_handed(readonly_palace, tmp_path):
     from palace_cli.bench.retrieval import load_queries, markdown_table, run_retrieval_bench
 
-    queries = [q for q in load_queries(palace.root / "queries.jsonl") if q.kind in ("update", "as-of")]
-    summary = run_retrieval_bench(palace, queries, modes=("2hop", "lexical"))
+    queries = [q for q in load_queries(readonly_palace.root / "queries.jsonl") if q.kind in ("update", "as-of")]
+    summary = run_retrieval_bench(readonly_palace, queries, modes=("2hop", "lexical"))
     for mode in ("2hop", "lexical"):
         row = summary["modes"][mode]
         # One miss of 19 is allowed: under the one-field BM25, u-013 (S3 listings) ranks s3-default-encryption,
@@ -510,11 +510,12 @@ def test_bench_retrieval_reports_current_at_1_and_stale_handed(palace, tmp_path)
         assert row["stale_handed"] == 0 and row["stale_handed_as_of"] == 0
     current = summary["modes"]["2hop"]["current@1"]
     assert f"| 2hop | {current:.3f}" in markdown_table(summary).split("facts that change")[1]
-    unfiltered = run_retrieval_bench(palace, queries, modes=("lexical",), include_superseded=True)
+    unfiltered = run_retrieval_bench(readonly_palace, queries, modes=("lexical",), include_superseded=True)
     assert unfiltered["modes"]["lexical"]["stale_handed"] > 0  # what the validity filter prevents
     assert unfiltered["modes"]["lexical"]["current@1"] < summary["modes"]["lexical"]["current@1"]
 
 
+@pytest.mark.slow
 def test_bench_similar_separates_rewrites_from_neighbours_lexically(palace):
     from palace_cli.bench.similar import load_duplicates, markdown_report, run_similar_bench
 

@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from palace_cli.palace import Palace
 
 from conftest import REPO
@@ -41,6 +43,7 @@ def wait_until_queued(lock: Path, procs: list, command: str) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_concurrent_adds_wait_for_the_write_lock_and_get_distinct_tokens(small_palace):
     palace = Palace(small_palace)
     lock = palace.cache_dir / "write.lock"
@@ -69,6 +72,7 @@ def supersede_command(root: Path, old: str, new: str) -> list[str]:
             old, new]
 
 
+@pytest.mark.slow
 def test_concurrent_supersedes_of_one_note_all_land(small_palace):
     """Issue 25, row 4: each supersede reads, plans and writes the old note under the lock, so none is lost."""
     from palace_cli.editing.authoring import add_memory

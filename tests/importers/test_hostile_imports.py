@@ -379,6 +379,7 @@ def _peak_mb(palace: Palace, source: Path) -> tuple[int, int, str]:
     return peak, added, "\n".join(rest)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("format", ["claude-code", "chatgpt"])
 def test_a_200_mb_message_is_refused_with_memory_near_the_cap(palace, tmp_path, format):
     huge = "x" * 200_000_000
@@ -527,6 +528,7 @@ def _snapshot(root: Path, skip: Path | None = None) -> dict[str, bytes]:
             if p.is_file() and (skip is None or not p.is_relative_to(skip))}
 
 
+@pytest.mark.slow
 @HOSTILE
 @given(st.data(), st.sampled_from(["claude-code", "chatgpt", "claude-ai", "locomo", "chat-markdown"]))
 def test_generated_hostile_exports_import_every_good_record_and_nothing_else(data, format):

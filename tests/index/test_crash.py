@@ -84,6 +84,7 @@ def assert_repaired(parse_notes):
     return check
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stage, nth", [
     ("reading notes", 2),   # 400 notes read: the first 250 committed, the next batch not
     ("lexical index", 1),   # notes all committed, the lexical build not started
@@ -111,6 +112,7 @@ def big_build(tmp_path_factory) -> dict:
     return {"template": template, "expected": {"lexical": lexical(palace), "files": generated_files(root)}}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("documents, delay", [(500, 0.0), (1000, 0.05), (1500, 0.1), (2000, 0.02)])
 def test_kill_from_outside_at_arbitrary_moments(big_build, tmp_path, documents, delay, assert_repaired):
     """The parent kills the build with SIGKILL from outside, a moment after the build reports that many
@@ -129,6 +131,7 @@ def test_kill_from_outside_at_arbitrary_moments(big_build, tmp_path, documents, 
     assert_repaired(root, big_build["expected"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stage", ["lexical index", "index files"])
 def test_kill_during_an_incremental_refresh(template, tmp_path, stage, assert_repaired):
     """Edits, deletes and renames committed to the note cache but not yet to whoosh or the index files."""
@@ -234,6 +237,7 @@ def assert_sessions_repaired(root: Path, expected: dict) -> None:
         [d for d in expected["docs"] if "/" in d[1]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stage, nth", [
     ("reading sessions", 2),  # 40 session files read: 30 committed in three transactions, 10 not
     ("lexical index", 1),     # every session committed, no turn in whoosh yet

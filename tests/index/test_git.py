@@ -144,6 +144,7 @@ def test_setup_outside_a_repository_says_so(tmp_path):
 # ---- merges ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_branches_adding_editing_and_moving_notes_merge_without_conflict(repo):
     two_branches(repo)
     merged = git(repo, "merge", "--no-edit", "theirs")
@@ -158,6 +159,7 @@ def test_branches_adding_editing_and_moving_notes_merge_without_conflict(repo):
     assert json.loads(palace(repo, "lint", "--json").stdout)["errors"] == 0
 
 
+@pytest.mark.slow
 def test_when_the_line_merge_is_not_exact_the_hook_stops_the_merge_for_git_commit(repo):
     note = repo / "memories/storage-engines/b-tree.md"
     git(repo, "checkout", "-qb", "theirs")
@@ -180,6 +182,7 @@ def test_when_the_line_merge_is_not_exact_the_hook_stops_the_merge_for_git_commi
     assert generated(repo) == expected(repo)
 
 
+@pytest.mark.slow
 def test_the_driver_alone_merges_cleanly_and_the_next_command_makes_it_exact(repo):
     (repo / ".git/hooks/pre-merge-commit").unlink()
     two_branches(repo)
@@ -191,6 +194,7 @@ def test_the_driver_alone_merges_cleanly_and_the_next_command_makes_it_exact(rep
     assert generated(repo) == expected(repo)
 
 
+@pytest.mark.slow
 def test_a_rebase_replays_without_conflict(repo):
     two_branches(repo)
     git(repo, "checkout", "-q", "theirs")
@@ -201,6 +205,7 @@ def test_a_rebase_replays_without_conflict(repo):
     assert generated(repo) == expected(repo)
 
 
+@pytest.mark.slow
 def test_without_palace_the_driver_falls_back_to_a_union_merge(repo, monkeypatch):
     monkeypatch.setattr(gitsetup, "_palace_commands", lambda: ["palace-is-not-installed"])
     assert palace(repo, "git", "setup").exit_code == 0
@@ -229,6 +234,7 @@ def test_a_file_of_your_own_in_index_conflicts_as_usual(repo):
     assert "<<<<<<< ours" in own.read_text()
 
 
+@pytest.mark.slow
 def test_review_logs_merge_by_union(repo):
     log = repo / "reviews/t.jsonl"
     log.write_text('{"v": 1, "id": "paxos", "at": "2026-01-01T00:00:00Z", "rating": "good"}\n')
@@ -263,6 +269,7 @@ def test_check_compares_with_the_notes_never_the_cache(repo, tmp_path):
     assert palace(clone, "index", "--check").exit_code == 0
 
 
+@pytest.mark.slow
 def test_the_pre_commit_hook_refuses_stale_index_files(repo):
     assert palace(repo, "git", "setup", "--hook").exit_code == 0
     note = repo / "memories/storage-engines/b-tree.md"
@@ -278,8 +285,8 @@ def test_the_pre_commit_hook_refuses_stale_index_files(repo):
 # ---- the line merge itself -------------------------------------------------------------------
 
 
-def test_merging_a_generated_file_with_itself_changes_nothing(example_palace):
-    for text in generated(example_palace).values():
+def test_merging_a_generated_file_with_itself_changes_nothing(readonly_example):
+    for text in generated(readonly_example).values():
         assert merge_generated(text, text, text) == text
 
 
@@ -299,6 +306,7 @@ def test_the_pre_commit_framework_hook_runs_the_check(example_palace):
     assert stale.returncode == 1 and "INDEX.md: generated index file out of date" in stale.stdout
 
 
+@pytest.mark.slow
 def test_a_real_pre_commit_run_refuses_stale_index_files_and_passes_fresh_ones(repo, tmp_path):
     """The pre-commit framework itself, with the hook as .pre-commit-hooks.yaml defines it (entry, files,
     pass_filenames); only its language is `system`, so the run uses this palace instead of installing one."""
@@ -356,6 +364,7 @@ def test_the_session_list_merges_too():
 # ---- what a clean merge can still leave wrong (issue 25, rows 13, 14, 18) ----------------------------
 
 
+@pytest.mark.slow
 def test_a_merge_that_gives_two_notes_one_id_is_stopped_naming_both(repo):
     """Row 13: two branches add the same subject in different domains; the hook names both notes."""
     git(repo, "checkout", "-qb", "theirs")

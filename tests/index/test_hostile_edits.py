@@ -14,6 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -104,6 +105,7 @@ def state(palace: Palace) -> dict:
     }
 
 
+@pytest.mark.slow
 @EDITED
 @given(spec=palaces(), changes=edits(), nth=st.integers(1, 24))
 def test_edits_and_a_killed_refresh_leave_what_a_fresh_build_gives(spec, changes, nth):

@@ -37,6 +37,7 @@ def searches(palace: Palace) -> dict[str, list[tuple[str, float]]]:
     return {query: palace.index.text.search(query, limit=25) for query in QUERIES}
 
 
+@pytest.mark.slow
 def test_scores_after_incremental_updates_equal_a_fresh_build(tmp_path):
     root = copy_palace(EXAMPLE, tmp_path / "p", git=False)
     palace = Palace(root)
@@ -60,10 +61,10 @@ def test_scores_after_incremental_updates_equal_a_fresh_build(tmp_path):
     assert palace.index.text.document_frequencies(terms) == fresh.index.text.document_frequencies(terms)
 
 
-def test_stored_lengths_are_the_lengths_whoosh_counts(palace):
+def test_stored_lengths_are_the_lengths_whoosh_counts(readonly_palace):
     """The exact lengths each document stores add up to whoosh's own field totals on a fresh build."""
-    palace.refresh(embedder=None)
-    with palace.index.text.open().searcher() as searcher:
+    readonly_palace.refresh(embedder=None)
+    with readonly_palace.index.text.open().searcher() as searcher:
         reader = searcher.reader()
         totals = [0] * len(FIELDS)
         for stored in reader.all_stored_fields():
@@ -73,6 +74,7 @@ def test_stored_lengths_are_the_lengths_whoosh_counts(palace):
         assert totals[FIELDS.index("text")] > 1000
 
 
+@pytest.mark.slow
 def test_an_update_past_the_deleted_bound_merges_them_away(tmp_path, monkeypatch):
     monkeypatch.setattr(text_module, "MAX_DELETED", 3)
     root = copy_palace(EXAMPLE, tmp_path / "p", git=False)

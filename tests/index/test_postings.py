@@ -52,6 +52,7 @@ def both(monkeypatch, palace: Palace, query: str, **options):
     return whoosh, palace.index.text.search(query, **options)
 
 
+@pytest.mark.slow
 def test_the_numpy_scorer_equals_whooshs_array_matcher(updated, monkeypatch):
     domain = sorted(updated.index.catalog().domain_rows)[1]
     left_out = sorted(updated.index.catalog().ids)[::7]

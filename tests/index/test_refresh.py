@@ -72,6 +72,7 @@ def test_first_refresh_indexes_everything_and_second_does_nothing(palace, parse_
     assert stale(palace) == []
 
 
+@pytest.mark.slow
 def test_add_edit_rename_move_delete(palace):
     refresh(palace, embedder=None)
     # add
@@ -139,6 +140,7 @@ def test_unreadable_bytes_and_empty_files_are_problems_not_crashes(palace):
     assert len(lexical_docs(palace)) == 89
 
 
+@pytest.mark.slow
 def test_duplicate_id_keeps_first_path_and_hands_over_when_it_goes(palace):
     refresh(palace, embedder=None)
     write(palace, "memories/storage-engines/aaa-copy.md", note("two-phase-commit", "Impostor", "Impostor quokka text."))
@@ -180,6 +182,7 @@ def test_config_change_and_hand_edits_regenerate_index_files(palace, parse_notes
     assert check_index_files(palace, parse_notes(palace)) == []
 
 
+@pytest.mark.slow
 def test_deleted_caches_are_rebuilt(palace):
     refresh(palace, embedder=None)
     shutil.rmtree(palace.cache_dir / "whoosh")
@@ -191,6 +194,7 @@ def test_deleted_caches_are_rebuilt(palace):
     assert len(report.added) == 89 and hits(fresh, "frozen wedding statues coordinator")[0] == "two-phase-commit"
 
 
+@pytest.mark.slow
 def test_rebuild_flag_starts_over(palace):
     refresh(palace, embedder=None)
     report = refresh(palace, embedder=None, rebuild=True)
@@ -222,11 +226,11 @@ def test_stale_without_a_cache_checks_only_the_generated_files(example_palace):
                                              "index/storage-engines.md: generated index file out of date"]
 
 
-def test_cached_scan_matches_a_direct_parse(palace, parse_notes):
+def test_cached_scan_matches_a_direct_parse(readonly_palace, parse_notes):
     from palace_cli.core.names import Names
 
-    cached = palace.scan()
-    direct = parse_notes(palace).memories
+    cached = readonly_palace.scan()
+    direct = parse_notes(readonly_palace).memories
     assert cached.memories.keys() == direct.keys()
     names = Names(direct.values())
     for note_id, memory in direct.items():
@@ -234,7 +238,7 @@ def test_cached_scan_matches_a_direct_parse(palace, parse_notes):
         # JSON has no dates: the cache holds frontmatter dates as ISO strings (Memory.created already is one)
         memory.meta = {k: v.isoformat() if hasattr(v, "isoformat") else v for k, v in memory.meta.items()}
         assert cached.memories[note_id] == memory
-    light = palace.scan(light=True)
+    light = readonly_palace.scan(light=True)
     assert {m.id: (m.subject, m.anchor, m.keywords, m.line) for m in light.memories.values()} == \
            {m.id: (m.subject, m.anchor, m.keywords, m.line) for m in direct.values()}
 
@@ -266,6 +270,7 @@ def test_a_new_domain_folder_and_a_vanished_domain(small_palace, parse_notes):
     assert check_index_files(palace, parse_notes(palace)) == [] and hits(palace, "platypus") == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_random_change_sequences_match_a_fresh_build(tmp_path, seed):
     """Many small refreshes after random adds, edits, renames, moves, deletes, breakages and duplicates
@@ -347,6 +352,7 @@ def test_vectors_embed_only_what_changed(small_palace, real_embedder):  # noqa: 
     assert counting.texts == 6 and palace.index.vectors.load()[2].shape[0] == 2
 
 
+@pytest.mark.slow
 def test_a_damaged_lexical_index_is_rebuilt(palace):
     refresh(palace, embedder=None)
     for toc in (palace.cache_dir / "whoosh").glob("_MAIN_*.toc"):

@@ -212,6 +212,7 @@ def run_child(directory: Path, scenario: str, wait: bool = True):
     return subprocess.run(command, check=False, capture_output=True, text=True, env=env, timeout=300)
 
 
+@pytest.mark.slow
 def test_readers_beside_a_writer_see_one_whole_set_or_the_next(tmp_path):
     store = VectorStore(tmp_path / "v")
     versions = [0] * ROWS

@@ -200,6 +200,7 @@ def fresh(example_palace, tmp_path):
 # ---- the protocol, end to end ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_initialize_announces_the_features(editor):
     caps = editor.initialized.capabilities
     assert caps.hover_provider and caps.definition_provider and caps.references_provider
@@ -297,6 +298,7 @@ def test_hover_shows_the_memory_and_the_fingerprint_never_the_phrase(editor, lsp
     assert editor.hover(uri, editor.at(uri, "# B-Tree", 3)) is None
 
 
+@pytest.mark.slow
 def test_hover_masks_a_phrase_written_into_the_content(fresh):
     note = fresh.root / "memories/storage-engines/lsm-tree.md"
     memory = parse_note(note.read_text(), "x", "storage-engines")
@@ -369,6 +371,7 @@ def test_workspace_symbols_rank_as_search_does(editor, lsp_palace):
     assert found[0].location.uri.endswith(expected[0].path)
 
 
+@pytest.mark.slow
 def test_diagnostics_appear_and_clear_as_the_buffer_changes(fresh):
     uri = fresh.open(BTREE)
     assert fresh.diagnosed(uri) == []
@@ -387,6 +390,7 @@ def test_diagnostics_appear_and_clear_as_the_buffer_changes(fresh):
     fresh.close()
 
 
+@pytest.mark.slow
 def test_typing_fast_is_linted_once_the_typing_pauses(fresh):
     uri = fresh.open(BTREE)
     fresh.diagnosed(uri)
@@ -399,6 +403,7 @@ def test_typing_fast_is_linted_once_the_typing_pauses(fresh):
     fresh.close()
 
 
+@pytest.mark.slow
 def test_a_broken_note_gets_a_diagnostic_and_the_server_keeps_working(fresh):
     uri = fresh.open(BTREE)
     fresh.diagnosed(uri)
@@ -412,6 +417,7 @@ def test_a_broken_note_gets_a_diagnostic_and_the_server_keeps_working(fresh):
     assert fresh.close() == 0
 
 
+@pytest.mark.slow
 def test_code_action_proposes_a_verify_token(fresh):
     uri = fresh.open(BTREE)
     fresh.diagnosed(uri)
@@ -429,6 +435,7 @@ def test_code_action_proposes_a_verify_token(fresh):
     fresh.close()
 
 
+@pytest.mark.slow
 def test_code_action_fixes_a_broken_link_to_the_closest_memory(fresh):
     uri = fresh.open(BTREE)
     fresh.diagnosed(uri)
@@ -447,6 +454,7 @@ def test_code_action_fixes_a_broken_link_to_the_closest_memory(fresh):
     fresh.close()
 
 
+@pytest.mark.slow
 def test_code_action_creates_the_missing_memory_from_the_template(fresh):
     uri = fresh.open(BTREE)
     fresh.diagnosed(uri)
@@ -469,6 +477,7 @@ def test_code_action_creates_the_missing_memory_from_the_template(fresh):
     fresh.close()
 
 
+@pytest.mark.slow
 def test_refresh_on_save_is_shared_with_the_cli(fresh):
     uri = fresh.open(BTREE)
     fresh.diagnosed(uri)
@@ -511,6 +520,7 @@ Watered every morning; the layout follows [[lsm-tree]] levels.
 """
 
 
+@pytest.mark.slow
 def test_a_file_named_with_spaces_and_unicode(example_palace, tmp_path):
     """Percent-encoded URIs both ways (as the client spells them), live diagnostics that update, links to the file
     by its name, and an attachment embed said to be an attachment."""
@@ -549,6 +559,7 @@ def test_a_file_named_with_spaces_and_unicode(example_palace, tmp_path):
     assert session.close() == 0
 
 
+@pytest.mark.slow
 def test_completion_right_after_start_waits_for_the_tables(example_palace, tmp_path):
     """A palace with no cache yet: the first `[[` completion, sent before any table is built, is answered with
     the memories (the server waits for its first refresh), never with nothing."""
@@ -567,6 +578,7 @@ def test_shutdown_then_exit_ends_the_process_cleanly(fresh):
     assert fresh.close() == 0
 
 
+@pytest.mark.slow
 def test_exit_without_shutdown_is_an_error(fresh):
     fresh.client.exit(None)
     fresh.run(fresh.client._server.wait(), timeout=30)
@@ -575,6 +587,7 @@ def test_exit_without_shutdown_is_an_error(fresh):
     fresh.loop.close()
 
 
+@pytest.mark.slow
 def test_palace_found_from_the_first_file_opened(example_palace, tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -585,6 +598,7 @@ def test_palace_found_from_the_first_file_opened(example_palace, tmp_path):
     assert session.close() == 0
 
 
+@pytest.mark.slow
 @needs_namespace
 def test_a_read_only_palace_is_served_and_its_moved_cache_shown_once(example_palace, tmp_path):
     session = Editor(example_palace, server_env(tmp_path), launcher=(*READ_ONLY_LAUNCHER, str(example_palace)))
@@ -600,6 +614,7 @@ def test_a_read_only_palace_is_served_and_its_moved_cache_shown_once(example_pal
     assert session.close() == 0
 
 
+@pytest.mark.slow
 def test_features_turned_off_by_initialization_options(example_palace, tmp_path):
     session = Editor(example_palace, server_env(tmp_path), options={"disable": ["hover", "diagnostics", "symbols"]})
     caps = session.initialized.capabilities
@@ -623,6 +638,7 @@ def test_a_wrong_palace_option_fails_before_serving(tmp_path):
     assert after.returncode == 1 and "is not a palace" in after.stderr
 
 
+@pytest.mark.slow
 def test_generated_files_are_left_alone_while_open(fresh):
     index_file = fresh.root / "index/storage-engines.md"
     before = index_file.read_bytes()
@@ -673,6 +689,7 @@ def test_snapshot_resolves_as_palace_memory_does(request, fixture):
                 assert snapshot.unreadable(ref) == path and path in str(raised.value), ref
 
 
+@pytest.mark.slow
 def test_snapshot_backlinks_are_palace_backlinks(example_palace):
     palace = Palace(example_palace)
     palace.refresh(embedder=None)
@@ -685,8 +702,8 @@ def test_snapshot_backlinks_are_palace_backlinks(example_palace):
     assert counted > len(snapshot.memories)
 
 
-def test_snapshot_suggests_what_palace_memory_suggests(example_palace):
-    palace = Palace(example_palace)
+def test_snapshot_suggests_what_palace_memory_suggests(readonly_example):
+    palace = Palace(readonly_example)
     palace.refresh(embedder=None)
     snapshot = Snapshot.load(palace)
     for typo in ("lsm-tee", "write-ahead-lgo", "two phase comit", "blom filter"):
@@ -696,20 +713,20 @@ def test_snapshot_suggests_what_palace_memory_suggests(example_palace):
         assert near and f"did you mean: {', '.join(near)}" in str(raised.value), typo
 
 
-def test_lint_of_a_buffer_is_lint_of_the_saved_note(example_palace):
-    palace = Palace(example_palace)
+def test_lint_of_a_buffer_is_lint_of_the_saved_note(readonly_example):
+    palace = Palace(readonly_example)
     report = lint(palace)
     checker = Snapshot.load(palace).checker
-    for path in sorted((example_palace / "memories").rglob("*.md")):
-        relpath = path.relative_to(example_palace).as_posix()
+    for path in sorted((readonly_example / "memories").rglob("*.md")):
+        relpath = path.relative_to(readonly_example).as_posix()
         expected = sorted((p.line, p.code, p.message) for p in report.problems if p.path == relpath)
         found = sorted((p.line, p.code, p.message) for p in lint_note_text(palace, relpath, path.read_text(), checker))
         assert found == expected, relpath
 
 
-def test_lint_of_a_buffer_sees_a_new_token_and_a_taken_id(example_palace):
-    palace = Palace(example_palace)
-    text = (example_palace / BTREE).read_text()
+def test_lint_of_a_buffer_sees_a_new_token_and_a_taken_id(readonly_example):
+    palace = Palace(readonly_example)
+    text = (readonly_example / BTREE).read_text()
     codes = {p.code for p in lint_note_text(palace, BTREE, text.replace("verify: cobalt blue doors",
                                                                         "verify: four-floor library"))}
     assert {"token-exposed", "token-not-in-image"} <= codes
@@ -737,6 +754,7 @@ def test_lint_of_a_buffer_checks_versions_against_the_palace(example_palace):
     assert "valid-range" in codes(backwards)
 
 
+@pytest.mark.slow
 def test_hover_says_what_superseded_a_memory(fresh):
     update_frontmatter(fresh.root / "memories/storage-engines/lsm-tree.md",
                        {"superseded_by": ["b-tree"], "valid_until": "2026-01-01"})
@@ -850,6 +868,7 @@ vim.cmd(ok and "qa!" or "cq!")
 """
 
 
+@pytest.mark.slow
 def test_bench_lsp_runs_on_a_small_palace(tmp_path):
     """The benchmark itself (numbers are not checked: speed lives in docs/benchmarks.md)."""
     from click.testing import CliRunner

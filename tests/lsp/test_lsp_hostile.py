@@ -285,6 +285,7 @@ def editor(example_palace, tmp_path):
         session.close()
 
 
+@pytest.mark.slow
 def test_a_huge_buffer_of_links_is_answered_at_once(editor):
     """20 MB of [[links]]: one diagnostic (the note is over the size limit), and hover in it and elsewhere."""
     relpath = "memories/storage-engines/huge.md"
@@ -303,6 +304,7 @@ def test_a_huge_buffer_of_links_is_answered_at_once(editor):
     assert editor.close() == 0
 
 
+@pytest.mark.slow
 def test_linting_a_big_buffer_holds_up_no_request(editor):
     """Just under the size limit, every link broken: lint takes a while, on its own thread; a hover on another
     document is answered before it ends, and the diagnostics arrive capped."""

@@ -26,8 +26,8 @@ from conftest import DATA
     ("kafka: how do I keep ordering per customer?", "messaging-events"),                 # domain alias
     ("bloom filter false positive rate", "storage-engines"),                             # subject phrase
 ])
-def test_route_is_the_domains_of_the_handed_memories(palace, query, domain):
-    result = recall(palace, query)
+def test_route_is_the_domains_of_the_handed_memories(readonly_palace, query, domain):
+    result = recall(readonly_palace, query)
     assert result.hits and result.hits[0].domain == domain
     assert result.route and result.route[0].domain == domain
     assert [r.domain for r in result.route] == list(dict.fromkeys(h.domain for h in result.handed))
@@ -35,25 +35,26 @@ def test_route_is_the_domains_of_the_handed_memories(palace, query, domain):
     assert result.hops == 1 and not result.fallback
 
 
-def test_an_ambiguous_query_is_ranked_flat(palace):
+def test_an_ambiguous_query_is_ranked_flat(readonly_palace):
     """A query spanning domains is ranked over every domain: the hits equal flat search's."""
-    result = recall(palace, "cache replication retries queue", k=5, trim=False)
-    flat = search(palace, "cache replication retries queue", k=5)
+    result = recall(readonly_palace, "cache replication retries queue", k=5, trim=False)
+    flat = search(readonly_palace, "cache replication retries queue", k=5)
     assert [h.id for h in result.hits] == [h.id for h in flat.hits]
     assert not result.fallback and "ranked flat" in result.reason
 
 
-def test_unknown_domain_is_a_clear_error(palace):
+def test_unknown_domain_is_a_clear_error(readonly_palace):
     with pytest.raises(NotFound, match="no domain 'kubernetes'"):
-        recall(palace, "pods", domain="kubernetes")
+        recall(readonly_palace, "pods", domain="kubernetes")
 
 
-def test_given_domain_skips_routing(palace):
-    result = recall(palace, "log", domain="storage-engines", k=5)
+def test_given_domain_skips_routing(readonly_palace):
+    result = recall(readonly_palace, "log", domain="storage-engines", k=5)
     assert result.hops == 1
     assert {h.domain for h in result.hits} == {"storage-engines"}
 
 
+@pytest.mark.slow
 def test_recall_ranks_as_flat_search_does(palace):
     """Routing never costs recall: on every example-palace question, recall's ranking is flat search's, and what
     it offers is that ranking's relevant units in order."""
@@ -113,8 +114,8 @@ def test_trim_keeps_hits_close_to_the_best(parts, expected):
     assert len(trim_hits(hits)) == expected
 
 
-def test_budget_truncates_at_whole_memories(palace):
-    result = recall(palace, "how do quorums overlap", k=3, trim=False, profile="study", budget=None)
+def test_budget_truncates_at_whole_memories(readonly_palace):
+    result = recall(readonly_palace, "how do quorums overlap", k=3, trim=False, profile="study", budget=None)
     full = build_context(result.hits, PROFILES["study"], None)
     small = build_context(result.hits, PROFILES["study"], 1500)
     assert len(small.encode()) <= 1500 < len(full.encode())
@@ -122,39 +123,39 @@ def test_budget_truncates_at_whole_memories(palace):
     assert build_context(result.hits, PROFILES["study"], 50) == ""
 
 
-def test_context_carries_tokens_and_instruction(palace):
-    result = recall(palace, "what is a write-ahead log for")
+def test_context_carries_tokens_and_instruction(readonly_palace):
+    result = recall(readonly_palace, "what is a write-ahead log for")
     memory = result.hits[0].memory
     assert f"verify: {memory.verify}" in result.context
     assert "verify token" in result.context
     assert result.context_bytes == len(result.context.encode("utf-8"))
 
 
-def test_profiles(palace):
-    interview = recall(palace, "token bucket burst size", profile="interview")
+def test_profiles(readonly_palace):
+    interview = recall(readonly_palace, "token bucket burst size", profile="interview")
     assert len(interview.hits) == 1 and interview.mode == "lexical"
     assert "Image:" not in interview.context
-    study = recall(palace, "token bucket burst size", profile="study")
+    study = recall(readonly_palace, "token bucket burst size", profile="study")
     assert "Image:" in study.context and "links:" in study.context
-    teaching = recall(palace, "token bucket burst size", profile="teaching")
+    teaching = recall(readonly_palace, "token bucket burst size", profile="teaching")
     assert teaching.linked, "teaching hands over linked memories too"
     assert teaching.context_bytes > study.context_bytes
     with pytest.raises(UsageError):
-        recall(palace, "x", profile="nonsense")
+        recall(readonly_palace, "x", profile="nonsense")
 
 
-def test_search_modes_without_models(palace):
-    lexical = search(palace, "consistent hashing ring", mode="lexical", k=5)
+def test_search_modes_without_models(readonly_palace):
+    lexical = search(readonly_palace, "consistent hashing ring", mode="lexical", k=5)
     assert lexical.hits[0].id == "consistent-hashing"
-    hybrid = search(palace, "consistent hashing ring", mode="hybrid", k=5)
+    hybrid = search(readonly_palace, "consistent hashing ring", mode="hybrid", k=5)
     assert hybrid.mode == "lexical" and hybrid.dense == "off"   # says it fell back
     with pytest.raises(UsageError, match="palace models install"):
-        search(palace, "x", mode="dense")
+        search(readonly_palace, "x", mode="dense")
 
 
-def test_cli_recall_json_shape(example_palace):
+def test_cli_recall_json_shape(readonly_example):
     runner = CliRunner()
-    result = runner.invoke(cli, ["--palace", str(example_palace), "recall", "why add jitter to retries",
+    result = runner.invoke(cli, ["--palace", str(readonly_example), "recall", "why add jitter to retries",
                                  "--format", "json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
@@ -166,29 +167,32 @@ def test_cli_recall_json_shape(example_palace):
     assert data["memories"][0]["verify"]
 
 
-def test_cli_search_json_and_prompt(example_palace):
+def test_cli_search_json_and_prompt(readonly_example):
     runner = CliRunner()
-    result = runner.invoke(cli, ["--palace", str(example_palace), "search", "merkle tree repair", "--json", "-k", "3"])
+    result = runner.invoke(cli, ["--palace", str(readonly_example), "search", "merkle tree repair", "--json",
+                                 "-k", "3"])
     assert result.exit_code == 0
     data = json.loads(result.stdout)
     assert len(data["hits"]) == 3 and data["hits"][0]["id"] == "merkle-anti-entropy"
-    prompt = runner.invoke(cli, ["--palace", str(example_palace), "recall", "merkle tree repair", "--format", "prompt"])
+    prompt = runner.invoke(cli, ["--palace", str(readonly_example), "recall", "merkle tree repair",
+                                 "--format", "prompt"])
     assert prompt.exit_code == 0 and "verify:" in prompt.stdout
 
 
-def test_wake_up_is_deterministic_and_within_budget(palace):
+def test_wake_up_is_deterministic_and_within_budget(readonly_palace):
     from palace_cli.search.wakeup import wake_up
 
-    first = wake_up(palace, budget_tokens=300)
-    second = wake_up(palace, budget_tokens=300)
+    first = wake_up(readonly_palace, budget_tokens=300)
+    second = wake_up(readonly_palace, budget_tokens=300)
     assert first.text == second.text
     assert first.tokens <= 300
     assert first.text.startswith("# System Design Palace")
     assert first.memories and len(first.memories) < 89
-    bigger = wake_up(palace, budget_tokens=3000)
+    bigger = wake_up(readonly_palace, budget_tokens=3000)
     assert [m["id"] for m in bigger.memories[: len(first.memories)]] == [m["id"] for m in first.memories]
 
 
+@pytest.mark.slow
 def test_hybrid_and_dense_with_the_real_embedder(with_models, palace):
     """With the converted MiniLM GGUF installed, dense ranking is on and hybrid fuses both signals."""
     dense = search(palace, "my readers keep seeing old data after I update the database", mode="dense", k=5)
@@ -203,10 +207,10 @@ def test_hybrid_and_dense_with_the_real_embedder(with_models, palace):
     assert 0.0 < result.confidence <= 1.0
 
 
-def test_json_memories_are_only_what_fit_the_budget(palace):
+def test_json_memories_are_only_what_fit_the_budget(readonly_palace):
     """`memories` (what verify --context trusts) lists only memories whose block is in the context."""
-    roomy = recall(palace, "how do quorums overlap", k=3, trim=False, profile="study", budget=None)
-    tight = recall(palace, "how do quorums overlap", k=3, trim=False, profile="study", budget=1200)
+    roomy = recall(readonly_palace, "how do quorums overlap", k=3, trim=False, profile="study", budget=None)
+    tight = recall(readonly_palace, "how do quorums overlap", k=3, trim=False, profile="study", budget=1200)
     assert len(roomy.as_dict()["memories"]) == 3
     listed = [m["id"] for m in tight.as_dict()["memories"]]
     assert 1 <= len(listed) < 3
@@ -247,13 +251,13 @@ def test_ndcg_and_query_metrics_table():
 
 @pytest.mark.parametrize("command", [["recall", "why does a leader need a term?"], ["search", "leader term"],
                                      ["due"], ["list"]])
-def test_every_command_takes_a_domain_alias(example_palace, command):
+def test_every_command_takes_a_domain_alias(readonly_example, command):
     """One domain resolver for every face: `-d consensus` (an alias) works everywhere."""
     from click.testing import CliRunner
 
     from palace_cli.cli import cli
 
-    result = CliRunner().invoke(cli, ["--palace", str(example_palace), *command, "-d", "consensus"])
+    result = CliRunner().invoke(cli, ["--palace", str(readonly_example), *command, "-d", "consensus"])
     assert result.exit_code == 0, result.output
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -52,6 +53,7 @@ def write_palace(root: Path, notes: list[dict]) -> Palace:
     return palace
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(notes=palaces, asked=questions, k=st.integers(min_value=1, max_value=5))
 def test_recall_never_drops_a_flat_top_k_memory(notes, asked, k):

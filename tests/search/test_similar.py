@@ -40,9 +40,9 @@ def add_args(fields: dict, *extra: str) -> list[str]:
             fields["image"], "--content", fields["content"], "--keywords", fields["keywords"], "--no-edit", *extra]
 
 
-def test_similar_names_the_rewritten_note_first(example_palace):
+def test_similar_names_the_rewritten_note_first(readonly_example):
     text = " ".join(WAL_AGAIN[k] for k in ("subject", "anchor", "keywords", "image", "content"))
-    result = similar(Palace(example_palace), text=text, k=3)
+    result = similar(Palace(readonly_example), text=text, k=3)
     assert result.method == "lexical"
     top = result.neighbours[0]
     assert top.id == "write-ahead-log" and top.close and top.score >= result.threshold
@@ -51,15 +51,16 @@ def test_similar_names_the_rewritten_note_first(example_palace):
     assert top.why.startswith(f"{top.score:.2f}; both mention ")
 
 
-def test_similar_of_a_memory_leaves_itself_out(example_palace):
-    result = similar(Palace(example_palace), "write-through-cache", k=3)
+def test_similar_of_a_memory_leaves_itself_out(readonly_example):
+    result = similar(Palace(readonly_example), "write-through-cache", k=3)
     assert "write-through-cache" not in [n.id for n in result.neighbours]
     assert result.neighbours[0].id in {"write-behind-cache", "cache-aside"}
-    cli_result = CliRunner().invoke(cli, ["--palace", str(example_palace), "similar", "write-through-cache", "--json"])
+    cli_result = CliRunner().invoke(cli, ["--palace", str(readonly_example), "similar", "write-through-cache",
+                                          "--json"])
     data = json.loads(cli_result.stdout)
     assert cli_result.exit_code == 0 and data["source"] == "write-through-cache" and len(data["neighbours"]) == 5
     assert set(data["neighbours"][0]) >= {"id", "subject", "score", "close", "why", "shared"}
-    usage = CliRunner().invoke(cli, ["--palace", str(example_palace), "similar"])
+    usage = CliRunner().invoke(cli, ["--palace", str(readonly_example), "similar"])
     assert usage.exit_code == 2 and "give a memory or a text" in usage.stderr
 
 
@@ -84,6 +85,7 @@ def test_add_does_not_warn_about_what_it_supersedes(example_palace):
     assert Palace(example_palace).memory("write-ahead-log").superseded_by == ["redo-journal"]
 
 
+@pytest.mark.slow
 def test_dense_similarity_with_the_real_embedder(example_palace, with_models):
     text = " ".join(WAL_AGAIN[k] for k in ("subject", "anchor", "keywords", "image", "content"))
     assert similar(Palace(example_palace), text=text, k=3).method == "lexical"  # the default, even with a model
@@ -93,13 +95,14 @@ def test_dense_similarity_with_the_real_embedder(example_palace, with_models):
     assert by_memory.neighbours[0].id in {"write-behind-cache", "cache-aside"}
 
 
-def test_dense_without_a_model_says_how_to_get_one(example_palace):
+def test_dense_without_a_model_says_how_to_get_one(readonly_example):
     from palace_cli.errors import UsageError
 
     with pytest.raises(UsageError, match="palace models install"):
-        similar(Palace(example_palace), text="a write-ahead log", method="dense")
+        similar(Palace(readonly_example), text="a write-ahead log", method="dense")
 
 
+@pytest.mark.slow
 def test_mcp_add_warns_and_corrects_with_supersedes(example_palace):
     from test_mcp import call, handed, session
 
@@ -131,8 +134,8 @@ def test_mcp_add_warns_and_corrects_with_supersedes(example_palace):
     assert wal.superseded_by == ["wal-v2"] and wal.valid_until == today
 
 
-def test_empty_text_two_sources_and_unknown_methods_are_usage_errors(example_palace):
-    palace = Palace(example_palace)
+def test_empty_text_two_sources_and_unknown_methods_are_usage_errors(readonly_example):
+    palace = Palace(readonly_example)
     from palace_cli.errors import UsageError
 
     for kwargs in ({"text": "   "}, {"ref": "paxos", "text": "x"}, {"text": "x", "method": "fuzzy"}):

@@ -42,8 +42,8 @@ def test_due_and_stats_json(example_palace):
     assert "Nothing due" in run(example_palace, "due").output
 
 
-def test_unknown_domain_is_an_error_with_the_list(example_palace):
-    result = run(example_palace, "quiz", "--domain", "astronomy", "--no-llm")
+def test_unknown_domain_is_an_error_with_the_list(readonly_example):
+    result = run(readonly_example, "quiz", "--domain", "astronomy", "--no-llm")
     assert result.exit_code == 1 and "storage-engines" in result.output
 
 

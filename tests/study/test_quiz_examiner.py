@@ -196,11 +196,11 @@ def test_adversarial_pairs_confusable_memories_back_to_back(example):
     assert near["lsm-tree"][0].memory_id == "sstable-compaction"
 
 
-def test_adversarial_neighbours_come_from_bm25_when_the_search_index_is_built(example_palace):
+def test_adversarial_neighbours_come_from_bm25_when_the_search_index_is_built(readonly_example):
     from palace_cli.study.session import stored_neighbours
     from palace_cli.index.refresh import refresh
 
-    palace = Palace(example_palace)
+    palace = Palace(readonly_example)
     refresh(palace, embedder=None)  # lexical index only, no vectors
     memories = palace.scan().memories
     near = stored_neighbours(palace)(memories, ["vector-clocks", "snapshot-isolation"])
@@ -276,10 +276,10 @@ def test_interview_profile_asks_only_its_kinds(example_palace):
     assert kinds <= {"anchor", "cloze", "link"}
 
 
-def test_unknown_strategy_profile_or_domain_are_usage_errors(example_palace):
+def test_unknown_strategy_profile_or_domain_are_usage_errors(readonly_example):
     from palace_cli.errors import NotFound, UsageError
 
-    palace = Palace(example_palace)
+    palace = Palace(readonly_example)
     with pytest.raises(UsageError):
         StudySession(palace, strategy="hardest")
     with pytest.raises(UsageError):

@@ -130,7 +130,7 @@ def test_the_same_line_in_two_files_counts_once(palace):
 # ---- FSRS replay --------------------------------------------------------------------------
 
 
-def test_replay_is_deterministic_whatever_the_file_order_and_with_fuzz(palace):
+def test_replay_is_deterministic_whatever_the_file_order_and_with_fuzz(readonly_palace):
     """Long histories reach intervals over 2.5 days, where fsrs fuzzes; replay must still agree with itself."""
     reviews = history("lsm-tree", [3, 3, 3, 4, 3, 1, 3, 3, 3]) + history("mvcc", [3, 2, 3, 3, 3, 3], T0 + timedelta(hours=3))
     rng = random.Random(5)
@@ -139,13 +139,13 @@ def test_replay_is_deterministic_whatever_the_file_order_and_with_fuzz(palace):
         shuffled = reviews[:]
         rng.shuffle(shuffled)
         for name in (f"t{trial}-a.jsonl", f"t{trial}-b.jsonl"):
-            (palace.root / "reviews" / name).unlink(missing_ok=True)
+            (readonly_palace.root / "reviews" / name).unlink(missing_ok=True)
         for i, review in enumerate(shuffled):
-            ReviewLog(palace, f"t{trial}-{'ab'[i % 2]}.jsonl").append(review)
-        read = ReviewLog(palace).read()
+            ReviewLog(readonly_palace, f"t{trial}-{'ab'[i % 2]}.jsonl").append(review)
+        read = ReviewLog(readonly_palace).read()
         schedules.append(replay(read.reviews, "person", T0 + timedelta(days=400)))
         for name in (f"t{trial}-a.jsonl", f"t{trial}-b.jsonl"):
-            (palace.root / "reviews" / name).unlink()
+            (readonly_palace.root / "reviews" / name).unlink()
     for memory_id in ("lsm-tree", "mvcc"):
         assert card_fields(schedules[0], memory_id) == card_fields(schedules[1], memory_id) == card_fields(schedules[2], memory_id)
     unfuzzed = Scheduler(enable_fuzzing=False)

@@ -48,6 +48,7 @@ def test_repetition_is_detected():
     assert not repetitive("You run. A cat sings. The bell rings. Rain falls.")
 
 
+@pytest.mark.slow
 def test_generated_questions_are_validated_or_refused(real_generator, palace):
     from palace_cli.study.llm import generate_question
 
@@ -67,6 +68,7 @@ def test_generated_questions_are_validated_or_refused(real_generator, palace):
     assert len(outcomes) == 3
 
 
+@pytest.mark.slow
 def test_red_queen_logs_model_reviews_apart_from_the_person(real_generator, example_palace):
     palace = Palace(example_palace)
     report = run_red_queen(palace, real_generator, rounds=2, n=2, seed=1)
@@ -91,21 +93,22 @@ def test_red_queen_logs_model_reviews_apart_from_the_person(real_generator, exam
     assert status == ""
 
 
-def test_redqueen_with_the_small_installed_model_says_so_in_one_line(with_models, example_palace):
-    before = sorted((example_palace / "reviews").glob("*"))
-    result = CliRunner().invoke(cli, ["--palace", str(example_palace), "redqueen"])
+def test_redqueen_with_the_small_installed_model_says_so_in_one_line(with_models, readonly_example):
+    before = sorted((readonly_example / "reviews").glob("*"))
+    result = CliRunner().invoke(cli, ["--palace", str(readonly_example), "redqueen"])
     assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1
     assert result.output.startswith("palace: SmolLM2-135M-Instruct.Q4_1 (135M parameters) is too small to recall "
                                     "memories from their anchors; set [models] endpoint")
-    assert sorted((example_palace / "reviews").glob("*")) == before   # nothing was logged
+    assert sorted((readonly_example / "reviews").glob("*")) == before   # nothing was logged
 
 
-def test_evolve_with_the_small_installed_model_shows_the_factors_and_one_line(with_models, example_palace):
-    result = CliRunner().invoke(cli, ["--palace", str(example_palace), "evolve", "secondary-index"])
+def test_evolve_with_the_small_installed_model_shows_the_factors_and_one_line(with_models, readonly_example):
+    result = CliRunner().invoke(cli, ["--palace", str(readonly_example), "evolve", "secondary-index"])
     assert result.exit_code == 0 and "Movement" in result.output and "asking the generator" not in result.output
     assert "(135M parameters) is too small to propose a better image; set [models] endpoint" in result.output
 
 
+@pytest.mark.slow
 def test_redqueen_command_with_the_installed_model(with_models, example_palace):
     toml = example_palace / "palace.toml"
     toml.write_text(toml.read_text(encoding="utf-8") + '\n[models]\nuse_generator = "always"\n', encoding="utf-8")
@@ -115,11 +118,12 @@ def test_redqueen_command_with_the_installed_model(with_models, example_palace):
     assert data["rounds"] == 1 and len(data["attempts"]) == 1 and data["learner"].startswith("llm:")
 
 
-def test_redqueen_without_a_model_says_how_to_get_one(example_palace):
-    result = CliRunner().invoke(cli, ["--palace", str(example_palace), "redqueen"])
+def test_redqueen_without_a_model_says_how_to_get_one(readonly_example):
+    result = CliRunner().invoke(cli, ["--palace", str(readonly_example), "redqueen"])
     assert result.exit_code == 1 and "palace models install" in result.output
 
 
+@pytest.mark.slow
 def test_evolve_with_the_real_generator_keeps_the_note_safe(real_generator, palace):
     from palace_cli.errors import PalaceError
     from palace_cli.study.evolver import evolve
@@ -145,6 +149,7 @@ def test_evolve_with_the_real_generator_keeps_the_note_safe(real_generator, pala
     assert memory.verify.lower() in reread.image.lower()
 
 
+@pytest.mark.slow
 def test_a_session_offers_every_third_question_to_the_generator(real_generator, example_palace):
     from palace_cli.study.session import StudySession
 

@@ -37,6 +37,7 @@ def memories_untouched(palace_dir: Path) -> bool:
     return status == ""
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not PALACE_BIN.exists(), reason="the palace console script is not installed in this venv")
 def test_three_question_session_through_a_terminal(example_palace, tmp_path):
     child = spawn(example_palace, tmp_path / "home", "-n", "3", "--seed", "11", "--no-llm", "--strategy", "random")
@@ -62,6 +63,7 @@ def test_three_question_session_through_a_terminal(example_palace, tmp_path):
     assert memories_untouched(example_palace)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not PALACE_BIN.exists(), reason="the palace console script is not installed in this venv")
 def test_ctrl_c_keeps_every_review_already_given(example_palace, tmp_path):
     child = spawn(example_palace, tmp_path / "home", "-n", "5", "--seed", "3", "--no-llm", "--strategy", "random")

@@ -51,9 +51,9 @@ def test_factor_cues(text, factor, expected):
     assert (factor in present(text)) is expected
 
 
-def test_evidence_points_at_the_cue_in_the_note_file(palace):
-    memory = palace.memory("two-phase-commit")
-    lines = (palace.root / memory.path).read_text(encoding="utf-8").splitlines()
+def test_evidence_points_at_the_cue_in_the_note_file(readonly_palace):
+    memory = readonly_palace.memory("two-phase-commit")
+    lines = (readonly_palace.root / memory.path).read_text(encoding="utf-8").splitlines()
     result = score_memory(memory)
     checked = 0
     for item in result.factors:
@@ -70,9 +70,9 @@ def read_labels(split: str | None = None) -> dict[str, dict[str, int]]:
     return {r["id"]: r["factors"] for r in rows if split in (None, r["split"])}
 
 
-def test_hand_labels_cover_at_least_thirty_example_images(palace):
+def test_hand_labels_cover_at_least_thirty_example_images(readonly_palace):
     labels = read_labels()
-    memories = palace.scan().memories
+    memories = readonly_palace.scan().memories
     assert len(labels) >= 30
     assert set(labels) <= set(memories)
     for factors in labels.values():
@@ -83,9 +83,9 @@ def test_hand_labels_cover_at_least_thirty_example_images(palace):
     (None, 0.87, 0.72),    # all 66 (measured 0.904 / 0.794)
     ("test", 0.85, 0.68),  # held out from tuning (measured 0.886 / 0.762)
 ])
-def test_scorer_agrees_with_hand_labels(palace, split, min_accuracy, min_kappa):
+def test_scorer_agrees_with_hand_labels(readonly_palace, split, min_accuracy, min_kappa):
     labels = read_labels(split)
-    memories = palace.scan().memories
+    memories = readonly_palace.scan().memories
     result = agreement(labels, {i: score_memory(memories[i]) for i in labels})
     assert result["overall"]["accuracy"] >= min_accuracy
     assert result["overall"]["kappa"] >= min_kappa
@@ -108,8 +108,8 @@ def test_agreement_statistics_on_a_known_table():
     assert result["total_score"]["mean_abs_error"] == 0.5
 
 
-def test_lint_warns_on_weak_images_without_failing(palace):
-    report = lint(palace)
+def test_lint_warns_on_weak_images_without_failing(readonly_palace):
+    report = lint(readonly_palace)
     weak = [p for p in report.problems if p.code == "smashin-weak"]
     assert {p.path.rsplit("/", 1)[1] for p in weak} == {"secondary-index.md", "rebalancing.md", "write-through-cache.md"}
     assert all(p.severity == "warning" and "palace evolve" in p.message for p in weak)
@@ -122,28 +122,28 @@ def test_lint_threshold_comes_from_palace_toml(example_palace):
     assert not [p for p in lint(Palace(example_palace)).problems if p.code == "smashin-weak"]
 
 
-def test_score_command_json_and_table(example_palace):
+def test_score_command_json_and_table(readonly_example):
     runner = CliRunner()
-    result = runner.invoke(cli, ["--palace", str(example_palace), "score", "bloom-filter", "--json"])
+    result = runner.invoke(cli, ["--palace", str(readonly_example), "score", "bloom-filter", "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["id"] == "bloom-filter" and 0 <= data["score"] <= 12 and len(data["factors"]) == 12
-    result = runner.invoke(cli, ["--palace", str(example_palace), "score", "--all"])
+    result = runner.invoke(cli, ["--palace", str(readonly_example), "score", "--all"])
     assert result.exit_code == 0 and "secondary-index" in result.output
-    result = runner.invoke(cli, ["--palace", str(example_palace), "score", "--against", str(LABELS), "--json"])
+    result = runner.invoke(cli, ["--palace", str(readonly_example), "score", "--against", str(LABELS), "--json"])
     assert result.exit_code == 0 and json.loads(result.output)["memories"] == 66
-    assert runner.invoke(cli, ["--palace", str(example_palace), "score"]).exit_code == 2
+    assert runner.invoke(cli, ["--palace", str(readonly_example), "score"]).exit_code == 2
 
 
-def test_evolve_without_a_generator_names_missing_factors_and_refuses_to_accept(example_palace):
+def test_evolve_without_a_generator_names_missing_factors_and_refuses_to_accept(readonly_example):
     runner = CliRunner()
-    result = runner.invoke(cli, ["--palace", str(example_palace), "evolve", "secondary-index"])
+    result = runner.invoke(cli, ["--palace", str(readonly_example), "evolve", "secondary-index"])
     assert result.exit_code == 0
     assert "Movement" in result.output and "palace models install" in result.output
-    before = (example_palace / "memories/storage-engines/secondary-index.md").read_bytes()
-    result = runner.invoke(cli, ["--palace", str(example_palace), "evolve", "secondary-index", "--accept"])
+    before = (readonly_example / "memories/storage-engines/secondary-index.md").read_bytes()
+    result = runner.invoke(cli, ["--palace", str(readonly_example), "evolve", "secondary-index", "--accept"])
     assert result.exit_code == 1 and "evolve --accept: no generator model: run `palace models install`" in result.output
-    assert (example_palace / "memories/storage-engines/secondary-index.md").read_bytes() == before
+    assert (readonly_example / "memories/storage-engines/secondary-index.md").read_bytes() == before
 
 
 def test_accepting_an_image_changes_only_the_image_section(palace):
