@@ -253,6 +253,7 @@ def test_kill_while_indexing_session_files(talk_template, tmp_path, stage, nth):
     assert_sessions_repaired(root, expected)
 
 
+@pytest.mark.slow
 def test_kill_during_an_incremental_refresh_of_session_files(talk_template, tmp_path):
     """Edited, deleted and copied session files (a repeated id changes owner) committed to the note cache but
     not yet to whoosh."""
