@@ -1,4 +1,5 @@
 # Two commands for a fresh machine: `make demo` runs palace on the example palace, `make test` runs the tests.
+# `make check` runs every test but the slow ones: the loop between edits (CI runs `make test`).
 # Each creates .venv and installs what it needs (llama-cpp-python compiles once, ~5 min; pip caches the wheel).
 
 PYTHON ?= python3
@@ -6,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 EXAMPLE := example-palace
 
-.PHONY: demo test install models bench docs clean
+.PHONY: demo test check install models bench docs clean
 
 $(BIN)/palace: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +29,9 @@ demo: models
 
 test: install
 	$(BIN)/python -m pytest -q
+
+check: install
+	$(BIN)/python -m pytest -q -m "not slow"
 
 docs: install
 	$(BIN)/cog -r docs/cli.md

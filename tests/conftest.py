@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import signal
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "tests" / "data"  # test files live in room folders: name data from here
 
 
 def pytest_configure(config):
@@ -63,10 +65,22 @@ def copy_palace(source: Path, target: Path, git: bool = True) -> Path:
     return target
 
 
+def copy_tree(source: Path, target: Path) -> Path:
+    """Copy a prepared palace byte for byte, .git and .palace included, links as links."""
+    shutil.copytree(source, target, symlinks=True)
+    return target
+
+
+@pytest.fixture(scope="session")
+def example_template(tmp_path_factory) -> Path:
+    """example-palace as a git repo with one commit, made once a session: tests copy it (copy_tree), never use it."""
+    return copy_palace(EXAMPLE, tmp_path_factory.mktemp("template") / "example-palace")
+
+
 @pytest.fixture
-def example_palace(tmp_path) -> Path:
+def example_palace(example_template, tmp_path) -> Path:
     """A private copy of example-palace (a git repo), without models configured."""
-    return copy_palace(EXAMPLE, tmp_path / "example-palace")
+    return copy_tree(example_template, tmp_path / "example-palace")
 
 
 @pytest.fixture
@@ -75,6 +89,64 @@ def palace(example_palace):
     from palace_cli.palace import Palace
 
     return Palace(example_palace)
+
+
+# ---- one example palace shared by the tests that only read it --------------------------------
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """relative path -> sha256 of every file (or a link's target) under root, but SQLite's shared-memory index
+    (every reader writes it) and an empty write-ahead log (a reader opens one)."""
+    digest = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if path.is_symlink():
+            digest[rel] = "-> " + os.readlink(path)
+        elif path.is_file() and not rel.endswith("-shm") and not (rel.endswith("-wal") and not path.stat().st_size):
+            digest[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return digest
+
+
+@pytest.fixture(scope="session")
+def _readonly_example(tmp_path_factory, example_template) -> tuple[Path, Path, dict[str, str]]:
+    """(the shared copy, a pristine twin to restore it from, its digest), the index built once, lexical only."""
+    from palace_cli.palace import Palace
+
+    base = tmp_path_factory.mktemp("read-only")
+    root = copy_tree(example_template, base / "example-palace")
+    with pytest.MonkeyPatch.context() as mp:  # session fixtures are set up before user_dirs: the same dirs here
+        mp.setenv("XDG_CONFIG_HOME", str(base / "config"))
+        mp.setenv("XDG_DATA_HOME", str(base / "data"))
+        mp.delenv("PALACE_DIR", raising=False)
+        mp.setenv("PALACE_HOME", str(base / "palace-home"))
+        built = Palace(root)
+        built.refresh()
+        built.index.close()
+    # git refreshes the stat data of its index on the first status after a copy: do it now, not in a test
+    subprocess.run(["git", "status", "--porcelain"], cwd=root, check=True, capture_output=True)
+    return root, copy_tree(root, base / "pristine"), tree_digest(root)
+
+
+@pytest.fixture
+def readonly_example(_readonly_example) -> Path:
+    """The example palace shared by every test that only reads it: a git repo, its lexical index built, no
+    models. A test that changes, adds or removes one of its files fails, and the palace is restored."""
+    root, pristine, digest = _readonly_example
+    yield root
+    now = tree_digest(root)
+    changed = sorted(rel for rel in digest.keys() | now.keys() if digest.get(rel) != now.get(rel))
+    if changed:
+        shutil.rmtree(root)
+        copy_tree(pristine, root)
+        pytest.fail(f"this test wrote into the shared read-only example palace ({', '.join(changed[:8])}): "
+                    "give it its own copy (the example_palace or palace fixture)", pytrace=False)
+
+
+@pytest.fixture
+def readonly_palace(readonly_example):
+    """A Palace object over the shared read-only example palace (see readonly_example)."""
+    from palace_cli.palace import Palace
+
+    return Palace(readonly_example)
 
 
 def _parse_notes(palace):

@@ -86,6 +86,7 @@ def comparable(args: list[str], stdout: str):
     return data
 
 
+@pytest.mark.slow
 @needs_namespace
 @pytest.mark.parametrize("cache", ["none", "built"])
 def test_a_read_only_palace_answers_every_read_command(tmp_path, cache):
@@ -124,6 +125,7 @@ def test_a_read_only_palace_answers_every_read_command(tmp_path, cache):
     assert temp_files(readonly) == []
 
 
+@pytest.mark.slow
 @needs_namespace
 def test_the_cache_elsewhere_is_seeded_from_the_palace_cache_once(tmp_path):
     """A read-only palace with a built cache: the cache elsewhere starts as a copy (no rebuild), then is kept."""
@@ -214,6 +216,7 @@ print(json.dumps(out))
 DISK_FULL_LINE = ("No space left on device", "database or disk is full")
 
 
+@pytest.mark.slow
 @needs_namespace
 def test_a_full_disk_is_one_clear_line_and_loses_nothing(tmp_path):
     """A palace on a real 6 MB tmpfs, its cache built, three notes edited and one deleted, the disk then filled
@@ -290,6 +293,7 @@ def make_sources(folder: Path, count: int) -> Path:
     return folder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kill_at", [1, 7])
 def test_a_killed_import_leaves_nothing_the_next_command_does_not_repair(tmp_path, kill_at):
     """A real import killed between writing a note's temp file and renaming it: the temp file is ignored by git
@@ -353,6 +357,7 @@ def test_temp_files_of_dead_writers_are_swept_and_live_ones_kept(tmp_path):
         live.wait()
 
 
+@pytest.mark.slow
 def test_a_write_refused_by_the_disk_is_one_error_and_leaves_nothing(tmp_path):
     """A real write limit (RLIMIT_FSIZE, in a child process: no root needed) stops `add` halfway through
     writing the note: one line naming the file, no note, no temp file, no new folder, the palace as it was."""

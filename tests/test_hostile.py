@@ -212,6 +212,7 @@ def invoke(root: Path, *args: str):
     return result
 
 
+@pytest.mark.slow
 @HOSTILE
 @given(spec=palaces())
 def test_a_hostile_palace_never_crashes_and_hides_nothing(spec):

@@ -66,6 +66,7 @@ def test_an_overflowing_option_is_a_usage_error(example_palace, args):
     assert "outside the years 0001-9999" in result.output
 
 
+@pytest.mark.slow
 def test_the_mcp_server_answers_beside_an_overflowing_date(example_palace):
     _with_date(example_palace, "valid_from", OVERFLOWING[0])
 
@@ -137,7 +138,8 @@ def _raw_mcp_exchange(root, lines: list[str], wanted: set, timeout: float = 180)
         process.wait(timeout=60)
 
 
-def test_the_mcp_server_answers_requests_it_cannot_read(example_palace):
+@pytest.mark.slow
+def test_the_mcp_server_answers_requests_it_cannot_read(readonly_example):
     """Row 15: a lone surrogate escape or nesting 5,000 levels deep gets a parse error with its id; the
     server keeps answering."""
     import json
@@ -150,7 +152,7 @@ def test_the_mcp_server_answers_requests_it_cannot_read(example_palace):
              call_ % (3, '{"query": "x", "k": ' + "[" * 5000 + "]" * 5000 + "}"),
              call_ % ('"four"', "{" * 3000),
              call_ % (5, '{"query": "lazy loading cache"}')]
-    replies = _raw_mcp_exchange(example_palace, lines, wanted={1, 2, 3, "four", 5})
+    replies = _raw_mcp_exchange(readonly_example, lines, wanted={1, 2, 3, "four", 5})
     for request_id in (2, 3, "four"):
         assert replies[request_id]["error"]["code"] == -32700, replies
         assert "cannot be read" in replies[request_id]["error"]["message"]

@@ -115,6 +115,7 @@ def new_memory(i: int, tag: str) -> dict:
 # ---- a whole session --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_session_lists_measures_recalls_adds_and_verifies(example_palace):
     async def scenario():
         async with session(example_palace) as client:
@@ -180,13 +181,13 @@ def test_session_lists_measures_recalls_adds_and_verifies(example_palace):
     assert not foreign[0] and foreign[1].startswith("NOT grounded (foreign)") and "two-phase-commit" in foreign[1]
 
 
-def test_tool_list_fits_under_a_real_tokenizer(example_palace, installed_models):
+def test_tool_list_fits_under_a_real_tokenizer(readonly_example, installed_models):
     """Bytes/4 is an estimate; count again with a real BPE tokenizer (SmolLM2's, 49k vocab)."""
     path = installed_models["generator"].path
     llama_cpp = pytest.importorskip("llama_cpp")
 
     async def scenario():
-        async with session(example_palace) as client:
+        async with session(readonly_example) as client:
             return tool_list_json((await client.list_tools()).tools)
 
     wire = anyio.run(scenario)
@@ -195,6 +196,7 @@ def test_tool_list_fits_under_a_real_tokenizer(example_palace, installed_models)
     assert count < TOKEN_LIMIT, f"tool list is {count} SmolLM2 tokens"
 
 
+@pytest.mark.slow
 def test_outputs_stay_within_their_budget(example_palace):
     async def scenario():
         async with session(example_palace) as client:
@@ -265,6 +267,7 @@ ATTACKS = [
 ]
 
 
+@pytest.mark.slow
 def test_confinement_attacks_are_refused_and_nothing_leaks(attacked, tmp_path):
     secret = tmp_path / "secret.md"
     before = snapshot(tmp_path, attacked)
@@ -334,6 +337,7 @@ MALFORMED = [
 ]
 
 
+@pytest.mark.slow
 def test_malformed_arguments_get_errors_and_the_server_keeps_serving(example_palace):
     async def scenario():
         async with session(example_palace) as client:
@@ -347,9 +351,9 @@ def test_malformed_arguments_get_errors_and_the_server_keeps_serving(example_pal
     assert not list((example_palace / "memories").rglob("no-domain*"))
 
 
-def test_stdout_carries_only_protocol_messages(example_palace):
+def test_stdout_carries_only_protocol_messages(readonly_example):
     """Raw JSON-RPC on the server's stdin, including garbage; every stdout line must be a JSON-RPC message."""
-    process = subprocess.Popen(palace_command(example_palace, "mcp"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    process = subprocess.Popen(palace_command(readonly_example, "mcp"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in process.stdout], daemon=True).start()
@@ -390,6 +394,7 @@ def test_stdout_carries_only_protocol_messages(example_palace):
 # ---- concurrent writers ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_concurrent_cli_and_mcp_writes_are_all_seen(example_palace):
     count = 4
 
@@ -438,6 +443,7 @@ def test_concurrent_cli_and_mcp_writes_are_all_seen(example_palace):
 # ---- study -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_quiz_next_and_grade_append_agent_reviews(example_palace):
     async def scenario():
         async with session(example_palace) as client:
@@ -478,12 +484,12 @@ def test_quiz_next_and_grade_append_agent_reviews(example_palace):
     ("memories/a\x00b", False),
     ("palace.toml", False),
 ])
-def test_confined(palace, ref, ok):
+def test_confined(readonly_palace, ref, ok):
     if ok:
-        assert confined(palace.root, ref).is_relative_to(palace.root / "memories")
+        assert confined(readonly_palace.root, ref).is_relative_to(readonly_palace.root / "memories")
     else:
         with pytest.raises(OutsidePalace):
-            confined(palace.root, ref)
+            confined(readonly_palace.root, ref)
 
 
 @pytest.mark.parametrize("text, budget", [("short", 50), ("line\n" * 500, 50), ("word " * 2000, 100),
@@ -496,12 +502,12 @@ def test_fit_keeps_within_budget_and_says_so(text, budget):
         assert out.endswith(f"cut at max_tokens={budget}") and len(out.encode("utf-8")) > budget * 4 * 0.6
 
 
-def test_add_over_the_size_limit_leaves_nothing_on_disk(example_palace):
-    tools = PalaceTools(Palace(example_palace))
-    before = sorted(p for p in example_palace.rglob("*") if ".palace" not in p.parts)
+def test_add_over_the_size_limit_leaves_nothing_on_disk(readonly_example):
+    tools = PalaceTools(Palace(readonly_example))
+    before = sorted(p for p in readonly_example.rglob("*") if ".palace" not in p.parts)
     with pytest.raises(PalaceError, match="over the 1,000,000 byte limit for a note; nothing was written"):
         tools.add(**dict(new_memory(1, "huge"), content="x" * 10_000_000))
-    assert sorted(p for p in example_palace.rglob("*") if ".palace" not in p.parts) == before
+    assert sorted(p for p in readonly_example.rglob("*") if ".palace" not in p.parts) == before
 
 
 def test_tools_without_a_transport_see_a_write_made_behind_their_back(example_palace):
@@ -513,6 +519,7 @@ def test_tools_without_a_transport_see_a_write_made_behind_their_back(example_pa
     assert "memories: 90" in tools.status()
 
 
+@pytest.mark.slow
 def test_recall_and_search_cover_conversation_turns(example_palace, tmp_path):
     from conversation_fixtures import locomo_samples
 
@@ -542,6 +549,7 @@ def test_recall_and_search_cover_conversation_turns(example_palace, tmp_path):
 # ---- add refuses what it cannot make right, update changes only what it is asked ------------------
 
 
+@pytest.mark.slow
 def test_add_refusals_say_what_to_send_and_write_nothing(example_palace):
     memory = new_memory(3, "ref")
 
@@ -565,6 +573,7 @@ def test_add_refusals_say_what_to_send_and_write_nothing(example_palace):
     assert sorted(p for p in example_palace.rglob("*") if ".palace" not in p.parts) == before
 
 
+@pytest.mark.slow
 def test_add_with_text_alone_captures_a_plain_note_in_the_inbox(example_palace):
     async def scenario():
         async with session(example_palace) as client:
@@ -587,6 +596,7 @@ def test_add_links_by_subject_are_stored_as_ids(example_palace):
     assert memory.links == ["two-phase-commit", "paxos"] and memory.verify
 
 
+@pytest.mark.slow
 def test_status_counts_what_lint_counts(example_palace):
     note = example_palace / "memories/storage-engines/b-tree.md"
     note.write_text(note.read_text(encoding="utf-8").replace("links: [", "links: [no-such-note, ", 1), encoding="utf-8")
@@ -648,6 +658,7 @@ def test_update_refuses_what_would_leave_the_note_wrong(example_palace, fields, 
     assert note.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_update_over_the_sdk_client_with_a_new_image_and_token(example_palace):
     image = "Woodpeckers in saffron capes knock at random moments, each rolling a purple die first."
 

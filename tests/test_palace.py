@@ -117,14 +117,14 @@ def test_get_a_broken_note_by_path_says_why(messy):
     ("memories/consensus-coordination/raft.md:10", "raft"),
     ("./memories/storage-engines/b-tree.md", "b-tree"),
 ])
-def test_memory_resolves_exact_names(palace, monkeypatch, ref, expected):
-    monkeypatch.chdir(palace.root)
-    assert palace.memory(ref).id == expected
+def test_memory_resolves_exact_names(readonly_palace, monkeypatch, ref, expected):
+    monkeypatch.chdir(readonly_palace.root)
+    assert readonly_palace.memory(ref).id == expected
 
 
-def test_memory_by_absolute_path_from_anywhere(palace, tmp_path, monkeypatch):
+def test_memory_by_absolute_path_from_anywhere(readonly_palace, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert palace.memory(str(palace.root / "memories/storage-engines/b-tree.md")).id == "b-tree"
+    assert readonly_palace.memory(str(readonly_palace.root / "memories/storage-engines/b-tree.md")).id == "b-tree"
 
 
 @pytest.mark.parametrize("ref, suggested", [
@@ -135,18 +135,18 @@ def test_memory_by_absolute_path_from_anywhere(palace, tmp_path, monkeypatch):
     ("consensus", ["paxos", "raft"]),
     ("cache", ["cache-aside", "cache-invalidation", "write-through-cache"]),
 ])
-def test_a_near_miss_is_an_error_that_suggests(palace, ref, suggested):
+def test_a_near_miss_is_an_error_that_suggests(readonly_palace, ref, suggested):
     with pytest.raises(NotFound) as caught:
-        palace.memory(ref)
+        readonly_palace.memory(ref)
     for name in suggested:
         assert name in str(caught.value)
     assert "did you mean" in str(caught.value)
 
 
 @pytest.mark.parametrize("ref", ["xyzzy", "", "   ", "memories/nope/none.md"])
-def test_memory_not_found(palace, ref):
+def test_memory_not_found(readonly_palace, ref):
     with pytest.raises(NotFound):
-        palace.memory(ref)
+        readonly_palace.memory(ref)
 
 
 def test_exact_subject_shared_by_two_memories_is_ambiguous(tmp_path, note_text):
@@ -183,8 +183,8 @@ def test_domains_combine_folders_and_config(small_palace):
     ("Kafka", "messaging-events"),               # an alias, any case
     ("reliab", "reliability-operations"),        # a unique prefix
 ])
-def test_resolve_domain(palace, name, expected):
-    assert palace.resolve_domain(name) == expected
+def test_resolve_domain(readonly_palace, name, expected):
+    assert readonly_palace.resolve_domain(name) == expected
 
 
 @pytest.mark.parametrize("name, message", [
@@ -192,16 +192,16 @@ def test_resolve_domain(palace, name, expected):
     ("c", "did you mean caching-performance, consensus-coordination?"),
     ("biology", "domains: caching-performance, consensus-coordination"),
 ])
-def test_resolve_domain_refuses_with_close_names(palace, name, message):
+def test_resolve_domain_refuses_with_close_names(readonly_palace, name, message):
     with pytest.raises(NotFound, match=re.escape(message)):
-        palace.resolve_domain(name)
+        readonly_palace.resolve_domain(name)
 
 
-def test_a_new_domain_is_created_only_when_it_is_not_a_typo(palace):
-    assert palace.resolve_domain("Biology Notes", allow_new=True) == "biology-notes"
+def test_a_new_domain_is_created_only_when_it_is_not_a_typo(readonly_palace):
+    assert readonly_palace.resolve_domain("Biology Notes", allow_new=True) == "biology-notes"
     with pytest.raises(NotFound, match="did you mean storage-engines.*--new-domain"):
-        palace.resolve_domain("storag-engines", allow_new=True)
-    assert palace.resolve_domain("storag-engines", allow_new=True, insist=True) == "storag-engines"
+        readonly_palace.resolve_domain("storag-engines", allow_new=True)
+    assert readonly_palace.resolve_domain("storag-engines", allow_new=True, insist=True) == "storag-engines"
 
 
 def test_a_folder_that_is_never_read_is_no_domain(small_palace, tmp_path):

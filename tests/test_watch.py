@@ -256,6 +256,7 @@ def _cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])  # utime + stime, in clock ticks
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads CPU time from /proc (Linux)")
 def test_cli_watch_is_idle_when_nothing_happens_and_ctrl_c_exits_130(small_palace):
     process = _start_cli_watch(small_palace, dict(os.environ))
@@ -277,6 +278,7 @@ def test_cli_watch_is_idle_when_nothing_happens_and_ctrl_c_exits_130(small_palac
     assert Palace(small_palace).refresh(embedder=None).changed is False
 
 
+@pytest.mark.slow
 def test_watcher_and_several_commands_at_once(small_palace, parse_notes):
     """A CLI watcher and three `palace index` processes run while notes are written: no errors, and
     the end state is exactly what a build from nothing gives."""

@@ -5,7 +5,7 @@ most of its 120-330 ms there, and a 20-word query about 900 ms. This reads each 
 block at a time (whoosh's own blocks, decompressed and unpickled as whoosh does), scores them with
 whoosh's BM25 formula, document lengths and live statistics as arrays, and keeps the best. The scores are
 whoosh's to the last bits of a double (the order of the additions differs), so the ranking is the same;
-tests/test_postings.py checks it against whoosh's matchers.
+tests/index/test_postings.py checks it against whoosh's matchers.
 
 It leans on whoosh 2.7's segment internals (the W3 codec's block reader and length column), checked
 where they are touched: anything else (another codec, inlined postings) goes through whoosh's matcher API.

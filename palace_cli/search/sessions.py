@@ -7,7 +7,7 @@ mean of its turn vectors), fused by RRF. A turn's hop-2 score is its flat RRF sc
 weighted; turns are reordered by it only within blocks of the flat ranking: the turns that will be
 handed over (the first `handed`) stay exactly the flat ranking's first `handed` turns, and the rest stay
 the rest. So the set recall hands over, and recall at the handed count and at the depth asked, equal
-the flat ranking's by construction (tests/test_turn_routing.py checks it on generated palaces); what
+the flat ranking's by construction (tests/search/test_turn_routing.py checks it on generated palaces); what
 routing can change is the order inside (recall@1, @5). On LoCoMo that order was worse than the flat
 one, so the weight is 0 by default: hop 1 names the sessions, hop 2 keeps the flat order.
 """

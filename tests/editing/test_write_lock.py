@@ -1,0 +1,99 @@
+"""Writers that propose verify tokens take turns: concurrent adds never give two notes one token."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from palace_cli.palace import Palace
+
+from conftest import REPO
+
+# One scene for every writer: with the same notes in view, each would propose the same phrase.
+IMAGE = ("A copper kettle hums while nine violet lanterns spin on a velvet turntable, "
+         "and a bearded goose in roller skates juggles seven frozen pancakes.")
+
+
+def add_command(root: Path, i: int) -> list[str]:
+    return [sys.executable, "-c", "from palace_cli.cli import main; main()", "--palace", str(root), "add",
+            f"Widget {i}", "--domain", "distributed", "--anchor", f"hook number {i}", "--image", IMAGE,
+            "--content", f"Widget {i} retries {i} times.", "--no-edit"]
+
+
+def waiting_on(lock: Path) -> list[str]:
+    """The /proc/locks lines of processes blocked on this file's flock."""
+    inode = os.stat(lock).st_ino
+    lines = Path("/proc/locks").read_text().splitlines()
+    return [line for line in lines if "->" in line and line.split()[-3].endswith(f":{inode}")]
+
+
+def wait_until_queued(lock: Path, procs: list, command: str) -> None:
+    """Wait until every process is blocked on the lock; none may finish first (it held no lock)."""
+    deadline = time.monotonic() + 120
+    while len(waiting_on(lock)) < len(procs):
+        finished = [p for p in procs if p.poll() is not None]
+        assert not finished, f"one {command} finished while another writer held the lock: " + finished[0].stderr.read()
+        assert time.monotonic() < deadline, f"the {command}s never queued on the write lock"
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_concurrent_adds_wait_for_the_write_lock_and_get_distinct_tokens(small_palace):
+    palace = Palace(small_palace)
+    lock = palace.cache_dir / "write.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    writers = 3
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)   # the test is the writer in front: every add must queue behind it
+    procs = [subprocess.Popen(add_command(small_palace, i), cwd=REPO,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(writers)]
+    try:
+        wait_until_queued(lock, procs, "add")
+        assert not list((small_palace / "memories" / "distributed").glob("widget-*.md"))
+    finally:
+        os.close(fd)
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    tokens = {m.id: m.verify for m in palace.scan(light=True).memories.values()}
+    new = [tokens[f"widget-{i}"] for i in range(writers)]
+    assert all(new), tokens
+    assert len(set(new) | {tokens["two-phase-commit"], tokens["saga"], tokens["bloom-filter"]}) == len(tokens)
+
+
+def supersede_command(root: Path, old: str, new: str) -> list[str]:
+    return [sys.executable, "-c", "from palace_cli.cli import main; main()", "--palace", str(root), "supersede",
+            old, new]
+
+
+@pytest.mark.slow
+def test_concurrent_supersedes_of_one_note_all_land(small_palace):
+    """Issue 25, row 4: each supersede reads, plans and writes the old note under the lock, so none is lost."""
+    from palace_cli.editing.authoring import add_memory
+
+    palace = Palace(small_palace)
+    writers = 4
+    for i in range(writers):
+        add_memory(palace, f"Bloom filter v{i}", "storage", anchor=f"lamp post number {i}",
+                   image=f"A lamp post hung with {i + 2} humming brass bells guards a hotel of lightbulbs.",
+                   content=f"Version {i} of the bloom filter note.")
+    lock = palace.cache_dir / "write.lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # every supersede queues behind the test, then they race for the lock
+    procs = [subprocess.Popen(supersede_command(small_palace, "bloom-filter", f"bloom-filter-v{i}"),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(writers)]
+    try:
+        wait_until_queued(lock, procs, "supersede")
+    finally:
+        os.close(fd)
+    for p in procs:
+        _out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    old = palace.memory("bloom-filter")
+    assert sorted(old.superseded_by) == [f"bloom-filter-v{i}" for i in range(writers)]
