@@ -151,7 +151,7 @@ def test_search_modes_without_models(readonly_palace):
     assert fused.mode == "lexical" and fused.dense == "off"   # says it fell back
     old_name = search(readonly_palace, "consistent hashing ring", mode="hybrid", k=5)   # fused's old name still works
     assert [h.id for h in old_name.hits] == [h.id for h in fused.hits] and old_name.mode == "lexical"
-    with pytest.raises(UsageError, match="readonly_palace models install"):
+    with pytest.raises(UsageError, match="palace models install"):
         search(readonly_palace, "x", mode="dense")
     with pytest.raises(UsageError, match="choose from fused, lexical, dense"):
         search(readonly_palace, "x", mode="2hop")
