@@ -119,11 +119,12 @@ def session_words(texts: list[str]) -> float:
     return sum(math.log(max(len(WORD.findall(t)), 1)) for t in texts) / len(texts) if texts else 0.0
 
 
-def fit(rows: list[dict[str, float]], labels: list[bool], l2: float = 1.0) -> Weights:
-    """Weights fitted to labelled signals: Newton's method on an L2-regularised logistic loss."""
+def fit(rows: list[dict[str, float]], labels: list[bool], l2: float = 1.0, names=SIGNALS) -> Weights:
+    """Weights fitted to labelled signals (the `names` of each row): Newton's method on an L2-regularised
+    logistic loss."""
     import numpy as np
 
-    names = list(SIGNALS)
+    names = list(names)
     matrix = np.array([[row[n] for n in names] for row in rows], dtype=float)
     mean, scale = matrix.mean(axis=0), matrix.std(axis=0)
     scale[scale == 0] = 1.0
@@ -142,3 +143,10 @@ def fit(rows: list[dict[str, float]], labels: list[bool], l2: float = 1.0) -> We
             break
     return Weights(dict(zip(names, mean.round(4).tolist())), dict(zip(names, scale.round(4).tolist())),
                    dict(zip(names, w[1:].round(4).tolist())), round(float(w[0]), 4))
+
+
+# The work scorer: the same logistic over a work-session unit's signals (work.SIGNALS), fitted by
+# `palace bench distill --sessions benchmarks/agent-sessions.jsonl --fit`; its threshold is the one chosen by
+# leaving one session out (docs/benchmarks.md, "distill: agent sessions").
+WORK_THRESHOLD = 0.5
+WORK_FITTED = Weights(mean={}, scale={}, weights={}, bias=0.0)

@@ -1,0 +1,224 @@
+"""`palace bench distill --sessions FILE`: distill scored against a labelled set of coding-agent sessions.
+
+The set (benchmarks/agent-sessions.md) holds sessions in its own JSON shape, one per line, each turn labelled with
+the memories a careful person would keep. Each session is written out as the Claude Code JSONL an agent would
+have logged (thinking and tool calls as blocks, tool output as tool results) and read by the same reader
+`palace import` uses, so what is scored is what a user's import gives distill: thinking and tool output are left
+out by the reader, not by the benchmark.
+
+Scoring is the set's own rule: a produced memory matches a labelled one when it cites the labelled turn and holds
+at least half of the labelled text's content words (lowercase alphanumeric runs less `core.text.STOPWORDS`);
+matching is one to one, largest overlap first; a produced memory citing a later turn that matches a labelled
+memory of its session is a restatement, neither hit nor miss. Recall and precision per kind, 95% bootstrap
+intervals.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from palace_cli.bench.retrieval import bootstrap_ci
+from palace_cli.conversations.model import Session
+from palace_cli.core.text import STOPWORDS, words
+from palace_cli.errors import PalaceError
+
+KINDS = ("decision", "convention", "fact", "solution", "milestone")
+SECRETS = ("sk-live-", "N7x!pQ2vR", "Hx7$kq2!Lm")  # the set's fake secrets (agent-sessions.md, "Secrets")
+
+
+@dataclass
+class Label:
+    """One labelled memory: the turn that carries it, its kind and text."""
+
+    session: str
+    turn: str
+    position: int  # the turn's index in its session
+    id: str
+    kind: str
+    text: str
+
+
+@dataclass
+class Produced:
+    """A memory distill produced, as the benchmark scores it."""
+
+    session: str
+    turn: str
+    kind: str
+    text: str
+
+
+@dataclass
+class LabelledSession:
+    """A session of the set: its header, its turns as the set gives them, its labels."""
+
+    name: str
+    user: str
+    cwd: str
+    started: str
+    work: str
+    turns: list[dict]
+    labels: list[Label] = field(default_factory=list)
+
+
+def content(text: str) -> set[str]:
+    """The scoring rule's content words: lowercase alphanumeric runs, stopwords out."""
+    return {w for w in words(text) if w not in STOPWORDS}
+
+
+def load_set(path: Path) -> list[LabelledSession]:
+    """The sessions of a labelled set (one JSON object a line)."""
+    out = []
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PalaceError(f"{path}: cannot read a session set ({exc})") from None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+            session = LabelledSession(str(data["session"]), str(data.get("user") or ""), str(data.get("cwd") or ""),
+                                      str(data["started"]), str(data.get("work") or ""), list(data["turns"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise PalaceError(f"{path}:{number}: not a labelled session ({exc})") from None
+        for position, turn in enumerate(session.turns):
+            for memory in turn.get("memories") or []:
+                session.labels.append(Label(session.name, str(turn["id"]), position, str(memory["id"]),
+                                            str(memory["kind"]), str(memory["text"])))
+        out.append(session)
+    if not out:
+        raise PalaceError(f"{path}: no sessions")
+    return out
+
+
+def claude_code_lines(session: LabelledSession) -> list[str]:
+    """The session as Claude Code logs it: a record per user turn, an assistant record with its thinking, text and
+    tool_use blocks, and a user record holding the tool's result."""
+    lines, parent = [], None
+    base = {"isSidechain": False, "userType": "external", "cwd": session.cwd, "sessionId": session.name,
+            "version": "2.0.61", "gitBranch": "main"}
+    for turn in session.turns:
+        uuid, time = str(turn["id"]), turn.get("time") or session.started
+        if turn["speaker"] == "user":
+            lines.append(json.dumps({**base, "parentUuid": parent, "type": "user", "uuid": uuid, "timestamp": time,
+                                     "message": {"role": "user", "content": turn["text"]}}))
+            parent = uuid
+            continue
+        blocks = []
+        if turn.get("thinking"):
+            blocks.append({"type": "thinking", "thinking": turn["thinking"], "signature": "x"})
+        blocks.append({"type": "text", "text": turn["text"]})
+        if turn.get("tool"):
+            name, _, argument = str(turn["tool"]).partition(": ")
+            key = "command" if name == "Bash" else "file_path"
+            blocks.append({"type": "tool_use", "id": f"tool-{uuid}", "name": name, "input": {key: argument}})
+        lines.append(json.dumps({**base, "parentUuid": parent, "type": "assistant", "uuid": uuid, "timestamp": time,
+                                 "message": {"role": "assistant", "id": f"msg-{uuid}", "model": "claude-sonnet-4",
+                                             "type": "message", "content": blocks}}))
+        parent = uuid
+        if turn.get("tool"):
+            result = f"{uuid}-result"
+            lines.append(json.dumps({**base, "parentUuid": parent, "type": "user", "uuid": result, "timestamp": time,
+                                     "message": {"role": "user", "content": [
+                                         {"type": "tool_result", "tool_use_id": f"tool-{uuid}",
+                                          "content": turn.get("tool_output") or "(no output)"}]}}))
+            parent = result
+    return lines
+
+
+def write_transcripts(sessions: list[LabelledSession], folder: Path) -> dict[str, Path]:
+    """Each session's Claude Code JSONL in `folder` (`<session>.jsonl`), by session name."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for session in sessions:
+        path = folder / f"{session.name}.jsonl"
+        path.write_text("\n".join(claude_code_lines(session)) + "\n", encoding="utf-8")
+        out[session.name] = path
+    return out
+
+
+def read_sessions(sessions: list[LabelledSession]) -> dict[str, Session]:
+    """Each labelled session as the Claude Code reader of `palace import` reads its transcript."""
+    from palace_cli.conversations.claude_code import read
+
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="palace-worksessions-") as folder:
+        for name, path in write_transcripts(sessions, Path(folder)).items():
+            result = read(path, frozenset())
+            if len(result.sessions) != 1:
+                raise PalaceError(f"{name}: the Claude Code reader gave {len(result.sessions)} sessions, not one")
+            session = result.sessions[0]
+            session.path = f"conversations/claude-code/{name}.md"
+            for number, turn in enumerate(session.turns, 1):
+                turn.line = number  # only for ordering: the palace run scores the written files
+            out[name] = session
+    return out
+
+
+def score(produced: list[Produced], sessions: list[LabelledSession]) -> dict:
+    """Recall and precision per kind and overall (the set's rule), with intervals, kind agreement and secrets."""
+    labels = [label for s in sessions for label in s.labels]
+    position = {(s.name, str(t["id"])): i for s in sessions for i, t in enumerate(s.turns)}
+    words_of = {id(label): content(label.text) for label in labels}
+    made = [(p, content(p.text)) for p in produced]
+    pairs = []
+    for label in labels:
+        wanted = words_of[id(label)]
+        for index, (memory, found) in enumerate(made):
+            if memory.session == label.session and memory.turn == label.turn and wanted:
+                shared = len(wanted & found)
+                if 2 * shared >= len(wanted):
+                    pairs.append((shared / len(wanted), id(label), index))
+    matched_label, matched_memory = {}, {}
+    for share, label_key, index in sorted(pairs, key=lambda p: -p[0]):
+        if label_key not in matched_label and index not in matched_memory:
+            matched_label[label_key], matched_memory[index] = index, label_key
+    by_label = {id(label): label for label in labels}
+    neutral = set()
+    for index, (memory, found) in enumerate(made):
+        if index in matched_memory:
+            continue
+        where = position.get((memory.session, memory.turn), -1)
+        for label in labels:
+            wanted = words_of[id(label)]
+            if (label.session == memory.session and where > label.position and wanted
+                    and 2 * len(wanted & found) >= len(wanted)):
+                neutral.add(index)
+                break
+    recall = {kind: [float(id(label) in matched_label) for label in labels if label.kind == kind] for kind in KINDS}
+    precision = {kind: [float(i in matched_memory) for i, (m, _) in enumerate(made)
+                        if m.kind == kind and i not in neutral] for kind in KINDS}
+    agree = [by_label[key].kind == made[index][0].kind for index, key in matched_memory.items()]
+    every_recall = [v for values in recall.values() for v in values]
+    every_precision = [v for values in precision.values() for v in values]
+    secrets = sum(1 for memory, _ in made if any(s in memory.text for s in SECRETS))
+    return {"labels": len(labels), "produced": len(produced), "restatements": len(neutral),
+            **_rate("recall", every_recall), **_rate("precision", every_precision),
+            "kind_agreement": round(statistics.fmean(agree), 4) if agree else 0.0, "secrets": secrets,
+            "by_kind": {kind: {"labels": len(recall[kind]), "produced": len(precision[kind]),
+                               **_rate("recall", recall[kind]), **_rate("precision", precision[kind])}
+                        for kind in KINDS},
+            "matched": sorted(by_label[key].id for key in matched_label)}
+
+
+def _rate(name: str, values: list[float]) -> dict:
+    return {name: round(statistics.fmean(values), 4) if values else 0.0, f"{name}_ci": bootstrap_ci(values)}
+
+
+def by_work(produced: list[Produced], sessions: list[LabelledSession]) -> dict:
+    """Recall and precision per kind of work (debugging, design ...)."""
+    groups = defaultdict(list)
+    for session in sessions:
+        groups[session.work].append(session)
+    out = {}
+    for work, members in sorted(groups.items()):
+        names = {s.name for s in members}
+        result = score([p for p in produced if p.session in names], members)
+        out[work] = {k: result[k] for k in ("labels", "produced", "recall", "precision")}
+    return out
