@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import statistics
 import tempfile
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -222,3 +223,179 @@ def by_work(produced: list[Produced], sessions: list[LabelledSession]) -> dict:
         result = score([p for p in produced if p.session in names], members)
         out[work] = {k: result[k] for k in ("labels", "produced", "recall", "precision")}
     return out
+
+
+# ---- the work scorer, fitted and cross-validated by session -------------------------------------------------
+
+THRESHOLDS = [round(0.05 + 0.01 * i, 2) for i in range(86)]
+
+
+def _units(sets: list[LabelledSession], sessions: dict[str, Session]) -> dict[str, list]:
+    from palace_cli.memory.work import work_units
+
+    return {s.name: work_units(sessions[s.name], s.user) for s in sets}
+
+
+def _targets(session: LabelledSession, units: list) -> list[bool]:
+    """Whether each unit, as written, matches a label of its turn: what the scorer learns to predict."""
+    out = []
+    for unit in units:
+        found = content(unit.text)
+        out.append(any(label.turn == unit.turn.id and 2 * len(content(label.text) & found) >= len(content(label.text))
+                       for label in session.labels))
+    return out
+
+
+def _kept(session: LabelledSession, units: list, weights, threshold: float) -> list[Produced]:
+    """What distill keeps of a session's units (extract.work_session's rule: scored at or above the threshold,
+    a text said twice kept once)."""
+    out, seen = [], set()
+    for unit in units:
+        key = " ".join(unit.text.lower().split())
+        if weights.probability(unit.signals) >= threshold and key not in seen:
+            seen.add(key)
+            out.append(Produced(session.name, unit.turn.id, unit.kind, unit.text))
+    return out
+
+
+def _objective(result: dict) -> float:
+    """What a threshold is chosen for: the lower of recall and precision (both targets must hold)."""
+    return min(result["recall"], result["precision"])
+
+
+def _fit(sets, units, names):
+    from palace_cli.memory import scorer
+    from palace_cli.memory.work import SIGNALS
+
+    rows = [u.signals for s in sets if s.name in names for u in units[s.name]]
+    labels = [y for s in sets if s.name in names for y in _targets(s, units[s.name])]
+    return scorer.fit(rows, labels, names=SIGNALS)
+
+
+def _best_threshold(sets, units, weights) -> float:
+    results = {t: score([p for s in sets for p in _kept(s, units[s.name], weights, t)], sets) for t in THRESHOLDS}
+    return max(THRESHOLDS, key=lambda t: (_objective(results[t]), -abs(t - 0.5)))
+
+
+def cross_validate(sets: list[LabelledSession], sessions: dict[str, Session], progress=None) -> dict:
+    """Leave one session out: fit the weights on the others and choose the threshold on them, distill the one left
+    out; the pooled score of every held-out session, the folds' spread, and the curve over thresholds (each
+    fold's weights) from which the shipped threshold is chosen."""
+    units = _units(sets, sessions)
+    produced, folds, curve = [], {}, {t: [] for t in THRESHOLDS}
+    for number, held in enumerate(sets, 1):
+        train = [s for s in sets if s is not held]
+        weights = _fit(sets, units, {s.name for s in train})
+        threshold = _best_threshold(train, units, weights)
+        kept = _kept(held, units[held.name], weights, threshold)
+        produced += kept
+        result = score(kept, [held])
+        folds[held.name] = {"threshold": threshold, "recall": result["recall"], "precision": result["precision"],
+                            "labels": result["labels"], "produced": result["produced"]}
+        for t in THRESHOLDS:
+            curve[t] += _kept(held, units[held.name], weights, t)
+        if progress:
+            progress("folds", number, len(sets))
+    pooled = score(produced, sets)
+    points = {t: score(curve[t], sets) for t in THRESHOLDS}
+    chosen = max(THRESHOLDS, key=lambda t: (_objective(points[t]), -abs(t - 0.5)))
+    return {**{k: v for k, v in pooled.items() if k != "matched"}, "by_work": by_work(produced, sets),
+            "folds": folds, "recall_range": [min(f["recall"] for f in folds.values()),
+                                             max(f["recall"] for f in folds.values())],
+            "precision_range": [min(f["precision"] for f in folds.values()),
+                                max(f["precision"] for f in folds.values())],
+            "threshold": chosen, "curve": {str(t): {"recall": points[t]["recall"], "precision": points[t]["precision"]}
+                                           for t in THRESHOLDS[::5]}}
+
+
+def fit_work_scorer(path: Path) -> dict:
+    """The weights fitted on every session of the set, and the threshold chosen by leaving one session out: what
+    scorer.py ships as WORK_FITTED and WORK_THRESHOLD."""
+    sets = load_set(path)
+    sessions = read_sessions(sets)
+    units = _units(sets, sessions)
+    weights = _fit(sets, units, {s.name for s in sets})
+    return {"units": sum(len(v) for v in units.values()),
+            "positives": sum(sum(_targets(s, units[s.name])) for s in sets), "weights": weights.as_dict(),
+            "threshold": cross_validate(sets, sessions)["threshold"]}
+
+
+def heuristic_speed(sessions: dict[str, Session], rounds: int = 3) -> dict:
+    """Turns per second of the work heuristics alone (units, signals, scores), the median of `rounds` passes."""
+    from palace_cli.memory.extract import extract_session
+
+    turns = sum(len(s.turns) for s in sessions.values())
+    times = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        for session in sessions.values():
+            extract_session(session)
+        times.append(time.perf_counter() - started)
+    median = statistics.median(times)
+    return {"turns": turns, "seconds": round(median, 3), "turns_per_s": round(turns / median, 1)}
+
+
+# ---- the real distill, each session in a palace of its own --------------------------------------------------
+
+
+def palace_run(sets: list[LabelledSession], workdir: Path, llm: bool | None = False, progress=None) -> dict:
+    """Each session imported (its Claude Code JSONL, through `palace import`) into a new palace whose
+    `[identity] name` is the session's user, then `palace distill`; the written memories scored."""
+    from palace_cli.editing.authoring import init_palace
+    from palace_cli.importers import import_path
+    from palace_cli.memory.distill import distill
+    from palace_cli.palace import Palace
+
+    transcripts = write_transcripts(sets, workdir / "transcripts")
+    produced, turns, seconds, stages, llm_stats = [], 0, 0.0, defaultdict(float), defaultdict(int)
+    for number, labelled in enumerate(sets, 1):
+        root = init_palace(workdir / labelled.name, f"{labelled.name} bench")
+        with (root / "palace.toml").open("a", encoding="utf-8") as handle:
+            handle.write(f'\n[identity]\nname = {json.dumps(labelled.user)}\n')
+        palace = Palace(root)
+        import_path(palace, transcripts[labelled.name])
+        palace.refresh(embedder=None)
+        started = time.perf_counter()
+        report = distill(palace, llm=llm)
+        seconds += time.perf_counter() - started
+        turns += report.turns
+        for name, value in report.seconds.items():
+            stages[name] += value
+        for key in ("asked", "memories"):
+            llm_stats[key] += report.llm.get(key, 0)
+        for memory in palace.index.scan().memories.values():
+            turn = memory.meta.get("turn")
+            if turn:
+                produced.append(Produced(labelled.name, str(turn), str(memory.meta.get("kind") or memory.type),
+                                         memory.content))
+        if progress:
+            progress("sessions", number, len(sets))
+    result = score(produced, sets)
+    return {**{k: v for k, v in result.items() if k != "matched"}, "by_work": by_work(produced, sets),
+            "distill": {"turns": turns, "seconds": round(seconds, 2), "turns_per_s": round(turns / seconds, 1),
+                        "stages_s": {k: round(v, 2) for k, v in stages.items()}},
+            "llm": dict(llm_stats) if llm else None,
+            "examples": [{"turn": p.turn, "kind": p.kind, "text": p.text} for p in produced[:12]]}
+
+
+def run_sessions_bench(path: Path, workdir: str | None = None, keep: bool = False, cross: bool = True,
+                       llm: bool | None = False, progress=None) -> dict:
+    """The agent-session benchmark: cross-validated by session, then the shipped setting through the real import
+    and distill, with the speed of both."""
+    import shutil
+
+    sets = load_set(path)
+    sessions = read_sessions(sets)
+    summary = {"dataset": Path(path).name, "sessions": len(sets), "turns": sum(len(s.turns) for s in sets),
+               "labels": sum(len(s.labels) for s in sets), "speed": heuristic_speed(sessions)}
+    if cross:
+        summary["cross_validated"] = cross_validate(sets, sessions, progress)
+    base = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="palace-bench-sessions-"))
+    try:
+        summary["palace"] = palace_run(sets, base, llm, progress)
+        if keep:
+            summary["palace_dir"] = str(base)
+    finally:
+        if not keep and not workdir:
+            shutil.rmtree(base, ignore_errors=True)
+    return summary

@@ -148,5 +148,36 @@ def fit(rows: list[dict[str, float]], labels: list[bool], l2: float = 1.0, names
 # The work scorer: the same logistic over a work-session unit's signals (work.SIGNALS), fitted by
 # `palace bench distill --sessions benchmarks/agent-sessions.jsonl --fit`; its threshold is the one chosen by
 # leaving one session out (docs/benchmarks.md, "distill: agent sessions").
-WORK_THRESHOLD = 0.5
-WORK_FITTED = Weights(mean={}, scale={}, weights={}, bias=0.0)
+WORK_THRESHOLD = 0.19
+WORK_FITTED = Weights(
+    mean={
+        "decision": 0.3125, "convention": 0.2222, "fact": 0.2986, "solution": 0.1076, "milestone": 0.059,
+        "agent": 0.0972, "accepted": 0.0521, "proposal_rule": 0.0104, "offer": 0.0104, "proposal_words": 0.1464,
+        "rule": 0.2292, "choice": 0.1111, "settled": 0.0174, "one_off": 0.066, "request": 0.0556,
+        "imperative": 0.2847, "hedge": 0.0069, "reason": 0.1979, "transient": 0.0937, "person": 0.1667,
+        "codeish": 0.1868, "first_singular": 0.1146, "first_plural": 0.1875, "words": 2.4131, "informative": 1.8899,
+        "item": 0.0521, "first_turn": 0.1528, "after_proposal": 0.1944, "done": 0.066, "verified": 0.1146,
+        "cause": 0.1007, "backed": 0.1319, "at_hand": 0.1597, "pointing": 0.0486, "evaluative": 0.1042,
+        "scope": 0.2708, "reported": 0.0139, "numbers": 0.1745, "answers": 0.1146, "problem": 0.1215,
+        "owner": 0.0833, "past": 0.1146, "named": 0.8646, "proposal_fix": 0.0035},
+    scale={
+        "decision": 0.4635, "convention": 0.4157, "fact": 0.4576, "solution": 0.3099, "milestone": 0.2357,
+        "agent": 0.2963, "accepted": 0.2222, "proposal_rule": 0.1015, "offer": 0.1015, "proposal_words": 0.6353,
+        "rule": 0.4203, "choice": 0.3143, "settled": 0.1306, "one_off": 0.2482, "request": 0.2291,
+        "imperative": 0.4513, "hedge": 0.083, "reason": 0.3984, "transient": 0.1866, "person": 0.3727,
+        "codeish": 0.2738, "first_singular": 0.3185, "first_plural": 0.3903, "words": 0.7436, "informative": 0.7266,
+        "item": 0.2222, "first_turn": 0.3598, "after_proposal": 0.3958, "done": 0.2482, "verified": 0.3185,
+        "cause": 0.3009, "backed": 0.3384, "at_hand": 0.3663, "pointing": 0.2151, "evaluative": 0.3055,
+        "scope": 0.4444, "reported": 0.117, "numbers": 0.3107, "answers": 0.3185, "problem": 0.3267, "owner": 0.2764,
+        "past": 0.2213, "named": 0.3422, "proposal_fix": 0.0588},
+    weights={
+        "decision": -0.4193, "convention": -0.1635, "fact": -0.1342, "solution": 0.3319, "milestone": 0.9372,
+        "agent": -0.7405, "accepted": 0.1282, "proposal_rule": 0.243, "offer": -0.1453, "proposal_words": -0.0625,
+        "rule": 0.1413, "choice": 0.1559, "settled": -0.4504, "one_off": -0.5744, "request": 0.1065,
+        "imperative": -0.3957, "hedge": -0.4672, "reason": -0.3546, "transient": 0.2332, "person": 0.3398,
+        "codeish": 0.5698, "first_singular": -0.0727, "first_plural": -0.0634, "words": 0.15, "informative": 1.2412,
+        "item": 0.2632, "first_turn": 0.2129, "after_proposal": 0.409, "done": -0.1137, "verified": -0.7001,
+        "cause": 0.0084, "backed": 0.8523, "at_hand": 0.3428, "pointing": -0.0558, "evaluative": -0.8374,
+        "scope": 0.611, "reported": 0.0619, "numbers": 0.1839, "answers": 0.0465, "problem": -0.0468,
+        "owner": 0.2935, "past": 0.0014, "named": -0.3162, "proposal_fix": -0.3392},
+    bias=-1.5013)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import PurePath
 
 from palace_cli.conversations.model import Session, Turn
@@ -47,7 +48,7 @@ class Unit:
     dates: list = field(default_factory=list)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Piece:
     """One sentence or list item of a turn, with where it stands."""
 
@@ -63,8 +64,10 @@ def project_of(session: Session) -> str:
     return name if name and name not in ("~", ".", "src", "code", "work", "home") else ""
 
 
-def pieces_of(text: str) -> list[Piece]:
-    """The sentences and list items of what a turn said, in order."""
+@lru_cache(maxsize=1 << 12)
+def pieces_of(text: str) -> tuple[Piece, ...]:
+    """The sentences and list items of what a turn said, in order (cached: a turn is read again as the context
+    of the turns after it)."""
     out, paragraph, lines = [], 0, []
 
     def flush():
@@ -82,7 +85,12 @@ def pieces_of(text: str) -> list[Piece]:
         else:
             lines.append(line.strip())
     flush()
-    return [p for p in out if p.text]
+    return tuple(p for p in out if p.text)
+
+
+@lru_cache(maxsize=1 << 14)
+def _informative(text: str) -> frozenset[str]:
+    return frozenset(informative_words(text))
 
 
 def work_units(session: Session, user: str = "") -> list[Unit]:
@@ -119,11 +127,11 @@ def _proposal_before(turns: list[Turn], index: int) -> str:
     asked = index > 1 and turns[index - 2].role == "user" and any(
         cues.is_asking(p.text) and cues.ADVICE.search(p.text) for p in pieces_of(turns[index - 2].text))
     proposal = _proposal(cues.said_text(turns[index - 1].text), asked)
-    if proposal and (len(informative_words(proposal)) < 10 or cues.POINTS_BACK.search(proposal)):
+    if proposal and (len(_informative(proposal)) < 10 or cues.POINTS_BACK.search(proposal)):
         for earlier in reversed(turns[max(0, index - 5):index - 1]):
             if earlier.role == "assistant":
                 found = _proposal(cues.said_text(earlier.text), False)
-                if found and set(informative_words(found)) & set(informative_words(proposal)):
+                if found and _informative(found) & _informative(proposal):
                     return f"{found} {proposal}"
     return proposal
 
@@ -136,7 +144,7 @@ def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project
     pieces = [p for p in pieces_of(turn.text) if not cues.has_secret(p.text)]
     if not pieces:
         return []
-    kinds = [_kind_of(p.text, proposal) for p in pieces]
+    kinds = [_kind_of(p.text) for p in pieces]
     for i, piece in enumerate(pieces):  # "make it a rule:", "Style:" before a list: the items are the rules
         if piece.text.rstrip().endswith(":") and not piece.item:
             if kinds[i] == "convention" or cues.RULES_AHEAD.search(piece.text):
@@ -151,9 +159,9 @@ def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project
     groups = _groups(pieces, kinds)
     units = []
     others = [k for p, k in zip(pieces[1:], kinds[1:]) if not _empty(cues.opened(p.text))]
-    taking = any(cues.TAKE.search(p.text) and not cues.is_asking(p.text) for p in pieces)
     if proposal and _accepts(pieces[0].text) and not any(p.item for p in pieces) and (
-            taking or not any(cues.is_asking(p.text) for p in pieces)) and not any(
+            not any(cues.is_asking(p.text) for p in pieces)
+            or any(cues.TAKE.search(p.text) and not cues.is_asking(p.text) for p in pieces)) and not any(
             k in ("milestone", "fact", "solution") for k in others):
         taken = [p for kind, members in groups if kind in ("decision", "convention", "") for p in members
                  if not cues.is_asking(p.text) and not _empty(cues.opened(p.text))
@@ -203,19 +211,20 @@ def _empty(sentence: str) -> bool:
 def _related(sentence: str, recent: list[str]) -> str:
     """The sentence of the agent's recent turns that a short choice or rule builds on (the one sharing most of
     its words, two at least): "same-transaction then" names the option it takes."""
-    words = set(informative_words(sentence))
+    words = _informative(sentence)
     best, shared = "", 1
     for text in recent:
         for piece in pieces_of(text):
-            if cues.is_asking(piece.text) or cues.NARRATION.match(piece.text) or cues.has_secret(piece.text):
+            overlap = len(words & _informative(piece.text))
+            if overlap <= shared or cues.is_asking(piece.text) or cues.NARRATION.match(piece.text) \
+                    or cues.has_secret(piece.text):
                 continue
-            overlap = len(words & set(informative_words(piece.text)))
-            if overlap > shared:
-                best, shared = piece.text, overlap
+            best, shared = piece.text, overlap
     return LEAD_IN.sub("", best, count=1)
 
 
-def _kind_of(sentence: str, proposal: str) -> str:
+@lru_cache(maxsize=1 << 14)
+def _kind_of(sentence: str) -> str:
     """The kind of memory a user's sentence could be, or "" for none (a question, a pleasantry, an instruction
     with no rule in it, a hypothetical)."""
     core = cues.opened(sentence)
@@ -399,17 +408,17 @@ def _solution_text(turns: list[Turn], index: int, unit: Unit, start: int, projec
     for turn in turns[start:index]:
         for piece in pieces_of(turn.text):
             text = piece.text
-            if cues.is_asking(text) or cues.has_secret(text) or len(informative_words(text)) < 4 \
+            if cues.is_asking(text) or cues.has_secret(text) or len(_informative(text)) < 4 \
                     or (turn.role == "assistant" and cues.NARRATION.match(text)):
                 continue
             weight = 2 * bool(cues.CAUSE.search(text)) + 2 * bool(cues.PROBLEM.search(text)) + \
                 (2 * bool(cues.FIX.search(text)) if turn.role == "assistant" else 0) - \
                 3 * bool(cues.PROPOSAL.search(text) and not cues.FIX.search(text))
             if weight >= 2:
-                found.append((weight + len(informative_words(text)) / 20, len(found), text))
+                found.append((weight + len(_informative(text)) / 20, len(found), text))
     now = [p.text for p in pieces_of(unit.turn.text) if not cues.is_asking(p.text) and not cues.has_secret(p.text)]
     if unit.turn.role == "user":
-        now = [cues.opened(t) for t in now if _kind_of(t, "") == "solution" or cues.RECAP.search(t)]
+        now = [cues.opened(t) for t in now if _kind_of(t) == "solution" or cues.RECAP.search(t)]
     else:
         now = [t for t in now if not cues.NARRATION.match(t)][:3]
     budget = MAX_WORDS - len(" ".join(now).split())
@@ -480,3 +489,9 @@ def signals_of(unit: Unit, extra: dict) -> dict[str, float]:
     })
     values.update(extra)
     return {name: float(values.get(name, 0.0)) for name in SIGNALS}
+
+
+def clear_caches() -> None:
+    """Empty the caches of sentences read (what a speed measurement starts from)."""
+    for cached in (pieces_of, _informative, _kind_of, cues.has_secret, cues.is_asking, cues.said_text, cues._lower):
+        cached.cache_clear()
