@@ -55,15 +55,17 @@ def test_vague_or_undated_text_is_left_alone():
 
 
 @pytest.mark.parametrize("sentence, expected", [
-    ("I love my dog Luna.", "Jon loves Jon's dog Luna."),
+    ("I love my dog Luna.", "Jon loves their dog Luna."),  # named once, "they" after (gender is not known)
     ("I'm swamped with the kids & work.", "Jon is swamped with the kids & work."),
-    ("I've been dancing since I was a kid.", "Jon has been dancing since Jon was a kid."),
+    ("I've been dancing since I was a kid.", "Jon has been dancing since they were a kid."),
     ("I really try to go every week.", "Jon really tries to go every week."),
-    ("I don't like it, but I do yoga.", "Jon doesn't like it, but Jon does yoga."),
-    ("I watch movies and I go out.", "Jon watches movies and Jon goes out."),
+    ("I don't like it, but I do yoga.", "Jon doesn't like it, but they do yoga."),
+    ("I watch movies and I go out. I'm happy.", "Jon watches movies and they go out. They're happy."),
     ("I went to a support group.", "Jon went to a support group."),
-    ("Your drive is awesome and you're doing great.", "Gina's drive is awesome and Gina is doing great."),
-    ("Lost my job as a banker.", "Jon lost Jon's job as a banker."),
+    ("My dog and I went out.", "Jon's dog and Jon went out."),  # a possessive does not name the subject
+    ("Your drive is awesome and you're doing great.", "Gina's drive is awesome and they're doing great."),
+    ("I think you are great and I love your dog.", "Jon thinks Gina is great and Jon loves Gina's dog."),  # two
+    ("Lost my job as a banker.", "Jon lost their job as a banker."),
     ("Gonna open a studio.", "Jon is gonna open a studio."),
     ("Been only to Rome once.", "Been only to Rome once."),  # "I've been" or "it's been": left alone
     ("Glad I have you in my corner!", "Glad Jon has Gina in Jon's corner!"),  # "you" an object: "in" stays

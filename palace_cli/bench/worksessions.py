@@ -252,7 +252,7 @@ def _kept(session: LabelledSession, units: list, weights, threshold: float) -> l
     out, seen = [], set()
     for unit in units:
         key = " ".join(unit.text.lower().split())
-        if weights.probability(unit.signals) >= threshold and key not in seen:
+        if (weights.probability(unit.signals) >= threshold or unit.signals.get("strong")) and key not in seen:
             seen.add(key)
             out.append(Produced(session.name, unit.turn.id, unit.kind, unit.text))
     return out

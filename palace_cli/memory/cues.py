@@ -48,6 +48,12 @@ RULE = cue(r"\b(always|never|every(?:thing|one|body)?|all (?:new|the|our|of)|fro
                   r"convention|policy)|rule(?: is|:)|no exceptions?|(?:we|you) (?:don't|do not|never|always|only|"
                   r"use|prefer|keep)\b|ever\b|must(?:n't| not)?\b|is how we|that's how we|only (?:ever )?(?:from|"
                   r"by|via|through|after|when|on)\b|(?:we|i) prefer|prefer(?:s|red)? \w+ (?:over|to))")
+# A sentence that says outright what it is: a decision or a rule named as one, a preference in the first person.
+STRONG = cue(r"^\W*(?:decision|decided|rule|convention|policy|standard|going forward|from now on|as a rule|"
+             r"(?:i|we)(?:'ve| have)? (?:always|never|prefer|decided|use)|(?:always|never)\b|(?:i|we) (?:don'?t|do "
+             r"not) (?:ever|use|do)|make (?:it|that|this) (?:a rule|the standard))|\b(?:from now on|going forward|as "
+             r"a rule|that'?s (?:our|the|a) (?:team )?rule|is our rule|no exceptions?)\b")
+DECLARED = cue(r"^\W*(?:decision|decided|we(?:'ve| have)? decided|i(?:'ve| have)? decided)\b")
 # A choice made for the project: a settled question.
 CHOICE = cue(r"\b(let'?s (?:go with|use|do|keep|stick|make|not)|go(?:ing)? with|decided|decision|we(?:'ll| will) "
                     r"(?:use|go|keep|do|ship|drop|move|switch)|we keep|keep (?:it|them|the|using)|it is\b|it's "
@@ -172,6 +178,11 @@ TOOL_LINE = re.compile(r"^\[tool(?: result)?: [^\n]*\]$", re.M)
 TELLING = cue(r"\b(?:is|are|was|were|runs?|owns?|maintains?|uses?|has|have|holds?|lives?|lead|leads|"
                      r"manages?|starts?|arrive|arrives?|changes?|takes?|needs?|comes? from|goes|serves?|handles?|"
                      r"supports?|keeps?|moved|upgraded|joined|started|wrote|publishes|picks)\b")
+# The moment of speaking: "is slow now", "errors are gone", "the key is rotated" (a state, not a fact that lasts).
+TRANSIENT_NOW = cue(r"\b(right now|at the moment|currently|again|still|so far|yet|today|this morning|earlier|gone|"
+                    r"rotated|draining|backed up|hanging|sorry|lol|nvm|ugh|phew)\b|\bnow\s*[.!]?$")
+# Someone's own start in the team: "I'm new on the team, started Monday as a backend engineer".
+JOINED = cue(r"\b(i'?m new|started (?:on )?\w+ as|joined|i'?m the|i'?m a|i work (?:on|as|in))\b")
 # Transient state of the moment: what is happening now, not what holds.
 TRANSIENT = cue(r"\b(now|again|still|currently|at the moment|right now|earlier|just|yesterday|this morning|"
                        r"today|tonight|so far|already|sorry|slow|failing|failed|fails|broken|hanging|down|gone|"

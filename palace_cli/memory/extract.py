@@ -190,6 +190,8 @@ def work_session(session: Session, user: str, weights: Weights, threshold: float
     candidates, uncertain, seen, parts = [], [], set(), {}
     for unit in work_units(session, user):
         probability = weights.probability(unit.signals)
+        if unit.signals.get("strong"):
+            probability = max(probability, threshold)  # said outright: kept (work.strong)
         key = " ".join(unit.text.lower().split())
         if probability < threshold or key in seen:
             if uncertain_from is not None and uncertain_from <= probability < threshold:

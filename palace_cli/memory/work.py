@@ -231,6 +231,8 @@ def _kind_of(sentence: str) -> str:
     if cues.is_asking(sentence) or _empty(core) or cues.HYPOTHETICAL.search(core) or cues.RESTATED.search(sentence) or \
             (len(core.split()) < 2 and not cues.SETTLED.search(sentence)):
         return ""
+    if cues.DECLARED.match(core):
+        return "decision"
     if cues.RECAP.search(sentence):
         return "solution"
     if cues.DONE.search(core) and not cues.REQUEST.match(core) and not _imperative(core) and not cues.RULE.search(core):
@@ -241,9 +243,21 @@ def _kind_of(sentence: str) -> str:
         return "decision"
     if _imperative(core) or cues.REQUEST.match(core):
         return "decision"
-    if cues.TELLING.search(core) and not cues.FIRST_SINGULAR.match(core):
+    if _fact_like(core):
         return "fact"
     return ""
+
+
+def _fact_like(core: str) -> bool:
+    """A statement that holds beyond today: a present-tense claim about something named (a system, a person, a
+    number), not a report of what just happened, a judgement, or the speaker's own doing."""
+    if not cues.TELLING.search(core) or cues.POINTING.match(core) or cues.EVALUATIVE.search(core):
+        return False
+    if cues.PROBLEM.search(core) or cues.TRANSIENT_NOW.search(core):
+        return False
+    if cues.FIRST_SINGULAR.match(core) and not cues.OWNER.search(core) and not cues.JOINED.search(core):
+        return False
+    return True
 
 
 IMPERATIVE = re.compile(r"^\W*(?:(?:and|also|then|now|so|just|please|pls|but)\s+)*(?:add|apply|ask|build|bump|change|"
@@ -282,6 +296,11 @@ def _groups(pieces: list[Piece], kinds: list[str]) -> list[tuple[str, list[Piece
                 and not cues.HYPOTHETICAL.search(piece.text))
             if going_on and (kind or _continues(piece.text)):
                 members.append(piece)
+                continue
+            if head == "fact" and len(members) == 1 and kind in ("fact", "") and len(piece.text.split()) <= 8 \
+                    and not cues.is_asking(piece.text) and not cues.REQUEST.match(cues.opened(piece.text)) \
+                    and not _empty(cues.opened(piece.text)) and not _imperative(cues.opened(piece.text)):
+                members.append(piece)  # "max_connections is still 500 though": the fact's other half
                 continue
         groups.append((kind, [piece]))
     return groups
@@ -443,7 +462,16 @@ SIGNALS = ("decision", "convention", "fact", "solution", "milestone", "agent", "
            "choice", "settled", "one_off", "request", "imperative", "hedge", "reason", "transient", "person",
            "codeish", "first_singular", "first_plural", "words", "informative", "item", "first_turn",
            "after_proposal", "done", "verified", "cause", "backed", "at_hand", "pointing", "evaluative", "scope",
-           "reported", "numbers", "answers", "problem", "owner", "past", "named", "proposal_fix")
+           "reported", "numbers", "answers", "problem", "owner", "past", "named", "proposal_fix", "strong")
+
+
+def strong(unit: Unit) -> bool:
+    """True for a user's decision or rule said outright ("Decision: ...", "from now on ...", "I prefer ..."), with
+    nothing that makes it one-off or only imagined: kept whatever its score."""
+    said = cues.opened(unit.said)
+    return (unit.turn.role == "user" and unit.kind in ("decision", "convention") and bool(cues.STRONG.search(said))
+            and not (cues.ONE_OFF.search(said) or cues.HEDGE.search(said) or cues.HYPOTHETICAL.search(said)
+                     or cues.is_asking(said) or cues.RESTATED.search(unit.said)))
 
 
 def signals_of(unit: Unit, extra: dict) -> dict[str, float]:
@@ -479,6 +507,7 @@ def signals_of(unit: Unit, extra: dict) -> dict[str, float]:
         "reported": float(bool(cues.REPORTED.search(said))),
         "numbers": min(len(re.findall(r"\d+", said)), 4) / 4,
         "problem": float(bool(cues.PROBLEM.search(core))),
+        "strong": float(strong(unit)),
         "owner": float(bool(cues.OWNER.search(core))),
         "past": min(len(cues.PAST.findall(core)), 3) / 3,
         "named": float(not re.match(r"\W*(?:it|this|that|these|those|i|we|you|they|he|she|there|here)\b", core, re.I)),
