@@ -53,6 +53,7 @@ STRONG = cue(r"^\W*(?:decision|decided|rule|convention|policy|standard|going for
              r"(?:i|we)(?:'ve| have)? (?:always|never|prefer|decided|use)|(?:always|never)\b|(?:i|we) (?:don'?t|do "
              r"not) (?:ever|use|do)|make (?:it|that|this) (?:a rule|the standard))|\b(?:from now on|going forward|as "
              r"a rule|that'?s (?:our|the|a) (?:team )?rule|is our rule|no exceptions?)\b")
+SUMMARY = cue(r"\b(summary|to recap|recap|root cause|for the record)\b")
 DECLARED = cue(r"^\W*(?:decision|decided|we(?:'ve| have)? decided|i(?:'ve| have)? decided)\b")
 # A choice made for the project: a settled question.
 CHOICE = cue(r"\b(let'?s (?:go with|use|do|keep|stick|make|not)|go(?:ing)? with|decided|decision|we(?:'ll| will) "
@@ -84,8 +85,7 @@ OPENERS = re.compile(r"^\W*(?:(?:ok(?:ay)?|yes|yeah|yep|yup|sure|right|good|grea
                      r"also|btw|fwiw|plus|anyway|well|hi|hey|hello|morning|sí|si|ja|oui|bom dia|hola|wait|one more "
                      r"(?:thing|rule)?(?: for the future)?|another rule|also another rule)\b[\s,.:;!—–-]*)+", I)
 # The agent proposing something the user may take: "I'd ...", "we could ...", "Should I ...?", "Proposal:".
-PROPOSAL = cue(r"\b(i'?d (?:suggest|recommend|use|do|add|make|go|keep|split|partition|put|pick|rather|"
-                      r"show|start|wait|stay)|i would|i suggest|i recommend|my suggestion|suggestion|we could|you could|"
+PROPOSAL = cue(r"\b(i'?d (?!like|love|be\b|have|guess|say|think|imagine|expect|need)[a-z]+|i would|i suggest|i recommend|my suggestion|suggestion|we could|you could|"
                       r"proposal|proposed|the (?:usual|simplest|minimal|best) (?:shape|fix|option|way)|plan:|"
                       r"(?:should|shall) i|want me to|how about|one option|options?\b|the fix is|fix(?:es)?:|"
                       r"(?:two|three|both) fixes|would be to)")
@@ -194,8 +194,10 @@ PERSON = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-zà-ÿ]+)(?:'s)?\b")
 CODEISH = re.compile(r"`[^`]+`|\b\w+(?:[._/:]\w+)+\b|\b\w*\d\w*\b|\b[a-z]+_[a-z_]+\b")
 FIRST_SINGULAR = cue(r"\b(i|i'm|i've|i'll|i'd|me|my|mine|myself)\b")
 FIRST_PLURAL = cue(r"\b(we|we're|we've|we'll|we'd|our|ours|us)\b")
-QUESTION_LEAD = cue(r"^\W*(?:what|why|how|when|where|who|which|should|shall|can|could|would|will|do|does|"
-                           r"did|is|are|was|were|any|isn't|aren't|am i|have|has)\b[^.!]*$")
+QUESTION_LEAD = cue(r"^\W*(?:(?:what|why|how|when|where|who|which|any)\b|(?:do|does|did) (?:we|you|i|they|he|she|"
+                    r"people|anyone|the|our|my|your)\b|(?:should|shall|can|could|would|will|is|are|was|were|isn't|"
+                    r"aren't|am|have|has) (?:we|you|i|it|they|he|she|there|the|this|that|these|those|anyone|"
+                    r"someone|our|my|your)\b)[^.!]*$")
 # An instruction about the thing at hand: a verb whose object is "it", "that", "both" ("fix both", "set it").
 AT_HAND = cue(r"^\W*(?:\w+\s+){0,2}?(?:\w+)\s+(?:it|that|this|them|those|these|both|everything|all of it)\b")
 # A sentence about the thing at hand: "that's from ...", "it use a lot of space", "this is acceptable".

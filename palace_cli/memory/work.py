@@ -186,7 +186,7 @@ def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project
             else project or name
         resolved, dates = resolve_relative(core, said) if said else (core, [])
         text = rewrite(resolved, name) if name != "the user" else resolved
-        unit = _unit(kind, turn, about, _with_project(text, project, kind, said), words,
+        unit = _unit(kind, turn, about, _with_project(text, project if about != name else "", kind, said), words,
                      {**context, "item": float(members[0].item), "backed": float(core != " ".join(
                          cues.opened(p.text) for p in members))})
         unit.dates = dates
@@ -430,8 +430,8 @@ def _solution_text(turns: list[Turn], index: int, unit: Unit, start: int, projec
             if cues.is_asking(text) or cues.has_secret(text) or len(_informative(text)) < 4 \
                     or (turn.role == "assistant" and cues.NARRATION.match(text)):
                 continue
-            weight = 2 * bool(cues.CAUSE.search(text)) + 2 * bool(cues.PROBLEM.search(text)) + \
-                (2 * bool(cues.FIX.search(text)) if turn.role == "assistant" else 0) - \
+            weight = (2 * bool(cues.CAUSE.search(text)) + 2 * bool(cues.FIX.search(text))
+                      if turn.role == "assistant" else 0) + 2 * bool(cues.PROBLEM.search(text)) - \
                 3 * bool(cues.PROPOSAL.search(text) and not cues.FIX.search(text))
             if weight >= 2:
                 found.append((weight + len(_informative(text)) / 20, len(found), text))
@@ -469,7 +469,10 @@ def strong(unit: Unit) -> bool:
     """True for a user's decision or rule said outright ("Decision: ...", "from now on ...", "I prefer ..."), with
     nothing that makes it one-off or only imagined: kept whatever its score."""
     said = cues.opened(unit.said)
-    return (unit.turn.role == "user" and unit.kind in ("decision", "convention") and bool(cues.STRONG.search(said))
+    if unit.turn.role == "assistant":  # its closing summary of a fix it checked: "Summary: X failed because Y; Z fixed it"
+        return unit.kind == "solution" and bool(cues.SUMMARY.search(said) and cues.CAUSE.search(said)
+                                                  and cues.FIX.search(said))
+    return (unit.kind in ("decision", "convention") and bool(cues.STRONG.search(said))
             and not (cues.ONE_OFF.search(said) or cues.HEDGE.search(said) or cues.HYPOTHETICAL.search(said)
                      or cues.is_asking(said) or cues.RESTATED.search(unit.said)))
 
