@@ -251,16 +251,18 @@ def _confirm(palace: Palace, memory, key: str, said: str | None) -> None:
 
 
 def _generator(palace: Palace, settings: Settings, asked: bool | None):
-    """The LLM for the uncertain turns: the [models] endpoint (cached), or None (no endpoint, or turned off)."""
+    """The LLM for the uncertain turns: the [models] endpoint (cached); the local generator only when asked for
+    (`--llm`, `[distill] llm = "always"`: the default 135M one does not help, docs/benchmarks.md); or None."""
     if asked is False or (asked is None and settings.llm == "never"):
         return None
     from palace_cli.backends import model_setting
 
     setting = model_setting(palace.config.models, "generator", palace.root)
-    if setting.kind != "endpoint":
-        if asked or settings.llm == "always":
-            raise UsageError("the LLM stage needs an OpenAI-compatible endpoint: set [models] endpoint and "
-                             "endpoint_model in palace.toml (docs/models.md)")
+    insisted = bool(asked) or settings.llm == "always"
+    if setting.kind != "endpoint" and not (insisted and setting.kind in ("default", "path") and setting.path):
+        if insisted:
+            raise UsageError("the LLM stage needs a generator: set [models] endpoint and endpoint_model in "
+                             "palace.toml, or install one (`palace models install`; docs/models.md)")
         return None
     from palace_cli.backends import generator_from_config
     from palace_cli.backends.cache import cached

@@ -82,6 +82,7 @@ class Uncertain:
     session: Session
     previous: Turn | None
     probability: float
+    user: str = ""  # in a work session: the user's name
 
 
 def addressee(session: Session, speaker: str) -> str | None:
@@ -163,7 +164,8 @@ def extract_session(session: Session, weights: Weights = FITTED, threshold: floa
     `names` maps a role to the name memories use for it ({"user": "Ada"}; default "the user"); `work` the
     scorer and threshold of a user-assistant session (default: the fitted ones)."""
     if has_roles(session):
-        return work_session(session, (names or {}).get("user", ""), *(work or (WORK_FITTED, WORK_THRESHOLD)))
+        return work_session(session, (names or {}).get("user", ""), *(work or (WORK_FITTED, WORK_THRESHOLD)),
+                            uncertain_from)
     candidates, uncertain = [], []
     spoken = [t for t in session.turns if t.role not in ("tool", "system")]
     mean_words = session_words([t.text for t in spoken])
@@ -188,14 +190,17 @@ def work_session(session: Session, user: str, weights: Weights, threshold: float
     """The memories of a user-assistant session: its units (work.py) scored at or above the threshold, a text
     said twice in the session kept once; the units scored from `uncertain_from` up, for an LLM."""
     candidates, uncertain, seen, parts = [], [], set(), {}
+    spoken = [t for t in session.turns if t.role in ("user", "assistant")]
+    before = {t.id: spoken[i - 1] if i else None for i, t in enumerate(spoken)}
     for unit in work_units(session, user):
         probability = weights.probability(unit.signals)
         if unit.signals.get("strong"):
             probability = max(probability, threshold)  # said outright: kept (work.strong)
         key = " ".join(unit.text.lower().split())
         if probability < threshold or key in seen:
-            if uncertain_from is not None and uncertain_from <= probability < threshold:
-                uncertain.append(Uncertain(unit.turn, session, None, probability))
+            if uncertain_from is not None and uncertain_from <= probability < threshold and key not in seen \
+                    and all(u.turn.id != unit.turn.id for u in uncertain):
+                uncertain.append(Uncertain(unit.turn, session, before.get(unit.turn.id), probability, user))
             continue
         seen.add(key)
         parts[unit.turn.id] = parts.get(unit.turn.id, 0) + 1
