@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import os
 import queue
 import threading
@@ -81,14 +82,45 @@ def default_threads() -> int:
     return max(1, (os.cpu_count() or 2) // 2)
 
 
+_LOAD_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _without_weight_repacking(llama_cpp):
+    """Load models without llama.cpp's extra CPU buffer types (weights repacked for AMX and wide SIMD).
+
+    With llama-cpp-python 0.3.36 on an AVX512/AMX CPU, the first decode of weights repacked that way dies
+    with SIGSEGV (SmolLM2's Q4_1, a converted BERT's q8_0); loaded plainly, the same models run. Llama()
+    takes no option for it, so its default model parameters are swapped while one model loads.
+    """
+    module = llama_cpp.llama_cpp
+    default = module.llama_model_default_params
+    if "use_extra_bufts" not in {name for name, _ in getattr(default().__class__, "_fields_", [])}:
+        yield
+        return
+
+    def plain():
+        params = default()
+        params.use_extra_bufts = False
+        return params
+
+    with _LOAD_LOCK:
+        module.llama_model_default_params = plain
+        try:
+            yield
+        finally:
+            module.llama_model_default_params = default
+
+
 def _open(path: Path, n_threads: int | None = None, **params):
     llama_cpp = _llama_cpp()
     _LOG_TAIL.clear()
     threads = n_threads or default_threads()
     try:
-        llm = llama_cpp.Llama(
-            model_path=str(path), verbose=False, n_threads=threads, n_threads_batch=threads, **params
-        )
+        with _without_weight_repacking(llama_cpp):
+            llm = llama_cpp.Llama(
+                model_path=str(path), verbose=False, n_threads=threads, n_threads_batch=threads, **params
+            )
     except (ValueError, RuntimeError) as e:
         detail = _LOG_TAIL[0] if _LOG_TAIL else str(e)
         raise ModelError(f"{path}: not a usable GGUF model ({detail})") from e
