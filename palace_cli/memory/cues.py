@@ -61,10 +61,10 @@ CHOICE = cue(r"\b(let'?s (?:go with|use|do|keep|stick|make|not)|go(?:ing)? with|
                     r"settled|instead of|rather than|not wait|(?:choose|chose|pick|picked) |settled? on|switch(?:ing)? "
                     r"to|stay(?:ing)? (?:with|on)|stick with|the plan is|(?:we|i) do (?:a |the )?\w+ now)")
 # A choice that closes a discussion: "same-transaction then", "13 months it is", "3 days lookback, yes".
-SETTLED = cue(r"(?:\bthen|^\W*(?:\S+\s+){1,4}it is|,? yes|^\W*(?:\S+\s+){1,4}it'?s)\s*[.!]?\s*$|"
+SETTLED = cue(r"(?:^\W*(?:(?!that|it|this|in|no|not)\S+\s+){1,3}then|^\W*(?:\S+\s+){1,4}it is|,? yes|^\W*(?:\S+\s+){1,4}it'?s)\s*[.!]?\s*$|"
                      r"^(?:yes|ok|fine)[,.:]?\s+(?:to|for)\b")
 # One turn's instruction, not a standing rule: waived, for now, only this once.
-ONE_OFF = cue(r"\b(for now|this once|just this once|only for this|for this (?:one|release|pr|time|run|file)|"
+ONE_OFF = cue(r"\b(for now|this once\b(?! every| a | per)|just this once|only for this|for this (?:one|release|pr|time|run|file)|"
                      r"in this pr|not this pr|this pr|today|tonight|tomorrow|right now|temporar(?:y|ily)|later\b|"
                      r"while you'?re (?:in|at)|this time|for the moment|at the moment|next session|throwaway|one-?off|"
                      r"for the lines you touch|lines you touch)")
@@ -94,7 +94,7 @@ OFFER = cue(r"\b(want me to|should i|shall i|i can|i could|i'll|let me|do you wa
 # A proposal that points back to an earlier one: "as described", "what I said above".
 POINTS_BACK = cue(r"\b(as (?:described|proposed|suggested|above|discussed)|like i said|the (?:above|same))\b")
 # A question asking the agent for advice, whose answer is a proposal: "what would you do?", "options?".
-ADVICE = cue(r"\b(what would you|what do you (?:suggest|think|recommend|propose)|how (?:do|should|would|can) "
+ADVICE = cue(r"\b(what would|what about|look like|thoughts|what do you (?:suggest|think|recommend|propose)|how (?:do|should|would|can) "
                     r"(?:we|i)|how to|should (?:we|i)|options|what(?:'s| is) the (?:fix|best|right)|which (?:one|is "
                     r"better)|is it ok|would .* be better|what'?s your)\b")
 # A proposal to fix the thing at hand: its acceptance is a step of the work, not a decision.
@@ -181,6 +181,9 @@ TELLING = cue(r"\b(?:is|are|was|were|runs?|owns?|maintains?|uses?|has|have|holds
 # The moment of speaking: "is slow now", "errors are gone", "the key is rotated" (a state, not a fact that lasts).
 TRANSIENT_NOW = cue(r"\b(right now|at the moment|currently|again|still|so far|yet|today|this morning|earlier|gone|"
                     r"rotated|draining|backed up|hanging|sorry|lol|nvm|ugh|phew)\b|\bnow\s*[.!]?$")
+FUTURE = cue(r"\b(will|'ll|going to|gonna)\b")
+DATED = cue(r"\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday|next (?:week|month|year)|tomorrow|"
+            r"\d{4}-\d\d-\d\d|\d{1,2} (?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)\w*|end of)\b")
 # Someone's own start in the team: "I'm new on the team, started Monday as a backend engineer".
 JOINED = cue(r"\b(i'?m new|started (?:on )?\w+ as|joined|i'?m the|i'?m a|i work (?:on|as|in))\b")
 # Transient state of the moment: what is happening now, not what holds.
@@ -211,9 +214,8 @@ EVALUATIVE = cue(r"\b(good|nice|great|bad|nasty|important|acceptable|fine|helpfu
 SCOPE = cue(r"\b(everywhere|every|all|whole|each|any|default|standard|until|always|never|from now on|going "
                    r"forward|in general|anymore|ever|only|policy|rule)\b|\bin \d+(?:\.\d+)*\b")
 # A rule said again, not a new one: "remember, ...", "same rule as I said", "like I said".
-RESTATED = cue(r"^\W*(?:(?:and|also|but|ok|so|yes|no)\W+)*(?:remember\b|as i said|like i said|same rule|"
-                      r"again,)|\b(?:same rule as|as i said|like i said|as usual|remember(?:,| that| to)?\s+"
-                      r"(?:the|no|tests|sha|timezone|also))\b")
+RESTATED = cue(r"\b(remember|as i said|like i said|same rule|as usual|as the rule|as our rule|per the rule|per our "
+               r"rule|as always)\b")
 # Who owns or runs what: the facts about people a team keeps.
 OWNER = cue(r"\b(owns?|maintains?|runs?|leads?|is (?:the|our) [\w ]{0,20}lead|wrote|in charge of|responsible for|"
                    r"'s (?:buddy|lead|manager))\b")

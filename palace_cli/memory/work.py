@@ -179,6 +179,8 @@ def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project
             continue
         words = " ".join(p.text for p in members)
         core = " ".join(cues.opened(p.text) for p in members)
+        if kind in ("decision", "convention") and not _standing(core, proposal):
+            continue
         if kind in ("decision", "convention") and (proposal or recent):
             backing = _cleaned_proposal(proposal) if proposal and _refers_back(core) else _related(core, recent)
             core = f"{core} ({backing})" if backing else core
@@ -192,6 +194,23 @@ def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project
         unit.dates = dates
         units.append(unit)
     return units
+
+
+def _standing(core: str, proposal: str) -> bool:
+    """Whether a user's choice or rule outlives the task at hand: never when said for now or for this once, or
+    hedged; an instruction ("fix the template", "tag it and push") only with a scope, a reason, a settled choice,
+    or the proposal it takes."""
+    if proposal and (_refers_back(core) or _related(core, [proposal])):
+        return not cues.ONE_OFF.search(core)
+    strong = cues.STRONG.search(core)
+    if not strong and (cues.ONE_OFF.search(core) or cues.HEDGE.search(core)
+                       or len(core.split()) < 4 and not cues.SETTLED.search(core)):
+        return False
+    first = cues.opened(core)
+    if _imperative(first) or cues.REQUEST.match(first):
+        return bool(cues.SCOPE.search(core) or cues.REASON.search(core) or cues.CHOICE.search(core)
+                    or cues.SETTLED.search(core) or cues.RULE.search(core))
+    return True
 
 
 def _accepts(sentence: str) -> bool:
@@ -208,11 +227,11 @@ def _empty(sentence: str) -> bool:
     return is_filler(sentence) and not cues.CODEISH.search(sentence)
 
 
-def _related(sentence: str, recent: list[str]) -> str:
+def _related(sentence: str, recent: list[str], least: int = 2) -> str:
     """The sentence of the agent's recent turns that a short choice or rule builds on (the one sharing most of
-    its words, two at least): "same-transaction then" names the option it takes."""
+    its words, `least` at least): "same-transaction then" names the option it takes."""
     words = _informative(sentence)
-    best, shared = "", 1
+    best, shared = "", least - 1
     for text in recent:
         for piece in pieces_of(text):
             overlap = len(words & _informative(piece.text))
@@ -228,13 +247,15 @@ def _kind_of(sentence: str) -> str:
     """The kind of memory a user's sentence could be, or "" for none (a question, a pleasantry, an instruction
     with no rule in it, a hypothetical)."""
     core = cues.opened(sentence)
-    if cues.is_asking(sentence) or _empty(core) or cues.HYPOTHETICAL.search(core) or cues.RESTATED.search(sentence) or \
+    if cues.is_asking(sentence) or _empty(core) or cues.HYPOTHETICAL.search(core) or \
             (len(core.split()) < 2 and not cues.SETTLED.search(sentence)):
         return ""
-    if cues.DECLARED.match(core):
-        return "decision"
     if cues.RECAP.search(sentence):
         return "solution"
+    if cues.RESTATED.search(sentence):
+        return ""  # said again: the memory was made when it was first said
+    if cues.DECLARED.match(core):
+        return "decision"
     if cues.DONE.search(core) and not cues.REQUEST.match(core) and not _imperative(core) and not cues.RULE.search(core):
         return "milestone"
     if cues.RULE.search(core):
@@ -253,7 +274,8 @@ def _fact_like(core: str) -> bool:
     number), not a report of what just happened, a judgement, or the speaker's own doing."""
     if not cues.TELLING.search(core) or cues.POINTING.match(core) or cues.EVALUATIVE.search(core):
         return False
-    if cues.PROBLEM.search(core) or cues.TRANSIENT_NOW.search(core):
+    if cues.PROBLEM.search(core) or cues.TRANSIENT_NOW.search(core) \
+            or cues.FUTURE.search(core) and not cues.DATED.search(core):
         return False
     if cues.FIRST_SINGULAR.match(core) and not cues.OWNER.search(core) and not cues.JOINED.search(core):
         return False
