@@ -197,7 +197,7 @@ def score(produced: list[Produced], sessions: list[LabelledSession]) -> dict:
                         if m.kind == kind and i not in neutral] for kind in KINDS}
     agree = [by_label[key].kind == made[index][0].kind for index, key in matched_memory.items()]
     every_recall = [v for values in recall.values() for v in values]
-    every_precision = [v for values in precision.values() for v in values]
+    every_precision = [float(i in matched_memory) for i in range(len(made)) if i not in neutral]
     secrets = sum(1 for memory, _ in made if any(s in memory.text for s in SECRETS))
     return {"labels": len(labels), "produced": len(produced), "restatements": len(neutral),
             **_rate("recall", every_recall), **_rate("precision", every_precision),

@@ -288,7 +288,9 @@ IMPERATIVE = re.compile(r"^\W*(?:(?:and|also|then|now|so|just|please|pls|but)\s+
                         r"move|note|open|pin|post|push|put|raise|read|rebuild|remove|rename|replace|rerun|restart|"
                         r"revert|rewrite|rotate|run|schedule|send|set|ship|show|skip|split|start|stop|suggest|switch|"
                         r"tag|tell|test|try|turn|update|upgrade|use|wait|write|comment|include|exclude|nuke|call|"
-                        r"copy|find|get|help|bring|prepare|plan|review|retry|rollback|roll|watch|wire|sync)\b", re.I)
+                        r"copy|find|get|help|bring|prepare|plan|review|retry|rollback|roll|watch|wire|sync|freeze|export|partition|"
+                        r"alert|page|cap|limit|cache|queue|log|emit|expose|route|mirror|migrate|backfill|index|"
+                        r"restructure|isolate|pass|store|wrap|guard|lock|bundle|publish|rebase|squash|pair)\b", re.I)
 
 
 def _imperative(sentence: str) -> bool:
@@ -414,7 +416,11 @@ def _cleaned_proposal(proposal: str) -> str:
 
 def _accepted(name: str, proposal: str, extra: list[str], said: str | None) -> str:
     """An accepted proposal as a decision: what was proposed, and what the user added."""
-    text = f"{name} agreed: {_cleaned_proposal(proposal)}"
+    taken = _cleaned_proposal(proposal)
+    if _imperative(taken):  # "freeze time with freezegun ..." reads on from "agreed to"
+        text = f"{name} agreed to {taken[0].lower()}{taken[1:]}"
+    else:
+        text = f"{name} agreed: {taken}"
     added = " ".join(extra)
     if said and added:
         added = resolve_relative(added, said)[0]
