@@ -172,7 +172,8 @@ def rewrite(sentence: str, speaker: str, addressee: str | None = None) -> str:
         if table is not None:
             who, other = ("i", "you") if table is FIRST else ("you", "i")
             name = speaker if table is FIRST else addressee
-            if who in named and other not in named and low in THEY:
+            other_name = addressee if table is FIRST else speaker
+            if who in named and other not in named and low in THEY and not (other_name and other_name in "".join(out)):
                 word = THEY[low]
                 starts = not "".join(out).strip() or "".join(out).rstrip()[-1] in ".!?"
                 out.append(word.capitalize() if starts else word)
