@@ -320,19 +320,34 @@ def fit_work_scorer(path: Path) -> dict:
             "threshold": cross_validate(sets, sessions)["threshold"]}
 
 
-def heuristic_speed(sessions: dict[str, Session], rounds: int = 3) -> dict:
-    """Turns per second of the work heuristics alone (units, signals, scores), the median of `rounds` passes."""
+def heuristic_speed(sessions: dict[str, Session], rounds: int = 5) -> dict:
+    """Turns per second of the work heuristics alone (units, signals, scores), the median of `rounds` passes, each
+    from empty caches: by the clock, and by the process's CPU time (what the machine's load does not change)."""
     from palace_cli.memory.extract import extract_session
+    from palace_cli.memory.work import clear_caches
 
     turns = sum(len(s.turns) for s in sessions.values())
-    times = []
+    wall, cpu = [], []
     for _ in range(rounds):
-        started = time.perf_counter()
+        clear_caches()
+        started, used = time.perf_counter(), time.process_time()
         for session in sessions.values():
             extract_session(session)
-        times.append(time.perf_counter() - started)
-    median = statistics.median(times)
-    return {"turns": turns, "seconds": round(median, 3), "turns_per_s": round(turns / median, 1)}
+        wall.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - used)
+    return {"turns": turns, "seconds": round(statistics.median(wall), 3),
+            "turns_per_s": round(turns / statistics.median(wall), 1),
+            "turns_per_cpu_s": round(turns / statistics.median(cpu), 1), "load": _load()}
+
+
+def _load() -> float | None:
+    """The machine's one-minute load average, where the system tells it."""
+    import os
+
+    try:
+        return round(os.getloadavg()[0], 1)
+    except (AttributeError, OSError):
+        return None
 
 
 # ---- the real distill, each session in a palace of its own --------------------------------------------------
@@ -347,7 +362,7 @@ def palace_run(sets: list[LabelledSession], workdir: Path, llm: bool | None = Fa
     from palace_cli.palace import Palace
 
     transcripts = write_transcripts(sets, workdir / "transcripts")
-    produced, turns, seconds, stages, llm_stats = [], 0, 0.0, defaultdict(float), defaultdict(int)
+    produced, turns, seconds, cpu, stages, llm_stats = [], 0, 0.0, 0.0, defaultdict(float), defaultdict(int)
     for number, labelled in enumerate(sets, 1):
         root = init_palace(workdir / labelled.name, f"{labelled.name} bench")
         with (root / "palace.toml").open("a", encoding="utf-8") as handle:
@@ -355,9 +370,10 @@ def palace_run(sets: list[LabelledSession], workdir: Path, llm: bool | None = Fa
         palace = Palace(root)
         import_path(palace, transcripts[labelled.name])
         palace.refresh(embedder=None)
-        started = time.perf_counter()
+        started, used = time.perf_counter(), time.process_time()
         report = distill(palace, llm=llm)
         seconds += time.perf_counter() - started
+        cpu += time.process_time() - used
         turns += report.turns
         for name, value in report.seconds.items():
             stages[name] += value
@@ -373,6 +389,7 @@ def palace_run(sets: list[LabelledSession], workdir: Path, llm: bool | None = Fa
     result = score(produced, sets)
     return {**{k: v for k, v in result.items() if k != "matched"}, "by_work": by_work(produced, sets),
             "distill": {"turns": turns, "seconds": round(seconds, 2), "turns_per_s": round(turns / seconds, 1),
+                        "cpu_seconds": round(cpu, 2), "turns_per_cpu_s": round(turns / cpu, 1), "load": _load(),
                         "stages_s": {k: round(v, 2) for k, v in stages.items()}},
             "llm": dict(llm_stats) if llm else None,
             "examples": [{"turn": p.turn, "kind": p.kind, "text": p.text} for p in produced[:12]]}
