@@ -252,3 +252,20 @@ def is_asking(sentence: str) -> bool:
     """True for a question, with or without its question mark ("what's the fix, add the Z?", "how we verify")."""
     bare = sentence.rstrip(" \"')]”").strip()
     return bare.endswith("?") or bool(QUESTION_LEAD.match(opened(bare)) and len(bare.split()) < 16)
+
+
+# A sentence that starts with a verb telling someone to do something.
+IMPERATIVE = re.compile(r"^\W*(?:(?:and|also|then|now|so|just|please|pls|but)\s+)*(?:add|apply|ask|build|bump|change|"
+                        r"check|clean|close|commit|continue|convert|create|delete|deploy|disable|do|document|drop|"
+                        r"enable|extract|fix|flag|give|go|ignore|keep|leave|let|list|look|make|mark|mention|merge|"
+                        r"move|note|open|pin|post|push|put|raise|read|rebuild|remove|rename|replace|rerun|restart|"
+                        r"revert|rewrite|rotate|run|schedule|send|set|ship|show|skip|split|start|stop|suggest|switch|"
+                        r"tag|tell|test|try|turn|update|upgrade|use|wait|write|comment|include|exclude|nuke|call|"
+                        r"copy|find|get|help|bring|prepare|plan|review|retry|rollback|roll|watch|wire|sync|freeze|export|partition|"
+                        r"alert|page|cap|limit|cache|queue|log|emit|expose|route|mirror|migrate|backfill|index|"
+                        r"restructure|isolate|pass|store|wrap|guard|lock|bundle|publish|rebase|squash|pair)\b", re.I)
+
+
+def imperative(sentence: str) -> bool:
+    """True for a sentence that starts with a verb telling someone to do something ("fix both", "keep X")."""
+    return bool(IMPERATIVE.match(sentence))

@@ -26,8 +26,10 @@ from palace_cli.core.dates import resolve_relative
 from palace_cli.core.text import split_sentences
 from palace_cli.memory import cues
 from palace_cli.memory.patterns import informative_words, is_filler, rewrite
+from palace_cli.memory.worksignals import KINDS, SIGNALS, signals_of
 
-KINDS = ("decision", "convention", "fact", "solution", "milestone")
+__all__ = ["KINDS", "SIGNALS", "TYPE_OF", "Unit", "work_units", "project_of", "pieces_of", "clear_caches"]
+
 # The note format's type for each kind (core/notes.py TYPES); the kind itself is written as `kind`.
 TYPE_OF = {"decision": "decision", "convention": "preference", "fact": "fact", "solution": "procedure",
            "milestone": "event"}
@@ -207,7 +209,7 @@ def _standing(core: str, proposal: str) -> bool:
                        or len(core.split()) < 4 and not cues.SETTLED.search(core)):
         return False
     first = cues.opened(core)
-    if _imperative(first) or cues.REQUEST.match(first):
+    if cues.imperative(first) or cues.REQUEST.match(first):
         return bool(cues.SCOPE.search(core) or cues.REASON.search(core) or cues.CHOICE.search(core)
                     or cues.SETTLED.search(core) or cues.RULE.search(core))
     return True
@@ -256,13 +258,13 @@ def _kind_of(sentence: str) -> str:
         return ""  # said again: the memory was made when it was first said
     if cues.DECLARED.match(core):
         return "decision"
-    if cues.DONE.search(core) and not cues.REQUEST.match(core) and not _imperative(core) and not cues.RULE.search(core):
+    if cues.DONE.search(core) and not cues.REQUEST.match(core) and not cues.imperative(core) and not cues.RULE.search(core):
         return "milestone"
     if cues.RULE.search(core):
         return "convention"
     if cues.CHOICE.search(core) or cues.SETTLED.search(sentence):
         return "decision"
-    if _imperative(core) or cues.REQUEST.match(core):
+    if cues.imperative(core) or cues.REQUEST.match(core):
         return "decision"
     if _fact_like(core):
         return "fact"
@@ -280,21 +282,6 @@ def _fact_like(core: str) -> bool:
     if cues.FIRST_SINGULAR.match(core) and not cues.OWNER.search(core) and not cues.JOINED.search(core):
         return False
     return True
-
-
-IMPERATIVE = re.compile(r"^\W*(?:(?:and|also|then|now|so|just|please|pls|but)\s+)*(?:add|apply|ask|build|bump|change|"
-                        r"check|clean|close|commit|continue|convert|create|delete|deploy|disable|do|document|drop|"
-                        r"enable|extract|fix|flag|give|go|ignore|keep|leave|let|list|look|make|mark|mention|merge|"
-                        r"move|note|open|pin|post|push|put|raise|read|rebuild|remove|rename|replace|rerun|restart|"
-                        r"revert|rewrite|rotate|run|schedule|send|set|ship|show|skip|split|start|stop|suggest|switch|"
-                        r"tag|tell|test|try|turn|update|upgrade|use|wait|write|comment|include|exclude|nuke|call|"
-                        r"copy|find|get|help|bring|prepare|plan|review|retry|rollback|roll|watch|wire|sync|freeze|export|partition|"
-                        r"alert|page|cap|limit|cache|queue|log|emit|expose|route|mirror|migrate|backfill|index|"
-                        r"restructure|isolate|pass|store|wrap|guard|lock|bundle|publish|rebase|squash|pair)\b", re.I)
-
-
-def _imperative(sentence: str) -> bool:
-    return bool(IMPERATIVE.match(sentence))
 
 
 REFERS_BACK = re.compile(r"\b(do (?:that|it|this|like this|both|all)|make (?:that|it|this)|add that|that'?s how|like "
@@ -323,7 +310,7 @@ def _groups(pieces: list[Piece], kinds: list[str]) -> list[tuple[str, list[Piece
                 continue
             if head == "fact" and len(members) == 1 and kind in ("fact", "") and len(piece.text.split()) <= 8 \
                     and not cues.is_asking(piece.text) and not cues.REQUEST.match(cues.opened(piece.text)) \
-                    and not _empty(cues.opened(piece.text)) and not _imperative(cues.opened(piece.text)):
+                    and not _empty(cues.opened(piece.text)) and not cues.imperative(cues.opened(piece.text)):
                 members.append(piece)  # "max_connections is still 500 though": the fact's other half
                 continue
         groups.append((kind, [piece]))
@@ -343,7 +330,7 @@ def _fragment(sentence: str) -> bool:
     """True for a sentence that does not stand on its own as a rule ("always timezone.now(), never
     datetime.now()"): no verb of its own after its adverbs."""
     rest = ADVERBS.sub("", cues.opened(sentence))
-    return not (_imperative(rest) or cues.TELLING.search(rest) or cues.FIRST_SINGULAR.match(rest))
+    return not (cues.imperative(rest) or cues.TELLING.search(rest) or cues.FIRST_SINGULAR.match(rest))
 
 
 def _with_project(text: str, project: str, kind: str, said: str | None) -> str:
@@ -417,7 +404,7 @@ def _cleaned_proposal(proposal: str) -> str:
 def _accepted(name: str, proposal: str, extra: list[str], said: str | None) -> str:
     """An accepted proposal as a decision: what was proposed, and what the user added."""
     taken = _cleaned_proposal(proposal)
-    if _imperative(taken):  # "freeze time with freezegun ..." reads on from "agreed to"
+    if cues.imperative(taken):  # "freeze time with freezegun ..." reads on from "agreed to"
         text = f"{name} agreed to {taken[0].lower()}{taken[1:]}"
     else:
         text = f"{name} agreed: {taken}"
@@ -476,79 +463,6 @@ def _solution_text(turns: list[Turn], index: int, unit: Unit, start: int, projec
             budget -= len(text.split())
     text = " ".join([t for _, t in sorted(chosen)] + now)
     return _with_project(text, project, "solution", None) if text else ""
-
-
-def _cut(text: str, limit: int) -> str:
-    words = text.split()
-    return text if len(words) <= limit else " ".join(words[-limit:])
-
-
-# ---- signals --------------------------------------------------------------------------------------------
-
-SIGNALS = ("decision", "convention", "fact", "solution", "milestone", "agent", "accepted", "proposal_rule", "offer",
-           "proposal_words", "rule",
-           "choice", "settled", "one_off", "request", "imperative", "hedge", "reason", "transient", "person",
-           "codeish", "first_singular", "first_plural", "words", "informative", "item", "first_turn",
-           "after_proposal", "done", "verified", "cause", "backed", "at_hand", "pointing", "evaluative", "scope",
-           "reported", "numbers", "answers", "problem", "owner", "past", "named", "proposal_fix", "strong")
-
-
-def strong(unit: Unit) -> bool:
-    """True for a user's decision or rule said outright ("Decision: ...", "from now on ...", "I prefer ..."), with
-    nothing that makes it one-off or only imagined: kept whatever its score."""
-    said = cues.opened(unit.said)
-    if unit.turn.role == "assistant":  # its closing summary of a fix it checked: "Summary: X failed because Y; Z fixed it"
-        return unit.kind == "solution" and bool(cues.SUMMARY.search(said) and cues.CAUSE.search(said)
-                                                  and cues.FIX.search(said))
-    return (unit.kind in ("decision", "convention") and bool(cues.STRONG.search(said))
-            and not (cues.ONE_OFF.search(said) or cues.HEDGE.search(said) or cues.HYPOTHETICAL.search(said)
-                     or cues.is_asking(said) or cues.RESTATED.search(unit.said)))
-
-
-def signals_of(unit: Unit, extra: dict) -> dict[str, float]:
-    """The signals of a unit (names in SIGNALS): its kind, who said it, the cues in what was said."""
-    said = unit.said
-    core = cues.opened(said)
-    count = max(len(said.split()), 1)
-    values = {kind: float(unit.kind == kind) for kind in KINDS}
-    values.update({
-        "agent": float(unit.turn.role == "assistant"),
-        "rule": float(bool(cues.RULE.search(core))),
-        "choice": float(bool(cues.CHOICE.search(core))),
-        "settled": float(bool(cues.SETTLED.search(said))),
-        "one_off": float(bool(cues.ONE_OFF.search(said))),
-        "request": float(bool(cues.REQUEST.match(said))),
-        "imperative": float(_imperative(core)),
-        "hedge": float(bool(cues.HEDGE.search(said))),
-        "reason": float(bool(cues.REASON.search(said))),
-        "transient": min(len(cues.TRANSIENT.findall(said)), 3) / 3,
-        "person": float(bool(cues.PERSON.search(core))),
-        "codeish": min(len(cues.CODEISH.findall(said)), 5) / 5,
-        "first_singular": float(bool(cues.FIRST_SINGULAR.search(said))),
-        "first_plural": float(bool(cues.FIRST_PLURAL.search(said))),
-        "words": math.log(count),
-        "informative": math.log(len(informative_words(said)) + 1),
-        "done": float(bool(cues.DONE.search(said))),
-        "verified": float(bool(cues.VERIFIED.search(said))),
-        "cause": float(bool(cues.CAUSE.search(said))),
-        "at_hand": float(bool(cues.AT_HAND.match(core))),
-        "pointing": float(bool(cues.POINTING.match(core))),
-        "evaluative": float(bool(cues.EVALUATIVE.search(said))),
-        "scope": float(bool(cues.SCOPE.search(core))),
-        "reported": float(bool(cues.REPORTED.search(said))),
-        "numbers": min(len(re.findall(r"\d+", said)), 4) / 4,
-        "problem": float(bool(cues.PROBLEM.search(core))),
-        "strong": float(strong(unit)),
-        "owner": float(bool(cues.OWNER.search(core))),
-        "past": min(len(cues.PAST.findall(core)), 3) / 3,
-        "named": float(not re.match(r"\W*(?:it|this|that|these|those|i|we|you|they|he|she|there|here)\b", core, re.I)),
-        "proposal_rule": 0.0,
-        "offer": 0.0,
-        "proposal_fix": 0.0,
-        "proposal_words": 0.0,
-    })
-    values.update(extra)
-    return {name: float(values.get(name, 0.0)) for name in SIGNALS}
 
 
 def clear_caches() -> None:
