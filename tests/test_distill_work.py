@@ -249,3 +249,35 @@ def test_what_is_said_outright_is_kept(text, kind):
     session.turns = [Turn("u1", "user", text), Turn("a1", "assistant", "OK.")]
     candidates, _ = extract_session(session, names={"user": "Ada"})
     assert [c.kind for c in candidates] == [kind]
+
+
+def test_the_scoring_rule_of_the_agent_session_set():
+    from palace_cli.bench.worksessions import Label, LabelledSession, Produced, score
+
+    turns = [{"id": f"t{i}", "speaker": "user", "text": "", "memories": []} for i in range(4)]
+    session = LabelledSession("s", "Ada", "/x/p", "2026-01-01", "ops", turns, [
+        Label("s", "t1", 1, "m1", "decision", "Shopfront keeps pytest-randomly enabled on CI."),
+        Label("s", "t2", 2, "m2", "fact", "Marta owns the checkout tests.")])
+    produced = [Produced("s", "t1", "decision", "shopfront: keep pytest-randomly on in CI"),   # 4 of 6 words
+                Produced("s", "t1", "decision", "shopfront keeps randomly enabled on CI"),    # 5 of 6: this one matches
+                Produced("s", "t3", "convention", "Shopfront keeps pytest-randomly on CI."),  # later: restates m1
+                Produced("s", "t2", "fact", "Marta was here.")]                               # half is 2 of 4: no
+    result = score(produced, [session])
+    assert result["matched"] == ["m1"] and result["restatements"] == 1
+    assert result["by_kind"]["decision"]["recall"] == 1.0 and result["by_kind"]["decision"]["precision"] == 0.5
+    assert result["by_kind"]["fact"]["recall"] == 0.0 and result["precision"] == round(1 / 3, 4)
+
+
+def test_bench_distill_sessions(tmp_path):
+    lines = (Path(__file__).parents[1] / "benchmarks" / "agent-sessions.jsonl").read_text(encoding="utf-8")
+    subset = tmp_path / "two.jsonl"
+    subset.write_text("\n".join(lines.splitlines()[:2]) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["bench", "distill", "--sessions", str(subset), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output[result.output.index("{"):])
+    assert summary["sessions"] == 2 and summary["labels"] == 17
+    for part in (summary["cross_validated"], summary["palace"]):
+        assert set(part["by_kind"]) == {"decision", "convention", "fact", "solution", "milestone"}
+        assert 0 < part["recall"] <= 1 and 0 < part["precision"] <= 1 and part["secrets"] == 0
+    assert set(summary["cross_validated"]["folds"]) == {"s01-debug-flaky-login", "s02-debug-goroutine-leak"}
+    assert summary["palace"]["distill"]["turns"] == 87
