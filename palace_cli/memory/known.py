@@ -22,39 +22,42 @@ class Known:
         self._df: dict[str, int] = {}
         self._total = 0
         self._people: dict[str, list[tuple[str, dict[str, float]]]] = defaultdict(list)
-        self._counts: dict[str, Counter] = {}
-        pending = [(m.id, m.meta.get("about"), m.content) for m in memories
-                   if m.meta.get("about") and not m.superseded_by and m.content]
-        for memory_id, about, text in pending:
-            self._counts[memory_id] = self._terms(text)
-        self._learn(set().union(*self._counts.values()) if self._counts else set())
-        for memory_id, about, _ in pending:
-            self._people[str(about)].append((memory_id, self._vector(self._counts.pop(memory_id))))
-
-    def about(self, person: str) -> bool:
-        """True when the palace holds a memory about this person."""
-        return bool(self._people.get(person))
+        # Vectors are made for a person when a candidate about them is first checked: most runs ask about few.
+        self._waiting: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        for memory in memories:
+            about = memory.meta.get("about")
+            if about and not memory.superseded_by and memory.content:
+                self._waiting[str(about)].append((memory.id, memory.content))
 
     def nearest(self, person: str, text: str) -> tuple[str, float] | None:
         """(id, score) of the memory about `person` closest to `text`, or None when there is none."""
+        self._ready(person)
         held = self._people.get(person)
         if not held:
             return None
         counts = self._terms(text)
         self._learn(set(counts))
         vector = self._vector(counts)
-        best = max(((memory_id, _cosine(vector, other)) for memory_id, other in held), key=lambda p: p[1])
-        return best
+        return max(((memory_id, _cosine(vector, other)) for memory_id, other in held), key=lambda p: p[1])
+
+    def _ready(self, person: str) -> None:
+        """The vectors of a person's memories, made once."""
+        waiting = self._waiting.pop(person, None)
+        if waiting:
+            counts = [(memory_id, self._terms(text)) for memory_id, text in waiting]
+            self._learn(set().union(*(c for _, c in counts)))
+            self._people[person] = [(memory_id, self._vector(c)) for memory_id, c in counts] + self._people[person]
 
     def add(self, memory_id: str, person: str, text: str) -> None:
         """Remember a memory written during the run."""
+        self._ready(person)
         counts = self._terms(text)
         self._learn(set(counts))
         self._people[person].append((memory_id, self._vector(counts)))
 
     def drop(self, memory_id: str) -> None:
         """Forget a memory (superseded during the run): what it said holds no longer."""
-        for held in self._people.values():
+        for held in [*self._people.values(), *self._waiting.values()]:
             held[:] = [pair for pair in held if pair[0] != memory_id]
 
     def _terms(self, text: str) -> Counter:
