@@ -80,12 +80,13 @@ REQUEST = cue(r"^\W*(?:(?:ok|okay|so|and|also|then|now|pls|please|yes|good|great
                      r"(?:please|pls|can you|could you|would you|will you|let me|help me|i need you|i want you|"
                      r"i'd like you|go ahead|do it|do that|try)\b")
 # Words a sentence opens with that carry nothing of its own: dropped from the front of what is kept.
-OPENERS = re.compile(r"^\W*(?:(?:ok(?:ay)?|yes|yeah|yep|yup|sure|right|good|great|nice|fine|perfect|cool|lovely|"
+OPENERS = re.compile(r"^\W*(?:(?:ok(?:ay)?|yes|yeah|yep|yup|sure|right|good|great|nice|fine|perfect|cool|lovely|fair|"
+                     r"true|exactly|correct|makes sense|sounds good|got it|fine by me|"
                      r"brilliant|excellent|excelente|fantastic|amazing|agreed|alright|hmm+|ah+|oh|ugh|huh|so|and|"
                      r"also|btw|fwiw|plus|anyway|well|hi|hey|hello|morning|sí|si|ja|oui|bom dia|hola|wait|one more "
                      r"(?:thing|rule)?(?: for the future)?|another rule|also another rule)\b[\s,.:;!—–-]*)+", I)
 # The agent proposing something the user may take: "I'd ...", "we could ...", "Should I ...?", "Proposal:".
-PROPOSAL = cue(r"\b(i'?d (?!like|love|be\b|have|guess|say|think|imagine|expect|need)[a-z]+|i would|i suggest|i recommend|my suggestion|suggestion|we could|you could|"
+PROPOSAL = cue(r"\b(i'd (?!like|love|be\b|have|guess|say|think|imagine|expect|need)[a-z]+|i would|i suggest|i recommend|my suggestion|suggestion|we could|you could|"
                       r"proposal|proposed|the (?:usual|simplest|minimal|best) (?:shape|fix|option|way)|plan:|"
                       r"(?:should|shall) i|want me to|how about|one option|options?\b|the fix is|fix(?:es)?:|"
                       r"(?:two|three|both) fixes|would be to)")
@@ -128,6 +129,8 @@ TAKE = re.compile(r"(?:(?:please|pls|then|and|so)\s+)*(?:do (?:that|it|this|all 
                   r"let'?s do (?:that|it)|ship it|sounds good|good idea|makes sense|fair|agreed|go with (?:that|it)|"
                   r"that works|works for me|both|do that,? both|yes please|please|pls)"
                   r"(?:[\s,.!]+(?:good idea|both|please|pls|thanks|thx|go ahead))*", I)
+# A line that says facts follow: "Facts you need:", "Context:", "Some background:".
+FACTS_AHEAD = cue(r"\b(facts?|context|background|fyi|for reference|setup|our stack|the stack)\b")
 # A line that says rules follow: "Style (from the comms team):", "Rules:", "Our conventions:".
 RULES_AHEAD = cue(r"\b(style|rules?|conventions?|guidelines?|standards?|policy|policies)\b")
 REJECT = cue(r"^\W*(?:no|nope|nah|not\b|don't|never mind|nvm|scratch that)\b")
@@ -219,6 +222,9 @@ RESTATED = cue(r"\b(remember|as i said|like i said|same rule|as usual|as the rul
 # Who owns or runs what: the facts about people a team keeps.
 OWNER = cue(r"\b(owns?|maintains?|runs?|leads?|is (?:the|our) [\w ]{0,20}lead|wrote|in charge of|responsible for|"
                    r"'s (?:buddy|lead|manager))\b")
+# Ownership said of a person: "she runs our SOC2 audit", "Nadia owns the cache layer", "he maintains packages/ui".
+OWNED_BY = re.compile(r"\b(?:owns?|maintains?)\b|\b(?:[Ss]he|[Hh]e|[A-Z][a-z]+)\s+(?:runs|leads|wrote|is (?:the|our) "
+                      r"[\w ]{0,20}lead)\b")
 PAST = cue(r"\b(was|were|did|had|\w{3,}ed)\b")
 # Someone else's word passed on: "Ravi says", "Beatriz told me", "Wei confirmed".
 REPORTED = re.compile(r"\b[A-Z][a-z]+ (?:says|said|told me|confirmed|mentioned|thinks|wants)\b")
@@ -261,9 +267,11 @@ IMPERATIVE = re.compile(r"^\W*(?:(?:and|also|then|now|so|just|please|pls|but)\s+
                         r"move|note|open|pin|post|push|put|raise|read|rebuild|remove|rename|replace|rerun|restart|"
                         r"revert|rewrite|rotate|run|schedule|send|set|ship|show|skip|split|start|stop|suggest|switch|"
                         r"tag|tell|test|try|turn|update|upgrade|use|wait|write|comment|include|exclude|nuke|call|"
-                        r"copy|find|get|help|bring|prepare|plan|review|retry|rollback|roll|watch|wire|sync|freeze|export|partition|"
-                        r"alert|page|cap|limit|cache|queue|log|emit|expose|route|mirror|migrate|backfill|index|"
-                        r"restructure|isolate|pass|store|wrap|guard|lock|bundle|publish|rebase|squash|pair)\b", re.I)
+                        r"copy|find|get|help|bring|prepare|plan|review|retry|rollback|roll|watch|wire|sync)\b", re.I)
+# Verbs a proposal starts with once its "I'd" is dropped ("freeze time with freezegun"), beyond the imperatives.
+PROPOSED_VERB = re.compile(r"^(?:freeze|export|partition|alert|cap|limit|emit|expose|route|mirror|migrate|restructure|"
+                           r"isolate|pass|wrap|guard|bundle|publish|rebase|squash|pair|introduce|adopt|replace|move|"
+                           r"drop|pin|split|rebuild|restore|raise|lower|enable|disable)\b", re.I)
 
 
 def imperative(sentence: str) -> bool:

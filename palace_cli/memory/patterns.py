@@ -192,7 +192,7 @@ def rewrite(sentence: str, speaker: str, addressee: str | None = None) -> str:
             agree = ""
             continue
         # "you" is as often an object as a subject: after it only be/have/do change ("you are" -> "Gina is").
-        changes = low in AGREEMENT or (agree == "i" and low not in STOPWORDS and low not in NOT_VERBS)
+        changes = low in AGREEMENT or (agree == "i" and (low not in STOPWORDS or low == "own") and low not in NOT_VERBS)
         out.append(_third_person(token) if agree and changes else token)
         agree = ""
     return "".join(out)

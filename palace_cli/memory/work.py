@@ -146,15 +146,17 @@ def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project
     pieces = [p for p in pieces_of(turn.text) if not cues.has_secret(p.text)]
     if not pieces:
         return []
+    pieces = [part for piece in pieces for part in _facts_apart(piece)]
     kinds = [_kind_of(p.text) for p in pieces]
-    for i, piece in enumerate(pieces):  # "make it a rule:", "Style:" before a list: the items are the rules
+    for i, piece in enumerate(pieces):  # "make it a rule:", "Facts you need:" before a list: what the items are
         if piece.text.rstrip().endswith(":") and not piece.item:
-            if kinds[i] == "convention" or cues.RULES_AHEAD.search(piece.text):
-                for j in range(i + 1, len(pieces)):
-                    if not pieces[j].item:
-                        break
-                    if kinds[j] in ("", "decision", "fact"):
-                        kinds[j] = "convention"
+            ahead = "convention" if kinds[i] == "convention" or cues.RULES_AHEAD.search(piece.text) else \
+                "fact" if cues.FACTS_AHEAD.search(piece.text) else ""
+            for j in range(i + 1, len(pieces)) if ahead else ():
+                if not pieces[j].item:
+                    break
+                if kinds[j] in ("", "decision", "fact") and not (ahead == "fact" and kinds[j]):
+                    kinds[j] = ahead
             kinds[i] = ""
     context = {"item": 0.0, "first_turn": float(first), "after_proposal": float(bool(proposal)), "accepted": 0.0,
                "answers": float(asked)}
@@ -186,8 +188,8 @@ def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project
         if kind in ("decision", "convention") and (proposal or recent):
             backing = _cleaned_proposal(proposal) if proposal and _refers_back(core) else _related(core, recent)
             core = f"{core} ({backing})" if backing else core
-        about = name if kind != "fact" and cues.FIRST_SINGULAR.search(words) and not cues.FIRST_PLURAL.search(words) \
-            else project or name
+        about = name if kind in ("decision", "convention") and cues.FIRST_SINGULAR.search(words) \
+            and not cues.FIRST_PLURAL.search(words) else project or name
         resolved, dates = resolve_relative(core, said) if said else (core, [])
         text = rewrite(resolved, name) if name != "the user" else resolved
         unit = _unit(kind, turn, about, _with_project(text, project if about != name else "", kind, said), words,
@@ -213,6 +215,15 @@ def _standing(core: str, proposal: str) -> bool:
         return bool(cues.SCOPE.search(core) or cues.REASON.search(core) or cues.CHOICE.search(core)
                     or cues.SETTLED.search(core) or cues.RULE.search(core))
     return True
+
+
+def _facts_apart(piece: Piece) -> list[Piece]:
+    """A sentence that tells two facts apart ("I own ingestion, not the dbt models — those are Tomasz's"), as
+    two pieces; any other sentence as it is."""
+    parts = [p.strip(" ,") for p in re.split(r"\s+[—–]\s+|;\s+", piece.text)]
+    if len(parts) > 1 and all(len(p.split()) >= 3 and _kind_of(p) == "fact" for p in parts):
+        return [Piece(p, piece.item, piece.paragraph) for p in parts]
+    return [piece]
 
 
 def _accepts(sentence: str) -> bool:
@@ -273,10 +284,13 @@ def _kind_of(sentence: str) -> str:
 
 def _fact_like(core: str) -> bool:
     """A statement that holds beyond today: a present-tense claim about something named (a system, a person, a
-    number), not a report of what just happened, a judgement, or the speaker's own doing."""
-    if not cues.TELLING.search(core) or cues.POINTING.match(core) or cues.EVALUATIVE.search(core):
+    number), not a report of what just happened, a judgement, or the speaker's own doing. Who owns or runs what
+    is a fact however it is said ("that's Grace, she runs our SOC2 audit")."""
+    if not cues.TELLING.search(core) or cues.EVALUATIVE.search(core):
         return False
-    if cues.PROBLEM.search(core) or cues.TRANSIENT_NOW.search(core) \
+    if cues.OWNED_BY.search(core) and not cues.FIRST_SINGULAR.match(core):
+        return True
+    if cues.POINTING.match(core) or cues.PROBLEM.search(core) or cues.TRANSIENT_NOW.search(core) \
             or cues.FUTURE.search(core) and not cues.DATED.search(core):
         return False
     if cues.FIRST_SINGULAR.match(core) and not cues.OWNER.search(core) and not cues.JOINED.search(core):
@@ -307,6 +321,10 @@ def _groups(pieces: list[Piece], kinds: list[str]) -> list[tuple[str, list[Piece
                 and not cues.HYPOTHETICAL.search(piece.text))
             if going_on and (kind or _continues(piece.text)):
                 members.append(piece)
+                continue
+            if head == "milestone" and kind in ("milestone", "") and not cues.is_asking(piece.text) \
+                    and not cues.REQUEST.match(cues.opened(piece.text)) and not _empty(cues.opened(piece.text)):
+                members.append(piece)  # one event a turn: "Beatriz approved and merged it!! first PR done"
                 continue
             if head == "fact" and len(members) == 1 and kind in ("fact", "") and len(piece.text.split()) <= 8 \
                     and not cues.is_asking(piece.text) and not cues.REQUEST.match(cues.opened(piece.text)) \
@@ -404,7 +422,7 @@ def _cleaned_proposal(proposal: str) -> str:
 def _accepted(name: str, proposal: str, extra: list[str], said: str | None) -> str:
     """An accepted proposal as a decision: what was proposed, and what the user added."""
     taken = _cleaned_proposal(proposal)
-    if cues.imperative(taken):  # "freeze time with freezegun ..." reads on from "agreed to"
+    if cues.imperative(taken) or cues.PROPOSED_VERB.match(taken):  # "freeze time with ..." reads on from "agreed to"
         text = f"{name} agreed to {taken[0].lower()}{taken[1:]}"
     else:
         text = f"{name} agreed: {taken}"
@@ -430,7 +448,7 @@ def _agent_units(turn: Turn, name: str, project: str, said: str | None) -> list[
                            shipped[0], context))
     told = " ".join(p.text for p in pieces)
     if cues.FIXED.search(told) and cues.VERIFIED.search(told) and not cues.is_asking(pieces[-1].text) \
-            and not cues.PROPOSAL.search(told):
+            and (not cues.PROPOSAL.search(told) or cues.SUMMARY.search(told)):
         units.append(_unit("solution", turn, project or name, told, told, context))
     return units
 
