@@ -227,14 +227,16 @@ def extraction_speed(sessions: dict[str, list[Session]], rounds: int = 3) -> dic
     """Turns per second of the heuristic stage (scoring, rewriting, dating), the median of `rounds` passes."""
     every = [s for group in sessions.values() for s in group]
     turns = sum(len(s.turns) for s in every)
-    times = []
+    times, cpu = [], []
     for _ in range(rounds):
-        started = time.perf_counter()
+        started, used = time.perf_counter(), time.process_time()
         for session in every:
             extract_session(session)
         times.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - used)
     median = statistics.median(times)
-    return {"turns": turns, "seconds": round(median, 3), "turns_per_s": round(turns / median, 1)}
+    return {"turns": turns, "seconds": round(median, 3), "turns_per_s": round(turns / median, 1),
+            "turns_per_cpu_s": round(turns / statistics.median(cpu), 1)}
 
 
 # ---- the real distill in a fresh palace -------------------------------------------------------------------
@@ -262,9 +264,9 @@ def run_distill_bench(path: Path, modes=("recall",), workdir: str | None = None,
         import_path(palace, path, progress=progress)
         modes = row_names(modes)
         before = _evidence(palace, path, modes, limit, progress)
-        started = time.perf_counter()
+        started, used = time.perf_counter(), time.process_time()
         report = distill(palace, progress=progress)
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - used
         palace.refresh(progress=progress)
         memories = _palace_memories(palace)
         summary["palace"] = score(memories, observations)
@@ -272,6 +274,7 @@ def run_distill_bench(path: Path, modes=("recall",), workdir: str | None = None,
         summary["palace"]["own_turn_only"] = {k: own_turn_only[k] for k in ("recall", "recall_ci", "precision",
                                                                              "precision_ci")}
         summary["palace"]["distill"] = {"seconds": round(elapsed, 2), "turns_per_s": round(report.turns / elapsed, 1),
+                                        "cpu_seconds": round(cpu, 2), "turns_per_cpu_s": round(report.turns / cpu, 1),
                                         "written": len(report.written), "known": len(report.known),
                                         "superseded": len(report.superseded), "stages_s": report.seconds}
         after = _evidence(palace, path, modes, limit, progress, memory_turns=_memory_turns(palace))

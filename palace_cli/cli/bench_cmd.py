@@ -410,22 +410,44 @@ def bench_similar(obj, duplicates_file, methods, as_json):
 
 
 @click.command(name="distill")
-@click.option("--locomo", "locomo_file", type=click.Path(dir_okay=False, exists=True), required=True,
+@click.option("--locomo", "locomo_file", type=click.Path(dir_okay=False, exists=True), default=None,
               help="A LoCoMo JSON file with `observation` annotations.")
+@click.option("--sessions", "sessions_file", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="A labelled set of coding-agent sessions (benchmarks/agent-sessions.md describes the format).")
 @click.option("--modes", default="recall", show_default=True,
               help="Retrieval modes for evidence recall, comma-separated (recall, lexical, dense, fused).")
 @click.option("--limit", type=int, default=None, help="Ask only the first N questions (quick runs).")
-@click.option("--no-cross-validate", "no_cross", is_flag=True, help="Skip the leave-one-conversation-out figures.")
+@click.option("--no-cross-validate", "no_cross", is_flag=True, help="Skip the leave-one-out figures.")
 @click.option("--fit", "fit_only", is_flag=True, help="Only print the fitted scorer weights and threshold (to ship).")
-@click.option("--workdir", type=click.Path(file_okay=False), default=None, help="Build the palace here and keep it.")
+@click.option("--llm/--no-llm", default=False, show_default=True,
+              help="With --sessions: run the LLM stage too ([models] endpoint, or the local generator).")
+@click.option("--workdir", type=click.Path(file_okay=False), default=None, help="Build the palaces here and keep them.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
-def bench_distill(locomo_file, modes, limit, no_cross, fit_only, workdir, as_json):
-    """Distill scored against LoCoMo's observations, and evidence recall with memories beside turns.
+def bench_distill(locomo_file, sessions_file, modes, limit, no_cross, fit_only, llm, workdir, as_json):
+    """Distill scored against LoCoMo's observations (and evidence recall with memories beside turns), or against
+    a labelled set of coding-agent sessions (recall and precision per kind).
 
-    Example: palace bench distill --locomo ../shared/data/locomo/locomo-dev5.json --json
+    Example: palace bench distill --sessions benchmarks/agent-sessions.jsonl
     """
-    from palace_cli.bench.distill import fit_scorer, run_distill_bench
     from palace_cli.cli import render
+
+    if (locomo_file is None) == (sessions_file is None):
+        raise click.UsageError("give --locomo FILE or --sessions FILE")
+    if sessions_file is not None:
+        from palace_cli.bench.worksessions import fit_work_scorer, run_sessions_bench
+
+        if fit_only:
+            render.emit_json(fit_work_scorer(sessions_file))
+            return
+        summary = run_sessions_bench(sessions_file, workdir=workdir, keep=workdir is not None, cross=not no_cross,
+                                     llm=llm, progress=render.progress_lines())
+        summary["command"] = "palace bench distill --sessions " + sessions_file
+        if as_json:
+            render.emit_json(summary)
+        else:
+            render.out.print(_sessions_lines(summary), markup=False)
+        return
+    from palace_cli.bench.distill import fit_scorer, run_distill_bench
 
     if fit_only:
         render.emit_json(fit_scorer(locomo_file))
@@ -447,8 +469,30 @@ def _distill_lines(summary: dict) -> str:
         part = summary.get(name)
         if part:
             lines.append(f"{name}: recall {part['recall']:.3f}, precision {part['precision']:.3f}")
+    if "palace" in summary:
+        lines.append(f"palace distill: {summary['palace']['distill']['turns_per_s']:,} turns/s")
     for mode, row in summary.get("evidence_recall@10", {}).items():
         lines.append(f"evidence recall@10 ({mode}): turns {row['turns']:.3f}, memories+turns {row['memories+turns']:.3f}")
+    return "\n".join(lines)
+
+
+def _sessions_lines(summary: dict) -> str:
+    """Recall and precision per kind, each way measured, as a Markdown table."""
+    lines = [f"{summary['dataset']}: {summary['sessions']} sessions, {summary['turns']} turns, {summary['labels']} "
+             f"labelled memories; heuristics {summary['speed']['turns_per_s']:,} turns/s, palace distill "
+             f"{summary['palace']['distill']['turns_per_s']:,} turns/s", "",
+             "| measured | kind | labels | produced | recall | precision |", "|---|---|---|---|---|---|"]
+    for name in ("cross_validated", "palace"):
+        part = summary.get(name)
+        if not part:
+            continue
+        for kind, row in [*part["by_kind"].items(), ("all", part)]:
+            lines.append(f"| {name} | {kind} | {row['labels']} | {row['produced']} | {row['recall']:.3f} "
+                         f"[{row['recall_ci'][0]:.2f}, {row['recall_ci'][1]:.2f}] | {row['precision']:.3f} "
+                         f"[{row['precision_ci'][0]:.2f}, {row['precision_ci'][1]:.2f}] |")
+    palace = summary["palace"]
+    lines += ["", f"kinds agree on {palace['kind_agreement']:.0%} of matches; {palace['restatements']} restatements "
+              f"(neutral); {palace['secrets']} memories hold a secret"]
     return "\n".join(lines)
 
 

@@ -37,9 +37,10 @@ def distill_command(ctx, since, until, source, session, llm, dry_run, as_json):
         render.emit_json(report.as_dict())
         return
     verb = "Would write" if dry_run else "Wrote"
-    rows = [[m.get("id") or "-", m["about"], m["type"], m["subject"], m["source"]] for m in report.written]
+    rows = [[m.get("id") or "-", m["about"], m.get("kind") or m["type"], m["subject"], m["source"]]
+            for m in report.written]
     if rows:
-        render.table(["id", "about", "type", "subject", "source"], rows)
+        render.table(["id", "about", "kind", "subject", "source"], rows)
     render.out.print(f"{verb} {len(report.written)} memories from {report.turns} turns of {report.sessions} "
                      f"sessions; {len(report.known)} already known (confirmed), {len(report.superseded)} "
                      f"superseding, {report.already} turns distilled before", markup=False)

@@ -115,18 +115,19 @@ def slugify(text: str) -> str:
 
 ABBREVIATIONS = frozenset("e.g i.e etc vs cf approx incl fig dr mr mrs al".split())
 BOUNDARY = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(“\[`*])")
+LOWER_BOUNDARY = re.compile(r"(?<=[.!?])\s+(?=[A-Za-z0-9\"'(“\[`*])")  # chat written in lowercase
 LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 
 
-def split_sentences(text: str) -> list[str]:
+def split_sentences(text: str, lowercase: bool = False) -> list[str]:
     """Sentences of prose, list items kept whole; an abbreviation (e.g., vs.) or an open parenthesis does
-    not end one."""
+    not end one. With `lowercase`, a sentence may also start with a small letter (chat: "ok. do it")."""
     out: list[str] = []
     paragraph: list[str] = []
 
     def flush():
         if paragraph:
-            out.extend(_split_paragraph(" ".join(paragraph)))
+            out.extend(_split_paragraph(" ".join(paragraph), LOWER_BOUNDARY if lowercase else BOUNDARY))
             paragraph.clear()
 
     for line in text.splitlines():
@@ -141,8 +142,8 @@ def split_sentences(text: str) -> list[str]:
     return out
 
 
-def _split_paragraph(text: str) -> list[str]:
-    pieces = [p for p in BOUNDARY.split(" ".join(text.split())) if p]
+def _split_paragraph(text: str, boundary: re.Pattern = BOUNDARY) -> list[str]:
+    pieces = [p for p in boundary.split(" ".join(text.split())) if p]
     merged: list[str] = []
     for piece in pieces:
         if merged and _continues(merged[-1]):

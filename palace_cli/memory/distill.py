@@ -5,15 +5,15 @@ the turns the heuristics were unsure of (llmstage.py, only with `[models] endpoi
 
 - a turn already distilled (a memory names it in `turn`/`session`, or lists it in `confirmed_by`) is skipped:
   a second run changes nothing;
-- a fact the palace already holds about the same person (`search.similar`, at or above `[distill] known`)
-  is not written again: the memory it repeats gains the turn in `confirmed_by` and the date in `confirmed`
-  (consolidation reads them);
+- a fact the palace already holds about the same person (`search.similar`'s lexical score, at or above
+  `[distill] known`; known.py keeps the vectors for the run) is not written again: the memory it repeats gains
+  the turn in `confirmed_by` and the date in `confirmed` (consolidation reads them);
 - a newer value of a one-at-a-time attribute (a job, a home, a favourite) supersedes the memory that held
   the old value (`editing.versions` rules: frontmatter only, nothing deleted);
 - the rest is written by `editing.authoring.write_plain_memory` into memories/<[distill] domain>/.
 
-Each session's memories are indexed (lexical only) before the next session is read, so a fact told twice in
-one run is written once. Embeddings wait for the next refresh.
+A memory written is known at once to the checks of the turns after it, so a fact told twice in one run is
+written once; the search index takes them all in one refresh at the end. Embeddings wait for the next refresh.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from palace_cli.errors import UsageError
 from palace_cli.index.locks import write_lock
 from palace_cli.index.scope import make_scope
 from palace_cli.memory.extract import Candidate, extract_session
-from palace_cli.memory.scorer import FITTED, THRESHOLD
+from palace_cli.memory.known import Known
+from palace_cli.memory.scorer import FITTED, THRESHOLD, WORK_FITTED, WORK_THRESHOLD
 from palace_cli.palace import Palace
 from palace_cli.progress import Progress
 
@@ -45,6 +46,7 @@ class Settings:
 
     domain: str = DOMAIN
     threshold: float = THRESHOLD
+    work_threshold: float = WORK_THRESHOLD
     known: float = KNOWN
     uncertain: float = UNCERTAIN
     user: str = ""
@@ -57,8 +59,8 @@ class Settings:
         if not isinstance(raw, dict):
             raise UsageError("palace.toml: `distill` must be a table ([distill])")
         settings = cls()
-        for name, kind in (("domain", str), ("threshold", float), ("known", float), ("uncertain", float),
-                           ("user", str), ("llm", str)):
+        for name, kind in (("domain", str), ("threshold", float), ("work_threshold", float), ("known", float),
+                           ("uncertain", float), ("user", str), ("llm", str)):
             if name in raw:
                 value = raw[name]
                 if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -68,6 +70,9 @@ class Settings:
                 setattr(settings, name, value)
         if settings.llm not in ("auto", "always", "never"):
             raise UsageError(f"palace.toml [distill] llm must be auto, always or never, not {settings.llm!r}")
+        identity = palace.config.raw.get("identity")
+        if not settings.user and isinstance(identity, dict) and isinstance(identity.get("name"), str):
+            settings.user = identity["name"].strip()  # [identity] name: who "I" is in the palace's sessions
         return settings
 
 
@@ -110,12 +115,13 @@ def chosen_sessions(palace: Palace, source: str | None = None, session: str | No
 
 
 def done_turns(memories) -> set[str]:
-    """`<session>/<turn>` of every turn a memory was distilled from or confirmed by."""
+    """`<session>/<turn>` (and `#<part>` for a turn's later memories) of every memory distilled or confirmed."""
     done = set()
     for memory in memories:
         meta = memory.meta
         if meta.get("session") and meta.get("turn"):
-            done.add(f"{meta['session']}/{meta['turn']}")
+            part = meta.get("part")
+            done.add(f"{meta['session']}/{meta['turn']}" + (f"#{part}" if isinstance(part, int) and part > 1 else ""))
         confirmed = meta.get("confirmed_by")
         if isinstance(confirmed, list):
             done.update(str(item) for item in confirmed)
@@ -137,31 +143,31 @@ def distill(palace: Palace, *, since: str | None = None, until: str | None = Non
     with write_lock(palace.site):
         scan = palace.index.scan()  # whole memories: `about`, `turn`, `confirmed_by` are in their frontmatter
         done = done_turns(scan.memories.values())
+        known = Known(palace, scan.memories.values())
         for number, relpath in enumerate(paths, 1):
             loaded = load_session(palace.root, relpath)
-            picked = [t for t in loaded.turns if window.within(loaded.time_of(t) or "")]
+            picked = {t.id for t in loaded.turns if window.within(loaded.time_of(t) or "")}
             report.turns += len(picked)
-            fresh = [t for t in picked if f"{loaded.id}/{t.id}" not in done]
-            report.already += len(picked) - len(fresh)
-            if not fresh:
-                continue
-            report.sessions += 1
+            already = {t for t in picked if f"{loaded.id}/{t}" in done}
+            report.already += len(already)
             clock = time.perf_counter()
-            wanted = {t.id for t in fresh}
             candidates, uncertain = extract_session(loaded, FITTED, settings.threshold, {"user": settings.user},
-                                                    settings.uncertain if generator is not None else None)
-            candidates = [c for c in candidates if c.turn in wanted]
+                                                    settings.uncertain if generator is not None else None,
+                                                    (WORK_FITTED, settings.work_threshold))
+            candidates = [c for c in candidates if c.turn in picked and c.key not in done]
             spent["extract"] += time.perf_counter() - clock
             if generator is not None and uncertain:
                 clock = time.perf_counter()
                 from palace_cli.memory.llmstage import ask_llm
 
-                candidates += ask_llm(generator, [u for u in uncertain if u.turn.id in wanted], report.llm)
+                fresh = [u for u in uncertain if u.turn.id in picked and f"{loaded.id}/{u.turn.id}" not in done]
+                candidates += ask_llm(generator, fresh, report.llm)
                 spent["llm"] += time.perf_counter() - clock
+            if candidates or len(already) < len(picked):
+                report.sessions += 1
             report.candidates += len(candidates)
             clock = time.perf_counter()
-            if _keep(palace, settings, scan, candidates, report, done) and not dry_run:
-                palace.refresh(embedder=None, index_files=False)  # the next session's checks see these
+            _keep(palace, settings, scan, known, candidates, report, done)
             spent["write"] += time.perf_counter() - clock
             if progress:
                 progress("distilling sessions", number, len(paths))
@@ -172,62 +178,52 @@ def distill(palace: Palace, *, since: str | None = None, until: str | None = Non
     return report
 
 
-def _keep(palace: Palace, settings: Settings, scan, candidates: list[Candidate], report: DistillReport,
-          done: set[str]) -> bool:
-    """Write, confirm or supersede each candidate of one session; True when anything was written."""
-    from palace_cli.search.similar import similar
-
-    wrote = False
-    people = {m.meta.get("about") for m in scan.memories.values()}
+def _keep(palace: Palace, settings: Settings, scan, known: Known, candidates: list[Candidate],
+          report: DistillReport, done: set[str]) -> None:
+    """Write, confirm or supersede each candidate of one session."""
     for candidate in candidates:
-        key = f"{candidate.session}/{candidate.turn}"
+        key = candidate.key
         if key in done:
             continue  # two candidates of one turn (heuristics and the LLM): the first wins
-        # Nothing about this person yet, nothing to repeat: no search needed (the whole first distill of a chat).
-        neighbour = _known(palace, similar, scan, candidate, settings.known) if candidate.about in people else None
-        if neighbour is not None:
+        neighbour = known.nearest(candidate.about, candidate.content)
+        if neighbour is not None and neighbour[1] >= settings.known:
             report.known.append({"turn": key, "source": candidate.source, "memory": neighbour[0],
                                  "score": round(neighbour[1], 3)})
-            if not report.dry_run:
+            if not report.dry_run and neighbour[0] in scan.memories:
                 _confirm(palace, scan.memories[neighbour[0]], key, candidate.said)
             done.add(key)
             continue
         old = _current_holder(scan, candidate)
-        fields = {"about": candidate.about, "source": candidate.source, "session": candidate.session,
-                  "turn": candidate.turn, "confidence": candidate.confidence}
+        fields = {"about": candidate.about}
+        if candidate.kind:
+            fields["kind"] = candidate.kind
+        fields.update({"source": candidate.source, "session": candidate.session, "turn": candidate.turn})
+        if candidate.part > 1:
+            fields["part"] = candidate.part
+        fields["confidence"] = candidate.confidence
         if candidate.attribute:
             fields["attribute"] = candidate.attribute
         if candidate.by != "heuristic":
             fields["extracted_by"] = candidate.by
-        entry = {"about": candidate.about, "type": candidate.type, "subject": candidate.subject,
-                 "content": candidate.content, "source": candidate.source, "turn": key,
+        entry = {"about": candidate.about, "type": candidate.type, "kind": candidate.kind or None,
+                 "subject": candidate.subject, "content": candidate.content, "source": candidate.source, "turn": key,
                  "valid_from": candidate.valid_from.isoformat() if candidate.valid_from else None,
                  "confidence": candidate.confidence, "supersedes": old.id if old else None}
         done.add(key)
         if report.dry_run:
             report.written.append(entry)
+            known.add(key, candidate.about, candidate.content)
             continue
         memory = write_plain_memory(palace, candidate.subject, settings.domain, candidate.content,
                                     type=candidate.type, fields=fields, valid_from=candidate.valid_from,
                                     supersedes=[old.id] if old else None, scan=scan)
         entry.update(id=memory.id, path=memory.path)
         report.written.append(entry)
-        people.add(candidate.about)
+        known.add(memory.id, candidate.about, candidate.content)
         if old is not None:
             report.superseded.append({"old": old.id, "new": memory.id, "attribute": candidate.attribute})
             old.superseded_by = [*old.superseded_by, memory.id]
-        wrote = True
-    return wrote
-
-
-def _known(palace: Palace, similar, scan, candidate: Candidate, limit: float) -> tuple[str, float] | None:
-    """(id, score) of a memory about the same person that already says this, or None."""
-    result = similar(palace, text=candidate.content, k=5, do_refresh=False)
-    for neighbour in result.neighbours:
-        memory = scan.memories.get(neighbour.id)
-        if neighbour.score >= limit and memory is not None and memory.meta.get("about") == candidate.about:
-            return neighbour.id, neighbour.score
-    return None
+            known.drop(old.id)
 
 
 def _current_holder(scan, candidate: Candidate):
@@ -255,16 +251,18 @@ def _confirm(palace: Palace, memory, key: str, said: str | None) -> None:
 
 
 def _generator(palace: Palace, settings: Settings, asked: bool | None):
-    """The LLM for the uncertain turns: the [models] endpoint (cached), or None (no endpoint, or turned off)."""
+    """The LLM for the uncertain turns: the [models] endpoint (cached); the local generator only when asked for
+    (`--llm`, `[distill] llm = "always"`: the default 135M one does not help, docs/benchmarks.md); or None."""
     if asked is False or (asked is None and settings.llm == "never"):
         return None
     from palace_cli.backends import model_setting
 
     setting = model_setting(palace.config.models, "generator", palace.root)
-    if setting.kind != "endpoint":
-        if asked or settings.llm == "always":
-            raise UsageError("the LLM stage needs an OpenAI-compatible endpoint: set [models] endpoint and "
-                             "endpoint_model in palace.toml (docs/models.md)")
+    insisted = bool(asked) or settings.llm == "always"
+    if setting.kind != "endpoint" and not (insisted and setting.kind in ("default", "path") and setting.path):
+        if insisted:
+            raise UsageError("the LLM stage needs a generator: set [models] endpoint and endpoint_model in "
+                             "palace.toml, or install one (`palace models install`; docs/models.md)")
         return None
     from palace_cli.backends import generator_from_config
     from palace_cli.backends.cache import cached

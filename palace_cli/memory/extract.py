@@ -8,9 +8,9 @@ Two readers of a turn, by who speaks:
   resolved against the session's date. One turn, one memory: what someone shares in a turn is one thing told
   in a few sentences, and split sentence by sentence the facts lose what makes them findable (measured in
   docs/benchmarks.md, "distill").
-- A user and an assistant (Claude Code, ChatGPT, Claude.ai): only the user's sentences that state a
-  preference, a decision or a plan become memories, one sentence each; what the assistant says and does is
-  the record, not something the user told.
+- A user and an assistant (Claude Code, ChatGPT, Claude.ai): work.py finds the decisions, conventions, facts,
+  solutions and milestones of the session (units), scored by the work scorer (scorer.py); each unit at or
+  above its threshold becomes one memory.
 """
 
 from __future__ import annotations
@@ -22,17 +22,16 @@ from datetime import date
 from palace_cli.core.text import split_sentences
 from palace_cli.conversations.model import Session, Turn
 from palace_cli.core.dates import RelativeDate, resolve_relative, said_on
-from palace_cli.memory.patterns import (PATTERNS, attribute, first_person, informative_words, is_filler, is_question,
+from palace_cli.memory.patterns import (attribute, first_person, informative_words, is_filler, is_question,
                                         memory_type, plain, rewrite, with_subject)
-from palace_cli.memory.scorer import FITTED, PHOTO, THRESHOLD, TurnView, Weights, session_words, signals
+from palace_cli.memory.scorer import (FITTED, PHOTO, THRESHOLD, WORK_FITTED, WORK_THRESHOLD, TurnView, Weights,
+                                      session_words, signals)
+from palace_cli.memory.work import TYPE_OF, work_units
 
 SUBJECT_WORDS = 10
 GRATITUDE = re.compile(r"\W*(thanks|thank you|thx|sorry|congrats|congratulations|wow|whoa|woah|glad|appreciate)\b",
                        re.IGNORECASE)
 YOU = re.compile(r"\b(you|your|you're|you've|yours)\b", re.IGNORECASE)
-# A user's sentence worth a memory in an assistant session: a preference, a decision or a plan, said by them.
-RULE = re.compile(r"\b(always|never|don't|do not|please (?:always|never|use|don't)|from now on|make sure)\b")
-ROLE_CONFIDENCE = 0.6  # a pattern match in a user's sentence; no fitted score exists for these
 
 
 @dataclass
@@ -53,11 +52,18 @@ class Candidate:
     attribute: str = ""       # a one-at-a-time attribute it sets ("job", "favorite color"), if any
     by: str = "heuristic"     # or "llm:<model>"
     dates: list[str] = field(default_factory=list)  # relative dates resolved, as "last week -> 2023-05-01"
+    kind: str = ""            # in a work session: decision, convention, fact, solution or milestone
+    part: int = 1             # the candidate's number among its turn's (a turn can hold several)
 
     @property
     def source(self) -> str:
         """`path:line` of the turn."""
         return f"{self.path}:{self.line}"
+
+    @property
+    def key(self) -> str:
+        """`<session>/<turn>`, and `#<part>` after it for a turn's second memory and on: what marks it done."""
+        return f"{self.session}/{self.turn}" + (f"#{self.part}" if self.part > 1 else "")
 
     def as_dict(self) -> dict:
         """JSON-ready form."""
@@ -65,7 +71,7 @@ class Candidate:
                 "session": self.session, "source": self.source, "turn": self.turn, "said": self.said,
                 "valid_from": self.valid_from.isoformat() if self.valid_from else None,
                 "confidence": self.confidence, "attribute": self.attribute or None, "by": self.by,
-                "dates": self.dates}
+                "dates": self.dates, "kind": self.kind or None}
 
 
 @dataclass
@@ -76,6 +82,7 @@ class Uncertain:
     session: Session
     previous: Turn | None
     probability: float
+    user: str = ""  # in a work session: the user's name
 
 
 def addressee(session: Session, speaker: str) -> str | None:
@@ -150,13 +157,15 @@ def _candidate(turn: Turn, session: Session, about: str, content: str, original:
 
 
 def extract_session(session: Session, weights: Weights = FITTED, threshold: float = THRESHOLD,
-                    names: dict[str, str] | None = None, uncertain_from: float | None = None
-                    ) -> tuple[list[Candidate], list[Uncertain]]:
+                    names: dict[str, str] | None = None, uncertain_from: float | None = None,
+                    work: tuple[Weights, float] | None = None) -> tuple[list[Candidate], list[Uncertain]]:
     """The candidate memories of one session, and the turns scored in [uncertain_from, threshold) for an LLM.
 
-    `names` maps a role to the name memories use for it ({"user": "Ada"}; default "the user")."""
+    `names` maps a role to the name memories use for it ({"user": "Ada"}; default "the user"); `work` the
+    scorer and threshold of a user-assistant session (default: the fitted ones)."""
     if has_roles(session):
-        return _role_session(session, names or {}), []
+        return work_session(session, (names or {}).get("user", ""), *(work or (WORK_FITTED, WORK_THRESHOLD)),
+                            uncertain_from)
     candidates, uncertain = [], []
     spoken = [t for t in session.turns if t.role not in ("tool", "system")]
     mean_words = session_words([t.text for t in spoken])
@@ -176,24 +185,28 @@ def extract_session(session: Session, weights: Weights = FITTED, threshold: floa
     return candidates, uncertain
 
 
-def _role_session(session: Session, names: dict[str, str]) -> list[Candidate]:
-    """A user's preferences, decisions and plans, one sentence each, from a user-assistant session."""
-    about = names.get("user") or "the user"
-    out = []
-    for turn in session.turns:
-        if turn.role != "user":
+def work_session(session: Session, user: str, weights: Weights, threshold: float,
+                 uncertain_from: float | None = None) -> tuple[list[Candidate], list[Uncertain]]:
+    """The memories of a user-assistant session: its units (work.py) scored at or above the threshold, a text
+    said twice in the session kept once; the units scored from `uncertain_from` up, for an LLM."""
+    candidates, uncertain, seen, parts = [], [], set(), {}
+    spoken = [t for t in session.turns if t.role in ("user", "assistant")]
+    before = {t.id: spoken[i - 1] if i else None for i, t in enumerate(spoken)}
+    for unit in work_units(session, user):
+        probability = weights.probability(unit.signals)
+        if unit.signals.get("strong"):
+            probability = max(probability, threshold)  # said outright: kept (work.strong)
+        key = " ".join(unit.text.lower().split())
+        if probability < threshold or key in seen:
+            if uncertain_from is not None and uncertain_from <= probability < threshold and key not in seen \
+                    and all(u.turn.id != unit.turn.id for u in uncertain):
+                uncertain.append(Uncertain(unit.turn, session, before.get(unit.turn.id), probability, user))
             continue
-        for sentence in split_sentences(plain(turn.text)):
-            if is_question(sentence) or len(sentence) > 400:
-                continue
-            low = sentence.lower()
-            wanted = PATTERNS["preference"].search(low) or PATTERNS["decision"].search(low) or RULE.search(low)
-            personal = first_person(sentence) or re.search(r"\b(we|let's|our)\b", low) or RULE.search(low)
-            if not (wanted and personal) or is_filler(sentence):
-                continue
-            said = session.time_of(turn)
-            resolved, dates = resolve_relative(sentence, said) if said else (sentence, [])
-            kind = "decision" if PATTERNS["decision"].search(low) else "preference"
-            out.append(_candidate(turn, session, about, rewrite(resolved, about), sentence, dates, ROLE_CONFIDENCE,
-                                  kind))
-    return out
+        seen.add(key)
+        parts[unit.turn.id] = parts.get(unit.turn.id, 0) + 1
+        candidate = _candidate(unit.turn, session, unit.about, unit.text, unit.said, unit.dates, probability,
+                               TYPE_OF[unit.kind])
+        candidate.kind, candidate.part = unit.kind, parts[unit.turn.id]
+        candidate.attribute = ""
+        candidates.append(candidate)
+    return candidates, uncertain

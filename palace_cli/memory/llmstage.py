@@ -1,7 +1,8 @@
 """The LLM stage of distill: the turns the heuristics were unsure of, read by a model behind `[models] endpoint`.
 
 One prompt per turn (the turn, the one before it, who speaks, the session's date); the answer is one JSON
-object per fact, or NONE. Answers are cached by prompt hash (backends/cache.py), so a second run asks
+object per fact, or NONE. In a work session (a user and an agent) the prompt asks for the kinds a work memory
+has (decision, convention, fact, solution, milestone) and the unit the heuristics were unsure of is the turn. Answers are cached by prompt hash (backends/cache.py), so a second run asks
 nothing. The stage is never required: without an endpoint it does not run, and an endpoint that fails is
 reported once and left alone for the rest of the run.
 """
@@ -16,6 +17,7 @@ from palace_cli.core.text import one_line
 from palace_cli.errors import ModelError
 from palace_cli.memory.extract import Candidate, Uncertain, addressee, subject_of
 from palace_cli.memory.patterns import MEMORY_TYPES
+from palace_cli.memory.work import KINDS, TYPE_OF, project_of
 
 CONFIDENCE = 0.5  # an LLM's fact has no fitted score; it ranks below every heuristic memory kept
 MAX_TOKENS = 300
@@ -33,9 +35,30 @@ Use {speaker}'s name, never "I"; write relative dates as dates. Greetings, thank
 are not facts. If the turn holds nothing worth remembering, answer NONE."""
 
 
+WORK_PROMPT = """You read one turn of a session between a user and a coding agent, and say whether it holds something
+worth keeping once the session is over: a decision (and its reason), a convention (a standing rule of how work is
+done), a fact (about the project, a system or a person), a solution (a problem and the fix shown to work) or a
+milestone (something shipped or finished). A one-off instruction for the task at hand, a question, a pleasantry,
+a hypothetical, the agent's narration or a plan is not.
+
+Project: {project}. The user is {user}. Date: {date}.
+{before}Turn ({speaker}): {text}
+
+If the turn holds one, answer with one JSON object on one line, for example
+{{"kind": "decision", "memory": "{example}"}}
+kind is one of: {kinds}. Write the memory as one sentence a person would file, in the third person, naming the
+project or the person. Otherwise answer NONE."""
+
+
 def prompt_for(item: Uncertain) -> str:
     """The prompt for one turn."""
     turn, session, previous = item.turn, item.session, item.previous
+    if turn.role in ("user", "assistant"):
+        project = project_of(session) or "unknown"
+        before = f"Turn before ({previous.speaker}): {one_line(previous.text, 1500)}\n" if previous is not None else ""
+        return WORK_PROMPT.format(project=project, user=item.user or "the user", date=session.time_of(turn) or
+                                  "unknown", before=before, speaker=turn.speaker, text=one_line(turn.text, 1500),
+                                  example=f"{project} keeps audit events for 13 months.", kinds=", ".join(KINDS))
     other = addressee(session, turn.speaker)
     before = f"Turn before ({previous.speaker}): {one_line(previous.text)}\n" if previous is not None else ""
     return PROMPT.format(date=session.time_of(turn) or "unknown", speaker=turn.speaker,
@@ -43,7 +66,8 @@ def prompt_for(item: Uncertain) -> str:
                          text=one_line(turn.text), types=", ".join(MEMORY_TYPES))
 
 
-def parse_facts(answer: str) -> list[tuple[str, str]]:
+def parse_facts(answer: str, kind_key: str = "type", text_key: str = "fact", kinds=MEMORY_TYPES
+                ) -> list[tuple[str, str]]:
     """(type, fact) pairs of an answer: every JSON object with a known type and a fact; NONE gives none."""
     facts = []
     for match in OBJECT.finditer(answer):
@@ -51,8 +75,8 @@ def parse_facts(answer: str) -> list[tuple[str, str]]:
             data = json.loads(match.group())
         except ValueError:
             continue
-        kind, fact = data.get("type"), data.get("fact")
-        if kind in MEMORY_TYPES and isinstance(fact, str) and fact.strip():
+        kind, fact = data.get(kind_key), data.get(text_key)
+        if kind in kinds and isinstance(fact, str) and fact.strip():
             facts.append((kind, " ".join(fact.split())))
     return facts
 
@@ -76,6 +100,16 @@ def ask_llm(generator, items: list[Uncertain], stats: dict) -> list[Candidate]:
         stats["cached"] += int(getattr(generator, "last_cached", False))
         turn, session = item.turn, item.session
         said = session.time_of(turn)
+        if turn.role in ("user", "assistant"):
+            for kind, memory in parse_facts(answer, "kind", "memory", KINDS):
+                candidate = Candidate(about=project_of(session) or item.user or "the user", type=TYPE_OF[kind],
+                                      subject=subject_of(memory), content=memory, session=session.id,
+                                      path=session.path, line=turn.line, turn=turn.id, said=said,
+                                      valid_from=said_on(said) if said else None, confidence=CONFIDENCE,
+                                      by=f"llm:{generator.model_id}", kind=kind)
+                out.append(candidate)
+                stats["memories"] += 1
+            continue
         for kind, fact in parse_facts(answer):
             out.append(Candidate(about=turn.speaker, type=kind, subject=subject_of(fact), content=fact,
                                  session=session.id, path=session.path, line=turn.line, turn=turn.id, said=said,

@@ -144,12 +144,23 @@ def _third_person(word: str) -> str:
 TOKEN = re.compile(r"[A-Za-z][A-Za-z']*|[^A-Za-z]+")
 
 
+# After a person is named once, first (or second) person goes on as "they": "Jon loves his dog" needs a gender
+# nobody told, "Jon loves Jon's dog" reads like a form.
+THEY = {"i": "they", "me": "them", "my": "their", "mine": "theirs", "myself": "themselves", "i'm": "they're",
+        "im": "they're", "i've": "they've", "i'll": "they'll", "i'd": "they'd", "you": "they", "your": "their",
+        "yours": "theirs", "yourself": "themselves", "you're": "they're", "you've": "they've", "you'll": "they'll",
+        "you'd": "they'd"}
+THEY_AGREEMENT = {"am": "are", "was": "were", "'m": "are"}
+
+
 def rewrite(sentence: str, speaker: str, addressee: str | None = None) -> str:
     """A sentence with first person written as the speaker's name (and second person as the addressee's, when
-    there is one): "I love my dog" said by Jon to Gina -> "Jon loves Jon's dog"; verbs agree with the name."""
+    there is one), named once and "they" after: "I love my dog" said by Jon -> "Jon loves their dog"; verbs
+    agree with the name."""
     tokens = TOKEN.findall(plain(sentence))
     out: list[str] = []
     agree = ""  # "i" or "you" when the last word written was that subject turned into a name
+    named: set[str] = set()  # "i", "you": whose name was written already
     for token in tokens:
         low = token.lower()
         if not token[0].isalpha():
@@ -159,15 +170,29 @@ def rewrite(sentence: str, speaker: str, addressee: str | None = None) -> str:
             continue
         table = FIRST if low in FIRST else SECOND if addressee and low in SECOND else None
         if table is not None:
+            who, other = ("i", "you") if table is FIRST else ("you", "i")
             name = speaker if table is FIRST else addressee
+            other_name = addressee if table is FIRST else speaker
+            if who in named and other not in named and low in THEY and not (other_name and other_name in "".join(out)):
+                word = THEY[low]
+                starts = not "".join(out).strip() or "".join(out).rstrip()[-1] in ".!?"
+                out.append(word.capitalize() if starts else word)
+                agree = "they" if low in SUBJECTS else ""
+                continue
             out.append(table[low].format(n=name))
+            if low not in ("my", "mine", "your", "yours"):
+                named.add(who)  # "Jon's dog and Jon went out": a possessive does not name the subject
             agree = low if low in SUBJECTS else ""
             continue
         if agree and low in ADVERBS:
             out.append(token)
             continue
+        if agree == "they":
+            out.append(THEY_AGREEMENT.get(low, token) if low in THEY_AGREEMENT else token)
+            agree = ""
+            continue
         # "you" is as often an object as a subject: after it only be/have/do change ("you are" -> "Gina is").
-        changes = low in AGREEMENT or (agree == "i" and low not in STOPWORDS and low not in NOT_VERBS)
+        changes = low in AGREEMENT or (agree == "i" and (low not in STOPWORDS or low == "own") and low not in NOT_VERBS)
         out.append(_third_person(token) if agree and changes else token)
         agree = ""
     return "".join(out)

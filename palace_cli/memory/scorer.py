@@ -119,11 +119,12 @@ def session_words(texts: list[str]) -> float:
     return sum(math.log(max(len(WORD.findall(t)), 1)) for t in texts) / len(texts) if texts else 0.0
 
 
-def fit(rows: list[dict[str, float]], labels: list[bool], l2: float = 1.0) -> Weights:
-    """Weights fitted to labelled signals: Newton's method on an L2-regularised logistic loss."""
+def fit(rows: list[dict[str, float]], labels: list[bool], l2: float = 1.0, names=SIGNALS) -> Weights:
+    """Weights fitted to labelled signals (the `names` of each row): Newton's method on an L2-regularised
+    logistic loss."""
     import numpy as np
 
-    names = list(SIGNALS)
+    names = list(names)
     matrix = np.array([[row[n] for n in names] for row in rows], dtype=float)
     mean, scale = matrix.mean(axis=0), matrix.std(axis=0)
     scale[scale == 0] = 1.0
@@ -142,3 +143,41 @@ def fit(rows: list[dict[str, float]], labels: list[bool], l2: float = 1.0) -> We
             break
     return Weights(dict(zip(names, mean.round(4).tolist())), dict(zip(names, scale.round(4).tolist())),
                    dict(zip(names, w[1:].round(4).tolist())), round(float(w[0]), 4))
+
+
+# The work scorer: the same logistic over a work-session unit's signals (work.SIGNALS), fitted by
+# `palace bench distill --sessions benchmarks/agent-sessions.jsonl --fit`; its threshold is the one chosen by
+# leaving one session out (docs/benchmarks.md, "distill: agent sessions").
+WORK_THRESHOLD = 0.23
+WORK_FITTED = Weights(
+    mean={
+        "decision": 0.1923, "convention": 0.2837, "fact": 0.2933, "solution": 0.1587, "milestone": 0.0721,
+        "agent": 0.1442, "accepted": 0.0865, "proposal_rule": 0.024, "offer": 0.0192, "proposal_words": 0.2515,
+        "rule": 0.2981, "choice": 0.1587, "settled": 0.0096, "one_off": 0.024, "request": 0.0577,
+        "imperative": 0.1587, "hedge": 0.0, "reason": 0.2356, "transient": 0.0849, "person": 0.2452,
+        "codeish": 0.2663, "first_singular": 0.1587, "first_plural": 0.2212, "words": 2.6615, "informative": 2.1338,
+        "item": 0.0769, "first_turn": 0.1827, "after_proposal": 0.2404, "done": 0.0817, "verified": 0.1683,
+        "cause": 0.1298, "backed": 0.149, "at_hand": 0.125, "pointing": 0.0433, "evaluative": 0.0625,
+        "scope": 0.3654, "reported": 0.0096, "numbers": 0.2404, "answers": 0.125, "problem": 0.1202, "owner": 0.1058,
+        "past": 0.1587, "named": 0.8365, "proposal_fix": 0.0048, "strong": 0.101},
+    scale={
+        "decision": 0.3941, "convention": 0.4508, "fact": 0.4553, "solution": 0.3654, "milestone": 0.2587,
+        "agent": 0.3513, "accepted": 0.2812, "proposal_rule": 0.1532, "offer": 0.1373, "proposal_words": 0.8315,
+        "rule": 0.4574, "choice": 0.3654, "settled": 0.0976, "one_off": 0.1532, "request": 0.2332,
+        "imperative": 0.3654, "hedge": 1.0, "reason": 0.4244, "transient": 0.1812, "person": 0.4302,
+        "codeish": 0.3138, "first_singular": 0.3654, "first_plural": 0.415, "words": 0.739, "informative": 0.7374,
+        "item": 0.2665, "first_turn": 0.3864, "after_proposal": 0.4273, "done": 0.274, "verified": 0.3741,
+        "cause": 0.3361, "backed": 0.3561, "at_hand": 0.3307, "pointing": 0.2035, "evaluative": 0.2421,
+        "scope": 0.4815, "reported": 0.0976, "numbers": 0.356, "answers": 0.3307, "problem": 0.3252, "owner": 0.3075,
+        "past": 0.2552, "named": 0.3698, "proposal_fix": 0.0692, "strong": 0.3013},
+    weights={
+        "decision": -0.1726, "convention": -0.4174, "fact": -0.0824, "solution": 0.2026, "milestone": 0.8492,
+        "agent": -0.8609, "accepted": 0.0554, "proposal_rule": 0.3204, "offer": -0.1667, "proposal_words": -0.0527,
+        "rule": 0.1267, "choice": -0.0784, "settled": -0.4354, "one_off": -0.4032, "request": 0.1713,
+        "imperative": -0.0606, "hedge": 0.0, "reason": -0.4515, "transient": 0.337, "person": 0.6591,
+        "codeish": 0.3473, "first_singular": -0.0791, "first_plural": -0.035, "words": 0.0412, "informative": 1.1588,
+        "item": 0.3712, "first_turn": 0.0105, "after_proposal": 0.3109, "done": -0.0391, "verified": -0.6359,
+        "cause": -0.1371, "backed": 0.7268, "at_hand": 0.4424, "pointing": 0.1163, "evaluative": -0.726,
+        "scope": 0.5533, "reported": 0.376, "numbers": 0.2322, "answers": -0.0337, "problem": 0.1105, "owner": 0.313,
+        "past": -0.0037, "named": -0.1471, "proposal_fix": -0.4518, "strong": 0.4113},
+    bias=0.0889)

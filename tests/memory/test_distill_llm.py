@@ -71,10 +71,13 @@ def test_a_failing_endpoint_stops_the_stage_not_the_run(tmp_path, endpoint):
 
 def test_without_an_endpoint_the_stage_is_off_unless_asked_for(tmp_path):
     root = init_palace(tmp_path / "plain", "Plain")
+    config = root / "palace.toml"
+    config.write_text(config.read_text(encoding="utf-8").replace("[models]\n", '[models]\ngenerator = "off"\n', 1),
+                      encoding="utf-8")
     palace = Palace(root)
     import_path(palace, write_locomo(tmp_path / "conv.json"))
-    assert distill(palace, dry_run=True).llm == {}
-    with pytest.raises(UsageError, match="needs an OpenAI-compatible endpoint"):
+    assert distill(palace, dry_run=True).llm == {}  # a local generator is used only when asked for
+    with pytest.raises(UsageError, match="needs a generator"):
         distill(palace, llm=True)
 
 

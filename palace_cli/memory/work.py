@@ -1,0 +1,508 @@
+"""Memories of work with a coding agent: decisions, conventions, facts, solutions and milestones from a session
+between a user and an assistant. Pure: a Session in, units out (no palace, no model).
+
+Who says what decides what can be a memory:
+
+- the user's own sentences: a standing rule (convention), a settled choice (decision), something that holds
+  about the project or the people (fact), a report that something shipped (milestone), a note that a fix is
+  worth keeping (solution); never a question, a one-off instruction, a hypothetical or a pleasantry;
+- the user taking what the agent proposed ("yes do that"): a decision, whose words are the proposal's;
+- the agent's report, after a fix was checked, of what was wrong and what fixed it (solution), and of what it
+  saw shipped (milestone); never its narration, its reading of code, a thinking block or a tool's output.
+
+Each unit carries the signals scorer.py weighs; distill keeps those scored at or above the threshold.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import PurePath
+
+from palace_cli.conversations.model import Session, Turn
+from palace_cli.core.dates import resolve_relative
+from palace_cli.core.text import split_sentences
+from palace_cli.memory import cues
+from palace_cli.memory.patterns import informative_words, is_filler, rewrite
+from palace_cli.memory.worksignals import KINDS, SIGNALS, signals_of
+
+__all__ = ["KINDS", "SIGNALS", "TYPE_OF", "Unit", "work_units", "project_of", "pieces_of", "clear_caches"]
+
+# The note format's type for each kind (core/notes.py TYPES); the kind itself is written as `kind`.
+TYPE_OF = {"decision": "decision", "convention": "preference", "fact": "fact", "solution": "procedure",
+           "milestone": "event"}
+MAX_WORDS = 90  # a memory is a few sentences: an assembled solution is cut here
+WINDOW = 10  # how many turns back a solution's cause and fix are looked for
+
+
+@dataclass
+class Unit:
+    """A candidate memory of a work session: its kind, the turn it cites, what it says, and its signals."""
+
+    kind: str
+    turn: Turn
+    about: str
+    text: str
+    said: str  # the sentences as said that the signals read
+    signals: dict[str, float] = field(default_factory=dict)
+    dates: list = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One sentence or list item of a turn, with where it stands."""
+
+    text: str
+    item: bool
+    paragraph: int
+
+
+def project_of(session: Session) -> str:
+    """The project a session worked on: the last folder of its `cwd`, when the source records one."""
+    cwd = str(session.meta.get("cwd") or "").rstrip("/\\")
+    name = PurePath(cwd.replace("\\", "/")).name if cwd else ""
+    return name if name and name not in ("~", ".", "src", "code", "work", "home") else ""
+
+
+@lru_cache(maxsize=1 << 12)
+def pieces_of(text: str) -> tuple[Piece, ...]:
+    """The sentences and list items of what a turn said, in order (cached: a turn is read again as the context
+    of the turns after it)."""
+    out, paragraph, lines = [], 0, []
+
+    def flush():
+        if lines:
+            out.extend(Piece(s, False, paragraph) for s in split_sentences(" ".join(lines), lowercase=True))
+            lines.clear()
+
+    for line in cues.said_text(text).splitlines():
+        if not line.strip():
+            flush()
+            paragraph += 1
+        elif cues.LIST_ITEM.match(line):
+            flush()
+            out.append(Piece(cues.LIST_ITEM.sub("", line).strip(), True, paragraph))
+        else:
+            lines.append(line.strip())
+    flush()
+    return tuple(p for p in out if p.text)
+
+
+@lru_cache(maxsize=1 << 14)
+def _informative(text: str) -> frozenset[str]:
+    return frozenset(informative_words(text))
+
+
+def work_units(session: Session, user: str = "") -> list[Unit]:
+    """Every candidate memory of a user-assistant session (see the module); `user` names the user."""
+    name = user or "the user"
+    project = project_of(session)
+    turns = [t for t in session.turns if t.role in ("user", "assistant")]
+    units: list[Unit] = []
+    last_solution = -1
+    first_user = next((i for i, t in enumerate(turns) if t.role == "user"), -1)
+    for index, turn in enumerate(turns):
+        said = session.time_of(turn)
+        if turn.role == "user":
+            proposal = _proposal_before(turns, index)
+            recent = [cues.said_text(t.text) for t in turns[max(0, index - 6):index] if t.role == "assistant"]
+            asked = index > 0 and turns[index - 1].role == "assistant" and any(
+                cues.is_asking(p.text) for p in pieces_of(turns[index - 1].text)[-2:])
+            found = _user_units(turn, proposal, recent, name, project, said, index == first_user, asked)
+        else:
+            found = _agent_units(turn, name, project, said)
+        for unit in found:
+            if unit.kind == "solution":
+                unit.text = _solution_text(turns, index, unit, max(last_solution + 1, index - WINDOW), project)
+                last_solution = index
+        units += [u for u in found if u.text]
+    return units
+
+
+def _proposal_before(turns: list[Turn], index: int) -> str:
+    """What the agent proposed in the turn just before a user's turn: its proposing sentences, or its whole
+    answer when the user had asked for one; with the earlier proposal it points back to ("as described")."""
+    if not index or turns[index - 1].role != "assistant":
+        return ""
+    asked = index > 1 and turns[index - 2].role == "user" and any(
+        cues.is_asking(p.text) and cues.ADVICE.search(p.text) for p in pieces_of(turns[index - 2].text))
+    proposal = _proposal(cues.said_text(turns[index - 1].text), asked)
+    if proposal and (len(_informative(proposal)) < 10 or cues.POINTS_BACK.search(proposal)):
+        for earlier in reversed(turns[max(0, index - 5):index - 1]):
+            if earlier.role == "assistant":
+                found = _proposal(cues.said_text(earlier.text), False)
+                if found and _informative(found) & _informative(proposal):
+                    return f"{found} {proposal}"
+    return proposal
+
+
+# ---- the user's turns ----------------------------------------------------------------------------------
+
+
+def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project: str, said: str | None,
+                first: bool, asked: bool = False) -> list[Unit]:
+    pieces = [p for p in pieces_of(turn.text) if not cues.has_secret(p.text)]
+    if not pieces:
+        return []
+    pieces = [part for piece in pieces for part in _facts_apart(piece)]
+    kinds = _label_lists([_kind_of(p.text) for p in pieces], pieces)
+    context = {"item": 0.0, "first_turn": float(first), "after_proposal": float(bool(proposal)), "accepted": 0.0,
+               "answers": float(asked)}
+    groups = _groups(pieces, kinds)
+    units = []
+    others = [k for p, k in zip(pieces[1:], kinds[1:]) if not _empty(cues.opened(p.text))]
+    if proposal and _accepts(pieces[0].text) and not any(p.item for p in pieces) and (
+            not any(cues.is_asking(p.text) for p in pieces)
+            or any(cues.TAKE.search(p.text) and not cues.is_asking(p.text) for p in pieces)) and not any(
+            k in ("milestone", "fact", "solution") for k in others):
+        units += _accepted_units(turn, pieces, groups, proposal, name, project, said, context)
+        groups = [g for g in groups if g[0] not in ("decision", "convention", "")]
+    for kind, members in groups:
+        unit = _group_unit(kind, members, turn, proposal, recent, name, project, said, context) if kind else None
+        if unit is not None:
+            units.append(unit)
+    return units
+
+
+def _label_lists(kinds: list[str], pieces) -> list[str]:
+    """The kinds of a list's items from the line before it ("make it a rule:", "Facts you need:")."""
+    for i, piece in enumerate(pieces):
+        if piece.text.rstrip().endswith(":") and not piece.item:
+            ahead = "convention" if kinds[i] == "convention" or cues.RULES_AHEAD.search(piece.text) else \
+                "fact" if cues.FACTS_AHEAD.search(piece.text) else ""
+            for j in range(i + 1, len(pieces)) if ahead else ():
+                if not pieces[j].item:
+                    break
+                if kinds[j] in ("", "decision", "fact") and not (ahead == "fact" and kinds[j]):
+                    kinds[j] = ahead
+            kinds[i] = ""
+    return kinds
+
+
+def _accepted_units(turn: Turn, pieces, groups, proposal: str, name: str, project: str, said: str | None,
+                    context: dict) -> list[Unit]:
+    """An accepted proposal: the decision (or rule) in the proposal's own words, one per enumerated item."""
+    taken = [p for kind, members in groups if kind in ("decision", "convention", "") for p in members
+             if not cues.is_asking(p.text) and not _empty(cues.opened(p.text))
+             and not (kind == "" and cues.REQUEST.match(cues.opened(p.text)))]
+    extra = [cues.opened(p.text) for p in taken if not _accepts(p.text)]
+    kind = "convention" if cues.RULE.search(" ".join(extra)) else "decision"
+    items = _enumerated(proposal) if cues.EACH.search(turn.text) else []
+    units = []
+    for number, part in enumerate(items or [proposal]):
+        text = _accepted(name, part, extra if number == 0 else [], said)
+        units.append(_unit(kind, turn, project or name, _with_project(text, project, kind, said),
+                           " ".join([*(p.text for p in pieces), part]), {**context, **_proposal_signals(part)}))
+    return units
+
+
+def _group_unit(kind: str, members, turn: Turn, proposal: str, recent: list[str], name: str, project: str,
+                said: str | None, context: dict) -> Unit | None:
+    """One group of pieces of a kind as a memory (None for a choice made only for the task at hand)."""
+    words = " ".join(p.text for p in members)
+    core = " ".join(cues.opened(p.text) for p in members)
+    if kind in ("decision", "convention") and not _standing(core, proposal):
+        return None
+    if kind in ("decision", "convention") and (proposal or recent):
+        backing = _cleaned_proposal(proposal) if proposal and _refers_back(core) else _related(core, recent)
+        core = f"{core} ({backing})" if backing else core
+    about = name if kind in ("decision", "convention") and cues.FIRST_SINGULAR.search(words) \
+        and not cues.FIRST_PLURAL.search(words) else project or name
+    resolved, dates = resolve_relative(core, said) if said else (core, [])
+    text = rewrite(resolved, name) if name != "the user" else resolved
+    unit = _unit(kind, turn, about, _with_project(text, project if about != name else "", kind, said), words,
+                 {**context, "item": float(members[0].item), "backed": float(core != " ".join(
+                     cues.opened(p.text) for p in members))})
+    unit.dates = dates
+    return unit
+
+
+def _standing(core: str, proposal: str) -> bool:
+    """Whether a user's choice or rule outlives the task at hand: never when said for now or for this once, or
+    hedged; an instruction ("fix the template", "tag it and push") only with a scope, a reason, a settled choice,
+    or the proposal it takes."""
+    if proposal and (_refers_back(core) or _related(core, [proposal])):
+        return not cues.ONE_OFF.search(core)
+    strong = cues.STRONG.search(core)
+    if not strong and (cues.ONE_OFF.search(core) or cues.HEDGE.search(core)
+                       or len(core.split()) < 4 and not cues.SETTLED.search(core)):
+        return False
+    first = cues.opened(core)
+    if cues.imperative(first) or cues.REQUEST.match(first):
+        return bool(cues.SCOPE.search(core) or cues.REASON.search(core) or cues.CHOICE.search(core)
+                    or cues.SETTLED.search(core) or cues.RULE.search(core))
+    return True
+
+
+def _facts_apart(piece: Piece) -> list[Piece]:
+    """A sentence that tells two facts apart ("I own ingestion, not the dbt models — those are Tomasz's"), as
+    two pieces; any other sentence as it is."""
+    parts = [p.strip(" ,") for p in re.split(r"\s+[—–]\s+|;\s+", piece.text)]
+    if len(parts) > 1 and all(len(p.split()) >= 3 and _kind_of(p) == "fact" for p in parts):
+        return [Piece(p, piece.item, piece.paragraph) for p in parts]
+    return [piece]
+
+
+def _accepts(sentence: str) -> bool:
+    """True for a sentence that only takes what was proposed: "yes do that", "ok, go ahead", "fine.", "do it"."""
+    rest = cues.ACCEPT.sub("", sentence.strip(), count=1)
+    if rest == sentence.strip():
+        return bool(cues.TAKE.fullmatch(sentence.strip(" .!")))
+    rest = rest.strip(" .!,;:")
+    return not rest or bool(cues.TAKE.fullmatch(rest)) or cues.OPENERS.sub("", rest).strip(" .!,") == ""
+
+
+def _empty(sentence: str) -> bool:
+    """A sentence that says nothing to keep: pleasantries and reactions, no number or name of a thing in it."""
+    return is_filler(sentence) and not cues.CODEISH.search(sentence)
+
+
+def _related(sentence: str, recent: list[str], least: int = 2) -> str:
+    """The sentence of the agent's recent turns that a short choice or rule builds on (the one sharing most of
+    its words, `least` at least): "same-transaction then" names the option it takes."""
+    words = _informative(sentence)
+    best, shared = "", least - 1
+    for text in recent:
+        for piece in pieces_of(text):
+            overlap = len(words & _informative(piece.text))
+            if overlap <= shared or cues.is_asking(piece.text) or cues.NARRATION.match(piece.text) \
+                    or cues.has_secret(piece.text):
+                continue
+            best, shared = piece.text, overlap
+    return LEAD_IN.sub("", best, count=1)
+
+
+@lru_cache(maxsize=1 << 14)
+def _kind_of(sentence: str) -> str:
+    """The kind of memory a user's sentence could be, or "" for none (a question, a pleasantry, an instruction
+    with no rule in it, a hypothetical)."""
+    core = cues.opened(sentence)
+    if cues.is_asking(sentence) or _empty(core) or cues.HYPOTHETICAL.search(core) or \
+            (len(core.split()) < 2 and not cues.SETTLED.search(sentence)):
+        return ""
+    if cues.RECAP.search(sentence):
+        return "solution"
+    if cues.RESTATED.search(sentence):
+        return ""  # said again: the memory was made when it was first said
+    if cues.DECLARED.match(core):
+        return "decision"
+    if cues.DONE.search(core) and not cues.REQUEST.match(core) and not cues.imperative(core) and not cues.RULE.search(core):
+        return "milestone"
+    if cues.RULE.search(core):
+        return "convention"
+    if cues.CHOICE.search(core) or cues.SETTLED.search(sentence):
+        return "decision"
+    if cues.imperative(core) or cues.REQUEST.match(core):
+        return "decision"
+    if _fact_like(core):
+        return "fact"
+    return ""
+
+
+def _fact_like(core: str) -> bool:
+    """A statement that holds beyond today: a present-tense claim about something named (a system, a person, a
+    number), not a report of what just happened, a judgement, or the speaker's own doing. Who owns or runs what
+    is a fact however it is said ("that's Grace, she runs our SOC2 audit")."""
+    if not cues.TELLING.search(core) or cues.EVALUATIVE.search(core):
+        return False
+    if cues.OWNED_BY.search(core) and not cues.FIRST_SINGULAR.match(core):
+        return True
+    if cues.POINTING.match(core) or cues.PROBLEM.search(core) or cues.TRANSIENT_NOW.search(core) \
+            or cues.FUTURE.search(core) and not cues.DATED.search(core):
+        return False
+    if cues.FIRST_SINGULAR.match(core) and not cues.OWNER.search(core) and not cues.JOINED.search(core):
+        return False
+    return True
+
+
+REFERS_BACK = re.compile(r"\b(do (?:that|it|this|like this|both|all)|make (?:that|it|this)|add that|that'?s how|like "
+                         r"(?:that|this)|as (?:described|proposed|suggested)|your (?:plan|proposal|suggestion)|"
+                         r"both|all three|that too)\b", re.I)
+
+
+def _refers_back(sentence: str) -> bool:
+    return bool(REFERS_BACK.search(sentence))
+
+
+def _groups(pieces: list[Piece], kinds: list[str]) -> list[tuple[str, list[Piece]]]:
+    """Pieces grouped into units: a decision or convention takes the sentences after it in its paragraph that go
+    on with it (its reason, the rule's other half); facts and list items stand alone."""
+    groups: list[tuple[str, list[Piece]]] = []
+    for piece, kind in zip(pieces, kinds):
+        if groups and not piece.item and not groups[-1][1][-1].item and groups[-1][1][-1].paragraph == piece.paragraph:
+            head, members = groups[-1]
+            going_on = head in ("decision", "convention") and len(members) < 3 and (
+                (kind in ("", "decision") or _fragment(piece.text) or cues.REASON.match(cues.opened(piece.text)))
+                and not cues.is_asking(piece.text)
+                and not cues.REQUEST.match(cues.opened(piece.text)) and not cues.ONE_OFF.search(piece.text)
+                and not cues.HYPOTHETICAL.search(piece.text))
+            if going_on and (kind or _continues(piece.text)):
+                members.append(piece)
+                continue
+            if head == "milestone" and kind in ("milestone", "") and not cues.is_asking(piece.text) \
+                    and not cues.REQUEST.match(cues.opened(piece.text)) and not _empty(cues.opened(piece.text)):
+                members.append(piece)  # one event a turn: "Beatriz approved and merged it!! first PR done"
+                continue
+            if head == "fact" and len(members) == 1 and kind in ("fact", "") and len(piece.text.split()) <= 8 \
+                    and not cues.is_asking(piece.text) and not cues.REQUEST.match(cues.opened(piece.text)) \
+                    and not _empty(cues.opened(piece.text)) and not cues.imperative(cues.opened(piece.text)):
+                members.append(piece)  # "max_connections is still 500 though": the fact's other half
+                continue
+        groups.append((kind, [piece]))
+    return groups
+
+
+CONTINUES = re.compile(r"^\W*(?:always|never|no\b|not\b|and\b|but\b|so\b|because|since|that'?s|it'?s|they|we|"
+                       r"this|those|these|use\b|otherwise|which|[a-z])", re.I)
+ADVERBS = re.compile(r"^\W*(?:(?:always|never|no|not|also|and|but|so|only|just|then|please)\W+)+", re.I)
+
+
+def _continues(sentence: str) -> bool:
+    return bool(CONTINUES.match(sentence)) and not is_filler(cues.opened(sentence))
+
+
+def _fragment(sentence: str) -> bool:
+    """True for a sentence that does not stand on its own as a rule ("always timezone.now(), never
+    datetime.now()"): no verb of its own after its adverbs."""
+    rest = ADVERBS.sub("", cues.opened(sentence))
+    return not (cues.imperative(rest) or cues.TELLING.search(rest) or cues.FIRST_SINGULAR.match(rest))
+
+
+def _with_project(text: str, project: str, kind: str, said: str | None) -> str:
+    """The memory's text, naming the project it is about when the sentence does not, and dated for a milestone."""
+    text = text.strip()
+    if text and text[0].islower():
+        text = text[0].upper() + text[1:]
+    if text and text[-1] not in ".!?)":
+        text += "."
+    if project and project.lower() not in text.lower():
+        text = f"{project}: {text}"
+    if kind == "milestone" and said:
+        text = f"{text[:-1] if text.endswith('.') else text} ({said[:10]})."
+    return text
+
+
+def _unit(kind: str, turn: Turn, about: str, text: str, words: str, extra: dict) -> Unit:
+    unit = Unit(kind, turn, about, text, words)
+    unit.signals = signals_of(unit, extra)
+    return unit
+
+
+# ---- proposals and what the user took ------------------------------------------------------------------
+
+
+def _proposal(before: str, asked: bool) -> str:
+    """The sentences of an agent's turn that propose something, from the first that does (a question offering a
+    choice included), or its answer when the user had asked: "" when it proposes nothing."""
+    pieces = pieces_of(before) if before else []
+    for i, piece in enumerate(pieces):
+        if cues.PROPOSAL.search(piece.text):
+            kept = [p.text for p in pieces[i:i + 5] if not (cues.is_asking(p.text) and not cues.PROPOSAL.search(p.text))]
+            return " ".join(kept)
+    if asked:
+        return " ".join(p.text for p in pieces[:4] if not cues.is_asking(p.text) and not cues.NARRATION.match(p.text))
+    return ""
+
+
+def _enumerated(proposal: str) -> list[str]:
+    """The items of a proposal that lists two or more ("(1) ...; (2) ...", or a list): each a decision of its own."""
+    parts = [p.strip(" ;,.") for p in cues.ENUMERATION.split(proposal) if p.strip(" ;,.")]
+    if len(parts) >= 3:  # the lead-in, then the items
+        return [p for p in parts[1:] if len(p.split()) > 3]
+    return []
+
+
+def _proposal_signals(proposal: str) -> dict[str, float]:
+    """What the scorer reads of an accepted proposal: a rule or a choice in it, or an offer to act now."""
+    return {"accepted": 1.0, "proposal_rule": float(bool(cues.RULE.search(proposal) or cues.CHOICE.search(proposal))),
+            "proposal_fix": float(bool(cues.FIX_PROPOSAL.search(proposal))),
+            "offer": float(bool(cues.OFFER.search(proposal))),
+            "proposal_words": math.log(len(informative_words(proposal)) + 1)}
+
+
+LEAD_IN = re.compile(r"^(?:.{0,60}?\b(?:suggestion|proposal|plan|fix(?:es)?(?: together)?|options?)\b[^:]{0,40}:\s*|"
+                     r"(?:then |so |ok[,.]? )?(?:i'?d (?:suggest|recommend)(?: that)?|i would (?:suggest|recommend)?|"
+                     r"i suggest|i recommend|we could|you could|i'?d|i would|i can|i'll|should i|shall i|want me to|"
+                     r"how about)\s+)", re.I)
+
+
+def _cleaned_proposal(proposal: str) -> str:
+    """A proposal as a decision reads: lead-ins ("I'd suggest", "we could", "Should I") dropped."""
+    out = []
+    for sentence in split_sentences(proposal, lowercase=True):
+        sentence = LEAD_IN.sub("", sentence.strip(), count=1).rstrip("?").strip()
+        if sentence:
+            out.append(sentence if sentence.endswith((".", "!", ")")) else sentence + ".")
+    return " ".join(out)
+
+
+def _accepted(name: str, proposal: str, extra: list[str], said: str | None) -> str:
+    """An accepted proposal as a decision: what was proposed, and what the user added."""
+    taken = _cleaned_proposal(proposal)
+    if cues.imperative(taken) or cues.PROPOSED_VERB.match(taken):  # "freeze time with ..." reads on from "agreed to"
+        text = f"{name} agreed to {taken[0].lower()}{taken[1:]}"
+    else:
+        text = f"{name} agreed: {taken}"
+    added = " ".join(extra)
+    if said and added:
+        added = resolve_relative(added, said)[0]
+    return f"{text} {added[0].upper() + added[1:]}" if added else text
+
+
+# ---- the agent's turns ---------------------------------------------------------------------------------
+
+
+def _agent_units(turn: Turn, name: str, project: str, said: str | None) -> list[Unit]:
+    pieces = [p for p in pieces_of(turn.text) if not cues.has_secret(p.text)]
+    if not pieces:
+        return []
+    context = {"item": 0.0, "first_turn": 0.0, "after_proposal": 0.0, "accepted": 0.0}
+    units = []
+    shipped = [p.text for p in pieces if cues.SHIPPED.search(p.text) and not cues.is_asking(p.text)
+               and not cues.PROPOSAL.search(p.text)]
+    if shipped:
+        units.append(_unit("milestone", turn, project or name, _with_project(shipped[0], project, "milestone", said),
+                           shipped[0], context))
+    told = " ".join(p.text for p in pieces)
+    if cues.FIXED.search(told) and cues.VERIFIED.search(told) and not cues.is_asking(pieces[-1].text) \
+            and (not cues.PROPOSAL.search(told) or cues.SUMMARY.search(told)):
+        units.append(_unit("solution", turn, project or name, told, told, context))
+    return units
+
+
+def _solution_text(turns: list[Turn], index: int, unit: Unit, start: int, project: str) -> str:
+    """A solution as one note: what went wrong and why, found in the turns before (the agent's findings, the
+    user's report of the failure), and what fixed it; at most MAX_WORDS, the weakest findings left out first."""
+    found = []
+    for turn in turns[start:index]:
+        for piece in pieces_of(turn.text):
+            text = piece.text
+            if cues.is_asking(text) or cues.has_secret(text) or len(_informative(text)) < 4 \
+                    or (turn.role == "assistant" and cues.NARRATION.match(text)):
+                continue
+            weight = (2 * bool(cues.CAUSE.search(text)) + 2 * bool(cues.FIX.search(text))
+                      if turn.role == "assistant" else 0) + 2 * bool(cues.PROBLEM.search(text)) - \
+                3 * bool(cues.PROPOSAL.search(text) and not cues.FIX.search(text))
+            if weight >= 2:
+                found.append((weight + len(_informative(text)) / 20, len(found), text))
+    now = [p.text for p in pieces_of(unit.turn.text) if not cues.is_asking(p.text) and not cues.has_secret(p.text)]
+    if unit.turn.role == "user":
+        now = [cues.opened(t) for t in now if _kind_of(t) == "solution" or cues.RECAP.search(t)]
+    else:
+        now = [t for t in now if not cues.NARRATION.match(t)][:3]
+    budget = MAX_WORDS - len(" ".join(now).split())
+    chosen = []
+    for weight, order, text in sorted(found, reverse=True):
+        if len(text.split()) <= budget and text not in now:
+            chosen.append((order, text))
+            budget -= len(text.split())
+    text = " ".join([t for _, t in sorted(chosen)] + now)
+    return _with_project(text, project, "solution", None) if text else ""
+
+
+def clear_caches() -> None:
+    """Empty the caches of sentences read (what a speed measurement starts from)."""
+    for cached in (pieces_of, _informative, _kind_of, cues.has_secret, cues.is_asking, cues.said_text, cues._lower):
+        cached.cache_clear()
