@@ -1,8 +1,8 @@
 """The pygls wiring: documents, diagnostics linted off the event loop, requests, lifecycle.
 
 The palace and its tables are the Keeper's (`keeper`), kept current in the background; requests answer
-from its current Snapshot and never wait for one to be built, except the very first (a few seconds at
-most). Lint runs on a thread of its own (`lint`), so a big buffer never holds up requests.
+from its current Snapshot and never wait for one to be built, except until the tables are of the notes as they
+are on disk (the first refresh, or with no cache the notes read cold: a few seconds at most). Lint runs on a thread of its own (`lint`), so a big buffer never holds up requests.
 """
 
 from __future__ import annotations
@@ -350,8 +350,8 @@ class PalaceServer:
         if unquote(uri) not in self.server.workspace.text_documents:
             return
         ctx = self._context()
-        if ctx is None or not self.keeper.refreshed or "diagnostics" in self.disabled:
-            return  # lint waits for the first refresh: a stale cache would report links that are fine
+        if ctx is None or not self.keeper.ready or "diagnostics" in self.disabled:
+            return  # lint waits for the first refresh (or the cold read): a stale cache would report links that are fine
         self._linter.submit(ctx, self._document(uri))
 
     def _deliver(self, doc: Document, found: list[lsp.Diagnostic]) -> None:

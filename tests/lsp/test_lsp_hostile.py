@@ -300,7 +300,7 @@ def test_a_huge_buffer_of_links_is_answered_at_once(editor):
     assert "Log-Structured" in editor.hover(uri, lsp.Position(last, 6))
     assert "no memory `no-such-memory`" in editor.hover(uri, lsp.Position(last, 24))
     items = editor.complete(uri, lsp.Position(last, 6))
-    assert items[0].label == "lsm-tree"
+    assert items[0].data["id"] == "lsm-tree"
     assert editor.close() == 0
 
 
