@@ -264,9 +264,16 @@ def renamed_target(written: str, old: str, new: str) -> str:
     return new
 
 
-def encoded_like(written: str, plain: str) -> str:
-    """`plain` spelled the way a path link `written` was: percent-encoded when it was (`Name%20x.md`)."""
-    return quote(plain, safe="/-._~()!*'") if "%" in written else plain
+BARE_UNSAFE = re.compile(r"[\s<>\x00-\x1f]")  # what a link's path outside `<...>` cannot hold as it is
+
+
+def encoded_like(written: str, plain: str, bracketed: bool = False) -> str:
+    """`plain` spelled the way a path link `written` was: percent-encoded when it was (`Name%20x.md`), or when it
+    was bare (not in `<...>`) and `plain` holds what a bare path cannot (a space: `New%20name.md`, as Obsidian
+    writes it), so the link stays one link and renaming back gives the bytes it had."""
+    if "%" in written or (not bracketed and BARE_UNSAFE.search(plain)):
+        return quote(plain, safe="/-._~()!*'")
+    return plain
 
 
 def inert_links(text: str) -> str:

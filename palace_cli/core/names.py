@@ -195,7 +195,7 @@ class Names:
         for size in range(1, len(parts) + 1):
             candidate = "/".join(parts[-size:])
             lowered = candidate.lower()
-            if any(rival == lowered or rival.endswith("/" + lowered) for rival in rivals):
+            if size < len(parts) and any(rival == lowered or rival.endswith("/" + lowered) for rival in rivals):
                 continue  # Obsidian writes a path where the name is shared, whichever note it would pick
             try:
                 found = self.resolve(candidate, source=source)
@@ -203,7 +203,7 @@ class Names:
                 continue
             if found is not None and found.memory.path == memory.path:
                 return candidate
-        return path if "/" in path else memory.path  # a root note another in the linking note's folder shadows
+        return memory.path  # a root note the linking note's folder shadows: by its path from the root, `.md` and all
 
 
 STYLES = ("name", "path", "id")

@@ -176,7 +176,8 @@ def _body_edits(rename: _Rename, other: Memory, body: str) -> list[tuple[int, in
         if link.form in ("wiki", "embed"):
             new = rename.wiki(written, other.path)
         else:
-            new = _path_target(written, other.path, rename.memory.path, rename.new_path)
+            bracketed = body[link.start - 1:link.start] == "<"  # `[x](<New name.md>)` holds a space as it is
+            new = _path_target(written, other.path, rename.memory.path, rename.new_path, bracketed)
         if new != written:
             edits.append((link.start, link.end, new))
     return edits
@@ -220,12 +221,12 @@ def _wiki_target(written: str, memory: Memory, old_stem: str, new_stem: str, new
     return lead + (f"{folder}/" if folder else "") + renamed_target(stem, old_stem, new_stem) + suffix + trail
 
 
-def _path_target(written: str, source: str, old_path: str, new_path: str) -> str:
+def _path_target(written: str, source: str, old_path: str, new_path: str, bracketed: bool = False) -> str:
     """A Markdown link's (or a reference definition's) path to the renamed note, in its own form: the same way up
-    from the linking note (or from the root for `/...`), `%20` where it had them."""
+    from the linking note (or from the root for `/...`), `%20` where it had them (or where a bare path needs)."""
     if posixpath.dirname(old_path) == posixpath.dirname(new_path) and "/" not in written.rstrip("/").split("/")[-1]:
         head, _, last = written.rpartition("/")
-        new_last = encoded_like(last, posixpath.basename(new_path))
+        new_last = encoded_like(last, posixpath.basename(new_path), bracketed)
         if not last.lower().endswith(".md") and new_last.lower().endswith(".md"):
             new_last = new_last[:-3]
         return f"{head}/{new_last}" if head else new_last
@@ -235,7 +236,7 @@ def _path_target(written: str, source: str, old_path: str, new_path: str) -> str
         plain = posixpath.relpath(new_path, posixpath.dirname(source) or ".")
         if written.startswith("./") and not plain.startswith("."):
             plain = "./" + plain
-    return encoded_like(written, plain)
+    return encoded_like(written, plain, bracketed)
 
 
 def _own_relative_edits(memory: Memory, body: str, new_path: str, done: list) -> list[tuple[int, int, str]]:
@@ -250,7 +251,7 @@ def _own_relative_edits(memory: Memory, body: str, new_path: str, done: list) ->
             continue
         target = joined_path(memory.path, link.target)
         plain = posixpath.relpath(target, posixpath.dirname(new_path) or ".")
-        new = encoded_like(written, plain)
+        new = encoded_like(written, plain, body[link.start - 1:link.start] == "<")
         if new != written:
             edits.append((link.start, link.end, new))
     return edits

@@ -180,10 +180,10 @@ def completion(ctx: Context, doc: Document, line: int, column: int) -> lsp.Compl
 def link_text(ctx: Context, doc: Document, match: Match) -> str:
     """What a completed `[[link` holds, the way the vault writes links (`Snapshot.link_name`: the file name, a
     path where the name is shared, a path or an id where the vault's notes link so); typed by an alias or a title
-    the name does not say, that name follows as the label (`name|alias`)."""
+    the name does not say (or by a file name an id does not say), that name follows as the label (`id|Name`)."""
     target = ctx.snapshot.link_name(match.memory, doc.relpath)
     said = normalize(match.name)
-    if match.field in ("alias", "subject") and said not in (normalize(target), normalize(target.rsplit("/", 1)[-1])):
+    if match.field in ("alias", "subject", "name") and said not in (normalize(target), normalize(target.rsplit("/", 1)[-1])):
         return f"{target}|{match.name}"
     return target
 
