@@ -154,3 +154,4 @@ def test_static_and_cut_settings_load_on_the_real_model(with_models, real_embedd
                                     "The harvest festival starts in October"])
     assert float(a @ b) > float(a @ c) + 0.1
     assert load_model(setting) is embedder  # loaded once a process, like the GGUF embedders
+

@@ -4,12 +4,14 @@ The table is the model's own output for each word piece of its vocabulary seen a
 here from the GGUF with llama.cpp, nothing downloaded), centred on the vocabulary's mean and weighted by
 SIF with word frequencies estimated from the vocabulary's order (Zipf's law). Embedding a text is then
 tokenising it (llama.cpp's own WordPiece, so the pieces are the model's) and averaging rows: no cut, no
-transformer, thousands of texts a second. Its vectors do not live in the full model's space (cosine about
-0.3 to the same text's full vector), so queries must be embedded with the same table.
+transformer, thousands of texts a second. Its vectors are not the full model's (cosine about 0.3 to the same
+text's full vector): full-model queries rank static units about as well as static queries do, but full and
+static unit vectors cannot share one ranking. It ranks far below the full model (docs/benchmarks.md, Issue 31).
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import threading
 from pathlib import Path
@@ -215,6 +217,7 @@ class _Tokenizer:
             self._model = _internals.LlamaModel(path_model=str(model_path), params=params, verbose=False)
         except (ValueError, RuntimeError) as e:
             raise ModelError(f"{model_path}: cannot read its vocabulary ({e})") from e
+        atexit.register(self._model.close)  # before interpreter teardown, as llamacpp._open does for its models
         self.n_vocab = self._model.n_vocab()
         self.frame = [self._model.token_cls(), self._model.token_sep()]
         self._specials = set(self.frame)
