@@ -11,7 +11,7 @@ from palace_cli.backends import static
 from palace_cli.backends.install import convert_bert_to_gguf
 from palace_cli.errors import ConfigError, ModelError
 
-from tests.test_models import TINY_TEXTS, TINY_VOCAB, _reference_module, tiny_bert  # noqa: F401 (a fixture)
+from test_models import TINY_TEXTS, TINY_VOCAB, _reference_module, tiny_bert  # noqa: F401 (a fixture)
 
 
 @pytest.fixture(scope="module")
