@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import pytest
 
@@ -14,7 +15,14 @@ pytest.importorskip("pygls")
 from lsprotocol import types as lsp  # noqa: E402
 from test_lsp import Editor, server_env  # noqa: E402
 
+from palace_cli.lsp.snapshot import Snapshot  # noqa: E402
+from palace_cli.palace import Palace  # noqa: E402
+
 VAULT = Path(__file__).resolve().parents[1] / "data" / "vault"
+
+
+def lsp_path(uri: str) -> str:
+    return unquote(urlparse(uri).path)
 
 
 def cold_vault(tmp_path: Path, rewrite=None) -> Path:
@@ -55,6 +63,11 @@ def test_the_first_hover_with_no_cache_is_right(tmp_path):
         assert session.hover(home, session.at(home, "![[photo.jpg\\|100]]", 5)).endswith("`attachments/photo.jpg`")
         diagnostics = session.diagnosed(home)
         assert not [d for d in diagnostics if d.severity == lsp.DiagnosticSeverity.Error]
+        found = session.run(session.client.text_document_references_async(lsp.ReferenceParams(
+            text_document=lsp.TextDocumentIdentifier(home), position=lsp.Position(4, 2),
+            context=lsp.ReferenceContext(include_declaration=False))))
+        assert sorted((Path(lsp_path(r.uri)).relative_to(root).as_posix(), r.range.start.line) for r in found) == [
+            ("Journal/Weekly review.md", 2), ("People/Ada.md", 1), ("Projects/Plan.md", 1)]  # property links
     finally:
         session.close()
 
@@ -108,3 +121,20 @@ def test_completion_writes_links_the_way_the_vault_does(tmp_path, rewrite, typed
         assert items[0].label == "Weekly review" and items[0].text_edit.new_text == inserted
     finally:
         session.close()
+
+
+def test_a_cold_snapshot_is_read_from_the_files_before_any_refresh(tmp_path):
+    """What the server answers from before its first refresh, with an empty cache: the note files, read directly
+    (the hover above would be right after the refresh anyway; this is what makes it right before)."""
+    palace = Palace(cold_vault(tmp_path))
+    assert palace.index.store.count() == 0  # nothing indexed yet
+    snapshot = Snapshot.cold_load(palace, palace.index.store.version())
+    assert snapshot.cold and len(snapshot.memories) == 6
+    assert snapshot.resolve("Security", "Projects/Plan.md").memory.path == "Projects/Security.md"
+    assert snapshot.resolve("Security", "Home.md").memory.path == "Security.md"
+    home = snapshot.by_path["Home.md"].id
+    assert sorted(snapshot.backlinks(home)) == [
+        "Journal/Weekly review.md", "People/Ada.md", "Projects/Plan.md"]  # by property links alone
+    assert snapshot.file("photo.jpg", "Home.md") == "attachments/photo.jpg"
+    assert snapshot.link_name(snapshot.by_path["Journal/Weekly review.md"], "Home.md") == "Weekly review"
+    assert palace.index.store.count() == 0  # read without filling the cache
