@@ -406,10 +406,11 @@ def document_symbols(ctx: Context, doc: Document) -> list[lsp.DocumentSymbol]:
     return roots
 
 
-def workspace_symbols(ctx: Context, query: str, limit: int = 50) -> list[lsp.SymbolInformation]:
-    """Memories for a query, ranked as `palace search` ranks them (names as typed when the query is empty)."""
-    if not query.strip():
-        memories = [m.memory for m in ctx.snapshot.matcher.match("", limit)]
+def workspace_symbols(ctx: Context, query: str, limit: int = 50, searched: bool = True) -> list[lsp.SymbolInformation]:
+    """Memories for a query, ranked as `palace search` ranks them (names as typed when the query is empty, or
+    before the first refresh has filled the search index: `searched` False)."""
+    if not query.strip() or not searched:
+        memories = [m.memory for m in ctx.snapshot.matcher.match(query.strip(), limit)]
     else:
         from palace_cli.search.retrieve import search
 
