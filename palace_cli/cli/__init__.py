@@ -41,6 +41,9 @@ class PalaceGroup(click.Group):
             sys.exit(130)
         except BrokenPipeError:
             sys.exit(1)
+        except UnicodeError as exc:  # an argument, stdin or a name that is not UTF-8: palace writes UTF-8 only
+            click.echo(f"palace: {inert(_not_utf8(exc))}", err=True)
+            sys.exit(1)
         except Exception as exc:
             # A write the core did not expect to fail (a read-only or full disk): one line, not a traceback.
             from palace_cli.core.disk import disk_error
@@ -51,6 +54,17 @@ class PalaceGroup(click.Group):
                 raise
             click.echo(f"palace: {inert(error)}", err=True)
             sys.exit(error.exit_code)
+
+
+def _not_utf8(exc: UnicodeError) -> str:
+    """One line for text that is not UTF-8: the byte, and that palace stopped before writing it."""
+    if isinstance(exc, UnicodeDecodeError):
+        byte = f"byte 0x{exc.object[exc.start]:02x}"
+    elif isinstance(exc, UnicodeEncodeError) and "\udc80" <= exc.object[exc.start] <= "\udcff":
+        byte = f"byte 0x{ord(exc.object[exc.start]) - 0xDC00:02x}"
+    else:
+        return f"text palace cannot encode ({exc})"
+    return f"text that is not UTF-8 ({byte}, in an argument, standard input or a file name); give UTF-8 text"
 
 
 class PalaceContext:

@@ -33,6 +33,8 @@ def distill_command(ctx, since, until, source, session, llm, dry_run, as_json):
                          llm=llm, progress=progress)
     for error in report.llm.get("errors", []):
         render.warn(f"LLM stage stopped: {error}")
+    for skipped in report.skipped:
+        render.warn(skipped)
     if as_json:
         render.emit_json(report.as_dict())
         return
