@@ -106,7 +106,17 @@ def import_transcript(palace, payload: dict) -> str:
         raise HookError(f"{path}: no such transcript")
     report = import_conversations(palace, path, "claude-code")
     counts = report.counts()
-    problems = f"; {len(report.problems)} unreadable lines" if report.problems else ""
+    refused = f", {counts['refused']} refused" if counts["refused"] else ""
     return (f"imported {path.name} into {palace.root}: {counts['turns_written']} new turns "
             f"({counts['added']} added, {counts['appended']} appended, {counts['skipped']} unchanged, "
-            f"{counts['conflict']} conflicts){problems}")
+            f"{counts['conflict']} conflicts{refused}){_problems(report.problems)}")
+
+
+def _problems(problems: list) -> str:
+    """What the import could not take, in the summary line: how many, and the one that matters most (a transcript
+    cut short at the size limit, else the first), so that nothing is left out without saying why."""
+    if not problems:
+        return ""
+    worst = next((p for p in problems if "limit" in p.message), problems[0])
+    more = f" ({len(problems) - 1} more: `palace import` lists them)" if len(problems) > 1 else ""
+    return f"; not imported: {worst}{more}"
