@@ -169,3 +169,38 @@ def test_the_memory_core_imports_no_click_or_rich():
             "bad = [m for m in ('click', 'rich') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr[-500:]
+
+
+def _said_over_and_over(path, sentences: list[str], session: str):
+    """A Claude Code session whose user says each sentence in turn, the agent answering the same each time."""
+    lines, parent = [], None
+    for i, text in enumerate(sentences):
+        for kind, uuid, content in (("user", f"u{i}", text),
+                                    ("assistant", f"a{i}", [{"type": "text", "text": "Understood, I will use tabs."}])):
+            message = {"role": kind, "content": content, **({"id": f"m{i}"} if kind == "assistant" else {})}
+            lines.append(json.dumps({"parentUuid": parent, "isSidechain": False, "cwd": "/p", "sessionId": session,
+                                     "type": kind, "uuid": uuid, "message": message,
+                                     "timestamp": f"2025-06-02T18:{i:02d}:{30 if kind == 'assistant' else 0}.000Z"}))
+            parent = uuid
+    path.mkdir(parents=True, exist_ok=True)
+    (path / f"{session}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_thirty_identical_turns_are_one_memory_and_consolidate_merges_nothing(tmp_path):
+    """Issue 34 row 18: "I prefer tabs" thirty times in a session (in case and punctuation variants), then again in a
+    later session distilled by a later run: one memory, confirmed by the other turns (it was 30 memories, and
+    consolidate proposed 84 merges)."""
+    from palace_cli.memory.consolidate import consolidate
+
+    palace = Palace(init_palace(tmp_path / "p", "Tabs"))
+    said = ["I prefer tabs", "I prefer tabs.", "i prefer tabs", "I prefer tabs!", "I PREFER TABS"] * 6
+    import_path(palace, _said_over_and_over(tmp_path / "one", said, "11111111-2222-3333-4444-555555555555"))
+    first = distill(palace)
+    [memory] = [m for m in _by_turn(palace).values() if "tabs" in m.content.lower()]
+    assert len(first.written) == 1 and all(k["memory"] == memory.id for k in first.known)
+    import_path(palace, _said_over_and_over(tmp_path / "two", said[:3], "11111111-2222-3333-4444-666666666666"))
+    second = distill(palace)
+    assert not second.written and not second.superseded
+    assert len(_by_turn(palace)) == 1
+    assert consolidate(palace).merges == []
