@@ -110,3 +110,49 @@ def test_a_200_mb_transcript_is_read_to_the_cap_in_bounded_memory_and_says_what_
     again = run_hook(event("Stop", palace.root, transcript), palace.root)
     assert "0 new turns" in again.stderr and "1 unchanged" in again.stderr and "is left out" in again.stderr
     assert session_files(palace.root) == {name: text}
+
+
+def _install(project: Path, home: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([PALACE, "hook", *args, "claude-code", "--project"], cwd=project, capture_output=True,
+                          text=True, env={**os.environ, "HOME": str(home)})
+
+
+@pytest.mark.parametrize("settings, said", [
+    ({"hooks": {"Stop": [{"hooks": 5}]}}, None),
+    ({"hooks": {"Stop": [5, "x", {"hooks": [7, {"command": 3}]}]}}, None),
+    ("[" * 50_000 + "]" * 50_000, "nested deeper than palace reads"),
+    ('{"hooks": ' + "{\"a\": " * 50_000 + "1" + "}" * 50_001, "nested deeper than palace reads"),
+])
+def test_odd_and_deep_settings_are_one_line_or_kept(tmp_path, settings, said):
+    """Row 14: a group that is not an object of hooks is kept as it is and palace's added beside it; JSON 50,000 deep
+    is one line, the file left as it was (TypeError and RecursionError tracebacks)."""
+    project = tmp_path / "project"
+    path = project / ".claude" / "settings.json"
+    path.parent.mkdir(parents=True)
+    text = settings if isinstance(settings, str) else json.dumps(settings)
+    path.write_text(text, encoding="utf-8")
+    for verb in ("install", "uninstall"):
+        done = _install(project, tmp_path / "home", verb)
+        assert "Traceback" not in done.stderr
+        if said:
+            assert done.returncode == 1 and said in done.stderr and done.stderr.count("\n") == 1
+            assert path.read_text(encoding="utf-8") == text
+    if not said:
+        assert json.loads(path.read_text(encoding="utf-8")) == settings  # install then uninstall: as it was
+
+
+def test_a_symlinked_settings_file_stays_a_link(tmp_path):
+    """Row 14: settings.json kept in a dotfiles repository and linked in: the file it names is written, the link
+    stays (it was replaced by a file)."""
+    project = tmp_path / "project"
+    (project / ".claude").mkdir(parents=True)
+    kept = tmp_path / "dotfiles" / "settings.json"
+    kept.parent.mkdir()
+    kept.write_text(json.dumps({"permissions": {"allow": ["Bash(ls)"]}}), encoding="utf-8")
+    link = project / ".claude" / "settings.json"
+    link.symlink_to(kept)
+    done = _install(project, tmp_path / "home", "install")
+    assert done.returncode == 0, done.stderr
+    assert link.is_symlink() and os.readlink(link) == str(kept)
+    data = json.loads(kept.read_text(encoding="utf-8"))
+    assert data["permissions"] == {"allow": ["Bash(ls)"]} and len(data["hooks"]) == 4

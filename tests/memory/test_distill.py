@@ -204,3 +204,37 @@ def test_thirty_identical_turns_are_one_memory_and_consolidate_merges_nothing(tm
     assert not second.written and not second.superseded
     assert len(_by_turn(palace)) == 1
     assert consolidate(palace).merges == []
+
+
+def test_a_session_said_on_9999_12_31_is_skipped_in_one_line_and_the_others_distilled(tmp_path):
+    """Issue 34 row 6: a LoCoMo session dated 9999-12-31 whose turn says "next month" (year 10000): that session is
+    skipped with one line, every other is distilled, and every later run too; MCP distill answers (it said only
+    "Error executing tool distill", and every distill died on the traceback)."""
+    import subprocess
+    import sys
+
+    import anyio
+
+    from test_mcp import call, session
+
+    sample = locomo_sample()
+    sample["conversation"]["session_3_date_time"] = "7:30 pm on 31 December, 9999"
+    source = tmp_path / "conv.json"
+    source.write_text(json.dumps([sample]), encoding="utf-8")
+    palace = Palace(init_palace(tmp_path / "p", "Far"))
+    import_path(palace, source)
+    palace_bin = [sys.executable, "-c", "from palace_cli.cli import main; main()", "--palace", str(palace.root)]
+    skipped = ("warning: conversations/locomo/conv-t-s03.md: 'next month' said on 9999-12-31 names a day outside the "
+               "years 0001-9999; session skipped")
+    for _ in range(2):
+        done = subprocess.run([*palace_bin, "distill"], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0 and skipped in done.stderr and "Traceback" not in done.stderr
+    turns = {m.meta["turn"] for m in _by_turn(palace).values()}
+    assert {"D1:3", "D2:2"} <= turns and not any(t.startswith("D3:") for t in turns)
+
+    async def scenario():
+        async with session(palace.root) as client:
+            return await call(client, "distill")
+
+    failed, text = anyio.run(scenario)
+    assert not failed and "wrote 0 memories" in text and "9999-12-31" in text
