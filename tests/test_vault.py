@@ -20,6 +20,7 @@ from conftest import SHARED
 from palace_cli.backends import Generator
 from palace_cli.cli import cli
 from palace_cli.core.tokens import contains_phrase
+from palace_cli.errors import PalaceError
 from palace_cli.palace import Palace
 
 FOAM = SHARED / "data" / "foam-docs"
@@ -357,6 +358,12 @@ def test_evolve_grows_a_plain_note_into_a_memory_and_keeps_every_byte(vault):
     preview = evolve(palace, "Garden/Watering schedule.md", Scripted(SCENE))
     assert preview.lacks == ["image", "anchor", "verify"] and preview.verify and preview.anchor
     assert path.read_bytes() == before  # a preview never writes
+    with pytest.raises(PalaceError, match=r"has not opted into palace's template.*add `verify:` to its frontmatter"):
+        evolve(palace, "Garden/Watering schedule.md", Scripted(SCENE), accept=True)
+    assert path.read_bytes() == before  # a note of the person's own is never written
+    config = vault / "palace.toml"
+    config.write_text(config.read_text().replace("[notes]\n", '[notes]\ntemplate = ["Garden/**"]\n'))
+    palace = Palace(vault)
     evolve(palace, "Garden/Watering schedule.md", Scripted(SCENE), accept=True)
     after = path.read_bytes().decode()
     assert after.startswith(f"---\nanchor: {preview.anchor}\nverify: {preview.verify}\n---\n")

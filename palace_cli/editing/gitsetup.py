@@ -172,7 +172,8 @@ def missing_lines(path: Path, lines: tuple[str, ...] | list[str], inside: Path) 
     real = os.path.realpath(path)
     if os.path.islink(path) and not within(real, os.path.realpath(inside)):
         raise PalaceError(f"{shown} is a link to {real}, outside {inside}: palace writes nothing through it; add "
-                          f"these lines yourself, or run init with --no-git-setup (nothing was written): {', '.join(lines)}")
+                          "these lines yourself, or run init with --no-git-setup (nothing was written): "
+                          + ", ".join(lines))
     if os.path.isdir(real):
         raise PalaceError(f"{shown} is a folder, not a file: git reads no rules from it; move it away, or run "
                           "init with --no-git-setup (nothing was written)")

@@ -12,6 +12,7 @@ from palace_cli.core.noteedit import check_note_size, dump_frontmatter, edit_fro
 from palace_cli.core.notefile import load_note, parse_note
 from palace_cli.core.text import split_sentences
 from palace_cli.core.tokens import contains_phrase, propose_token
+from palace_cli.editing.lint import OPT_IN
 from palace_cli.errors import ModelError, PalaceError
 from palace_cli.index.locks import write_lock
 from palace_cli.palace import Palace
@@ -107,6 +108,9 @@ def evolve(palace: Palace, ref: str, generator=None, accept: bool = False, why_n
     if accept:
         if result.problem:
             raise PalaceError(f"{memory.id}: {result.problem}; the note is unchanged")
+        if not palace.site.rules.templated(memory):
+            raise PalaceError(f"{memory.path} has not opted into palace's template, so palace writes nothing into "
+                              f"it: {OPT_IN}, then accept again; the note is unchanged")
         if memory.image:
             accept_image(palace, memory.id, image, base)
         else:
