@@ -14,7 +14,7 @@ from palace_cli.core.wording import plural
 from palace_cli.editing.authoring import add_note, draft_memory, propose_missing_token, review_added
 from palace_cli.editing.initplan import apply_init, plan_init
 from palace_cli.editing.curate import has_tag
-from palace_cli.editing.lint import lint as run_lint
+from palace_cli.editing.lint import OPT_IN, lint as run_lint
 from palace_cli.errors import NoteError
 
 
@@ -184,10 +184,10 @@ def add(ctx, subject, domain, new_domain, anchor, image, content, keywords, link
     palace.refresh()
     if memory is None:
         raise SystemExit(1)
-    _show_added(memory, review_added(palace, memory), path, anchor, as_json)
+    _show_added(memory, review_added(palace, memory), path, anchor, as_json, palace.site.rules.templated(memory))
 
 
-def _show_added(memory, review, path: str, anchor: str, as_json: bool) -> None:
+def _show_added(memory, review, path: str, anchor: str, as_json: bool, templated: bool = True) -> None:
     """What `add` says of the memory it wrote: JSON, or where it is, its token, and the review's warnings."""
     if as_json:
         render.emit_json(memory_summary(memory) | {"verify": memory.verify,
@@ -202,8 +202,9 @@ def _show_added(memory, review, path: str, anchor: str, as_json: bool) -> None:
     if memory.verify:
         render.out.print(f"verify token: {memory.verify}", markup=False)
     else:
+        opt_in = "" if templated else f"{OPT_IN}, then "
         render.out.print("a plain note: searched and recalled now; not citable or studyable until it has an Image "
-                         f"and a verify token (`palace evolve {memory.id}` proposes them)", markup=False)
+                         f"and a verify token ({opt_in}`palace evolve {memory.id}` proposes them)", markup=False)
     for message in review.token_problems if memory.verify else []:
         render.warn(f"{path}: {message}")
     if review.compare_error:

@@ -10,12 +10,12 @@ from pathlib import Path
 
 from palace_cli.core.dates import today, yaml_moment
 from palace_cli.core.disk import atomic_write, create_new
-from palace_cli.core.layout import Scan
+from palace_cli.core.layout import MEMORIES, Scan, path_id
 from palace_cli.core.noteedit import (check_note_size, dump_frontmatter, edit_frontmatter, edit_section, inline_yaml,
                                      update_frontmatter)
 from palace_cli.core.notefile import load_note, parse_note, split_frontmatter
 from palace_cli.core.notes import ID_PATTERN, TYPES, Memory
-from palace_cli.core.text import slugify, words
+from palace_cli.core.text import slug, slugify, title_name, words
 from palace_cli.core.tokens import propose_token, token_problems
 from palace_cli.core.validity import Versions
 from palace_cli.editing.initplan import init, init_palace, template_text  # init's old home: imported from here too
@@ -312,6 +312,9 @@ def add_note(palace: Palace, text: str, domain: str | None = None, *, subject: s
     body = content.strip() or text
     if not body:
         raise UsageError("a memory needs a subject, or a thought to capture (`palace add -` reads it from stdin)")
+    target = domain or palace.config.notes.inbox
+    if not (content.strip() or subject or any(fields.values())) and _writes_as_the_vault(palace, target):
+        return capture_in_vault(palace, text, target, new_domain=domain is None)
     subject = subject or (text if content.strip() else capture_subject(text)) or capture_subject(body)
     inbox = domain is None
     extra = {name: value for name in ("keywords", "links") if (value := [v for v in fields.get(name) or [] if v])}
@@ -323,6 +326,39 @@ def add_note(palace: Palace, text: str, domain: str | None = None, *, subject: s
                               note_id=note_id, type=fields.get("type") or "", fields=extra,
                               supersedes=fields.get("supersedes"), valid_from=fields.get("valid_from"),
                               core=bool(fields.get("core")), new_domain=inbox or bool(fields.get("new_domain")))
+
+
+def _writes_as_the_vault(palace: Palace, domain: str) -> bool:
+    """True when a new note in this domain lands in an adopted vault's own folders (not palace's memories/)."""
+    return palace.adopted and not palace.new_note_path(domain, "x").startswith(MEMORIES + "/")
+
+
+def _spaced_names(scan: Scan) -> bool:
+    """True when a vault names its notes with spaces (`Watering schedule.md`) at least as often as with - or _."""
+    names = [m.path.rsplit("/", 1)[-1].removesuffix(".md") for m in scan.memories.values()]
+    return sum(" " in n for n in names) >= sum(" " not in n and ("-" in n or "_" in n) for n in names)
+
+
+def capture_in_vault(palace: Palace, text: str, domain: str, new_domain: bool = False) -> Memory:
+    """A thought written as the vault writes notes: a file named from its first words (spaces kept when the vault's
+    names have them, else its slug), holding the text once, no frontmatter or template headings; `-2`/` 2` when the
+    name is taken. Its id comes from its path."""
+    domain = palace.resolve_domain(domain, allow_new=True, insist=new_domain)
+    with write_lock(palace.site):
+        scan = palace.scan(light=True)
+        spaced = _spaced_names(scan)
+        title = title_name(text)
+        base = (title if spaced else slug(title)) or title or "Untitled"
+        taken = {m.path.lower() for m in scan.memories.values()}
+        candidate, n = base, 2
+        while os.path.lexists(palace.root / palace.new_note_path(domain, candidate)) or \
+                palace.new_note_path(domain, candidate).lower() in taken:
+            candidate, n = f"{base}{' ' if spaced else '-'}{n}", n + 1
+        relpath = palace.new_note_path(domain, candidate)
+        note = text.strip() + "\n"
+        check_note_size(note, relpath)
+        parse_note(note, relpath, domain)
+        return Draft(palace, path_id(relpath), domain, relpath, note).save()
 
 
 def _free_id(palace: Palace, scan: Scan, domain: str, wanted: str | None, subject: str) -> str:

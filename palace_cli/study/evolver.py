@@ -106,17 +106,22 @@ def evolve(palace: Palace, ref: str, generator=None, accept: bool = False, why_n
                           f"{current.score}/12; not worth accepting")
     _save_proposal(palace, memory.id, base, image, result.anchor, result.verify)
     if accept:
-        if result.problem:
-            raise PalaceError(f"{memory.id}: {result.problem}; the note is unchanged")
-        if not palace.site.rules.templated(memory):
-            raise PalaceError(f"{memory.path} has not opted into palace's template, so palace writes nothing into "
-                              f"it: {OPT_IN}, then accept again; the note is unchanged")
-        if memory.image:
-            accept_image(palace, memory.id, image, base)
-        else:
-            grow_memory(palace, memory.id, image, result.anchor, result.verify, base)
-        result.accepted = True
+        _accept(palace, memory, result, image, base)
     return result
+
+
+def _accept(palace: Palace, memory, result: Evolution, image: str, base: str) -> None:
+    """Write the proposal into the note: only a good one, only into a note that opted into palace's template."""
+    if result.problem:
+        raise PalaceError(f"{memory.id}: {result.problem}; the note is unchanged")
+    if not palace.site.rules.templated(memory):
+        raise PalaceError(f"{memory.path} has not opted into palace's template, so palace writes nothing into "
+                          f"it: {OPT_IN}, then accept again; the note is unchanged")
+    if memory.image:
+        accept_image(palace, memory.id, image, base)
+    else:
+        grow_memory(palace, memory.id, image, result.anchor, result.verify, base)
+    result.accepted = True
 
 
 def grow_memory(palace: Palace, memory_id: str, image: str, anchor: str, verify: str, base_hash: str) -> None:
