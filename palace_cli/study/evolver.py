@@ -40,13 +40,15 @@ class Evolution:
     lacks: list[str] = field(default_factory=list)  # a plain note's missing parts: image, anchor, verify
     anchor: str = ""   # proposed with the image, for a note that has none
     verify: str = ""   # proposed from the image, for a note that has none
+    opted_in: bool = True  # the note follows palace's template: --accept may write it (NoteRules.templated)
 
     def as_dict(self) -> dict:
         """JSON-ready form."""
         return {"id": self.memory_id, "path": self.path, "score": self.score.score, "missing": self.score.missing,
                 "tips": self.tips, "proposal": self.proposal, "proposal_score": self.proposal_score,
                 "proposal_missing": self.proposal_missing, "diff": self.diff, "problem": self.problem,
-                "accepted": self.accepted, "lacks": self.lacks, "anchor": self.anchor, "verify": self.verify}
+                "accepted": self.accepted, "lacks": self.lacks, "anchor": self.anchor, "verify": self.verify,
+                "opted_in": self.opted_in}
 
 
 def _note_hash(palace: Palace, relpath: str) -> str:
@@ -73,6 +75,7 @@ def evolve(palace: Palace, ref: str, generator=None, accept: bool = False, why_n
     tips = {key: factor(key).technique for key in current.missing}
     result = Evolution(memory.id, memory.path, current, tips)
     result.lacks = [name for name in ("image", "anchor", "verify") if not getattr(memory, name)]
+    result.opted_in = palace.site.rules.templated(memory)
     if generator is None:
         result.problem = why_not or NEEDS_MODEL
         if accept:

@@ -61,3 +61,12 @@ def test_the_editor_offers_no_token_for_a_plain_note(tmp_path):
     palace = Palace(root)
     assert {p.code for p in lint_note_text(palace, "Photos/Harbour.md", PHOTO)} == {"broken-link"}
     assert "token-missing" in {p.code for p in lint_note_text(palace, "Cards/Lighthouse.md", CARD)}
+
+
+def test_evolve_says_how_to_opt_a_note_in(tmp_path):
+    root = make(tmp_path / "vault", {"Photos/Harbour.md": PHOTO, "Cards/Lighthouse.md": CARD})
+    plain = CliRunner().invoke(cli, ["--palace", str(root), "evolve", "Photos/Harbour.md"], catch_exceptions=False)
+    assert "palace writes nothing into Photos/Harbour.md: add `verify:` to its frontmatter" in plain.output
+    assert run(root, "evolve", "Photos/Harbour.md")["opted_in"] is False
+    card = CliRunner().invoke(cli, ["--palace", str(root), "evolve", "Cards/Lighthouse.md"], catch_exceptions=False)
+    assert card.exit_code == 0 and "palace writes nothing" not in card.output
