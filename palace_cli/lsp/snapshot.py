@@ -67,7 +67,7 @@ class Snapshot:
                                  for path in broken)
         self.tokens = {i: m.verify for i, m in self.memories.items() if m.verify}
         self.files = files
-        self.checker = NoteChecker(self.memories, files)
+        self.checker = NoteChecker(self.memories, files=files)
         self.secrets = self.checker.secrets  # every verify token, to mask them in what hover shows
         self.matcher = Matcher(self.memories.values())
         self._link_rows = link_rows

@@ -27,7 +27,7 @@ from palace_cli.palace import Palace
 
 VAULT = Path(__file__).resolve().parents[1] / "data" / "vault"
 FOAM = SHARED / "data" / "foam-docs"
-OWN = (".palace", "_palace", ".git", "reviews", ".obsidian")
+OWN = (".palace", ".palace-index", "_palace", ".git", "reviews", ".obsidian")
 
 
 def run(root: Path, *args, code: int | None = 0):
