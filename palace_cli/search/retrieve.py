@@ -90,7 +90,7 @@ def search(palace: Palace, query: Query | str, *, do_refresh: bool = True, **opt
     ranked = prepared.rank(palace, max(query.k, CANDIDATES))
     prepared.measure(palace, ranked)
     hits = [h for h in ranked if about(h)][:query.k]
-    _attach(palace, list({id(h): h for h in hits + ranked[:query.k]}.values()), prepared.catalog, query.when)
+    attach_hits(palace, list({id(h): h for h in hits + ranked[:query.k]}.values()), prepared.catalog, query.when)
     result = SearchResult(hits=hits, ranked=ranked[:query.k], **prepared.fields())
     if not hits:
         result.relevant, result.why = False, _nothing_about(ranked)
@@ -150,7 +150,7 @@ def _hand_over(palace: Palace, prepared: Prepared, result: Recall) -> None:
     """Load the ranked units, build the context from the offered ones (and their links) within the budget, say
     which did not fit, and name the route: the domains of the memories handed over."""
     query, catalog = prepared.query, prepared.catalog
-    _attach(palace, result.ranked, catalog, query.when)
+    attach_hits(palace, result.ranked, catalog, query.when)
     result.confidence = hit_confidence(result.hits)
     if query.profile.include_links:
         result.linked = _linked(palace, catalog, result.hits, prepared.hidden, query.when)
@@ -261,14 +261,15 @@ def _linked(palace: Palace, catalog: Catalog, hits: list[Hit], hidden: frozenset
                 continue
             have.add(link)
             linked.append(Hit(link, "", catalog.domains[row], catalog.paths[row], 0, 0.0, {"linked_from": 1.0}))
-    _attach(palace, linked, catalog, when)
+    attach_hits(palace, linked, catalog, when)
     return linked
 
 
 # ---- loading the text of the hits -------------------------------------------------------------
 
 
-def _attach(palace: Palace, hits: list[Hit], catalog: Catalog | None = None, when: datetime | None = None) -> None:
+def attach_hits(palace: Palace, hits: list[Hit], catalog: Catalog | None = None,
+                when: datetime | None = None) -> None:
     """Load the memories, sections and turns of the hits (only these) from the cache; with a catalog, memories'
     version links."""
     if not hits:

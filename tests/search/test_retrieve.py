@@ -231,7 +231,8 @@ def test_bench_retrieval_on_a_small_beir_fixture(tmp_path):
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["dataset"] == "beir" and summary["queries"] > 0
-    assert set(summary["modes"]) == {"recall", "lexical", "fused"}   # no embedder here: dense is skipped
+    # no embedder here: dense and the dense baselines are skipped; the BM25 baselines are printed beside
+    assert set(summary["modes"]) == {"recall", "lexical", "fused", "whole-notes", "sections-bm25"}
     for row in summary["modes"].values():
         assert {"recall@1", "recall@3", "recall@5", "recall@10", "mrr", "ndcg@10", "context_bytes",
                 "p50_ms", "p95_ms", "ci"} <= set(row)
@@ -280,7 +281,8 @@ def test_bench_retrieval_on_any_corpus_with_kinds(tmp_path):
     result = runner.invoke(cli, args)
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
-    assert list(summary["modes"]) == ["recall", "lexical"]   # 2hop, recall's old name, still works
+    # 2hop, recall's old name, still works; the flat BM25 baselines come after the rows asked for
+    assert list(summary["modes"]) == ["recall", "lexical", "whole-notes", "sections-bm25"]
     assert summary["dataset"] == "palace-json" and summary["queries"] == 3
     assert set(summary["kinds"]) == {"scene", "direct"}
     assert summary["kinds"]["direct"]["queries"] == 2
