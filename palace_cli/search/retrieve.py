@@ -24,7 +24,7 @@ from palace_cli.search.context import assemble_context
 from palace_cli.search.hits import DomainRoute, Hit, Recall, SearchResult, Turn, attach_section, one_per_note
 from palace_cli.search.profiles import BYTES_PER_TOKEN
 from palace_cli.search.query import Query, as_query
-from palace_cli.search.ranking import CANDIDATES, deeper, measure_hits, rank
+from palace_cli.search.ranking import CANDIDATES, deeper, measure_hits, named_first, rank
 from palace_cli.search.relevance import Omitted, about, judge, why_not_about
 from palace_cli.search.sessions import reorder, route_sessions
 
@@ -49,7 +49,8 @@ class Prepared:
         """The flat ranking, one hit per note, ranked deep enough that `depth` notes remain."""
         hits, self.mode = rank(palace, self.catalog, self.query.text, self.query.mode, deeper(self.catalog, depth),
                                self.scope, self.hidden)
-        return one_per_note(hits, self.catalog.note_of)
+        return named_first(one_per_note(hits, self.catalog.note_of), palace.index.names(), self.query.text,
+                           self.catalog, self.scope, self.hidden)
 
     def measure(self, palace: Palace, hits: list[Hit]) -> None:
         """Fill the hits' relevance measures (words, meaning, every word)."""
