@@ -122,7 +122,8 @@ def recall(palace: Palace, query: Query | str, *, do_refresh: bool = True, **opt
     prepared = prepare(palace, query, do_refresh)
     with_turns = prepared.scope.turns and prepared.catalog.has_turns
     depth = max(query.depth or 0, query.k + (query.turns if with_turns else 0))
-    hits = prepared.rank(palace, depth)[:depth]
+    # ranked as deep as search ranks, so that fusion normalises over the same candidates: one ranking for both
+    hits = prepared.rank(palace, max(depth, CANDIDATES))[:depth]
     sessions = route_sessions(palace, prepared.catalog, query.text, hits) if with_turns else []
     if with_turns:
         hits = reorder(hits, sessions, query.turns)

@@ -351,3 +351,21 @@ def test_cli_search_takes_the_old_mode_name(example_palace):
     wrong = runner.invoke(cli, ["--palace", str(example_palace), "search", "merkle", "--mode", "2hop"])
     assert wrong.exit_code == 2 and "fused" in wrong.output
 
+
+
+def test_recall_ranks_as_deep_as_search(readonly_palace, monkeypatch):
+    """recall and search hand the same depth to the ranking, so fusion min-max normalises both over the same
+    candidates: recall's top units are search's (on SilverBullet a shallower recall lost 0.03 recall@3)."""
+    import palace_cli.search.retrieve as retrieve
+
+    depths = []
+    real = retrieve.rank
+
+    def spy(palace, catalog, query, mode, k, *args, **kwargs):
+        depths.append(k)
+        return real(palace, catalog, query, mode, k, *args, **kwargs)
+
+    monkeypatch.setattr(retrieve, "rank", spy)
+    recall(readonly_palace, "why does a leader need a term?", do_refresh=False)
+    search(readonly_palace, "why does a leader need a term?", do_refresh=False)
+    assert len(depths) == 2 and depths[0] == depths[1]
