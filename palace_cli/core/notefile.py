@@ -14,6 +14,7 @@ from palace_cli.core.disk import read_capped
 from palace_cli.core.layout import path_id
 from palace_cli.core.links import WIKILINK, body_link_lines, property_targets
 from palace_cli.core.markdown import (
+    TAG,
     code_ranges,
     conflict_blocks,
     inline_tags,
@@ -295,8 +296,7 @@ def _read_body(body: str, body_first_line: int, path: str, meta: dict, fields: d
                type_problems: list[tuple[str, str]], warnings: list[Warning_]) -> tuple[int, dict, bool]:
     """(the note's line, its Image and Content with their lines, whether it is a SMASHIN memory) from the body;
     fills the subject when the frontmatter has none (title, first heading, file name) and adds inline #tags."""
-    code = code_ranges(body)
-    heading = next((m for m in TITLE.finditer(body) if outside_code(m.start(), code)), None)
+    heading = _title_heading(body)
     line = body_first_line + body[: heading.start()].count("\n") if heading else body_first_line
     fields["subject"] = (fields["subject"] or _scalar(meta, "title", type_problems)
                          or (heading.group(1).strip() if heading else path.rsplit("/", 1)[-1].removesuffix(".md")))
@@ -326,6 +326,20 @@ def _field_warnings(memory: Memory, type_problems: list[tuple[str, str]], field_
 
 
 TITLE = re.compile(r"^#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)
+COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+
+
+def _title_heading(body: str) -> re.Match | None:
+    """The note's title heading: its first `# ` heading outside code, when nothing but blank lines, comments and
+    #tags comes before it. In a vault whose page name is its title (SilverBullet, many Obsidian vaults) a `# `
+    heading further down is a section of the page, not its title."""
+    code = code_ranges(body)
+    heading = next((m for m in TITLE.finditer(body) if outside_code(m.start(), code)), None)
+    if heading is None:
+        return None
+    before = COMMENT.sub("", body[: heading.start()])
+    prose = [line for line in before.splitlines() if line.strip() and TAG.sub("", line).strip()]
+    return None if prose else heading
 
 
 def _note_id(meta: dict, field_lines: dict[str, int], path: str, problems: list[tuple[str, str]]) -> tuple[str, bool]:

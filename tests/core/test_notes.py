@@ -236,10 +236,13 @@ def test_an_id_is_derived_from_the_path_when_the_note_names_none(path, data, not
 @pytest.mark.parametrize("text, subject", [
     ("---\nsubject: Given\ntitle: T\n---\n# H\n", "Given"),
     ("---\ntitle: From title\n---\n# H\n", "From title"),
-    ("---\ntags: [a]\n---\n```sh\n# a shell comment\n```\n# The heading\n", "The heading"),
+    ("---\ntags: [a]\n---\n\n<!-- omit in toc -->\n#garden #beds\n# The heading\nText.\n", "The heading"),
+    # a `# ` heading after text (or code) is a section of a page named by its file (SilverBullet), not its title
+    ("---\ntags: [a]\n---\n```sh\n# a shell comment\n```\n# The heading\n", "Watering schedule"),
+    ("Beds are watered at dawn.\n\n# Summer\nTwice a day.\n", "Watering schedule"),
     ("Just text, no heading.\n", "Watering schedule"),
 ])
-def test_the_subject_is_subject_then_title_then_heading_then_file_name(text, subject):
+def test_the_subject_is_subject_then_title_then_leading_heading_then_file_name(text, subject):
     assert parse_note(text, "Garden/Watering schedule.md", "d").subject == subject
 
 
