@@ -67,9 +67,7 @@ FOLD = "issue 30 item 3: to fold into "
 BM25 = ("the BM25 analyzer: whoosh's tokenizer, stopwords and Porter stems make the index's terms "
         "(index/text.py is the only whoosh user; the ranking figures depend on them)")
 SECOND_RULES = {
-    "domain of a path": {
-        "core/layout.py:domain_of": FOLD + "NoteRules.domain_of (it disagrees in an adopted vault)",
-    },
+    "domain of a path": {},
     "slug of a name": {
         "core/layout.py:_id_part": FOLD + "core/text.py (slug)",
         "importers/records.py:safe_id": FOLD + "core/text.py (slug)",

@@ -71,13 +71,6 @@ def confined_target(root: Path, folder: str, path: str | os.PathLike) -> tuple[s
     return real, info
 
 
-def domain_of(relpath: str) -> str:
-    """The domain of a note from its path relative to the root: `memories/<domain>/...` gives `<domain>`;
-    "" for a path that is in no domain folder (`NoteRules.domain_of` names the domains of an adopted vault)."""
-    parts = relpath.split("/")
-    return parts[1] if len(parts) > 2 and parts[0] == MEMORIES else ""
-
-
 def glob_pattern(pattern: str, exact_case: bool = False) -> re.Pattern:
     """A glob over paths relative to the root as a regex, compared without case: `**` any folders (none too),
     `*` and `?` within one name, `[abc]` a class. A pattern without `/` matches a file name at any depth; a
