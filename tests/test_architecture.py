@@ -68,11 +68,7 @@ BM25 = ("the BM25 analyzer: whoosh's tokenizer, stopwords and Porter stems make 
         "(index/text.py is the only whoosh user; the ranking figures depend on them)")
 SECOND_RULES = {
     "domain of a path": {},
-    "slug of a name": {
-        "core/layout.py:_id_part": FOLD + "core/text.py (slug)",
-        "importers/records.py:safe_id": FOLD + "core/text.py (slug)",
-        "editing/reviewlog.py:log_name": FOLD + "core/text.py (slug)",
-    },
+    "slug of a name": {},
     "the frontmatter block": {
         "conversations/sessionfile.py:split_text": FOLD + "core/notefile.py",
         "core/markdown.py:rename_body_links": FOLD + "core/notefile.py",

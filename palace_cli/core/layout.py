@@ -7,11 +7,11 @@ import errno
 import os
 import re
 import stat
-import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from palace_cli.core.notes import Memory
+from palace_cli.core.text import slug, slugify, slugify_without_accents
 from palace_cli.errors import NotAMemory, OutsidePalace
 
 MEMORIES = "memories"
@@ -160,24 +160,24 @@ class NoteRules:
 def path_id(relpath: str) -> str:
     """The id of a note that does not name one in its frontmatter, from its path (docs/note-format.md, "Ids").
 
-    Under memories/ the file name's slug, as `palace add` names files (`Outbox polling.md`: `outbox-polling`);
-    elsewhere every folder and the file name, each slugged (lowercase, accents stripped, letters of any
-    script kept) and joined by `.`: `Garden/Watering schedule.md` is `garden.watering-schedule`. Stable
-    while the file keeps its path, the same on case-insensitive file systems, and two notes of one name in
-    two folders get two ids."""
+    Under memories/ the file name's slug, as `palace add` names files (`Outbox polling.md`: `outbox-polling`,
+    `Café.md`: `cafe`); elsewhere every folder and the file name, each slugged with letters of any script kept
+    and joined by `.`: `Garden/Watering schedule.md` is `garden.watering-schedule`. Stable while the file keeps
+    its path, the same on case-insensitive file systems, and two notes of one name in two folders get two ids."""
     parts = relpath.removesuffix(".md").split("/")
     if parts[0] == MEMORIES and len(parts) > 2:
-        from palace_cli.core.text import slugify
-
         return slugify(parts[-1])
-    return ".".join(_id_part(part) for part in parts) or "note"
+    return ".".join(slug(part, None, scripts=True) or "-" for part in parts) or "note"
 
 
-def _id_part(name: str) -> str:
-    """One path part as an id part: lowercase, accents stripped, runs of anything but letters and digits as `-`."""
-    text = unicodedata.normalize("NFKD", name)
-    text = "".join(ch for ch in text if not unicodedata.combining(ch)).lower()
-    return re.sub(r"[\W_]+", "-", text).strip("-") or "-"
+def former_path_id(relpath: str) -> str | None:
+    """The id path_id gave this path before slugs transliterated accents (`memories/d/Café.md` was `caf`), when it
+    was another: a note read with a derived id lists it among its previous ids, so its reviews and links follow."""
+    parts = relpath.removesuffix(".md").split("/")
+    if parts[0] != MEMORIES or len(parts) <= 2 or parts[-1].isascii():
+        return None  # ids outside memories/ always transliterated; an ASCII name slugs as it did
+    former = slugify_without_accents(parts[-1])
+    return former if former != slugify(parts[-1]) else None
 
 
 def shown_path(relpath: str) -> str:

@@ -11,7 +11,7 @@ import yaml
 from palace_cli.core import safeyaml
 from palace_cli.core.dates import normalize_moment
 from palace_cli.core.disk import read_capped
-from palace_cli.core.layout import path_id
+from palace_cli.core.layout import former_path_id, path_id
 from palace_cli.core.markdown import (
     body_link_lines,
     code_ranges,
@@ -256,6 +256,9 @@ def parse_note(text: str, path: str, domain: str, warnings: list[Warning_] | Non
     type_problems: list[tuple[str, str]] = []
     note_id, derived = _note_id(meta, field_lines, path, type_problems)
     fields = _fields(meta, type_problems)
+    former = former_path_id(path) if derived else None
+    if former and former not in fields["previous_ids"]:  # reviews and links under the id of the old slug rule
+        fields["previous_ids"].append(former)
     validity, validity_warnings = _validity(meta, field_lines, type_problems)
     memory_warnings = list(warnings or []) + key_warnings + validity_warnings
     memory_warnings += [Warning_(first, "conflict-marker", _conflict_message(first, last)) for first, last in conflicts]

@@ -27,6 +27,7 @@ QUESTION_WORDS = frozenset("do does did doing done should would could shall may 
                            "using used work works explain tell difference between".split())
 WORD = re.compile(r"[^\W_]+")
 PUNCTUATION = re.compile(r"[^\w\s]|_")
+ASIDE = re.compile(r"\(([^)]*)\)")  # a parenthesised aside in a subject, left out of its slug
 SHORT_TEXT = 200  # names, subjects, aliases, tokens: normalised again and again by long-lived processes
 
 
@@ -43,10 +44,7 @@ def normalize(text: str) -> str:
 
 
 def _normalize(text: str) -> str:
-    if not text.isascii():  # NFKD and accent stripping change nothing in ASCII text
-        text = unicodedata.normalize("NFKD", text)
-        text = "".join(ch for ch in text if not unicodedata.combining(ch))
-    return " ".join(PUNCTUATION.sub(" ", text.lower()).split())
+    return " ".join(PUNCTUATION.sub(" ", transliterated(text).lower()).split())
 
 
 # The language server rebuilds its name tables after every save: at 10,000 notes normalising the same
@@ -110,7 +108,15 @@ def fold(word: str) -> str:
 
 def slugify(text: str) -> str:
     """A note id from a subject: its slug without the parenthesised asides, at most 80 characters."""
-    return slug(re.sub(r"\(([^)]*)\)", " ", text), 80) or "memory"
+    return slug(ASIDE.sub(" ", text), 80) or "memory"
+
+
+def slugify_without_accents(text: str) -> str:
+    """slugify as it was before accents were transliterated (`Café` gave `caf`, each letter outside a to z a
+    `-`): kept only to find what was filed under such an id (the reviews of a note whose id came from its file
+    name)."""
+    return slug(ASIDE.sub(" ", text).lower().encode("ascii", "replace").decode("ascii").replace("?", "-"), 80) \
+        or "memory"
 
 
 ABBREVIATIONS = frozenset("e.g i.e etc vs cf approx incl fig dr mr mrs al".split())
@@ -200,7 +206,19 @@ def one_line(text: str, limit: int = 0) -> str:
     return flat
 
 
-def slug(text: str, limit: int = 60) -> str:
-    """Lowercase ASCII words joined by hyphens, at most `limit` characters: the one rule for file names and ids."""
-    out = re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")
-    return out[:limit].rstrip("-")
+def transliterated(text: str) -> str:
+    """Text with its accents and ligatures taken apart and the accents dropped: `Café` is `Cafe`, `ﬁ` is `fi`."""
+    if text.isascii():
+        return text
+    return "".join(ch for ch in unicodedata.normalize("NFKD", text) if not unicodedata.combining(ch))
+
+
+def slug(text: str, limit: int | None = 60, keep: str = "", scripts: bool = False) -> str:
+    """The one slug rule, for file names and ids (docs/note-format.md, "Ids"): accents transliterated (`Café`
+    is `cafe`), lowercase, each run of anything but letters, digits and the characters of `keep` one `-`, no
+    `-` (nor `keep`) at either end, at most `limit` characters (None: any length). Letters are a to z, or with
+    `scripts` letters of any script (an id derived from a vault's path: read, never written into a note)."""
+    text = transliterated(str(text)).lower()
+    ends = "-" + keep
+    out = re.sub(r"[\W_]+" if scripts else f"[^a-z0-9{re.escape(keep)}]+", "-", text).strip(ends)
+    return out if limit is None else out[:limit].rstrip(ends)

@@ -217,6 +217,8 @@ def test_bad_input_is_one_clear_line(tmp_path, name, data, line, message):
     ("日記/今日 の メモ.md", "text\n", "日記.今日-の-メモ", None),
     ("Café/Ça va.md", "text\n", "cafe.ca-va", None),
     ("memories/d/Outbox polling.md", "text\n", "outbox-polling", None),
+    ("memories/d/Café crème (au lait).md", "text\n", "cafe-creme", None),
+    ("memories/d/日記.md", "text\n", "memory", None),
     ("n.md", "---\nsubject: y\nid: Not An Id\n---\n", "n", ("bad-id", 3, "must be lowercase")),
     ("n.md", "---\nid: [a]\n---\n", "n", ("bad-id", 2, "`id` must be text")),
     ("n.md", "---\nid: kept-id\n---\n", "kept-id", None),
@@ -231,6 +233,25 @@ def test_an_id_is_derived_from_the_path_when_the_note_names_none(path, data, not
     else:
         assert found == [problem[:2]]
         assert problem[2] in next(w.message for w in memory.warnings if w.code == "bad-id")
+
+
+@pytest.mark.parametrize("name, expected", [("Café crème", "cafe-creme"), ("Ça va", "ca-va"), ("naïve plan", "naive-plan"),
+                                            ("ﬁle №2", "file-no2")])
+def test_one_slug_rule_for_a_note_a_vault_note_an_added_note_and_an_import(name, expected):
+    """A name gives one slug wherever palace makes an id of it: a file under memories/ (`Café.md` was `caf`), a
+    vault's file, `palace add`'s subject, an importer's source id (accents transliterated everywhere)."""
+    from palace_cli.core.layout import path_id
+    from palace_cli.core.text import slugify
+    from palace_cli.importers.records import safe_id
+
+    assert path_id(f"memories/d/{name}.md") == path_id(f"{name}.md") == slugify(name) == safe_id(name) == expected
+
+
+def test_a_derived_id_the_old_slug_rule_gave_otherwise_is_a_previous_id():
+    assert parse_note("text\n", "memories/d/Café.md", "d").previous_ids == ["caf"]
+    assert parse_note("text\n", "memories/d/Cafe.md", "d").previous_ids == []
+    assert parse_note("---\nid: cafe\n---\ntext\n", "memories/d/Café.md", "d").previous_ids == []
+    assert parse_note("text\n", "Café.md", "d").previous_ids == []  # a vault's ids always transliterated
 
 
 @pytest.mark.parametrize("text, subject", [
