@@ -70,13 +70,8 @@ SECOND_RULES = {
     "domain of a path": {},
     "slug of a name": {},
     "the frontmatter block": {
-        "conversations/sessionfile.py:split_text": FOLD + "core/notefile.py",
-        "core/markdown.py:rename_body_links": FOLD + "core/notefile.py",
-        "core/noteedit.py:edit_frontmatter": FOLD + "core/notefile.py",
-        "core/noteedit.py:edit_section": FOLD + "core/notefile.py",
-        "importers/markdown.py:_read_file": FOLD + "core/notefile.py",
-        "lsp/buffer.py:Buffer.block": FOLD + "core/notefile.py",
-        "core/walk.py:_has_note_frontmatter": FOLD + "core/notefile.py",
+        "core/markdown.py:rename_body_links": "the `links` branch owns core/markdown.py's link rewriting and folds "
+                                              "its frontmatter handling into core/notefile.frontmatter_block",
     },
     "the folder walk": {
         "importers/chats/reading.py:files_under": FOLD + "core/walk.py (the note walker)",

@@ -36,7 +36,7 @@ import yaml
 from palace_cli.core import safeyaml
 from palace_cli.core.layout import BAD_NAME, BAD_NAME_MESSAGE, confined_target, shown_path
 from palace_cli.errors import NotAMemory, NoteError
-from palace_cli.core.notefile import load_frontmatter
+from palace_cli.core.notefile import frontmatter_block, load_frontmatter
 from palace_cli.core.noteedit import dump_frontmatter
 from palace_cli.core.disk import read_capped
 from palace_cli.conversations.model import RESERVED, TIME, ReadProblem, Session, Turn, digest
@@ -137,15 +137,11 @@ def append_turns(text: str, turns: list[Turn]) -> str:
 
 def split_text(text: str) -> tuple[str | None, str, int]:
     """(frontmatter YAML or None, body, file line where the body starts)."""
-    if text.startswith("---\n"):
-        end = text.find("\n---\n", 3)
-        if end >= 0:
-            yaml_text = text[4 : end + 1]
-            return yaml_text, text[end + 5 :], yaml_text.count("\n") + 3
-        if text.endswith("\n---"):
-            yaml_text = text[4 : len(text) - 3]
-            return yaml_text, "", yaml_text.count("\n") + 3
-    return None, text, 1
+    block = frontmatter_block(text)
+    if block is None:
+        return None, text, 1
+    yaml_text = text[block.start : block.end]
+    return yaml_text, text[block.body :], yaml_text.count("\n") + 3
 
 
 def _header(line: str) -> tuple[str, str | None, str] | None:

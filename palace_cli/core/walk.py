@@ -25,6 +25,7 @@ from palace_cli.core.layout import (
     confined_target,
     shown_path,
 )
+from palace_cli.core.notefile import opens_frontmatter
 from palace_cli.errors import NotAMemory
 
 
@@ -185,4 +186,4 @@ def _has_note_frontmatter(path: Path) -> bool:
             head = handle.read(2048).decode("utf-8", "replace").lstrip("\ufeff")
     except OSError:
         return False
-    return head.startswith("---") and re.search(r"^id\s*:", head, re.MULTILINE) is not None
+    return opens_frontmatter(head) and re.search(r"^id\s*:", head, re.MULTILINE) is not None

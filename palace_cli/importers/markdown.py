@@ -14,7 +14,7 @@ from pathlib import Path
 
 from palace_cli.errors import ImportFailed, NoteError, UsageError
 from palace_cli.core.notes import ID_PATTERN
-from palace_cli.core.notefile import load_frontmatter, split_frontmatter
+from palace_cli.core.notefile import load_frontmatter, opens_frontmatter, split_frontmatter
 from palace_cli.core.text import slugify
 from palace_cli.core.markdown import parse_sections
 from palace_cli.importers.records import Batch, Record
@@ -84,7 +84,7 @@ def _read_file(file: Path, rel: str, domain: str, split: str, warnings: list[str
         return []
     meta: dict = {}
     body = text
-    if text.startswith("---"):
+    if opens_frontmatter(text):
         try:
             yaml_text, body, _ = split_frontmatter(text, rel)
             meta = load_frontmatter(yaml_text, rel)

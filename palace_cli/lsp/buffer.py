@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from palace_cli.core.markdown import LINK_PATTERN, code_ranges, is_attachment, joined_path, line_numbers, note_links
+from palace_cli.core.notefile import frontmatter_block
 from palace_cli.core.notes import VERSION_FIELDS
 
 PATH_FORMS = ("markdown", "reference")  # links that name a note by its path, as core.markdown.note_links reads them
@@ -88,13 +89,11 @@ class Buffer:
     @cached_property
     def block(self) -> tuple[int, int] | None:
         """(first, last) line of the frontmatter's YAML, or None; an unclosed block runs to the end."""
-        lines = self.lines
-        if not lines or lines[0].rstrip(" \t\r") != "---":
+        block = frontmatter_block(self.text, open_ended=True)
+        if block is None:
             return None
-        for number in range(1, len(lines)):
-            if lines[number].rstrip(" \t\r") == "---":
-                return 1, number - 1
-        return 1, len(lines) - 1
+        last = self.text.count("\n", 0, block.end)  # the closing line, or the last line of a block not closed
+        return 1, last - 1 if block.closed else last
 
     @property
     def body_start(self) -> int:

@@ -271,6 +271,37 @@ def test_inline_tags_outside_code_are_keywords():
     assert memory.keywords == ["garden", "Water", "tomato", "garden/beds", "heading-tag"]
 
 
+@pytest.mark.parametrize("text", [
+    "---\nsubject: A\nkeywords: [x]\n---\nbody\n",
+    "---  \nsubject: A\n---\t\nbody\n",  # blanks after the fences: session files once read no frontmatter here
+    "---\r\nsubject: A\r\n---\r\nbody\r\n",
+    "---\n---\nbody\n",
+    "---\nsubject: A\n---",
+    "no frontmatter\n---\nsubject: A\n---\n",
+])
+def test_one_frontmatter_block_for_notes_sessions_writers_and_the_editor(text):
+    """The reader of notes, the reader of session files, the writer of frontmatter and the language server's
+    buffer find the same `---` block (core/notefile.frontmatter_block)."""
+    from palace_cli.conversations.sessionfile import split_text
+    from palace_cli.core.notefile import NoFrontmatter, split_frontmatter
+    from palace_cli.lsp.buffer import Buffer
+
+    plain = text.replace("\r\n", "\n")
+    try:
+        yaml_text, body, first = split_frontmatter(plain, "n.md")
+    except NoFrontmatter:
+        yaml_text, body, first = None, plain, 1
+    assert split_text(plain) == (yaml_text, body, first)
+    block = Buffer(text).block
+    assert (block is None) == (yaml_text is None)
+    if block is not None:
+        lines = plain.split("\n")
+        assert "".join(line + "\n" for line in lines[block[0] : block[1] + 1]) == yaml_text
+        assert Buffer(text).body_start == first - 1  # LSP counts lines from 0
+        edited = edit_frontmatter(text, {"subject": "B"}).replace("\r\n", "\n")
+        assert edited.endswith(body) and parse_note(edited, "n.md", "d").subject == "B"
+
+
 @pytest.mark.parametrize("data, codes", [
     ("\ufeff" + NOTE, ["bom"]),
     (NOTE.replace("\n", "\r\n"), ["crlf"]),
