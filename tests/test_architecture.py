@@ -73,18 +73,8 @@ SECOND_RULES = {
         "core/markdown.py:rename_body_links": "the `links` branch owns core/markdown.py's link rewriting and folds "
                                               "its frontmatter handling into core/notefile.frontmatter_block",
     },
-    "the folder walk": {
-        "importers/chats/reading.py:files_under": FOLD + "core/walk.py (the note walker)",
-        "conversations/sessionfile.py:session_files": FOLD + "core/walk.py (the note walker)",
-        "editing/authoring.py:_holds_markdown": FOLD + "core/walk.py (the note walker)",
-        "core/walk.py:stray_notes": FOLD + "core/walk.py (the note walker)",
-        "importers/markdown.py:markdown_files": FOLD + "core/walk.py (the note walker)",
-    },
-    "the walk's skip list": {
-        "importers/chats/reading.py:<module>": FOLD + "core/layout.py (SKIPPED_DIRS)",
-        "editing/authoring.py:_holds_markdown": FOLD + "core/layout.py (SKIPPED_DIRS)",
-        "importers/markdown.py:<module>": FOLD + "core/layout.py (SKIPPED_DIRS)",
-    },
+    "the folder walk": {},
+    "the walk's skip list": {},
     "word tokens": {
         "importers/clustering.py:<module>": FOLD + "core/text.py",
         "index/text.py:<module>": BM25,

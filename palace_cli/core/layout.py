@@ -27,6 +27,12 @@ BAD_NAME_MESSAGE = ("the name has a control character, a line break or bytes tha
                     "the one-line-per-note index files); rename it")
 
 
+def skipped(name: str) -> bool:
+    """True for a file or folder name no walk reads: hidden ones (.git, .obsidian, temp files of writes) and
+    SKIPPED_DIRS."""
+    return name.startswith(".") or name in SKIPPED_DIRS
+
+
 @dataclass
 class Problem:
     """Something wrong in the palace, with where it is; `str()` is the one-line report."""
@@ -137,13 +143,17 @@ class NoteRules:
         self._excludes = [re.compile(source, re.DOTALL) for source in excluded]
 
     def wanted(self, relpath: str) -> bool:
-        """True when a `.md` path (relative to the root) is a note by these rules."""
+        """True when a path (relative to the root) is a note by these rules: a `.md` file they take."""
+        if not relpath.endswith(".md"):
+            return False
         if not self.adopted:
             return relpath.startswith(MEMORIES + "/")
         return self._include.fullmatch(relpath) is not None and self._exclude.fullmatch(relpath) is None
 
     def pruned(self, reldir: str) -> bool:
         """True when no file under a folder (relative to the root) can be a note: it need not be walked."""
+        if not self.adopted:
+            return False  # notes are memories/<domain>/**: the walk starts in memories/ and reads all of it
         probes = (f"{reldir}/\x00", f"{reldir}/\x00/\x00.md")
         return any(all(p.fullmatch(probe) for probe in probes) for p in self._excludes)
 

@@ -22,6 +22,7 @@ from palace_cli.core.notefile import load_note, parse_note, split_frontmatter
 from palace_cli.core.notes import ID_PATTERN, TYPES, Memory
 from palace_cli.core.text import slugify, words
 from palace_cli.core.tokens import propose_token, token_problems
+from palace_cli.core.walk import FolderRules, walk_files
 from palace_cli.core.validity import Versions
 from palace_cli.editing.gitsetup import IGNORED, attributes, ensure_lines, setup_git
 from palace_cli.editing.versions import check_link, moment_option, old_note_changes, planned_edit
@@ -157,12 +158,8 @@ def init(directory: Path, name: str | None = None) -> Init:
 
 
 def _holds_markdown(root: Path) -> bool:
-    """True when a folder already holds a Markdown file outside hidden folders: a vault to adopt."""
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d != "node_modules"]
-        if any(name.endswith(".md") and not name.startswith(".") for name in filenames):
-            return True
-    return False
+    """True when a folder already holds a Markdown file the note walker would find: a vault to adopt."""
+    return bool(walk_files(root, FolderRules((".md",), exact_case=True), limit=1))
 
 
 @dataclass

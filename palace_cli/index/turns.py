@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 from palace_cli.conversations import Session
 from palace_cli.conversations.model import TIME
 from palace_cli.errors import ConfigError, NoteError
-from palace_cli.core.layout import Problem
 from palace_cli.core.text import STOPWORDS
 
 if TYPE_CHECKING:
@@ -169,9 +168,7 @@ def refresh_sessions(site: Site, store: NoteStore, report: RefreshReport, progre
                 store.forget_sessions()
                 store.bump_version()
             store.set_meta("turn_unit", f"{unit} {UNIT_FORMAT}")
-    skipped: list[tuple[str, str, str]] = []
-    files = session_files(site.root, skipped, temps)
-    report.problems += [Problem(path, None, "error", code, message) for path, code, message in skipped]
+    files = session_files(site.root, report.problems, temps)
     known = store.session_stat_map()
     work = [(relpath, mtime_ns, size) for relpath, mtime_ns, size in files
             if known.get(relpath, (None, None))[:2] != (mtime_ns, size)]
