@@ -96,10 +96,6 @@ SECOND_RULES = {
         "study/examiner.py:<module>": FOLD + "core/text.py",
     },
     "atomic writes": {
-        "backends/install.py:_atomic_write_bytes": FOLD + "core/disk.py (a copy of atomic_write, unsynced)",
-        "backends/install.py:_extract_member": FOLD + "core/disk.py",
-        "backends/install.py:_temp_beside": FOLD + "core/disk.py",
-        "backends/install.py:convert_bert_to_gguf": FOLD + "core/disk.py",
         "editing/rename.py:rename_note": FOLD + "core/disk.py (a rename of a note's file)",
         "index/vectors.py:VectorStore._write": FOLD + "core/disk.py (arrays written as they are saved)",
     },
