@@ -76,24 +76,13 @@ SECOND_RULES = {
     "the folder walk": {},
     "the walk's skip list": {},
     "word tokens": {
-        "importers/clustering.py:<module>": FOLD + "core/text.py",
         "index/text.py:<module>": BM25,
-        "index/turns.py:<module>": FOLD + "core/text.py",
-        "memory/patterns.py:<module>": FOLD + "core/text.py",
-        "study/examiner.py:Examiner.image": FOLD + "core/text.py",
-        "study/examiner.py:_token_spans": FOLD + "core/text.py",
-        "core/smashin.py:<module>": FOLD + "core/text.py",
     },
     "stems": {
-        "importers/clustering.py:name_clusters": FOLD + "core/text.py (prefix_root)",
         "index/text.py:<module>": BM25,
     },
     "stopwords": {
-        "importers/clustering.py:<module>": FOLD + "core/text.py",
         "index/text.py:<module>": BM25,
-        "index/turns.py:<module>": FOLD + "core/text.py",
-        "memory/patterns.py:<module>": FOLD + "core/text.py",
-        "study/examiner.py:<module>": FOLD + "core/text.py",
     },
     "atomic writes": {
         "editing/rename.py:rename_note": FOLD + "core/disk.py (a rename of a note's file)",
