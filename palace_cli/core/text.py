@@ -277,3 +277,17 @@ def slug(text: str, limit: int | None = 60, keep: str = "", scripts: bool = Fals
     ends = "-" + keep
     out = re.sub(r"[\W_]+" if scripts else f"[^a-z0-9{re.escape(keep)}]+", "-", text).strip(ends)
     return out if limit is None else out[:limit].rstrip(ends)
+
+
+# Characters a vault's file names cannot hold: file systems forbid some, wikilinks read `#`, `^`, `|`, `[` and `]`.
+UNTITLED = re.compile(r'[\\/:*?"<>|#^\[\]\x00-\x1f\x7f]+')
+
+
+def title_name(text: str, limit: int = 60) -> str:
+    """A file name (without .md) from the first line of a text, as a vault names notes by title: its words, case
+    and spaces kept, what file names or wikilinks cannot hold dropped, cut at a word near `limit` characters."""
+    first = next((line.strip().lstrip("#").strip() for line in str(text).splitlines() if line.strip()), "")
+    name = " ".join(UNTITLED.sub(" ", first).split())
+    if len(name) > limit:
+        name = name[:limit].rsplit(" ", 1)[0] if " " in name[:limit] else name[:limit]
+    return name.strip(" .-") or ""
