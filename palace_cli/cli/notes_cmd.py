@@ -63,6 +63,11 @@ def init(directory, name):
         render.out.print(f"Adopted {plural(done.notes, 'note')} in {root} where they lie; wrote "
                          f"{', '.join(dict.fromkeys(w.split('/')[0] + ('/' if '/' in w else '') for w in done.written))}"
                          " (no note was changed).", markup=False)
+        if done.unread:
+            folders = " and ".join(sorted({path.split("/")[0] + "/" for path in done.unread}))
+            render.warn(f"{plural(len(done.unread), 'Markdown file')} in {folders} not read as notes: palace keeps "
+                        "those folders for itself (the study log, imported chats); move them elsewhere to have them "
+                        "read (`palace lint` lists them)")
         render.out.print(f"Next: cd {root} && palace recall \"a question your notes answer\"", markup=False)
         if not done.git:
             render.out.print("Not a git repository: `git init` keeps its history (then `palace git setup`).",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from palace_cli.core.dates import NEVER, parse_moment
-from palace_cli.core.layout import Problem, Scan, domain_of
+from palace_cli.core.layout import REVIEWS, Problem, Scan, domain_of
 from palace_cli.core.markdown import body_link_lines
 from palace_cli.core.names import Names
 from palace_cli.core.notefile import parse_note
@@ -310,10 +310,27 @@ def propose_missing_tokens(palace: Palace, scan: Scan) -> tuple[list[str], list[
 
 
 def stray_notes(palace: Palace) -> list[Problem]:
-    """Note-like files outside memories/, except session files (their frontmatter has an `id` too)."""
+    """Note-like files outside memories/, except session files (their frontmatter has an `id` too); in an adopted
+    vault, the Markdown files of reviews/ and conversations/, palace's own folders, which are never notes."""
     from palace_cli.conversations import CONVERSATIONS
 
-    return [p for p in palace.site.stray_notes() if not p.path.startswith(CONVERSATIONS + "/")]
+    found = [p for p in palace.site.stray_notes() if not p.path.startswith(CONVERSATIONS + "/")]
+    if palace.adopted:
+        found += [Problem(relpath, None, "warning", "palace-folder", f"{relpath.split('/')[0]}/ is palace's own "
+                          f"folder ({OWN_FOLDERS[relpath.split('/')[0]]}): not read as a note; move it to another "
+                          "folder to have it read") for relpath in own_folder_notes(palace.root)]
+    return found
+
+
+OWN_FOLDERS = {REVIEWS: "the study log", "conversations": "imported chats, one session file each"}
+
+
+def own_folder_notes(root, sessions: bool = False) -> list[str]:
+    """Markdown files in reviews/ and at the top of conversations/ (with sessions, one folder down too: where
+    session files are), relative to root: palace's own folders, never read as notes."""
+    patterns = {REVIEWS: ("*.md",), "conversations": ("*.md", "*/*.md") if sessions else ("*.md",)}
+    return sorted(p.relative_to(root).as_posix() for folder, globs in patterns.items() for pattern in globs
+                  for p in (root / folder).glob(pattern) if not p.name.startswith("."))
 
 
 def _notes(palace: Palace) -> Scan:

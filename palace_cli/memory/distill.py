@@ -24,10 +24,9 @@ from datetime import date
 
 from palace_cli.conversations.sessionfile import load_session
 from palace_cli.core.dates import said_on
-from palace_cli.core.noteedit import update_frontmatter
 from palace_cli.editing.authoring import write_plain_memory
+from palace_cli.editing.writes import set_fields, writing
 from palace_cli.errors import UsageError
-from palace_cli.index.locks import write_lock
 from palace_cli.index.scope import make_scope
 from palace_cli.memory.extract import Candidate, extract_session
 from palace_cli.memory.known import Known
@@ -140,7 +139,7 @@ def distill(palace: Palace, *, since: str | None = None, until: str | None = Non
     paths = chosen_sessions(palace, source, session)
     generator = _generator(palace, settings, llm)
     spent = {"extract": 0.0, "llm": 0.0, "write": 0.0}
-    with write_lock(palace.site):
+    with writing(palace):
         scan = palace.index.scan()  # whole memories: `about`, `turn`, `confirmed_by` are in their frontmatter
         done = done_turns(scan.memories.values())
         known = Known(palace, scan.memories.values())
@@ -246,7 +245,7 @@ def _confirm(palace: Palace, memory, key: str, said: str | None) -> None:
     previous = said_on(memory.meta.get("confirmed")) if memory.meta.get("confirmed") else None
     if day is not None and (previous is None or day > previous):
         changes["confirmed"] = day
-    update_frontmatter(palace.root / memory.path, changes, memory.path)
+    set_fields(palace, memory.path, changes, f"confirm {memory.id}")
     memory.meta.update(changes)
 
 
