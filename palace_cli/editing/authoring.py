@@ -212,7 +212,7 @@ class Draft:
             note = replacing(self.palace, self.relpath, text) if self.overwrite else creating(self.relpath, text)
             new_folder = not self.path.parent.exists()
             edits = [edit for edit in self.edits if edit is not None] if readable else []
-            apply(self.palace, [note, *edits], f"add {self.relpath}")
+            apply(self.palace, [note, *edits], f"palace add {self.relpath}")
             try:
                 memory = load_note(self.palace.root, self.relpath, self.domain) if readable else None
             except BaseException:
@@ -246,8 +246,8 @@ def draft_memory(palace: Palace, subject: str, domain: str, *, anchor: str = "",
     note_id = note_id or slugify(subject)
     if not ID_PATTERN.match(note_id):
         raise UsageError(f"id {note_id!r} must be lowercase letters, digits, '.', '_' or '-'")
-    path = palace.memories_dir / domain / f"{note_id}.md"
-    relpath = palace.rel(path)
+    relpath = palace.new_note_path(domain, note_id)  # in a vault, the domain's own folder
+    path = palace.root / relpath
     # A 10 MB Image is refused before any work on it (token proposal reads every phrase); the note is checked again.
     check_note_size("".join([subject, anchor, image, content, verify or "", *(keywords or []), *(links or [])]),
                     relpath)

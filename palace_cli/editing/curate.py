@@ -207,7 +207,7 @@ def move_memory(palace: Palace, ref: str, new_id: str | None = None, domain: str
         if finished is not None and finished.result.get("request") == request:
             return Move(**finished.result["move"])
         move, changes = _move_plan(palace, ref, new_id, domain, new_domain)
-        apply(palace, changes, f"mv {move.old_path} {move.new_path}", {"request": request, "move": move.as_dict()})
+        apply(palace, changes, f"palace mv {move.old_path} {move.new_path}", {"request": request, "move": move.as_dict()})
         if move.old_path.startswith(MEMORIES + "/"):
             _prune_folders(palace, (palace.root / move.old_path).parent)
         return move

@@ -80,7 +80,7 @@ def finish(palace: Palace) -> Finished | None:
         if left:
             done.left.append(left)
     clear(palace)
-    message = f"finished {done.what}, which was interrupted"
+    message = f"finished `{done.what}`, which was interrupted"
     if done.left:
         message += f"; left as they are (changed since): {', '.join(done.left)}"
     palace.notice(message)

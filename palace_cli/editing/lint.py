@@ -293,10 +293,10 @@ def propose_missing_tokens(palace: Palace, scan: Scan) -> tuple[list[str], list[
     """Write a proposed verify token into every note that has an Image but no token; returns what changed,
     and a problem for each note that could not be updated (one such note never stops the others)."""
     from palace_cli.editing.authoring import propose_missing_token
-    from palace_cli.index.locks import write_lock
+    from palace_cli.editing.writes import writing
 
     fixed, failed = [], []
-    with write_lock(palace.site):  # tokens another writer added since `scan` was read are taken too
+    with writing(palace):  # tokens another writer added since `scan` was read are taken too
         taken = {m.verify for m in _notes(palace).memories.values() if m.verify}
         for memory in sorted(scan.memories.values(), key=lambda m: m.path):
             try:
@@ -355,22 +355,24 @@ def study_gaps(scan: Scan) -> list[Problem]:
 
 
 def lint(palace: Palace, fix: bool = False, study: bool = False) -> LintReport:
-    """Every problem in the palace; with fix, propose missing tokens and regenerate index files (nothing else);
-    with study, also what each note lacks to be cited and studied (study_gaps)."""
-    fixed: list[str] = []
+    """Every problem in the palace; with fix, finish a write a killed process left half done, propose missing
+    tokens and regenerate index files (nothing else); with study, also what each note lacks to be cited and
+    studied (study_gaps)."""
+    fixed: list[str] = _finish_interrupted(palace) if fix else []
     not_fixed: list[Problem] = []
     scan = _notes(palace)
     if fix:
-        fixed, not_fixed = propose_missing_tokens(palace, scan)
-        if fixed:
+        tokens, not_fixed = propose_missing_tokens(palace, scan)
+        if tokens:
             scan = _notes(palace)
+        fixed += tokens
         report = write_index_files(palace.site, scan)
         fixed += [f"{path}: regenerated" for path in report.written]
         fixed += [f"{path}: removed (no such domain)" for path in report.removed]
     # scan.problems holds what the refresh could not index: unreadable notes and session files, repeated ids.
     problems = list(scan.problems) + note_problems(scan) + config_problems(palace, scan) + stray_notes(palace)
     problems += version_problems(scan) + core_problems(palace, scan)
-    problems += not_fixed + ReviewLog(palace).read().problems
+    problems += not_fixed + ReviewLog(palace).read().problems + _interrupted(palace)
     problems += weak_image_problems(scan, palace.config.raw.get("study"))
     if study:
         problems += study_gaps(scan)
@@ -379,6 +381,29 @@ def lint(palace: Palace, fix: bool = False, study: bool = False) -> LintReport:
                                 "generated index file is out of date; run `palace index`", fixable=True))
     problems.sort(key=lambda p: (p.path, p.line or 0, p.code, p.message))
     return LintReport(problems, fixed)
+
+
+def _finish_interrupted(palace: Palace) -> list[str]:
+    """Finish a write a killed process left half done (lint --fix); what was done, as `fixed` lines."""
+    from palace_cli.editing.writes import writing
+
+    with writing(palace) as finished:
+        if finished is None:
+            return []
+        left = f"; left as they are (changed since): {', '.join(finished.left)}" if finished.left else ""
+        return [f"{finished.what}: finished (it was interrupted){left}"]
+
+
+def _interrupted(palace: Palace) -> list[Problem]:
+    """A write a killed process left half done: some notes changed, the rest not yet."""
+    from palace_cli.editing.journal import JOURNAL, pending
+
+    what = pending(palace)
+    if what is None:
+        return []
+    return [Problem(palace.rel(palace.cache_dir / JOURNAL), None, "error", "interrupted-write",
+                    f"`{what or 'a write'}` was interrupted with some notes changed and the rest not yet; the next "
+                    "write finishes it (run it again, or `palace lint --fix`)", fixable=True)]
 
 
 def merge_problems(palace: Palace, merging: bool = False) -> list[Problem]:

@@ -144,7 +144,7 @@ def _supersede(palace: Palace, old_ref: str, new_ref: str, valid_from=None) -> L
     link = Link(old.id, new.id, format_moment(when))
     if old.valid_until and "valid_until" not in old_changes:
         link.kept_until = old.valid_until
-    apply(palace, [edit for _, _, edit in edits if edit is not None], f"supersede {old.id} by {new.id}")
+    apply(palace, [edit for _, _, edit in edits if edit is not None], f"palace supersede {old.id} {new.id}")
     link.changed = {memory.path: sorted(changes) for memory, changes, edit in edits if edit is not None}
     palace.refresh()
     return link

@@ -71,11 +71,12 @@ def writing(palace: Palace):
 
 
 def note_target(palace: Palace, relpath: str, new: bool = False, source: str = "",
-                listing: dict | None = None) -> Path:
+                listing: dict | None = None, leaving: tuple[str, ...] = ()) -> Path:
     """The file a write to the note at `relpath` touches, checked: a name the disk takes, no link out of the
     palace or into a hidden folder, every folder on the way a folder; for a new note also a path palace reads
     as a note and no other file of that name in any case (`source`, the note being renamed, aside). `listing`
-    keeps the folders read (a bulk write checks each folder once) and gains the new name."""
+    keeps the folders read (a bulk write checks each folder once) and gains the new name; `leaving`: notes the
+    same write removes (a rename's old name, which may differ from the new one only in case)."""
     refuse_path_tricks(relpath, "note path")
     for part in relpath.split("/"):
         if not part or part == ".":
@@ -88,7 +89,7 @@ def note_target(palace: Palace, relpath: str, new: bool = False, source: str = "
         _read_as_a_note(palace, relpath)
     real = _resolved(palace, relpath)
     if new:
-        _no_clash(palace, relpath, real, source, {} if listing is None else listing)
+        _no_clash(palace, relpath, real, (source, *leaving), {} if listing is None else listing)
     return real
 
 
@@ -138,8 +139,9 @@ def _resolved(palace: Palace, relpath: str) -> Path:
     return Path(current)
 
 
-def _no_clash(palace: Palace, relpath: str, real: Path, source: str, listing: dict) -> None:
-    """Refuse a new file when another file has its name, or its name in another case."""
+def _no_clash(palace: Palace, relpath: str, real: Path, sources: tuple[str, ...], listing: dict) -> None:
+    """Refuse a new file when another file has its name, or its name in another case (`sources`, files being
+    renamed to it, aside)."""
     folder = str(real.parent)
     if folder not in listing:
         names: dict[str, list[str]] = {}
@@ -149,11 +151,11 @@ def _no_clash(palace: Palace, relpath: str, real: Path, source: str, listing: di
         except OSError:
             pass  # a folder still to be made holds nothing
         listing[folder] = names
-    renamed = palace.root / source if source else None
+    renamed = [palace.root / source for source in sources if source and os.path.lexists(palace.root / source)]
     for name in listing[folder].get(real.name.casefold(), []):
         other = real.parent / name
-        if renamed is not None and os.path.lexists(renamed) and os.path.samefile(other, renamed):
-            continue  # the note being renamed: a change of case on a case-insensitive disk
+        if any(os.path.samefile(other, path) for path in renamed):
+            continue  # the note being renamed: a change of case (one file on a case-insensitive disk, two elsewhere)
         clash = "" if name == real.name else f" as {name} (names that differ only in case are one file on a " \
                                               "case-insensitive disk)"
         raise PalaceError(f"{relpath} already exists{clash}; nothing was written")
@@ -213,10 +215,11 @@ def apply(palace: Palace, changes: list[Change], what: str, result: dict | None 
 
     changes = [c for c in changes if c.before != c.after]
     listing: dict = {}
+    leaving = tuple(c.path for c in changes if c.after is None)
     with writing(palace):
         for change in changes:
             note_target(palace, change.path, new=change.before is None and change.after is not None,
-                        source=change.source, listing=listing)
+                        source=change.source, listing=listing, leaving=leaving)
         logged = journal and len(changes) > 1
         if logged:
             record(palace, what, changes, result)
