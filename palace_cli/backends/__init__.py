@@ -56,6 +56,12 @@ def _llamacpp_generator(path: Path, **options) -> Generator:
     return LlamaCppGenerator(path, **options)
 
 
+def _static_embedder(path: Path, **options) -> Embedder:
+    from palace_cli.backends.static import StaticEmbedder
+
+    return StaticEmbedder(path, **options)
+
+
 def _openai_generator(url: str, model: str, **options) -> Generator:
     from palace_cli.backends.openai import OpenAIGenerator
 
@@ -63,7 +69,7 @@ def _openai_generator(url: str, model: str, **options) -> Generator:
 
 
 # Backend name -> factory. Factories take backend-specific arguments.
-EMBEDDERS: dict[str, Callable[..., Embedder]] = {"llama-cpp": _llamacpp_embedder}
+EMBEDDERS: dict[str, Callable[..., Embedder]] = {"llama-cpp": _llamacpp_embedder, "static": _static_embedder}
 GENERATORS: dict[str, Callable[..., Generator]] = {"llama-cpp": _llamacpp_generator, "openai": _openai_generator}
 
 
@@ -82,6 +88,8 @@ def sha256_file(path: Path) -> str:
 
 
 OFF = ("off", "none", "false", "no", "disabled")
+STATIC = "static"  # [models] embedder = "static": the static table of the installed default (backends/static.py)
+CUTS = range(8, 513)  # where "default:N" may cut a text, in word pieces ([CLS] and [SEP] included)
 
 
 @dataclass(frozen=True)
@@ -89,20 +97,29 @@ class ModelSetting:
     """What palace.toml's [models] asks for one role: off, the installed default, a GGUF path, or an endpoint."""
 
     role: str        # "embedder" or "generator"
-    kind: str        # "off", "default", "path" or "endpoint"
-    path: Path | None = None  # the file for "default" (None when not installed) and "path"
+    kind: str        # "off", "default", "path", "endpoint" or "static" (embedder only)
+    path: Path | None = None  # the file for "default" (None when not installed), "path", and "static" (its table)
     endpoint: str = ""
     endpoint_model: str = ""
+    cut: int | None = None  # "default:N": the default embedder cutting texts at N word pieces
 
     def describe(self) -> str:
         """The setting as a person would write it."""
-        return {"off": "off", "default": "default", "endpoint": f"endpoint {self.endpoint}"}.get(
+        if self.kind == "default" and self.cut:
+            return f"default:{self.cut}"
+        return {"off": "off", "default": "default", "static": STATIC, "endpoint": f"endpoint {self.endpoint}"}.get(
             self.kind, str(self.path))
+
+    def options(self) -> tuple:
+        """The loading options the setting adds to the file's own (the cut of "default:N")."""
+        return (("max_tokens", self.cut),) if self.cut else ()
 
 
 def model_setting(models: dict, role: str, root: Path | None = None) -> ModelSetting:
     """Read [models] <role> the same way for both roles: "off"/"none" (or false), "default" (or absent),
     "endpoint" (an OpenAI-compatible server, generator only), or a GGUF path (relative to the palace root).
+    An embedder may also be "default:N" (the default model, texts cut at N word pieces instead of its own
+    limit) or "static" (a static table made once from the default model: backends/static.py).
 
     For the generator, setting `endpoint` (a URL) without `generator` also picks the endpoint.
     """
@@ -127,6 +144,20 @@ def model_setting(models: dict, role: str, root: Path | None = None) -> ModelSet
         from palace_cli.backends.install import default_model_path
 
         return ModelSetting(role, "default", default_model_path(role))
+    if role == "embedder" and value.lower().startswith("default:"):
+        from palace_cli.backends.install import default_model_path
+
+        cut = value.split(":", 1)[1].strip()
+        if not cut.isdecimal() or int(cut) not in CUTS:
+            raise ConfigError(f"palace.toml [models] embedder = {raw!r}: the cut after default: must be a number of "
+                              f"word pieces from {CUTS.start} to {CUTS.stop - 1}")
+        return ModelSetting(role, "default", default_model_path(role), cut=int(cut))
+    if role == "embedder" and value.lower() == STATIC:
+        from palace_cli.backends.install import default_model_path
+        from palace_cli.backends.static import table_path
+
+        model = default_model_path(role)
+        return ModelSetting(role, STATIC, table_path(model) if model else None)
     path = Path(value).expanduser()
     if not path.is_absolute() and root is not None:
         path = root / path
@@ -138,7 +169,7 @@ def load_model(setting: ModelSetting, models: dict | None = None) -> Embedder | 
 
     A path that is not a file raises ModelError; `models` carries the endpoint's options.
     """
-    if setting.kind == "off" or (setting.kind == "default" and setting.path is None):
+    if setting.kind == "off" or (setting.kind in ("default", STATIC) and setting.path is None):
         return None
     if setting.kind == "endpoint":
         options = {"api_key_env": (models or {}).get("endpoint_api_key_env") or None}
@@ -146,22 +177,31 @@ def load_model(setting: ModelSetting, models: dict | None = None) -> Embedder | 
             options["timeout"] = float(models["endpoint_timeout"])
         return GENERATORS["openai"](setting.endpoint, setting.endpoint_model, **options)
     path = setting.path
+    if setting.kind == STATIC:
+        from palace_cli.backends.static import ensure_table, model_of_table
+
+        model = model_of_table(path)
+        ensure_table(model)  # made once, the first time a palace asks for it (about 40 s of CPU)
+        return _load(setting.role, path, path.stat().st_mtime_ns, (("model_path", model),), STATIC)
     if not path.is_file():
         raise ModelError(f"{path}: no such model file (palace.toml [models] {setting.role})")
-    return _load(setting.role, path, path.stat().st_mtime_ns, _options(setting.role, path))
+    return _load(setting.role, path, path.stat().st_mtime_ns, _options(setting.role, path, setting.options()))
 
 
-def embedder_key(path: Path) -> str:
-    """Names what the embedder in `path` computes without loading it: the file (path, mtime, size) and its cut."""
+def embedder_key(path: Path, cut: int | None = None) -> str:
+    """Names what the embedder in `path` computes without loading it: the file (path, mtime, size) and its cut
+    (`cut` overrides the file's own, as "default:N" does: a caller keying stored vectors must pass the setting's
+    cut, or a palace that changes only its cut keeps the old vectors until a note changes)."""
     stat = path.stat()
-    options = ",".join(f"{name}={value}" for name, value in _options("embedder", path))
+    extra = (("max_tokens", cut),) if cut else ()
+    options = ",".join(f"{name}={value}" for name, value in _options("embedder", path, extra))
     return f"{path}:{stat.st_mtime_ns}:{stat.st_size}:{options}"
 
 
-def _options(role: str, path: Path) -> tuple:
+def _options(role: str, path: Path, extra: tuple = ()) -> tuple:
     from palace_cli.backends.install import default_model_options
 
-    return tuple(sorted(default_model_options(role, path).items()))
+    return tuple(sorted({**default_model_options(role, path), **dict(extra)}.items()))
 
 
 def load_embedder(path: Path | None = None) -> Embedder | None:
@@ -229,6 +269,6 @@ def unfit_reason(generator: Generator | None, models: dict, use: str | None = No
 # Loading a model costs far more than a call; keep the last few loaded
 # (keyed by mtime so a reinstalled file is loaded afresh).
 @functools.lru_cache(maxsize=4)
-def _load(role: str, path: Path, mtime_ns: int, options: tuple = ()) -> Embedder | Generator:
+def _load(role: str, path: Path, mtime_ns: int, options: tuple = (), backend: str = "llama-cpp") -> Embedder | Generator:
     registry = EMBEDDERS if role == "embedder" else GENERATORS
-    return registry["llama-cpp"](path, **dict(options))
+    return registry[backend](path, **dict(options))

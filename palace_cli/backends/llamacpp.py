@@ -164,6 +164,8 @@ class LlamaCppEmbedder(Embedder):
         self._contexts: queue.SimpleQueue = queue.SimpleQueue()  # idle (context, batch) pairs
         self._contexts.put((self._llm._ctx, self._llm._batch))
         self._made = 1
+        # what went through the transformer so far (`palace bench embed` reports tokens per unit from it)
+        self.usage = {"texts": 0, "model_texts": 0, "model_tokens": 0}
         self._grow_lock = threading.Lock()
 
     def tokenize(self, text: str, cut: bool = True) -> list[int]:
@@ -182,6 +184,8 @@ class LlamaCppEmbedder(Embedder):
         import numpy as np
 
         tokens = [self.tokenize(text) for text in texts]
+        for key, count in (("texts", len(texts)), ("model_texts", len(texts)), ("model_tokens", sum(map(len, tokens)))):
+            self.usage[key] += count
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         packs = self._packs([len(t) for t in tokens])
         workers = min(self.workers, len(packs))

@@ -1,4 +1,5 @@
-"""`palace bench embed`: texts/s of the embedder on short texts, 1.7 KB notes and queries, old path against new.
+"""`palace bench embed`: texts/s of the embedder on short texts, 1.7 KB notes and queries, old path against new;
+with `--vault`, units/s of each embedder setting on a synthetic vault's units (`run_units`).
 
 Every configuration is a `LlamaCppEmbedder` over the same GGUF file, loaded once; each round runs all of
 them on the same texts in a rotated order, so a machine that gets busier or quieter during the run does not
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from palace_cli.progress import Progress
 from palace_cli.bench.index_bench import calibration_s
-from palace_cli.bench.synth import NoteFactory
+from palace_cli.bench.synth import NoteFactory, VaultFactory
 
 # name -> LlamaCppEmbedder options; each adds one change to the one before
 CONFIGS: dict[str, dict] = {
@@ -66,6 +67,74 @@ def note_texts(count: int, seed: int = 0) -> list[str]:
         domain, note_id, text = factory.note(index)
         texts.append(parse_note(text, f"memories/{domain}/{note_id}.md", domain).search_text())
     return texts
+
+
+def vault_texts(notes: int, seed: int = 0) -> list[str]:
+    """The texts a palace embeds for `notes` synthetic vault notes (bench/synth.py): each note's, then its sections'."""
+    from palace_cli.core.notefile import parse_note
+    from palace_cli.index.sections import section_units, unit_text
+
+    factory = VaultFactory(seed, max(notes, 1))
+    texts = []
+    for index in range(notes):
+        relpath, text = factory.vault_note(index)
+        memory = parse_note(text, relpath, relpath.split("/", 1)[0])
+        texts.append(memory.search_text())
+        texts += [unit_text(memory.subject, unit.heading, unit.text) for unit in section_units(memory)]
+    return texts
+
+
+def run_units(settings: list[str], texts: list[str], rounds: int = 3, progress: Progress | None = None) -> dict:
+    """Embed `texts` with each palace.toml embedder setting ("default", "default:128", "static" ...), `BATCH` texts
+    a call as a refresh does, in rotated order round after round; JSON-ready units/s, CPU ms a unit, the
+    transformer's tokens a unit and the share of units whose vector came from the transformer."""
+    from palace_cli.backends import load_model, model_setting
+    from palace_cli.errors import ModelError
+    from palace_cli.index.vectors import BATCH
+
+    embedders = {}
+    for name in settings:
+        embedder = load_model(model_setting({"embedder": name}, "embedder"))
+        if embedder is None:
+            raise ModelError(f"embedder {name!r}: no embedding model installed; run `palace models install`")
+        embedder.embed_batch(["warm up the model"])
+        embedders[name] = embedder
+    results: dict = {
+        "machine": {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
+                    "load_avg_1m": _load(), "calibration_s": round(calibration_s(), 3)},
+        "units": len(texts), "mean_chars": round(statistics.mean(map(len, texts)), 1) if texts else 0,
+        "rounds": rounds, "embedders": {name: e.model_id for name, e in embedders.items()},
+    }
+    walls: dict = {name: [] for name in settings}
+    cpus: dict = {name: [] for name in settings}
+    usage: dict = {}
+    for round_ in range(rounds):
+        for name in settings[round_ % len(settings):] + settings[: round_ % len(settings)]:
+            embedder = embedders[name]
+            before = dict(getattr(embedder, "usage", {}))
+            started, cpu = time.perf_counter(), time.process_time()
+            for start in range(0, len(texts), BATCH):
+                embedder.embed_batch(texts[start : start + BATCH])
+            walls[name].append(time.perf_counter() - started)
+            cpus[name].append(time.process_time() - cpu)
+            after = getattr(embedder, "usage", {})
+            usage[name] = {key: after[key] - before.get(key, 0) for key in after}
+        if progress:
+            progress(f"round {round_ + 1} of {rounds} done, load {_load()}", round_ + 1, rounds)
+    rows = {}
+    for name in settings:
+        used = usage.get(name) or {}
+        count = used.get("texts") or len(texts)
+        rows[name] = {
+            "units_per_s": round(len(texts) / statistics.median(walls[name]), 1),
+            "best_units_per_s": round(len(texts) / min(walls[name]), 1),
+            "cpu_ms_per_unit": round(statistics.median(cpus[name]) / len(texts) * 1000, 2),
+            "model_tokens_per_unit": round(used["model_tokens"] / count, 1) if "model_tokens" in used else None,
+            "full_model_share": round(used["model_texts"] / count, 3) if "model_texts" in used else None,
+        }
+    results["results"] = rows
+    results["machine"]["load_avg_1m_after"] = _load()
+    return results
 
 
 def run(model: Path, shorts: list[str], notes: list[str], queries: list[str] | None = None, rounds: int = 3,

@@ -64,11 +64,18 @@ def bench_index(sizes, seed, embed_max, workdir, keep, as_json):
               help="Where the new configurations cut a text (default: the model's own limit, 256 for the default).")
 @click.option("--rounds", type=int, default=3, show_default=True, help="Rounds; the median round is reported.")
 @click.option("--configs", default=None, help="Comma-separated configurations; the first is the baseline (default: all, old first).")
+@click.option("--vault", "vault_notes", type=int, default=None,
+              help="Instead: embed the units (notes and sections) of a synthetic vault of this many notes with each "
+                   "of --embedders.")
+@click.option("--embedders", default="default,default:128,default:64,static", show_default=True,
+              help="With --vault: comma-separated palace.toml embedder settings to compare.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
-def bench_embed(model, n_short, n_notes, n_queries, locomo, max_tokens, rounds, configs, as_json):
-    """Texts/s of the embedder on short texts, 1.7 KB notes and queries: the old path against each change since.
+def bench_embed(model, n_short, n_notes, n_queries, locomo, max_tokens, rounds, configs, vault_notes, embedders,
+                as_json):
+    """Texts/s of the embedder on short texts, 1.7 KB notes and queries: the old path against each change since;
+    with --vault, units/s, CPU ms a unit, tokens a unit and the share of full-model vectors of each embedder.
 
-    Example: palace bench embed --locomo ../shared/data/locomo/locomo-dev5.json --short 0 --json
+    Example: palace bench embed --vault 250 --embedders default,default:128,static --json
     """
     from pathlib import Path
 
@@ -76,6 +83,10 @@ def bench_embed(model, n_short, n_notes, n_queries, locomo, max_tokens, rounds, 
     from palace_cli.bench.embed_bench import CONFIGS, note_texts, query_texts, run, short_texts
     from palace_cli.errors import ModelError
     from palace_cli.backends.install import default_model_path
+
+    if vault_notes is not None:
+        _bench_embed_vault(vault_notes, [e.strip() for e in embedders.split(",") if e.strip()], rounds, as_json)
+        return
 
     path = Path(model) if model else default_model_path("embedder")
     if path is None:
@@ -106,6 +117,24 @@ def bench_embed(model, n_short, n_notes, n_queries, locomo, max_tokens, rounds, 
                       for name, r in rows.items()],
                      title=f"{set_name}: {info['texts']} texts, {info['mean_chars']} chars and "
                            f"{info['mean_tokens']} tokens on average")
+    machine = results["machine"]
+    render.note(f"{machine['cpus']} CPUs, load {machine['load_avg_1m']} before and {machine['load_avg_1m_after']} "
+                f"after, calibration loop {machine['calibration_s']} s")
+
+
+def _bench_embed_vault(notes: int, settings: list[str], rounds: int, as_json: bool) -> None:
+    from palace_cli.cli import render
+    from palace_cli.bench.embed_bench import run_units, vault_texts
+
+    texts = vault_texts(notes)
+    results = run_units(settings, texts, rounds=rounds, progress=render.progress_lines())
+    if as_json:
+        render.emit_json(results)
+        return
+    render.table(["embedder", "units/s", "best units/s", "CPU ms/unit", "model tokens/unit", "full-model share"],
+                 [[name, r["units_per_s"], r["best_units_per_s"], r["cpu_ms_per_unit"], r["model_tokens_per_unit"],
+                   r["full_model_share"]] for name, r in results["results"].items()],
+                 title=f"{results['units']:,} units of {notes:,} synthetic vault notes, {results['mean_chars']} chars on average")
     machine = results["machine"]
     render.note(f"{machine['cpus']} CPUs, load {machine['load_avg_1m']} before and {machine['load_avg_1m_after']} "
                 f"after, calibration loop {machine['calibration_s']} s")

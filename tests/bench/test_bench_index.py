@@ -129,3 +129,31 @@ def test_bench_embed_takes_locomo_turns_and_rejects_unknown_configs(with_models,
     assert query_texts(10, locomo=locomo) == ["What did Ben show?"]
     result = CliRunner().invoke(cli, ["bench", "embed", "--configs", "old,fastest"])
     assert result.exit_code == 2 and "fastest" in result.output
+
+
+def test_bench_embed_vault_texts_are_the_units_a_palace_embeds(tmp_path):
+    from palace_cli.bench.embed_bench import vault_texts
+    from palace_cli.bench.synth import generate_vault
+
+    palace = Palace(generate_vault(tmp_path / "vault", 3))
+    palace.refresh(embedder=None)
+    catalog = palace.index.catalog()
+    texts = vault_texts(3)
+    assert len(texts) == len(catalog.ids) == 3 + len(catalog.note_of)
+    assert len(catalog.note_of) >= 3 * 8  # every note is long enough to be ranked by section too
+
+
+def test_bench_embed_vault_counts_what_went_through_the_transformer(with_models):
+    result = CliRunner().invoke(cli, ["bench", "embed", "--vault", "2", "--rounds", "2",
+                                      "--embedders", "default:32,static", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["units"] > 2 and set(data["results"]) == {"default:32", "static"}
+    cut, table = data["results"]["default:32"], data["results"]["static"]
+    assert cut["full_model_share"] == 1.0 and cut["model_tokens_per_unit"] == 32.0  # every unit is longer
+    assert table["full_model_share"] == 0.0 and table["model_tokens_per_unit"] == 0.0
+    assert {"units_per_s", "best_units_per_s", "cpu_ms_per_unit"} <= set(cut) == set(table)
+    assert data["embedders"]["default:32"].endswith(":32") and data["embedders"]["static"].startswith(
+        "all-MiniLM-L6-v2.")
+    result = CliRunner().invoke(cli, ["bench", "embed", "--vault", "1", "--embedders", "default:7"])
+    assert result.exit_code != 0 and "cut after default" in result.output

@@ -180,6 +180,12 @@ def layer_norm(x, w, b, eps):
 
 def encode(ids: list[int], W: dict[str, np.ndarray], cfg: dict) -> np.ndarray:
     """Mean-pooled, L2-normalised sentence vector for one token sequence."""
+    v = hidden_states(ids, W, cfg).mean(0)
+    return v / np.linalg.norm(v)
+
+
+def hidden_states(ids: list[int], W: dict[str, np.ndarray], cfg: dict) -> np.ndarray:
+    """The last layer's output for each token of one sequence, (len(ids), hidden)."""
     eps = cfg["layer_norm_eps"]
     n_head = cfg["num_attention_heads"]
     n = len(ids)
@@ -208,8 +214,7 @@ def encode(ids: list[int], W: dict[str, np.ndarray], cfg: dict) -> np.ndarray:
         h = 0.5 * h * (1.0 + _erf(h / math.sqrt(2.0)))
         x = layer_norm(x + lin(h, "output.dense"),
                        W[p + "output.LayerNorm.weight"], W[p + "output.LayerNorm.bias"], eps)
-    v = x.mean(0)
-    return v / np.linalg.norm(v)
+    return x
 
 
 def main() -> None:
