@@ -25,7 +25,7 @@ from palace_cli.core.tokens import propose_token, token_problems
 from palace_cli.core.validity import Versions
 from palace_cli.editing.gitsetup import IGNORED, attributes, ensure_lines, setup_git
 from palace_cli.editing.versions import check_link, moment_option, old_note_changes, planned_edit
-from palace_cli.editing.writes import Change, apply, creating, replacing, set_fields, writing
+from palace_cli.editing.writes import Change, apply, creating, note_target, replacing, set_fields, writing
 from palace_cli.errors import NoteError, OutsidePalace, PalaceError, UsageError
 from palace_cli.palace import Palace
 from palace_cli.search.similar import similar, warning_lines
@@ -409,6 +409,9 @@ def add_note(palace: Palace, text: str, domain: str | None = None, *, subject: s
     text, image, content = (_captured(value, what) for value, what in ((text, "text"), (image, "image"),
                                                                         (content, "content")))
     _plain_names(domain, fields.get("note_id"), fields.get("supersedes") if strict else None)
+    folder = palace.new_note_path(domain or palace.config.notes.inbox, "x").rpartition("/")[0]
+    if folder:  # a domain linked out of the palace is refused before any work on the text (an agent's token)
+        note_target(palace, folder)
     with writing(palace):  # the token and the links are checked against every note written before this one
         if strict:
             fields = _checked_fields(palace, subject or text, image, content, fields)
