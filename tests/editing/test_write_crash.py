@@ -43,7 +43,7 @@ def palace(*args, nth: int = 0) -> subprocess.CompletedProcess:
 
 def notes(root: Path) -> dict[str, bytes]:
     """Every note-side file (not the cache, not git, not the generated index files), with its bytes."""
-    skipped = {".palace", ".git", "_palace", "index", "INDEX.md"}
+    skipped = {".palace", ".git", ".palace-index", "index", "INDEX.md"}
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
             if p.is_file() and not skipped & set(p.relative_to(root).parts)}
 

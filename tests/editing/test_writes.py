@@ -29,7 +29,7 @@ def files(root: Path) -> dict[str, bytes]:
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root).as_posix()
         parts = path.relative_to(root).parts
-        if ".palace" in parts or parts[0] in ("_palace", "index", "INDEX.md"):
+        if ".palace" in parts or parts[0] in (".palace-index", "index", "INDEX.md"):
             continue
         found[rel] = os.readlink(path).encode() if path.is_symlink() else b"" if path.is_dir() else path.read_bytes()
     return found
@@ -176,7 +176,7 @@ def test_mv_to_a_hidden_name_a_generated_name_or_a_name_too_long_is_refused_in_o
     refused(run(vault, "mv", "Home", "INDEX"), "INDEX.md already exists as index.md")
     refused(run(vault, "mv", "Home", "x" * 300), "at most 255 bytes")
     refused(run(vault, "mv", "Garden/Rel.md", "a b"), "garden.a-b", "Garden/a-b.md")
-    refused(run(vault, "mv", "Home", "_palace/Home"), "would not be read as a note")
+    refused(run(vault, "mv", "Home", "reviews/Home"), "would not be read as a note", "palace keeps reviews/")
     assert files(vault) == before
 
 
@@ -187,13 +187,13 @@ def test_add_into_palace_folders_or_outside_the_notes_is_refused(vault):
     (vault / "templates").mkdir()
     (vault / "templates" / "t.md").write_text("# template\n")
     before = files(vault)
-    refused(run(vault, "add", "a thought", "-d", "templates"), "templates/a-thought.md would not be read as a note",
+    refused(run(vault, "add", "a thought", "-d", "templates"), "templates/a thought.md would not be read as a note",
             "exclude")
     refused(run(vault, "add", "a thought", "-d", "reviews"), "palace keeps reviews/")
     with pytest.raises(PalaceError, match="palace keeps conversations/"):
         PalaceTools(Palace(vault)).add("a thought", domain="conversations")
     config = vault / "palace.toml"
-    config.write_text(config.read_text().replace('index_folder = "_palace"', 'index_folder = "_palace"\ninbox = "reviews"'))
+    config.write_text(config.read_text().replace("[notes]\n", '[notes]\ninbox = "reviews"\n'))
     before = files(vault)
     refused(run(vault, "add", "a quick thought"), "palace keeps reviews/")
     assert files(vault) == before
