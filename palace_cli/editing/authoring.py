@@ -175,7 +175,7 @@ def draft_memory(palace: Palace, subject: str, domain: str, *, anchor: str = "",
     fields.update(version_fields(when, olds, core))
     fields.update(extra or {})
     template, where = memory_template(palace)
-    sections = {"Image": image, "Content": content, "Links": "\n".join(f"- [[{link}]]" for link in links)}
+    sections = {"Image": image, "Content": content, "Links": links_section(palace, links, relpath)}
     text = render_memory(template, fields, domain, sections, where)
     # Validate before writing: a note over the size limit or a template that yields an unreadable note fails here.
     check_note_size(text, relpath)
@@ -332,6 +332,9 @@ def _capture(palace: Palace, text: str, domain: str | None, subject: str, conten
     subject = subject or (text if content.strip() else capture_subject(text)) or capture_subject(body)
     inbox = domain is None
     extra = {name: value for name in ("keywords", "links") if (value := [v for v in fields.get(name) or [] if v])}
+    if palace.adopted and extra.get("links"):  # a vault's links are property links, written as its notes write them
+        where = palace.new_note_path(domain or palace.config.notes.inbox, "new")
+        extra["links"] = [f"[[{written_link(palace, link, where)}]]" for link in extra["links"]]
     if (fields.get("anchor") or "").strip():
         extra["anchor"] = fields["anchor"].strip()
     # A thought captured into the inbox takes the next free id; a note named in a domain is refused when taken.
@@ -383,6 +386,22 @@ def _checked_fields(palace: Palace, subject: str, image: str, content: str, fiel
                                      keywords=fields.get("keywords") or [], content=content,
                                      anchor=fields.get("anchor") or "")
     return fields
+
+
+def links_section(palace: Palace, refs: list[str], source: str) -> str:
+    """A note's `## Links` list: `- [[target]]` for each memory the refs name, written as the palace writes links."""
+    return "\n".join(f"- [[{written_link(palace, ref, source)}]]" for ref in refs)
+
+
+def written_link(palace: Palace, ref: str, source: str) -> str:
+    """The target of a link to the memory `ref` names, from the note at `source`, written as the palace's notes
+    write links (`Palace.link_text`: a vault's file name, palace's ids); `ref` as given when it names none."""
+    try:
+        return palace.link_text(palace.memory(ref, refresh=False), source)
+    except PalaceError:
+        return ref
+
+
 def _writes_as_the_vault(palace: Palace, domain: str) -> bool:
     """True when a new note in this domain lands in an adopted vault's own folders (not palace's memories/)."""
     return palace.adopted and not palace.new_note_path(domain, "x").startswith(MEMORIES + "/")
