@@ -221,37 +221,12 @@ class PalaceTools:
         image. With an image, a SMASHIN memory: refused, nothing written, with a token the image cannot give or a
         link to no memory. `supersedes` corrects memories: they stay, marked superseded by this one from
         `valid_from` (default today)."""
-        from palace_cli.core.noteedit import check_note_size
-        from palace_cli.core.text import slugify
-        from palace_cli.editing.authoring import add_note, capture_subject, review_added
-        from palace_cli.editing.changes import link_ids, token_for
-        from palace_cli.index.locks import write_lock
+        from palace_cli.editing.authoring import add_note, review_added
 
-        if domain is not None:
-            _plain_name(domain, "domain")
-        if id is not None:
-            _plain_name(id, "id")
-        for old in supersedes or []:
-            _plain_name(old, "superseded id")
         self._fresh()
-        resolved = self.palace.resolve_domain(domain, allow_new=True) if domain is not None \
-            else self.palace.config.notes.inbox
-        where = self.palace.new_note_path(resolved, id or slugify(capture_subject(subject) if not image else subject))
-        target = confined(self.palace.root, where, "domain", under=".")
-        if os.path.lexists(target) and (id is not None or domain is not None):
-            raise PalaceError(f"{self.palace.rel(target)} already exists; choose another id")
-        anchor, image, content = anchor or "", image or "", content or ""
-        # Refused before any work on the text (proposing a token reads every phrase), as add_memory does.
-        check_note_size("".join([subject, anchor, image, content, verify or "", *(keywords or []), *(links or [])]),
-                        self.palace.rel(target))
-        links = link_ids(self.palace, links or [])
-        with write_lock(self.palace.site):  # the token is checked against every note written before this one
-            if image or verify or anchor:  # a SMASHIN memory, asked for: its image gives its token, or it is refused
-                verify = token_for(self.palace, image, verify, subject=subject, keywords=keywords or [],
-                                   content=content, anchor=anchor)
-            memory = add_note(self.palace, subject, resolved if domain is not None else None, anchor=anchor,
-                              image=image, content=content, keywords=keywords, links=links, verify=verify,
-                              note_id=id, supersedes=supersedes, valid_from=valid_from, type=type or "")
+        memory = add_note(self.palace, subject, domain, anchor=anchor or "", image=image or "", content=content or "",
+                          keywords=keywords, links=links, verify=verify, note_id=id, supersedes=supersedes,
+                          valid_from=valid_from, type=type or "", strict=True)
         self._fresh()
         lines = [f"added {memory.id} at {memory.location}", f"verify: {memory.verify or '(none)'}"]
         if not memory.verify:

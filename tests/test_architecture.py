@@ -42,10 +42,7 @@ EXCEPTIONS = {
 MAX_LOOSE_MODULES = 10
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 50  # outside bench/; none may be longer but today's, each to be split (the list only shrinks)
-SPLIT = "issue 30 item 5: no function over 50 lines outside bench; "
-LONG_FUNCTIONS = {
-    "mcp.py:PalaceTools.add": SPLIT + "issue 30 item 4: the one add workflow in editing/",
-}
+LONG_FUNCTIONS: dict[str, str] = {}
 SQL_HOME = "index/store.py"
 SQL_CALL = re.compile(r"\.(?:execute|executemany|executescript)\(|sqlite3\.connect\(")
 
@@ -82,12 +79,31 @@ SECOND_RULES = {
         "index/text.py:<module>": BM25,
     },
     "atomic writes": {
-        "editing/rename.py:rename_note": FOLD + "core/disk.py (a rename of a note's file)",
         "index/vectors.py:VectorStore._write": FOLD + "core/disk.py (arrays written as they are saved)",
     },
 }
 # bench/ measures, on corpora of its own: like the long-function rule, the one-rule checks leave it out.
 ONE_RULE_OUTSIDE = ("bench/",)
+
+# Every write to a note goes through editing/ (docs/architecture.md, "The path of a note edit"): confined to the
+# palace, under the write lock, planned whole and journaled (editing/writes.py). core's writers (core/disk.py's atomic
+# writes, core/noteedit.py's frontmatter and section writers) are used only by editing/, by core/ itself, by index/
+# (the generated index files and the caches under .palace/) and by bench/ (corpora of its own, in folders it made).
+# Anywhere else a use is listed here, `file:scope` -> what it writes, which is never a note. The list only shrinks.
+NOTE_WRITERS = ("atomic_write", "create_new", "rename_in_place", "update_frontmatter", "replace_section")
+NOTE_WRITERS_FROM = ("core.disk", "core.noteedit")
+WRITERS_HOME = ("editing/", "core/", "index/", "bench/")
+OTHER_WRITES = {
+    "backends/install.py:_write_manifest": "the model manifest in the models folder (not a note)",
+    "backends/static.py:save_table": "the static embedder's table of vectors, in the models folder (not a note)",
+    "backends/cache.py:CachedGenerator.complete": "a generator's response, cached in a file of its own (not a note)",
+    "capture/settings.py:_save": "Claude Code's settings.json, where `palace hook install` puts the hook",
+    "importers/chats/writer.py:import_conversations": "session files under conversations/, confined to it: imported "
+                                                      "chats, read by the session walk, never notes; in bulk, on threads",
+    "importers/writer.py:declare_domains": "palace.toml, which gains the [domains.*] tables of an import",
+    "importers/writer.py:write_queries": "the benchmark queries of an import (queries.jsonl, or the path given)",
+    "study/evolver.py:_save_proposal": "the Image `evolve` showed, under .palace/proposals/, so --accept writes it",
+}
 
 
 # ---- reading the package ---------------------------------------------------------------------------------------
@@ -596,6 +612,42 @@ def second_rules(package: Path, concept: str) -> dict[str, list[str]]:
     return found
 
 
+# ---- writes to notes ---------------------------------------------------------------------------------------------
+
+
+def _writer_names(nodes: list[ast.AST], package: str) -> set[str]:
+    """The names core's writers go by in a file (`from palace_cli.core.disk import atomic_write as write`)."""
+    sources = {f"{package}.{module}" for module in NOTE_WRITERS_FROM}
+    return {alias.asname or alias.name for node in nodes if isinstance(node, ast.ImportFrom)
+            and (node.module in sources or node.level and (node.module or "").endswith(("disk", "noteedit")))
+            for alias in node.names if alias.name in NOTE_WRITERS}
+
+
+@lru_cache(maxsize=None)
+def note_writes(package: Path) -> dict[str, list[str]]:
+    """`file:scope` -> where it uses one of core's writers (calls it, or hands it on: `pool.map(atomic_write, ...)`),
+    for every scope outside WRITERS_HOME."""
+    found: dict[str, list[str]] = {}
+    for path in modules(package).values():
+        relative = shown(path, package)
+        if relative.startswith(WRITERS_HOME):
+            continue
+        parsed = tree(path)
+        names = _writer_names(list(ast.walk(parsed)), package.name)
+        for scope_name, _scope, nodes in _scopes(parsed):
+            uses = [f"line {n.lineno}: {n.id}" for n in nodes if isinstance(n, ast.Name) and n.id in names]
+            uses += [f"line {n.lineno}: {dotted(n)}" for n in nodes
+                     if isinstance(n, ast.Attribute) and n.attr in NOTE_WRITERS]
+            if uses:
+                found[f"{relative}:{scope_name}"] = sorted(set(uses))
+    return found
+
+
+def note_writes_outside_editing(package: Path) -> dict[str, list[str]]:
+    """Uses of core's writers outside WRITERS_HOME that OTHER_WRITES does not list."""
+    return {key: uses for key, uses in note_writes(package).items() if key not in OTHER_WRITES}
+
+
 # ---- what fails: the checks with today's exceptions taken out ---------------------------------------------------
 
 
@@ -683,6 +735,17 @@ def test_second_rules_are_still_there(concept):
     assert not stale, f"folded already: take these out of SECOND_RULES[{concept!r}]: {sorted(stale)}"
 
 
+def test_notes_are_written_only_through_editing():
+    found = note_writes_outside_editing(PACKAGE)
+    assert not found, ("write notes through editing/writes.py (apply, write_note, set_fields, set_section), or list "
+                       f"what else is written in OTHER_WRITES with why it is not a note: {found}")
+
+
+def test_other_writes_are_still_there():
+    stale = set(OTHER_WRITES) - set(note_writes(PACKAGE))
+    assert not stale, f"no longer written there: take these out of OTHER_WRITES: {sorted(stale)}"
+
+
 READER_CASE = """\
 from __future__ import annotations
 
@@ -768,6 +831,13 @@ PLANTS = {
     "a second atomic write": (
         "editing/curate.py", "def swap(temp, path):\n    os.replace(temp, path)\n",
         lambda package: second_rule_violations(package, "atomic writes")),
+    "a note written around editing": (
+        "memory/consolidate.py",
+        "def promote(path):\n    from palace_cli.core.noteedit import update_frontmatter\n\n"
+        "    update_frontmatter(path, {'core': True})\n", note_writes_outside_editing),
+    "a writer handed on under another name": (
+        "study/session.py", "from ..core.disk import atomic_write as put\n\n\ndef save(items):\n"
+        "    return list(map(put, items))\n", note_writes_outside_editing),
 }
 
 

@@ -269,14 +269,15 @@ KILLED_IMPORT = """
 import os, signal, sys
 from palace_cli.cli import main
 kill_at, calls = int(sys.argv.pop()), [0]
-replace = os.replace
-def dying_replace(src, dst, *args, **kwargs):
-    if str(dst).endswith(".md") and "/memories/" in str(dst):
-        calls[0] += 1
-        if calls[0] == kill_at:
-            os.kill(os.getpid(), signal.SIGKILL)  # between the temp file's fsync and its rename
-    return replace(src, dst, *args, **kwargs)
-os.replace = dying_replace
+def dying(real):
+    def landing(src, dst, *args, **kwargs):
+        if str(dst).endswith(".md") and "/memories/" in str(dst):
+            calls[0] += 1
+            if calls[0] == kill_at:
+                os.kill(os.getpid(), signal.SIGKILL)  # between the temp file's fsync and its rename (or link)
+        return real(src, dst, *args, **kwargs)
+    return landing
+os.replace, os.link = dying(os.replace), dying(os.link)  # a new note lands by link (never over a file)
 main()
 """
 

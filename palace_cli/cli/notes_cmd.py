@@ -78,6 +78,11 @@ def init(directory, name, no_git_setup, dry_run):
     if done.adopted:
         render.out.print(f"Adopted {plural(done.notes, 'note')} in {root} where they lie (no note was changed).",
                          markup=False)
+        if done.unread:
+            folders = " and ".join(sorted({path.split("/")[0] + "/" for path in done.unread}))
+            render.warn(f"{plural(len(done.unread), 'Markdown file')} in {folders} not read as notes: palace keeps "
+                        "those folders for itself (the study log, imported chats); move them elsewhere to have them "
+                        "read (`palace lint` lists them)")
         render.out.print(f"Next: cd {root} && palace recall \"a question your notes answer\"", markup=False)
         if not done.git and not no_git_setup:
             render.out.print("Not a git repository: `git init` keeps its history (then `palace git setup`).",

@@ -271,10 +271,11 @@ def _put_in_place(tmp: str, path: Path) -> None:
         raise disk_error(exc, f"cannot write {path}", "it is as it was") or exc
 
 
-def create_new(path: Path, text: str) -> None:
+def create_new(path: Path, data: str | bytes) -> None:
     """Write a new file atomically, refusing (FileExistsError) when it already exists; DiskError when the disk
     refuses (read-only, full), with nothing left behind."""
-    tmp = _synced_temp(path, text.encode("utf-8"), "nothing was written")
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    tmp = _synced_temp(path, raw, "nothing was written")
     try:
         os.chmod(tmp, 0o644)
         try:
@@ -282,9 +283,9 @@ def create_new(path: Path, text: str) -> None:
         except FileExistsError:
             raise
         except OSError:  # a file system without hard links: exclusive create, then write
-            with open(path, "x", encoding="utf-8") as handle:
+            with open(path, "xb") as handle:
                 try:
-                    handle.write(text)
+                    handle.write(raw)
                     handle.flush()
                     os.fsync(handle.fileno())
                 except BaseException:
@@ -296,3 +297,15 @@ def create_new(path: Path, text: str) -> None:
         raise disk_error(exc, f"cannot write {path}", "nothing was written") or exc
     finally:
         os.unlink(tmp)
+
+
+def rename_in_place(source: Path, target: Path) -> None:
+    """Give a file a name that differs only in case, in its own folder (on a case-insensitive disk the two
+    names are one file, so nothing is replaced); FileExistsError when target is another file, DiskError when the
+    disk refuses."""
+    if os.path.lexists(target) and not os.path.samefile(source, target):
+        raise FileExistsError(errno.EEXIST, "a different file has that name", str(target))
+    try:
+        os.rename(source, target)
+    except OSError as exc:
+        raise disk_error(exc, f"cannot rename {source}", "it is as it was") or exc

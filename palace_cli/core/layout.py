@@ -67,6 +67,10 @@ def confined_target(root: Path, folder: str, path: str | os.PathLike) -> tuple[s
     real = os.path.realpath(path)
     if not within(real, os.path.realpath(os.path.join(root, folder))):
         raise NotAMemory("symlink-outside", f"symlink points outside the palace's {folder}/; not read")
+    hidden = [part for part in os.path.relpath(real, os.path.realpath(root)).split(os.sep)
+              if part.startswith(".") and part not in (".", "..") or part in SKIPPED_DIRS]
+    if hidden:  # a folder the walk never enters (.git/, .palace/, .obsidian/): what is in it is no note
+        raise NotAMemory("symlink-hidden", f"symlink points into {hidden[0]}/, a hidden folder; not read")
     try:
         info = os.stat(path)
     except OSError as exc:

@@ -142,6 +142,8 @@ class _Walk:
             if skipped(name):
                 if self.temps is not None and name.endswith(".tmp"):
                     self.temps.append(entry.path)
+                elif name.endswith(".md") and not name.startswith(".#"):  # `.#x.md`: an editor's lock file
+                    self._hidden(entry, name, entry.path[self.prefix:].replace(os.sep, "/"))
                 continue  # editor swap files, temp files of atomic writes
             relpath = entry.path[self.prefix:].replace(os.sep, "/")
             try:
@@ -196,6 +198,13 @@ class _Walk:
             return
         if self._note_file(name, relpath, info):
             self.real_files[real] = relpath
+
+    def _hidden(self, entry: os.DirEntry, name: str, relpath: str) -> None:
+        """Report a file named like a note but hidden (`.md`, `..md`, `.draft.md`): never read, said once."""
+        if self.rules.wanted(relpath) and entry.is_file(follow_symlinks=False):
+            self.report.append(Problem(shown_path(relpath), None, "warning", "hidden-name",
+                                       "a name starting with '.' is hidden: not read as a note; rename it to have it "
+                                       "read"))
 
     def _named_well(self, name: str, relpath: str, is_dir: bool) -> bool:
         if BAD_NAME.search(name) and (is_dir or name.endswith(".md")):

@@ -9,10 +9,9 @@ from datetime import date
 from pathlib import Path
 
 from palace_cli.core.dates import today, yaml_moment
-from palace_cli.core.disk import atomic_write, create_new
-from palace_cli.core.layout import MEMORIES, Scan, path_id
-from palace_cli.core.noteedit import (check_note_size, dump_frontmatter, edit_frontmatter, edit_section, inline_yaml,
-                                     update_frontmatter)
+from palace_cli.core.layout import MEMORIES, Scan, path_id, refuse_path_tricks
+from palace_cli.core.markdown import code_ranges, conflict_blocks, outside_code
+from palace_cli.core.noteedit import check_note_size, dump_frontmatter, edit_frontmatter, edit_section, inline_yaml
 from palace_cli.core.notefile import load_note, parse_note, split_frontmatter
 from palace_cli.core.notes import ID_PATTERN, TYPES, Memory
 from palace_cli.core.text import slug, slugify, title_name, words
@@ -20,8 +19,8 @@ from palace_cli.core.tokens import propose_token, token_problems
 from palace_cli.core.validity import Versions
 from palace_cli.editing.initplan import init, init_palace, template_text  # init's old home: imported from here too
 from palace_cli.editing.versions import check_link, moment_option, old_note_changes, planned_edit
-from palace_cli.errors import NoteError, PalaceError, UsageError
-from palace_cli.index.locks import write_lock
+from palace_cli.editing.writes import Change, apply, creating, note_target, replacing, set_fields, writing
+from palace_cli.errors import NoteError, OutsidePalace, PalaceError, UsageError
 from palace_cli.palace import Palace
 from palace_cli.search.similar import similar, warning_lines
 
@@ -79,7 +78,7 @@ class Draft:
     domain: str
     relpath: str
     text: str
-    edits: list = field(default_factory=list)  # (path, bytes) frontmatter edits of superseded notes
+    edits: list = field(default_factory=list)  # writes.Change: frontmatter edits of superseded notes
     overwrite: bool = False
 
     @property
@@ -109,33 +108,29 @@ class Draft:
             if text == self.text:
                 raise
             readable = False  # written anyway, alone: an unreadable note supersedes nothing
-        path = self.path
-        new_folder, created = not path.parent.exists(), False
-        try:
-            if self.overwrite:
-                atomic_write(path, text)
-            else:
-                try:
-                    create_new(path, text)
-                except FileExistsError:
-                    raise PalaceError(f"memory {self.id!r} already exists at {self.relpath}; choose another --id") \
-                        from None
-                created = True
-            for edit in self.edits if readable else []:
-                if edit is not None:
-                    atomic_write(*edit)
-            memory = load_note(self.palace.root, self.relpath, self.domain) if readable else None
-        except BaseException:
-            # A failed add leaves nothing behind: not the note it wrote, not the domain folder it made.
-            if created and _holds(path, text):
-                path.unlink()
-            if new_folder:
-                try:
-                    path.parent.rmdir()
-                except OSError:
-                    pass  # not empty (someone else wrote there meanwhile) or already gone
-            raise
+        with writing(self.palace):
+            note = replacing(self.palace, self.relpath, text) if self.overwrite else creating(self.relpath, text)
+            new_folder = not self.path.parent.exists()
+            edits = [edit for edit in self.edits if edit is not None] if readable else []
+            apply(self.palace, [note, *edits], f"palace add {self.relpath}")
+            try:
+                memory = load_note(self.palace.root, self.relpath, self.domain) if readable else None
+            except BaseException:
+                self._undo(text, new_folder)
+                raise
         return memory or load_note(self.palace.root, self.relpath, self.domain)  # unreadable: raises its NoteError
+
+    def _undo(self, text: str, new_folder: bool) -> None:
+        """A failed add leaves nothing behind: not the note it wrote, not the domain folder it made."""
+        if self.overwrite:
+            return
+        apply(self.palace, [Change(self.relpath, text.encode("utf-8"), None)], f"undo add {self.relpath}",
+              strict=False)
+        if new_folder:
+            try:
+                self.path.parent.rmdir()
+            except OSError:
+                pass  # not empty (someone else wrote there meanwhile) or already gone
 
 
 def draft_memory(palace: Palace, subject: str, domain: str, *, anchor: str = "", image: str = "", content: str = "",
@@ -151,8 +146,8 @@ def draft_memory(palace: Palace, subject: str, domain: str, *, anchor: str = "",
     note_id = note_id or slugify(subject)
     if not ID_PATTERN.match(note_id):
         raise UsageError(f"id {note_id!r} must be lowercase letters, digits, '.', '_' or '-'")
-    path = palace.memories_dir / domain / f"{note_id}.md"
-    relpath = palace.rel(path)
+    relpath = palace.new_note_path(domain, note_id)  # in a vault, the domain's own folder
+    path = palace.root / relpath
     # A 10 MB Image is refused before any work on it (token proposal reads every phrase); the note is checked again.
     check_note_size("".join([subject, anchor, image, content, verify or "", *(keywords or []), *(links or [])]),
                     relpath)
@@ -214,7 +209,7 @@ def add_memory(palace: Palace, subject: str, domain: str, **fields) -> Memory:
     supersedes, valid_from, type, core, ...). With `supersedes`, the new memory replaces those (from
     `valid_from`, default today in UTC): their frontmatter gains `superseded_by` and `valid_until`, their
     bodies stay as they are."""
-    with write_lock(palace.site):  # the scan that proposes its token sees every note written before it
+    with writing(palace):  # the scan that proposes its token sees every note written before it
         return draft_memory(palace, subject, domain, **fields).save()
 
 
@@ -257,7 +252,7 @@ def write_plain_memory(palace: Palace, subject: str, domain: str, content: str, 
     if type and type not in TYPES:
         raise UsageError(f"type {type!r} is not one of {', '.join(TYPES)}")
     domain = palace.resolve_domain(domain, allow_new=True, insist=new_domain)
-    with write_lock(palace.site):
+    with writing(palace):
         scan = scan if scan is not None else palace.scan(light=True)
         note_id = _free_id(palace, scan, domain, note_id, subject)
         relpath = palace.new_note_path(domain, note_id)
@@ -299,16 +294,35 @@ def capture_subject(text: str) -> str:
 
 
 def add_note(palace: Palace, text: str, domain: str | None = None, *, subject: str = "", image: str = "",
-             content: str = "", **fields) -> Memory:
+             content: str = "", strict: bool = False, **fields) -> Memory:
     """The one "add a memory" workflow of every face (CLI `add`, MCP `add`): with an Image, a SMASHIN memory
     (`add_memory`: anchor and verify token proposed from the Image); without one, a plain note written at once
     (quick capture: no template, no editor, no token), into the inbox domain ([notes] inbox) when no domain is
     given. `text` is the subject when `content` is given, else the thought itself (its subject from its first
-    line). `review_added` is the step after, for every face."""
-    text = (text or "").strip()
-    if image.strip():
-        return add_memory(palace, subject or text, domain or palace.config.notes.inbox, image=image, content=content,
-                          **fields)
+    line). `strict` is an agent's add (MCP): links must name memories, and a memory given an image, anchor or
+    token gets a token its image holds, or nothing is written. `review_added` is the step after, for every face."""
+    # Refused before any work on the text (proposing a token reads every phrase); the note is checked again.
+    check_note_size("".join([text or "", subject, image, content, *(str(v) for v in fields.values() if v),
+                             *(fields.get("keywords") or []), *(fields.get("links") or [])]),
+                    palace.new_note_path(slugify(domain or palace.config.notes.inbox) or "inbox",
+                                         fields.get("note_id") or slugify(subject or capture_subject(text or ""))))
+    text, image, content = (_captured(value, what) for value, what in ((text, "text"), (image, "image"),
+                                                                        (content, "content")))
+    _plain_names(domain, fields.get("note_id"), fields.get("supersedes") if strict else None)
+    folder = palace.new_note_path(domain or palace.config.notes.inbox, "x").rpartition("/")[0]
+    if folder:  # a domain linked out of the palace is refused before any work on the text (an agent's token)
+        note_target(palace, folder)
+    with writing(palace):  # the token and the links are checked against every note written before this one
+        if strict:
+            fields = _checked_fields(palace, subject or text, image, content, fields)
+        if image.strip():
+            return add_memory(palace, subject or text, domain or palace.config.notes.inbox, image=image,
+                              content=content, **fields)
+        return _capture(palace, text, domain, subject, content, fields)
+
+
+def _capture(palace: Palace, text: str, domain: str | None, subject: str, content: str, fields: dict) -> Memory:
+    """A plain note: the thought itself (or the content), in the inbox when no domain is given."""
     body = content.strip() or text
     if not body:
         raise UsageError("a memory needs a subject, or a thought to capture (`palace add -` reads it from stdin)")
@@ -329,6 +343,49 @@ def add_note(palace: Palace, text: str, domain: str | None = None, *, subject: s
                               note_id=note_id, type=fields.get("type") or "", fields=extra,
                               supersedes=fields.get("supersedes"), valid_from=fields.get("valid_from"),
                               core=bool(fields.get("core")), new_domain=inbox or bool(fields.get("new_domain")))
+
+
+# A heading palace reads as a note's own section: in captured text it would make the thought a template note.
+OWN_SECTION = re.compile(r"^#{1,2}[ \t]+(image|content)[ \t]*#*[ \t]*$", re.IGNORECASE | re.MULTILINE)
+
+
+def _captured(value: str, what: str) -> str:
+    """Text given to `add`, checked: line ends made `\n` (a bare CR is a line end no editor agrees on), and
+    refused when it holds git conflict markers or a `## Image` / `## Content` heading of its own."""
+    value = (value or "").replace("\r\n", "\n").replace("\r", "\n")
+    if conflict_blocks(value):
+        raise UsageError(f"the {what} holds git conflict markers (<<<<<<< ======= >>>>>>>): resolve the conflict "
+                         "first; nothing was written")
+    fences = code_ranges(value)
+    heading = next((m for m in OWN_SECTION.finditer(value) if outside_code(m.start(), fences)), None)
+    if heading is not None:
+        raise UsageError(f"the {what} holds a `{heading.group(0).strip()}` heading, which palace reads as a section "
+                         "of the note: give the image with --image (MCP: image=...), or make it a `###` heading; "
+                         "nothing was written")
+    return value
+
+
+def _plain_names(domain: str | None, note_id: str | None, supersedes) -> None:
+    """A domain or an id is one name, never a path (nor are superseded ids, from an agent)."""
+    for value, what in ((domain, "domain"), (note_id, "id"), *((old, "superseded id") for old in supersedes or [])):
+        if value is None:
+            continue
+        refuse_path_tricks(value, what)
+        if "/" in value or "\\" in value:
+            raise OutsidePalace(f"{what} {value!r} must be a single name, not a path")
+
+
+def _checked_fields(palace: Palace, subject: str, image: str, content: str, fields: dict) -> dict:
+    """An agent's fields, checked: links named by id, file name, alias or subject of existing memories (an unknown
+    one refused), and with an image, anchor or token, the token the image gives (refused when there is none)."""
+    from palace_cli.editing.changes import link_ids, token_for
+
+    fields = dict(fields, links=link_ids(palace, fields.get("links") or []))
+    if image or fields.get("verify") or fields.get("anchor"):
+        fields["verify"] = token_for(palace, image, fields.get("verify"), subject=subject,
+                                     keywords=fields.get("keywords") or [], content=content,
+                                     anchor=fields.get("anchor") or "")
+    return fields
 
 
 def links_section(palace: Palace, refs: list[str], source: str) -> str:
@@ -361,7 +418,7 @@ def capture_in_vault(palace: Palace, text: str, domain: str, new_domain: bool = 
     names have them, else its slug), holding the text once, no frontmatter or template headings; `-2`/` 2` when the
     name is taken. Its id comes from its path."""
     domain = palace.resolve_domain(domain, allow_new=True, insist=new_domain)
-    with write_lock(palace.site):
+    with writing(palace):
         scan = palace.scan(light=True)
         spaced = _spaced_names(scan)
         title = title_name(text)
@@ -398,14 +455,6 @@ def _free_id(palace: Palace, scan: Scan, domain: str, wanted: str | None, subjec
     return candidate
 
 
-def _holds(path: Path, text: str) -> bool:
-    """True when path still holds exactly text (nobody replaced the file since it was written)."""
-    try:
-        return path.read_bytes() == text.encode("utf-8")
-    except OSError:
-        return False
-
-
 def propose_missing_token(palace: Palace, memory: Memory, taken: set[str]) -> Memory:
     """The memory with a verify token proposed from its Image and written to its frontmatter, when it has an
     Image but no token; unchanged otherwise. `taken` (the palace's tokens) gains the new one."""
@@ -414,7 +463,7 @@ def propose_missing_token(palace: Palace, memory: Memory, taken: set[str]) -> Me
     token = propose_token(memory.image, memory.subject, memory.keywords, memory.content, taken, anchor=memory.anchor)
     if not token:
         return memory
-    update_frontmatter(palace.root / memory.path, {"verify": token}, memory.path)
+    set_fields(palace, memory.path, {"verify": token}, f"propose a verify token for {memory.id}")
     taken.add(token)
     return load_note(palace.root, memory.path, memory.domain)
 

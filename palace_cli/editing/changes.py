@@ -8,16 +8,14 @@ sections) stays as it was. The id and version fields are not changed here (`pala
 from __future__ import annotations
 
 import difflib
-from pathlib import Path
 
-from palace_cli.core.disk import atomic_write
 from palace_cli.core.markdown import conflict_blocks
-from palace_cli.core.noteedit import _read_for_write, check_note_size, edit_frontmatter, edit_section
+from palace_cli.core.noteedit import edit_frontmatter, edit_section
 from palace_cli.core.notefile import load_note, parse_note
 from palace_cli.core.notes import LIST_FIELDS, TEXT_FIELDS, TYPES, Memory
 from palace_cli.core.tokens import contains_phrase, propose_token
+from palace_cli.editing.writes import apply, edited, writing
 from palace_cli.errors import NotFound, PalaceError, UsageError
-from palace_cli.index.locks import write_lock
 from palace_cli.palace import Palace
 
 EDITABLE = (*TEXT_FIELDS, *LIST_FIELDS, "type", "core")
@@ -128,29 +126,32 @@ def update_memory(palace: Palace, ref: str, fields: dict | None = None, sections
     fields, sections = dict(fields or {}), dict(sections or {})
     if not fields and not sections:
         raise UsageError("nothing to update: send fields (frontmatter values) or sections (## heading -> text)")
-    with write_lock(palace.site):  # its token is checked against every note written before this change
+    with writing(palace):  # its token is checked against every note written before this change
         return _update(palace, ref, fields, sections)
 
 
 def _update(palace: Palace, ref: str, fields: dict, sections: dict) -> Memory:
     memory = palace.memory(ref)
-    path = palace.root / memory.path
     changes = _changes(palace, memory, fields)
-    bom, text = _read_for_write(Path(path), memory.path)
-    new = edit_frontmatter(text, changes, memory.path) if changes else text
     for name, body in sections.items():
         if not isinstance(body, str):
             raise UsageError(f"section {name!r} must be text")
-        new = edit_section(new, name.strip().lstrip("#").strip(), body, memory.path)
-    if new == text:
+
+    def edit(text: str) -> str:
+        new = edit_frontmatter(text, changes, memory.path) if changes else text
+        for name, body in sections.items():
+            new = edit_section(new, name.strip().lstrip("#").strip(), body, memory.path)
+        return new
+
+    change = edited(palace, memory.path, edit)
+    if change is None:
         return memory
+    text, new = (data.decode("utf-8").lstrip("\ufeff") for data in (change.before, change.after))
     if len(conflict_blocks(new)) > len(conflict_blocks(text)):
         raise Refused("the new text holds git conflict markers (<<<<<<< ======= >>>>>>>): resolve the conflict "
                       "before sending it; the note is unchanged")
     updated = parse_note(new, memory.path, memory.domain)
     if "verify" in changes or "image" in {name.strip().lstrip("#").strip().lower() for name in sections}:
         _check_token(palace, updated)
-    data = bom + new.encode("utf-8")
-    check_note_size(data, memory.path)
-    atomic_write(path, data)
+    apply(palace, [change], f"update {memory.id}")
     return load_note(palace.root, memory.path, memory.domain)

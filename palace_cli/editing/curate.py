@@ -12,7 +12,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from palace_cli.core.disk import atomic_write, create_new
 from palace_cli.core.layout import MEMORIES, Scan, path_id
 from palace_cli.core.links import note_links, property_targets
 from palace_cli.core.names import Files, Names
@@ -21,9 +20,9 @@ from palace_cli.core.walk import attachment_files
 from palace_cli.core.notefile import parse_note
 from palace_cli.core.notes import ID_PATTERN, VERSION_FIELDS, Memory
 from palace_cli.errors import Ambiguous, NoteError, NotFound, PalaceError, UsageError
-from palace_cli.index.locks import write_lock
 from palace_cli.palace import Palace
 from palace_cli.editing.reviewlog import ReviewLog
+from palace_cli.editing.writes import Change, apply, creating, current_bytes, note_target, removing, writing
 
 
 BODY_FIELDS = {"wiki": "body", "embed": "embed", "markdown": "markdown", "image": "embed", "reference": "reference"}
@@ -149,7 +148,7 @@ class Removal:
 def remove_memory(palace: Palace, ref: str, force: bool = False) -> Removal:
     """Delete a memory's note; refuses while another memory links to it, unless force. The review log keeps
     its history (it is append-only), so the memory's reviews come back if the note does (git revert)."""
-    with write_lock(palace.site):  # nobody links to it between the check and the delete
+    with writing(palace):  # nobody links to it between the check and the delete
         return _remove_memory(palace, ref, force)
 
 
@@ -161,9 +160,8 @@ def _remove_memory(palace: Palace, ref: str, force: bool = False) -> Removal:
         raise PalaceError(f"{memory.id} is linked from {where}{more}; remove those links first, "
                           "or use --force to leave them broken")
     reviews = review_count(palace, memory.id)
-    path = palace.root / memory.path
-    path.unlink()
-    _prune_folders(palace, path.parent)
+    apply(palace, [removing(palace, memory.path)], f"rm {memory.id}")
+    _prune_folders(palace, (palace.root / memory.path).parent)
     return Removal(memory, links, reviews)
 
 
@@ -229,24 +227,35 @@ def move_memory(palace: Palace, ref: str, new_id: str | None = None, domain: str
     `superseded_by` and body `[[links]]`), through the byte-preserving writers; links by alias or subject
     stay as written. A new id keeps the old one in the note's `previous_ids`, so its reviews follow it
     (the log is never rewritten) and links written elsewhere by the old id, on another branch, still resolve.
+    Every write is planned first and journaled: a move a killed process left half done is finished by the
+    next write, and running the same `mv` again finds it done.
     """
-    with write_lock(palace.site):  # every note that links to it is read and rewritten as one writer
-        return _move_memory(palace, ref, new_id, domain, new_domain)
+    request = {"ref": ref, "new_id": new_id, "domain": domain}
+    with writing(palace) as finished:  # every note that links to it is read and rewritten as one writer
+        if finished is not None and finished.result.get("request") == request:
+            return Move(**finished.result["move"])
+        move, changes = _move_plan(palace, ref, new_id, domain, new_domain)
+        apply(palace, changes, f"palace mv {move.old_path} {move.new_path}", {"request": request, "move": move.as_dict()})
+        if move.old_path.startswith(MEMORIES + "/"):
+            _prune_folders(palace, (palace.root / move.old_path).parent)
+        return move
 
 
-def _move_memory(palace: Palace, ref: str, new_id: str | None = None, domain: str | None = None,
-                new_domain: bool = False) -> Move:
+def _move_plan(palace: Palace, ref: str, new_id: str | None, domain: str | None,
+               new_domain: bool) -> tuple[Move, list[Change]]:
+    """What a move does and every change it makes, planned and checked to read back; nothing written."""
     scan = palace.scan()
     names = palace.index.names()
     memory = palace.memory(ref, refresh=False)
     if not memory.path.startswith(MEMORIES + "/"):  # a vault's note: named by its file, renamed the vault's way
-        from palace_cli.editing.rename import new_note_path, rename_note
+        from palace_cli.editing.rename import new_note_path, plan_rename_changes
 
         target_domain = palace.resolve_domain(domain, allow_new=True, insist=new_domain) if domain else None
         new_path = new_note_path(palace, memory, new_id, target_domain)
-        rewritten = rename_note(palace, memory, new_path, scan.memories.values(), names)
+        changes = plan_rename_changes(palace, memory, new_path, scan.memories.values(), names)
         moved_id = memory.id if not memory.derived_id else path_id(new_path)
-        return Move(memory.id, moved_id, memory.path, new_path, rewritten)
+        rewritten = [c.path for c in changes if c.path not in (memory.path, new_path)]
+        return Move(memory.id, moved_id, memory.path, new_path, rewritten), changes
     new_id = (new_id or "").strip() or memory.id
     if not ID_PATTERN.match(new_id):
         raise UsageError(f"id {new_id!r} must be lowercase letters, digits, '.', '_' or '-'")
@@ -258,8 +267,7 @@ def _move_memory(palace: Palace, ref: str, new_id: str | None = None, domain: st
     new_path = "/".join([parts[0], target_domain, *parts[2:-1], name])
     if new_path == memory.path:
         raise UsageError(f"{memory.id} is already {memory.path}; give a new id or --domain")
-    if (palace.root / new_path).exists():
-        raise PalaceError(f"{new_path} already exists")
+    note_target(palace, new_path, new=True, source=memory.path)  # a clash, a link out: refused before planning
     id_changed = new_id != memory.id
     stem_changed = name != parts[-1]
 
@@ -270,18 +278,11 @@ def _move_memory(palace: Palace, ref: str, new_id: str | None = None, domain: st
         own_changes = {**own_changes, "id": new_id, "previous_ids": list(dict.fromkeys(previous))}
 
     # Plan every write and check each result reads back before writing anything.
-    writes: list[tuple[str, bytes]] = []
-    for relpath, (other, changes, renames) in sorted(plans.items()):
-        writes.append((relpath, _planned(palace, relpath, relpath, other, changes, renames)))
+    writes = [_planned(palace, relpath, relpath, other, changes, renames)
+              for relpath, (other, changes, renames) in sorted(plans.items())]
     moved = _planned(palace, memory.path, new_path, memory, own_changes, own_renames)
-
-    create_new(palace.root / new_path, moved.decode("utf-8"))  # never replaces a file that appeared meanwhile
-    for relpath, data in writes:
-        atomic_write(palace.root / relpath, data)
-    old = palace.root / memory.path
-    old.unlink()
-    _prune_folders(palace, old.parent)
-    return Move(memory.id, new_id, memory.path, new_path, [relpath for relpath, _ in writes])
+    changes = [creating(new_path, moved.after), *writes, Change(memory.path, moved.before, None)]
+    return Move(memory.id, new_id, memory.path, new_path, [c.path for c in writes]), changes
 
 
 def _link_plans(scan: Scan, names: Names, memory: Memory, new_id: str, id_changed: bool,
@@ -306,9 +307,10 @@ def _link_plans(scan: Scan, names: Names, memory: Memory, new_id: str, id_change
 
 
 def _planned(palace: Palace, relpath: str, new_relpath: str, memory: Memory, changes: dict,
-             renames: dict[str, str]) -> bytes:
-    """The new bytes of a note (BOM and line ends kept), checked to parse; NoteError when it cannot be exact."""
-    raw = (palace.root / relpath).read_bytes()
+             renames: dict[str, str]) -> Change:
+    """The change to a note (BOM and line ends kept), checked to parse at new_relpath; NoteError when it cannot
+    be exact."""
+    raw = current_bytes(palace, relpath)
     bom = b"\xef\xbb\xbf" if raw.startswith(b"\xef\xbb\xbf") else b""
     text = raw[len(bom):].decode("utf-8")
     new = _edited(text, memory, changes, renames)
@@ -320,7 +322,7 @@ def _planned(palace: Palace, relpath: str, new_relpath: str, memory: Memory, cha
     except NoteError as exc:
         raise NoteError(relpath, f"cannot rename the links here without breaking the note ({exc.reason}); "
                                  "nothing was changed", exc.line) from None
-    return bom + new.encode("utf-8")
+    return Change(relpath, raw, bom + new.encode("utf-8"))
 
 
 def review_count(palace: Palace, memory_id: str) -> int:

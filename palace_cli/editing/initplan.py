@@ -80,6 +80,7 @@ class Init:
     git: str = ""  # "initialised", "set up" (merge driver and hook), or "" (no git, or not a repository)
     written: list[str] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
+    unread: list[str] = field(default_factory=list)  # Markdown in reviews/ and conversations/: palace's, not notes
 
 
 def init_palace(directory: Path, name: str | None = None) -> Path:
@@ -218,7 +219,9 @@ def apply_init(plan: InitPlan) -> Init:
     stopped before it leaves no palace, so a rerun starts again), then the first refresh."""
     root = plan.root
     root.mkdir(parents=True, exist_ok=True)
-    done = Init(root, plan.adopt, steps=plan.steps)
+    from palace_cli.editing.lint import own_folder_notes
+
+    done = Init(root, plan.adopt, steps=plan.steps, unread=own_folder_notes(root, sessions=True) if plan.adopt else [])
     for folder in plan.folders:
         (root / folder).mkdir(exist_ok=True)
         if not any((root / folder).iterdir()):

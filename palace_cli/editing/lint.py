@@ -6,7 +6,7 @@ import posixpath
 from dataclasses import dataclass, field
 
 from palace_cli.core.dates import NEVER, parse_moment
-from palace_cli.core.layout import NoteRules, Problem, Scan
+from palace_cli.core.layout import REVIEWS, NoteRules, Problem, Scan
 from palace_cli.core.links import note_links, property_targets
 from palace_cli.core.names import Files, Names
 from palace_cli.core.walk import attachment_files
@@ -335,10 +335,10 @@ def propose_missing_tokens(palace: Palace, scan: Scan) -> tuple[list[str], list[
     """Write a proposed verify token into every note that has an Image but no token; returns what changed,
     and a problem for each note that could not be updated (one such note never stops the others)."""
     from palace_cli.editing.authoring import propose_missing_token
-    from palace_cli.index.locks import write_lock
+    from palace_cli.editing.writes import writing
 
     fixed, failed = [], []
-    with write_lock(palace.site):  # tokens another writer added since `scan` was read are taken too
+    with writing(palace):  # tokens another writer added since `scan` was read are taken too
         taken = {m.verify for m in _notes(palace).memories.values() if m.verify}
         for memory in sorted(scan.memories.values(), key=lambda m: m.path):
             if not palace.site.rules.templated(memory):
@@ -354,10 +354,27 @@ def propose_missing_tokens(palace: Palace, scan: Scan) -> tuple[list[str], list[
 
 
 def stray_notes(palace: Palace) -> list[Problem]:
-    """Note-like files outside memories/, except session files (their frontmatter has an `id` too)."""
+    """Note-like files outside memories/, except session files (their frontmatter has an `id` too); in an adopted
+    vault, the Markdown files of reviews/ and conversations/, palace's own folders, which are never notes."""
     from palace_cli.conversations import CONVERSATIONS
 
-    return [p for p in palace.site.stray_notes() if not p.path.startswith(CONVERSATIONS + "/")]
+    found = [p for p in palace.site.stray_notes() if not p.path.startswith(CONVERSATIONS + "/")]
+    if palace.adopted:
+        found += [Problem(relpath, None, "warning", "palace-folder", f"{relpath.split('/')[0]}/ is palace's own "
+                          f"folder ({OWN_FOLDERS[relpath.split('/')[0]]}): not read as a note; move it to another "
+                          "folder to have it read") for relpath in own_folder_notes(palace.root)]
+    return found
+
+
+OWN_FOLDERS = {REVIEWS: "the study log", "conversations": "imported chats, one session file each"}
+
+
+def own_folder_notes(root, sessions: bool = False) -> list[str]:
+    """Markdown files in reviews/ and at the top of conversations/ (with sessions, one folder down too: where
+    session files are), relative to root: palace's own folders, never read as notes."""
+    patterns = {REVIEWS: ("*.md",), "conversations": ("*.md", "*/*.md") if sessions else ("*.md",)}
+    return sorted(p.relative_to(root).as_posix() for folder, globs in patterns.items() for pattern in globs
+                  for p in (root / folder).glob(pattern) if not p.name.startswith("."))
 
 
 def _notes(palace: Palace) -> Scan:
@@ -390,15 +407,17 @@ def study_gaps(scan: Scan, rules: NoteRules | None = None) -> list[Problem]:
 
 
 def lint(palace: Palace, fix: bool = False, study: bool = False) -> LintReport:
-    """Every problem in the palace; with fix, propose missing tokens and regenerate index files (nothing else);
-    with study, also what each note lacks to be cited and studied (study_gaps)."""
-    fixed: list[str] = []
+    """Every problem in the palace; with fix, finish a write a killed process left half done, propose missing
+    tokens and regenerate index files (nothing else); with study, also what each note lacks to be cited and
+    studied (study_gaps)."""
+    fixed: list[str] = _finish_interrupted(palace) if fix else []
     not_fixed: list[Problem] = []
     scan = _notes(palace)
     if fix:
-        fixed, not_fixed = propose_missing_tokens(palace, scan)
-        if fixed:
+        tokens, not_fixed = propose_missing_tokens(palace, scan)
+        if tokens:
             scan = _notes(palace)
+        fixed += tokens
         report = write_index_files(palace.site, scan)
         fixed += [f"{path}: regenerated" for path in report.written]
         fixed += [f"{path}: removed (no such domain)" for path in report.removed]
@@ -408,7 +427,7 @@ def lint(palace: Palace, fix: bool = False, study: bool = False) -> LintReport:
     problems = list(scan.problems) + note_problems(scan, rules, files) + config_problems(palace, scan)
     problems += stray_notes(palace)
     problems += version_problems(scan) + core_problems(palace, scan)
-    problems += not_fixed + ReviewLog(palace).read().problems
+    problems += not_fixed + ReviewLog(palace).read().problems + _interrupted(palace)
     problems += weak_image_problems(templated_only(scan, rules), palace.config.raw.get("study"))
     if study:
         problems += study_gaps(scan, rules)
@@ -417,6 +436,29 @@ def lint(palace: Palace, fix: bool = False, study: bool = False) -> LintReport:
                                 "generated index file is out of date; run `palace index`", fixable=True))
     problems.sort(key=lambda p: (p.path, p.line or 0, p.code, p.message))
     return LintReport(problems, fixed)
+
+
+def _finish_interrupted(palace: Palace) -> list[str]:
+    """Finish a write a killed process left half done (lint --fix); what was done, as `fixed` lines."""
+    from palace_cli.editing.writes import writing
+
+    with writing(palace) as finished:
+        if finished is None:
+            return []
+        left = f"; left as they are (changed since): {', '.join(finished.left)}" if finished.left else ""
+        return [f"{finished.what}: finished (it was interrupted){left}"]
+
+
+def _interrupted(palace: Palace) -> list[Problem]:
+    """A write a killed process left half done: some notes changed, the rest not yet."""
+    from palace_cli.editing.journal import JOURNAL, pending
+
+    what = pending(palace)
+    if what is None:
+        return []
+    return [Problem(palace.rel(palace.cache_dir / JOURNAL), None, "error", "interrupted-write",
+                    f"`{what or 'a write'}` was interrupted with some notes changed and the rest not yet; the next "
+                    "write finishes it (run it again, or `palace lint --fix`)", fixable=True)]
 
 
 def merge_problems(palace: Palace, merging: bool = False) -> list[Problem]:

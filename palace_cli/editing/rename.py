@@ -15,7 +15,6 @@ import os
 import posixpath
 from dataclasses import dataclass, replace
 
-from palace_cli.core.disk import atomic_write, create_new
 from palace_cli.core.layout import path_id, refuse_path_tricks
 from palace_cli.core.links import BAD_LINK_CHARS, encoded_like, joined_path, note_links, property_links, renamed_target
 from palace_cli.core.names import Names
@@ -23,6 +22,7 @@ from palace_cli.core.noteedit import apply_edits, check_note_size, edit_frontmat
 from palace_cli.core.notefile import load_frontmatter, parse_note, split_frontmatter
 from palace_cli.core.notes import VERSION_FIELDS, Memory
 from palace_cli.errors import Ambiguous, NoteError, PalaceError, UsageError
+from palace_cli.editing.writes import Change, creating, current_bytes, note_target
 from palace_cli.palace import Palace
 
 
@@ -120,33 +120,30 @@ def _parts(text: str, shown: str) -> tuple[str, str]:
         return "", text
 
 
-def rename_note(palace: Palace, memory: Memory, new_path: str, memories, names: Names) -> list[str]:
-    """Move a vault note to new_path and rewrite the links to it; returns the other notes rewritten."""
+def plan_rename_changes(palace: Palace, memory: Memory, new_path: str, memories, names: Names) -> list[Change]:
+    """Every change a rename of a vault note makes, checked to read back: the note at its new path, the notes
+    whose links name it, then the old file removed; nothing written. Refused when another file has the new name
+    in any case, when the new path is not read as a note, or when its id would be another note's."""
     if new_path == memory.path:
         raise UsageError(f"{memory.path} already has that name")
-    target = palace.root / new_path
-    case_only = new_path.lower() == memory.path.lower()
-    if os.path.lexists(target) and not case_only:
-        raise PalaceError(f"{new_path} already exists")
-    if not palace.rules.wanted(new_path):
-        raise PalaceError(f"{new_path} would not be a note of this palace ([notes] include/exclude in palace.toml)")
+    target = note_target(palace, new_path, new=True, source=memory.path)
+    same_file = os.path.lexists(target) and os.path.samefile(target, palace.root / memory.path)
+    new_id = memory.id if not memory.derived_id else path_id(new_path)
+    taken = next((m for m in memories if m.id == new_id and m.path != memory.path), None)
+    if taken is not None:
+        raise PalaceError(f"{new_path} would have the id {new_id!r}, which {taken.path} has; choose another name")
     texts = plan_rename(palace, names, memories, memory, new_path)
-    writes: list[tuple[str, bytes]] = []
-    for relpath, text in sorted(texts.items()):
-        writes.append((relpath, _checked(palace, relpath, new_path if relpath == memory.path else relpath, text)))
-    moved = dict(writes).pop(memory.path, None)
-    (palace.root / new_path).parent.mkdir(parents=True, exist_ok=True)
-    if moved is None or case_only:
-        os.rename(palace.root / memory.path, target)  # the bytes as they are (a case-only rename too)
-        if moved is not None:
-            atomic_write(target, moved)
+    checked = {relpath: _checked(palace, relpath, new_path if relpath == memory.path else relpath, text)
+               for relpath, text in sorted(texts.items())}
+    raw = current_bytes(palace, memory.path)
+    moved = checked.pop(memory.path, None)
+    moved = raw if moved is None else moved.after
+    if same_file:  # a change of case on a case-insensitive disk: one file, renamed in place
+        first = [Change(new_path, raw, moved, source=memory.path)]
     else:
-        create_new(target, moved)  # never replaces a file that appeared meanwhile
-        (palace.root / memory.path).unlink()
-    for relpath, data in writes:
-        if relpath != memory.path:
-            atomic_write(palace.root / relpath, data)
-    return [relpath for relpath, _ in writes if relpath != memory.path]
+        first = [creating(new_path, moved)]
+    last = [] if same_file else [Change(memory.path, raw, None)]
+    return first + list(checked.values()) + last
 
 
 # ---- planning ---------------------------------------------------------------------------------------
@@ -273,9 +270,9 @@ def _frontmatter_changes(names: Names, other: Memory, memory: Memory, old_stem: 
     return changes
 
 
-def _checked(palace: Palace, relpath: str, new_relpath: str, text: str) -> bytes:
-    """The bytes to write (BOM kept), checked to parse; NoteError when the result would not read."""
-    raw = (palace.root / relpath).read_bytes()
+def _checked(palace: Palace, relpath: str, new_relpath: str, text: str) -> Change:
+    """The change to write (BOM kept), checked to parse; NoteError when the result would not read."""
+    raw = current_bytes(palace, relpath)
     bom = b"\xef\xbb\xbf" if raw.startswith(b"\xef\xbb\xbf") else b""
     check_note_size(text, new_relpath)
     try:
@@ -283,4 +280,4 @@ def _checked(palace: Palace, relpath: str, new_relpath: str, text: str) -> bytes
     except NoteError as exc:
         raise NoteError(relpath, f"cannot rename the links here without breaking the note ({exc.reason}); "
                                  "nothing was changed", exc.line) from None
-    return bom + text.encode("utf-8")
+    return Change(relpath, raw, bom + text.encode("utf-8"))

@@ -14,12 +14,11 @@ from datetime import datetime
 from pathlib import Path
 
 from palace_cli.core.dates import format_moment, parse_moment, today, yaml_moment
-from palace_cli.core.disk import atomic_write
-from palace_cli.core.noteedit import planned_frontmatter
+from palace_cli.core.noteedit import edit_frontmatter
 from palace_cli.core.notes import Memory
 from palace_cli.core.validity import Versions
+from palace_cli.editing.writes import Change, apply, edited, writing
 from palace_cli.errors import UsageError
-from palace_cli.index.locks import write_lock
 from palace_cli.palace import Palace
 
 
@@ -94,15 +93,13 @@ def old_note_changes(old: Memory, new_id: str, when: datetime) -> dict:
     return changes
 
 
-def planned_edit(palace: Palace, memory: Memory, changes: dict) -> tuple[Path, bytes] | None:
-    """(path, new bytes) of a frontmatter edit, computed without writing (None when nothing changes).
+def planned_edit(palace: Palace, memory: Memory, changes: dict) -> Change | None:
+    """The frontmatter edit of a note, planned without writing (None when nothing changes).
 
     Raises NoteError when the note cannot be edited exactly, before anything else has been written."""
     if not changes:
         return None
-    path = palace.root / memory.path
-    data = planned_frontmatter(path, changes, memory.path)
-    return (path, data) if data is not None else None
+    return edited(palace, memory.path, lambda text: edit_frontmatter(text, changes, memory.path))
 
 
 def handover_date(new: Memory, given: datetime | None) -> datetime:
@@ -125,7 +122,7 @@ def handover_date(new: Memory, given: datetime | None) -> datetime:
 
 def supersede(palace: Palace, old_ref: str, new_ref: str, valid_from=None) -> Link:
     """Record that NEW replaces OLD from a date on: frontmatter of both notes only, bodies untouched."""
-    with write_lock(palace.site):  # read, plan and write both notes as one writer: concurrent supersedes all land
+    with writing(palace):  # read, plan and write both notes as one writer: concurrent supersedes all land
         return _supersede(palace, old_ref, new_ref, valid_from)
 
 
@@ -147,10 +144,8 @@ def _supersede(palace: Palace, old_ref: str, new_ref: str, valid_from=None) -> L
     link = Link(old.id, new.id, format_moment(when))
     if old.valid_until and "valid_until" not in old_changes:
         link.kept_until = old.valid_until
-    for memory, changes, edit in edits:
-        if edit is not None:
-            atomic_write(*edit)
-            link.changed[memory.path] = sorted(changes)
+    apply(palace, [edit for _, _, edit in edits if edit is not None], f"palace supersede {old.id} {new.id}")
+    link.changed = {memory.path: sorted(changes) for memory, changes, edit in edits if edit is not None}
     palace.refresh()
     return link
 

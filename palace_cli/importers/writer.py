@@ -4,16 +4,16 @@ with their import stamp, write them atomically on a few threads, declare new dom
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
 from datetime import date
 from pathlib import Path
 
 from palace_cli.core.disk import atomic_write
-from palace_cli.core.noteedit import check_note_size, dump_frontmatter
+from palace_cli.core.noteedit import dump_frontmatter
 from palace_cli.core.notes import Memory
 from palace_cli.core.tokens import contains_phrase, propose_token
 from palace_cli.conversations.model import digest as data_digest
-from palace_cli.errors import NoteError
+from palace_cli.editing.writes import Change, apply, creating, note_target, removing, replacing
+from palace_cli.errors import PalaceError
 from palace_cli.importers.records import Record
 from palace_cli.palace import Palace
 from palace_cli.progress import Progress
@@ -23,31 +23,42 @@ WRITERS, CHUNK = 8, 256
 
 def write_notes(palace: Palace, to_write: list[tuple[Record, Path, Memory | None]], taken: set[str],
                  progress: Progress | None) -> list[tuple[Record, Path, str]]:
-    """Render in order (token proposals depend on the ones before), write each chunk on a few threads;
-    returns the records left unwritten (a note over the size limit), with the reason.
+    """Render in order (token proposals depend on the ones before), write each chunk through editing's writer on a
+    few threads; returns the records left unwritten (a note over the size limit, a path palace would not read or
+    that another file holds), with the reason.
 
-    Each write is atomic and fsynced; the fsyncs dominate a bulk import, and threads overlap them.
+    Each write is atomic and fsynced; the fsyncs dominate a bulk import, and threads overlap them. Each note
+    stands alone (a rerun imports what is missing), so no journal.
     """
     refused = []
-    with ThreadPoolExecutor(max_workers=WRITERS) as pool:
-        for start in range(0, len(to_write), CHUNK):
-            chunk, texts = [], []
-            for record, target, existing in to_write[start : start + CHUNK]:
-                text = render_record(record, taken, existing)
-                try:
-                    check_note_size(text, palace.rel(target))
-                except NoteError as exc:
-                    refused.append((record, target, exc.reason))
-                    continue
-                chunk.append((record, target, existing))
-                texts.append(text)
-            list(pool.map(atomic_write, [target for _, target, _ in chunk], texts))
-            for record, target, existing in chunk:
-                if existing is not None and palace.root / existing.path != target:
-                    (palace.root / existing.path).unlink(missing_ok=True)  # the source moved it to another domain
-            if progress:
-                progress("writing notes", min(start + CHUNK, len(to_write)), len(to_write))
+    listing: dict = {}
+    for start in range(0, len(to_write), CHUNK):
+        changes, written = [], {}
+        for record, target, existing in to_write[start : start + CHUNK]:
+            relpath = palace.rel(target)
+            try:
+                change = _change(palace, relpath, render_record(record, taken, existing), existing, listing)
+            except PalaceError as exc:
+                refused.append((record, target, getattr(exc, "reason", str(exc))))
+                continue
+            changes += change
+            written[relpath] = (record, target)
+        left = apply(palace, changes, "import", journal=False, threads=WRITERS, strict=False)
+        refused += [(*written[path], "changed by someone else meanwhile; left as it is")
+                    for path in left if path in written]
+        if progress:
+            progress("writing notes", min(start + CHUNK, len(to_write)), len(to_write))
     return refused
+
+
+def _change(palace: Palace, relpath: str, text: str, existing: Memory | None, listing: dict) -> list[Change]:
+    """The changes one record makes: its note written (over the note it imported before, or new), and that note
+    removed when the source moved it to another domain."""
+    if existing is not None and existing.path == relpath:
+        return [replacing(palace, relpath, text)]
+    note_target(palace, relpath, new=True, listing=listing)
+    moved = [removing(palace, existing.path)] if existing is not None else []
+    return [creating(relpath, text), *moved]
 
 
 def plan(memories: dict[str, Memory], record: Record) -> tuple[str, Memory | None, str]:

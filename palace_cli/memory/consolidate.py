@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 
 from palace_cli.core.dates import said_on, today
-from palace_cli.core.noteedit import update_frontmatter
 from palace_cli.core.validity import Versions
 from palace_cli.errors import UsageError
 from palace_cli.palace import Palace
@@ -150,8 +149,10 @@ def _merges(palace: Palace, memories: dict, memory, hidden, merge: float, seen_p
 
 def _promote(palace: Palace, result: Consolidation) -> None:
     """Write `core: true` into each proposed promotion's frontmatter (nothing else), then refresh."""
+    from palace_cli.editing.writes import set_fields
+
     for item in result.promotions:
-        update_frontmatter(palace.root / item["path"], {"core": True}, item["path"])
+        set_fields(palace, item["path"], {"core": True}, f"promote {item['id']}")
         result.promoted.append(item["id"])
     if result.promoted:
         palace.refresh(embedder=None)

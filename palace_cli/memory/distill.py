@@ -26,8 +26,8 @@ from datetime import date
 from palace_cli.conversations.sessionfile import load_session
 from palace_cli.core.dates import said_on
 from palace_cli.core.links import inert_links
-from palace_cli.core.noteedit import update_frontmatter
 from palace_cli.editing.authoring import write_plain_memory
+from palace_cli.editing.writes import set_fields
 from palace_cli.errors import UsageError
 from palace_cli.index.locks import WriteSlices
 from palace_cli.index.scope import make_scope
@@ -287,7 +287,7 @@ def _confirm(palace: Palace, memory, key: str, said: str | None) -> None:
     previous = said_on(memory.meta.get("confirmed")) if memory.meta.get("confirmed") else None
     if day is not None and (previous is None or day > previous):
         changes["confirmed"] = day
-    update_frontmatter(palace.root / memory.path, changes, memory.path)
+    set_fields(palace, memory.path, changes, f"confirm {memory.id}")
     memory.meta.update(changes)
 
 

@@ -8,13 +8,13 @@ import json
 from dataclasses import dataclass, field
 
 from palace_cli.core.disk import atomic_write
-from palace_cli.core.noteedit import check_note_size, dump_frontmatter, edit_frontmatter, edit_section, replace_section
+from palace_cli.core.noteedit import dump_frontmatter, edit_frontmatter, edit_section
 from palace_cli.core.notefile import load_note, parse_note
 from palace_cli.core.text import split_sentences
 from palace_cli.core.tokens import contains_phrase, propose_token
+from palace_cli.editing.writes import apply, edited, set_section, writing
 from palace_cli.editing.lint import OPT_IN
 from palace_cli.errors import ModelError, PalaceError
-from palace_cli.index.locks import write_lock
 from palace_cli.palace import Palace
 from palace_cli.study.llm import NEEDS_MODEL, propose_image
 from palace_cli.core.smashin import FACTORS, SmashinScore, detect, factor, score_memory
@@ -130,33 +130,36 @@ def _accept(palace: Palace, memory, result: Evolution, image: str, base: str) ->
 def grow_memory(palace: Palace, memory_id: str, image: str, anchor: str, verify: str, base_hash: str) -> None:
     """Give a plain note what makes it a memory: an `## Image` section at its end and `anchor` and `verify` in
     its frontmatter (a frontmatter block is added when it has none); every other byte stays as it was."""
-    memory = palace.memory(memory_id)
-    path = palace.root / memory.path
-    if _note_hash(palace, memory.path) != base_hash:
-        raise PalaceError(f"{memory.path} changed since the proposal was made; run `palace evolve {memory_id}` again")
-    raw = path.read_bytes()
-    bom = b"\xef\xbb\xbf" if raw.startswith(b"\xef\xbb\xbf") else b""
-    text = raw[len(bom):].decode("utf-8")
-    fields = {name: value for name, value in (("anchor", anchor), ("verify", verify)) if value and not
-              getattr(memory, name)}
-    if memory.has_frontmatter:
-        text = edit_frontmatter(text, fields, memory.path)
-    else:
-        newline = "\r\n" if "\r\n" in text else "\n"
-        text = "---" + newline + dump_frontmatter(fields).replace("\n", newline) + "---" + newline + text
-    text = edit_section(text, "Image", image, memory.path, create=True)
-    check = parse_note(text.replace("\r\n", "\n"), memory.path, memory.domain)
-    if check.id != memory.id or check.content != memory.content or not contains_phrase(check.image, verify or "\0"):
-        raise PalaceError(f"{memory.path}: the grown note would not read back as the same note with its token; "
-                          "the note is unchanged")
-    check_note_size(text, memory.path)
-    atomic_write(path, bom + text.encode("utf-8"))
+    with writing(palace):  # the note checked is the note rewritten
+        memory = palace.memory(memory_id)
+        if _note_hash(palace, memory.path) != base_hash:
+            raise PalaceError(f"{memory.path} changed since the proposal was made; run `palace evolve {memory_id}` "
+                              "again")
+        fields = {name: value for name, value in (("anchor", anchor), ("verify", verify)) if value and not
+                  getattr(memory, name)}
+
+        def grow(text: str) -> str:
+            if memory.has_frontmatter:
+                text = edit_frontmatter(text, fields, memory.path)
+            else:
+                newline = "\r\n" if "\r\n" in text else "\n"
+                text = "---" + newline + dump_frontmatter(fields).replace("\n", newline) + "---" + newline + text
+            return edit_section(text, "Image", image, memory.path, create=True)
+
+        change = edited(palace, memory.path, grow)
+        text = change.after.decode("utf-8").lstrip("\ufeff").replace("\r\n", "\n")
+        check = parse_note(text, memory.path, memory.domain)
+        if check.id != memory.id or check.content != memory.content or not contains_phrase(check.image,
+                                                                                            verify or "\0"):
+            raise PalaceError(f"{memory.path}: the grown note would not read back as the same note with its token; "
+                              "the note is unchanged")
+        apply(palace, [change], f"evolve {memory.id}")
     _proposal_path(palace, memory_id).unlink(missing_ok=True)
 
 
 def accept_image(palace: Palace, memory_id: str, image: str, base_hash: str) -> None:
     """Replace the Image section atomically; refuse when the note changed since the proposal or the token would go."""
-    with write_lock(palace.site):  # the note checked is the note rewritten
+    with writing(palace):  # the note checked is the note rewritten
         _accept_image(palace, memory_id, image, base_hash)
 
 
@@ -166,7 +169,7 @@ def _accept_image(palace: Palace, memory_id: str, image: str, base_hash: str) ->
         raise PalaceError(f"{memory.path} changed since the proposal was made; run `palace evolve {memory_id}` again")
     if memory.verify and not contains_phrase(image, memory.verify):
         raise PalaceError(f"{memory.path}: the proposed Image lacks the verify token; the note is unchanged")
-    replace_section(palace.root / memory.path, "Image", image, memory.path)
+    set_section(palace, memory.path, "Image", image, f"evolve {memory.id}")
     check = load_note(palace.root, memory.path, memory.domain)
     if check.id != memory.id or (memory.verify and not contains_phrase(check.image, memory.verify)):
         raise PalaceError(f"{memory.path}: the rewritten note did not read back as expected")  # pragma: no cover

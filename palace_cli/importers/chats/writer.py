@@ -28,6 +28,7 @@ from typing import Callable, NamedTuple
 
 from palace_cli.core.noteedit import edit_frontmatter
 from palace_cli.core.disk import atomic_write
+from palace_cli.core.layout import confined
 from palace_cli.conversations.model import ReadProblem, Session, Turn
 from palace_cli.core.text import slug
 from palace_cli.conversations.sessionfile import (CONVERSATIONS, MAX_SESSION_BYTES, append_turns, load_session, parse_header,
@@ -135,6 +136,8 @@ def import_conversations(palace, path, format: str, include: frozenset[str] = fr
     with write_lock(palace.site, f"import of {path.name}"):
         plan = _plan(palace, path, format, result.sessions, report)
         if plan.writes:
+            for target, _text in plan.writes:  # no session file is written through a link out of conversations/
+                confined(palace.root, palace.rel(target), "session file", under=CONVERSATIONS)
             with ThreadPoolExecutor(max_workers=WRITERS) as pool:  # each write fsyncs; threads overlap them
                 for done, _ in enumerate(pool.map(lambda item: atomic_write(*item), plan.writes), 1):
                     if progress:
