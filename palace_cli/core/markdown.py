@@ -160,6 +160,21 @@ def note_links(body: str, body_first_line: int = 1) -> list[Link]:
     return found
 
 
+def without_link_targets(text: str) -> str:
+    """The text with the target of every link to a note cut out (`[[Name|label]]` -> `[[|label]]`, `[[Name]]` ->
+    `[[]]`, `[x](a/b.md#h)` -> `[x](#h)`): what a rename rewrites, so what stays of a text's meaning when a note
+    it links to is renamed (a vector's key, index/vectors.py)."""
+    links = note_links(text)
+    if not links:
+        return text
+    pieces, last = [], 0
+    for link in links:
+        pieces.append(text[last : link.start])
+        last = link.end
+    pieces.append(text[last:])
+    return "".join(pieces)
+
+
 def body_link_lines(body: str, body_first_line: int, source: str = "") -> list[tuple[str, int]]:
     """Every link to a note in a body (note_links), as (the name the resolver looks up, file line); `source` is
     the linking note's path, which Markdown links are relative to (one that climbs out of the palace is left out)."""
