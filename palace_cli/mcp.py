@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import logging
 import os
 import posixpath
 import re
@@ -36,6 +37,7 @@ Strategy = Literal[STRATEGIES]  # type: ignore[valid-type]
 MemoryType = Literal[TYPES]  # type: ignore[valid-type]
 Kind = Literal["memory", "turn"]
 MIN_TOKENS, MAX_TOKENS = 50, 20000
+MAX_REFERENCE = 4096  # characters of a memory id or path: PATH_MAX on Linux
 DISTILL_TOKENS = 800  # distill's answer: counts, then a line per memory written, cut there
 LINE_REF = re.compile(r":\d+$")
 INSTRUCTIONS = ("A memory palace: Markdown memories, each with a verify token, and imported conversations. Call "
@@ -63,6 +65,16 @@ def _plain_name(value: str, what: str) -> str:
     if "/" in value or "\\" in value:
         raise OutsidePalace(f"{what} {value!r} must be a single name, not a path")
     return value
+
+
+def _reference(ref: str) -> str:
+    """A memory id or path as given, stripped; UsageError for an empty one or one longer than any path can be."""
+    ref = ref.strip()
+    if not ref:
+        raise UsageError("give a memory id")
+    if len(ref) > MAX_REFERENCE:
+        raise UsageError(f"a memory id or path is at most {MAX_REFERENCE:,} characters; this one has {len(ref):,}")
+    return ref
 
 
 # ---- budgets ------------------------------------------------------------------------------------
@@ -110,9 +122,7 @@ class PalaceTools:
 
     def _memory(self, ref: str) -> Memory:
         """A memory by id, or by its path under memories/ (optionally `:line`); refresh first."""
-        ref = ref.strip()
-        if not ref:
-            raise UsageError("give a memory id")
+        ref = _reference(ref)
         if "/" in ref or "\\" in ref or ref.endswith(".md") or ref.startswith(("~", ".")):
             relpath = LINE_REF.sub("", ref)
             refuse_path_tricks(relpath, "memory path")
@@ -185,6 +195,7 @@ class PalaceTools:
     def get(self, id: str, max_tokens: int = 1500) -> str:
         """One memory in full: fields, verify token, Image and Content."""
         _budget(max_tokens)
+        _reference(id)  # checked before anything is read
         self._fresh()
         memory = self._memory(id)
         lines = [f"# {memory.subject} ({memory.id})", f"domain: {memory.domain}; at {memory.location}",
@@ -378,6 +389,7 @@ class PalaceTools:
         report = distill(self.palace)
         lines = [f"wrote {len(report.written)} memories from {report.turns} turns; {len(report.known)} already "
                  f"known, {len(report.superseded)} superseding"]
+        lines += [f"skipped {skipped}" for skipped in report.skipped]
         lines += [f"- {m['id']} [{m['type']}] {m['subject']} ({m['source']})" for m in report.written]
         return fit("\n".join(lines), DISTILL_TOKENS)
 
@@ -483,8 +495,11 @@ def build_server(palace: Palace):
         async def tool(**arguments) -> str:
             try:
                 return await asyncio.get_running_loop().run_in_executor(worker, partial(method, **arguments))
-            except PalaceError as exc:  # a message for the agent to read; anything else is logged as a crash
-                raise ToolError(str(exc)) from exc
+            except PalaceError as exc:  # a message for the agent to read
+                raise ToolError(str(exc)[:2000]) from exc
+            except Exception as exc:  # a crash: logged whole on stderr, and its reason told to the agent
+                logging.getLogger("palace.mcp").exception("tool %s failed", method.__name__)
+                raise ToolError(f"{method.__name__} failed: {type(exc).__name__}: {str(exc)[:500]}") from exc
 
         tool.__signature__ = inspect.signature(method, eval_str=True)  # the SDK builds the schema from it
         return tool

@@ -14,7 +14,6 @@ a HookError (or any other exception) that the face turns into one line on stderr
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +22,8 @@ from palace_cli.errors import PalaceError
 EVENTS = ("SessionStart", "PreCompact", "SessionEnd", "Stop")
 IMPORTING = ("PreCompact", "SessionEnd", "Stop")
 WAKE_UP_TOKENS = 1200  # what SessionStart adds to the context: a fraction of any model's window
+MAX_PAYLOAD = 1_000_000  # bytes of hook input read: Claude Code sends a few hundred
+WAIT_S = 3.0  # the longest a hook waits for a lock another palace process holds
 
 
 class HookError(PalaceError):
@@ -67,45 +68,29 @@ def find_palace(palace_dir: str | None, payload: dict):
         raise HookError(str(exc)) from None
 
 
-def busy(palace) -> str:
-    """Which of the palace's locks another process holds ("" when none): a hook never waits for one."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover (no flock: nothing to wait for)
-        return ""
-    for name in ("write.lock", "lock"):
-        path = palace.cache_dir / name
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
-            continue  # no such lock yet, or a cache that cannot be read: nobody holds it
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return name
-        finally:
-            os.close(fd)  # closing releases the shared lock taken to test it
-    return ""
-
-
 def handle(payload: dict, palace_dir: str | None = None) -> HookResult:
-    """Run one hook event on its palace (see the module); HookError or another PalaceError when it cannot."""
+    """Run one hook event on its palace (see the module); HookError or another PalaceError when it cannot.
+
+    Every lock it takes waits at most WAIT_S (`locks.patience`): a palace another process holds longer (an
+    index build, a distill's slice) is left alone this time, and said so."""
+    from palace_cli.index.locks import Busy, patience
+
     event = payload["hook_event_name"]
     palace = find_palace(palace_dir, payload)
     result = HookResult(event, str(palace.root))
-    held = busy(palace)
-    if held:
-        raise HookError(f"{palace.root} is busy (another palace process holds .palace/{held}); "
-                        + ("no wake-up context this time" if event == "SessionStart"
-                           else "the session is imported next time"))
-    if event == "SessionStart":
-        from palace_cli.search.wakeup import wake_up
+    try:
+        with patience(WAIT_S):
+            if event == "SessionStart":
+                from palace_cli.search.wakeup import wake_up
 
-        text = wake_up(palace, budget_tokens=WAKE_UP_TOKENS).text
-        result.output = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
-        result.summary = f"wake-up context: {len(text)} characters from {palace.root}"
-        return result
-    result.summary = import_transcript(palace, payload)
+                text = wake_up(palace, budget_tokens=WAKE_UP_TOKENS).text
+                result.output = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
+                result.summary = f"wake-up context: {len(text)} characters from {palace.root}"
+                return result
+            result.summary = import_transcript(palace, payload)
+    except Busy as exc:
+        raise HookError(f"{palace.root} is busy ({exc}); " + ("no wake-up context this time" if event == "SessionStart"
+                                                              else "the session is imported next time")) from None
     return result
 
 
@@ -121,7 +106,17 @@ def import_transcript(palace, payload: dict) -> str:
         raise HookError(f"{path}: no such transcript")
     report = import_conversations(palace, path, "claude-code")
     counts = report.counts()
-    problems = f"; {len(report.problems)} unreadable lines" if report.problems else ""
+    refused = f", {counts['refused']} refused" if counts["refused"] else ""
     return (f"imported {path.name} into {palace.root}: {counts['turns_written']} new turns "
             f"({counts['added']} added, {counts['appended']} appended, {counts['skipped']} unchanged, "
-            f"{counts['conflict']} conflicts){problems}")
+            f"{counts['conflict']} conflicts{refused}){_problems(report.problems)}")
+
+
+def _problems(problems: list) -> str:
+    """What the import could not take, in the summary line: how many, and the one that matters most (a transcript
+    cut short at the size limit, else the first), so that nothing is left out without saying why."""
+    if not problems:
+        return ""
+    worst = next((p for p in problems if "limit" in p.message), problems[0])
+    more = f" ({len(problems) - 1} more: `palace import` lists them)" if len(problems) > 1 else ""
+    return f"; not imported: {worst}{more}"
