@@ -112,7 +112,7 @@ def test_in_place_write_is_indexed(watched):
 
 def test_vim_style_save_backup_rename_then_write(watched):
     palace, recorder, _ = watched
-    path = small_palace / "memories/distributed/saga.md"
+    path = palace.root / "memories/distributed/saga.md"
     text = path.read_text()
     (palace.root / "memories/distributed/.saga.md.swp").write_bytes(b"swap")
     (palace.root / "memories/distributed/4913").write_bytes(b"")  # vim's probe file
@@ -128,7 +128,7 @@ def test_vim_style_save_backup_rename_then_write(watched):
 
 def test_temp_file_then_rename_over_the_note(watched):
     palace, recorder, _ = watched
-    path = small_palace / "memories/distributed/two-phase-commit.md"
+    path = palace.root / "memories/distributed/two-phase-commit.md"
     atomic_write(path, path.read_text().replace("coordinator", "narwhal coordinator"))
     recorder.refresh_where(lambda r: r.updated)
     assert hits(palace, "narwhal") == ["two-phase-commit"]
