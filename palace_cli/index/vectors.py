@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 from palace_cli.core.disk import atomic_write
-from palace_cli.core.markdown import without_link_targets
+from palace_cli.core.links import without_link_targets
 from palace_cli.progress import Progress
 
 BATCH = 128  # texts per embed_batch: enough packed decodes to keep every embedder worker busy
