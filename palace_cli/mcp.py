@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import logging
 import os
 import posixpath
@@ -185,6 +186,8 @@ class PalaceTools:
         lines = [f"{h.id} | {h.subject} | {h.domain if h.kind != 'turn' else h.time or 'no date'} | "
                  f"{h.path}:{h.line} | {describe(h)}" for h in result.hits]
         head = f"{len(lines)} hit(s), {result.mode}" + (f" ({result.dense_reason})" if result.dense != "on" else "")
+        # Meaning fills in behind the answers: how much of it this ranking had (the rest ranked by words).
+        head += f"; vectors {json.dumps(self.palace.vector_counts().as_dict())}"
         if not result.hits:
             head = f"no results: {result.why}"
         return fit("\n".join([head] + lines), max_tokens)

@@ -26,6 +26,7 @@ from palace_cli.errors import Ambiguous, NotAMemory, NoteError, NotFound, UsageE
 
 if TYPE_CHECKING:
     from palace_cli.index import Index
+    from palace_cli.index.embedding import Counts, Status
     from palace_cli.index.refresh import RefreshReport
 
 
@@ -55,9 +56,13 @@ class Palace:
     memory_target = _site("memory_target")
     note_files = _site("note_files")
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, vectors: str = "wait"):
         self.site = Site(root)
         self._index: Index | None = None
+        # How refresh() fills in the vectors of what changed: "wait" (embed before returning: the library's
+        # default, what tests and benchmarks need), "background" (start a worker: what the commands do), or
+        # "later" (the caller embeds, as the watcher does). See index/refresh.py.
+        self.vectors = vectors
 
     @classmethod
     def find(cls, explicit: str | os.PathLike | None = None, start: Path | None = None) -> "Palace":
@@ -82,10 +87,32 @@ class Palace:
         return self._index
 
     def refresh(self, **options) -> RefreshReport:
-        """Bring the caches up to date with the notes on disk (see `index.refresh.refresh` for options)."""
+        """Bring the caches up to date with the notes on disk (see `index.refresh.refresh` for options; `vectors`
+        is the palace's own unless given)."""
         from palace_cli.index.refresh import refresh
 
+        options.setdefault("vectors", self.vectors)
         return refresh(self.index, **options)
+
+    def vector_counts(self) -> Counts:
+        """How many of the indexed units have their vector now, of how many (what a ranking can use at once)."""
+        from palace_cli.index.embedding import Counts
+
+        catalog = self.index.catalog()
+        return Counts(catalog.vector_count, len(catalog.ids))
+
+    def embedding(self) -> Status:
+        """What the vectors hold and what waits, whether something embeds now and at what rate (changes nothing)."""
+        from palace_cli.index.embedding import status
+
+        return status(self.index)
+
+    def embed_some(self, stop) -> tuple[int, bool]:
+        """Embed what waits for a vector until done or until `stop()` is true, unless another process embeds
+        it already; returns (units embedded, whether more wait). The watcher calls it between refreshes."""
+        from palace_cli.index.embedding import embed_while
+
+        return embed_while(self.index, stop)
 
     def stale(self) -> list[str]:
         """Generated index files that differ from what the notes on disk produce (changes nothing)."""

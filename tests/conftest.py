@@ -50,6 +50,9 @@ def user_dirs(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
     monkeypatch.delenv("PALACE_DIR", raising=False)
     monkeypatch.setenv("PALACE_HOME", str(home / "palace-home"))  # no models unless a test asks for them
+    # Commands embed in the foreground, as the library does: a test asserting a ranking sees every vector, and
+    # no background worker outlives it (tests/index/test_worker.py sets "background" itself).
+    monkeypatch.setenv("PALACE_VECTORS", "wait")
     yield
 
 

@@ -332,3 +332,31 @@ def test_stop_after_a_start_that_failed_halfway_joins_nothing_unstarted(small_pa
         watcher.start()
     watcher.stop()
     assert watcher._stopped.is_set()
+
+
+@pytest.mark.slow
+def test_the_watcher_embeds_between_saves_and_a_save_re_embeds_its_note(small_palace, with_models):
+    palace, seen = Palace(small_palace), Palace(small_palace)  # the watcher's, and the test thread's own
+    recorder = Recorder()
+    watcher = Watcher(palace, recorder, debounce=0.1, max_delay=0.5)
+    report = watcher.start()
+    try:
+        assert report.waiting and report.vectors is None  # the first refresh left the vectors to the watcher
+        embedded = []
+        deadline = time.monotonic() + 600
+        while seen.embedding().waiting and time.monotonic() < deadline:
+            try:
+                event = recorder.events.get(timeout=1)
+            except queue.Empty:
+                continue
+            embedded += [event.embedded] if event.kind == "embedded" else []
+        assert sum(embedded) == seen.embedding().counts.total > 0
+        path = small_palace / "memories/distributed/two-phase-commit.md"
+        atomic_write(path, path.read_text().replace("coordinator", "coordinating node", 1))
+        while True:
+            event = recorder.events.get(timeout=600)
+            if event.kind == "embedded":
+                break
+        assert event.embedded == 1 and seen.embedding().waiting == 0
+    finally:
+        watcher.stop()

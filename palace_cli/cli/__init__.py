@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 import click
@@ -73,18 +74,26 @@ class PalaceContext:
     def __init__(self, palace_dir):
         self.palace_dir = palace_dir
         self._palace = None
+        self.vectors: str | None = None  # a group that needs every vector first (bench) says "wait"
 
     @property
     def palace(self) -> Palace:
         if self._palace is None:
-            self._palace = open_palace(self.palace_dir)
+            self._palace = open_palace(self.palace_dir, self.vectors)
         return self._palace
 
 
-def open_palace(directory=None) -> Palace:
-    """The palace a command works on, its notices (a cache that moved) going to stderr as they arise."""
+VECTOR_MODES = ("background", "wait")
+
+
+def open_palace(directory=None, vectors: str | None = None) -> Palace:
+    """The palace a command works on, its notices (a cache that moved) going to stderr as they arise. Its vectors
+    are embedded in the background (nothing waits for meaning) unless $PALACE_VECTORS=wait says otherwise."""
     palace = Palace.find(directory)
     palace.notify = lambda message: click.echo(f"palace: {inert(message)}", err=True)
+    palace.vectors = vectors or os.environ.get("PALACE_VECTORS") or "background"
+    if palace.vectors not in VECTOR_MODES:
+        raise UsageError(f"PALACE_VECTORS must be {' or '.join(VECTOR_MODES)}, not {palace.vectors!r}")
     return palace
 
 
@@ -169,7 +178,7 @@ def _hook_main(args: list[str]) -> None:
 # Static so that `palace recall` imports only what recall needs; tests/test_docs.py checks it.
 COMMAND_MODULES = {
     "init": "notes_cmd", "add": "notes_cmd", "list": "notes_cmd", "show": "notes_cmd", "domains": "notes_cmd",
-    "lint": "notes_cmd", "index": "index_cmd", "search": "retrieve_cmd", "recall": "retrieve_cmd",
+    "lint": "notes_cmd", "index": "index_cmd", "status": "index_cmd", "search": "retrieve_cmd", "recall": "retrieve_cmd",
     "wake-up": "retrieve_cmd", "models": "models_cmd", "mcp": "mcp_cmd", "import": "import_cmd",
     "quiz": "study_cmd", "due": "study_cmd", "stats": "study_cmd", "score": "study_cmd", "evolve": "study_cmd",
     "redqueen": "study_cmd", "verify": "verify_cmd", "ask": "verify_cmd", "bench": "bench_cmd", "watch": "watch_cmd",

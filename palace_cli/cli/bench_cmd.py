@@ -8,11 +8,17 @@ from palace_cli.cli.verify_cmd import bench_verify
 
 
 @click.group()
-def bench():
+@click.pass_context
+def bench(ctx):
     """Benchmarks with confidence intervals, on the palace's own questions.
 
     Example: palace --palace example-palace bench verify
     """
+    from palace_cli.cli import PalaceContext
+
+    obj = ctx.find_object(PalaceContext)
+    if obj is not None:
+        obj.vectors = "wait"  # benchmarks measure the palace with every vector in
 
 
 @click.command(name="index")

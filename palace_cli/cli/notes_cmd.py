@@ -84,12 +84,22 @@ def init(directory, name, no_git_setup, dry_run):
                         "those folders for itself (the study log, imported chats); move them elsewhere to have them "
                         "read (`palace lint` lists them)")
         render.out.print(f"Next: cd {root} && palace recall \"a question your notes answer\"", markup=False)
+        _start_meaning(root)
         if not done.git and not no_git_setup:
             render.out.print("Not a git repository: `git init` keeps its history (then `palace git setup`).",
                              markup=False)
         return
     render.out.print(f"Created a palace in {root}. Next: cd {root} && palace add \"Your first memory\" --domain general",
                      markup=False)
+
+
+def _start_meaning(root) -> None:
+    """Start embedding the adopted notes in the background and say so in one line (how long, at what rate)."""
+    from palace_cli.cli.index_cmd import meaning_line
+
+    palace = open_palace(root)
+    palace.refresh()  # read already: this only starts the worker
+    render.out.print(meaning_line(palace.embedding()), markup=False)
 
 
 def _interactive() -> bool:

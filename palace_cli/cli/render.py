@@ -162,6 +162,31 @@ def progress_bar():
         yield progress
 
 
+@contextmanager
+def embedding_progress():
+    """Like progress_bar, and an embedding stage shows units done, units a second and the time left; in a
+    terminal only (piped, nothing is drawn)."""
+    import time
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    if not err.is_terminal:
+        yield lambda stage, done, total: None
+        return
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
+                  TimeRemainingColumn(), console=err, transient=True) as bar:
+        tasks, started = {}, {}
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:  # the rate counts from here (a worker waited for may have done some before)
+                tasks[stage], started[stage] = bar.add_task(stage, total=total or None, rate=""), (time.monotonic(), done)
+            elapsed, since = time.monotonic() - started[stage][0], done - started[stage][1]
+            rate = f"{since / elapsed:.1f} units/s" if stage == "embedding" and since > 0 and elapsed > 0 else ""
+            bar.update(tasks[stage], completed=done, total=total or None, rate=rate)
+
+        yield progress
+
+
 def progress_lines():
     """A core Progress callback that prints each new stage once, dim, on stderr (for steps worth keeping)."""
     last = [None]

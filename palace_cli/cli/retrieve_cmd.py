@@ -103,8 +103,8 @@ def search(ctx, query, mode, k, domain, as_of, include_superseded, kind, since, 
     """
     result = run_search(ctx.palace, query, mode=mode, k=k, domain=domain, as_of=as_of,
                         include_superseded=include_superseded, kind=kind, since=since, until=until)
-    if as_json:
-        render.emit_json(result.as_dict())
+    if as_json:  # with how much meaning the ranking had: vectors are embedded in the background
+        render.emit_json({**result.as_dict(), "vectors": ctx.palace.vector_counts().as_dict()})
     elif not result.hits:
         render.out.print(f"no results: {result.why}", markup=False)
     else:
@@ -142,7 +142,7 @@ def recall(ctx, query, k, turns, domain, budget, profile, fmt, as_of, include_su
     result = run_recall(ctx.palace, query, k=k, turns=turns, domain=domain, budget=budget, profile=profile,
                         as_of=as_of, include_superseded=include_superseded, kind=kind, since=since, until=until)
     if fmt == "json" or as_json:
-        render.emit_json(result.as_dict())
+        render.emit_json({**result.as_dict(), "vectors": ctx.palace.vector_counts().as_dict()})
     elif fmt == "prompt":
         render.plain(result.context or f"(nothing in this palace is relevant: {result.why or 'nothing fits the budget'})")
     elif not result.relevant:

@@ -18,6 +18,8 @@ def _line(event) -> str:
     stamp = time.strftime("%H:%M:%S")
     if event.kind == "error":
         return f"{stamp} refresh failed: {event.error} (retrying)"
+    if event.kind == "embedded":
+        return f"{stamp} embedded {plural(event.embedded, 'unit')} in {event.seconds:.1f} s"
     report = event.report
     if event.kind == "started":
         return f"{stamp} watching {len(report.added) + len(report.updated) + report.unchanged if report else 0} notes; Ctrl-C to stop"

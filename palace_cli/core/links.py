@@ -280,3 +280,18 @@ def inert_links(text: str) -> str:
     """Text with its link syntax made plain text (`[[Home]]` -> `\\[\\[Home\\]\\]`, which every Markdown tool shows
     as written and none follows): for text quoted from elsewhere, a chat, that must not link the palace's notes."""
     return WIKILINK.sub(lambda m: m.group(0).replace("[[", "\\[\\[").replace("]]", "\\]\\]"), text)
+
+
+def without_link_targets(text: str) -> str:
+    """The text with the target of every link to a note cut out (`[[Name|label]]` -> `[[|label]]`, `[[Name]]` ->
+    `[[]]`, `[x](a/b.md#h)` -> `[x](#h)`): what a rename rewrites, so what stays of a text's meaning when a note
+    it links to is renamed (a vector's key, index/vectors.py)."""
+    links = note_links(text)
+    if not links:
+        return text
+    pieces, last = [], 0
+    for link in links:
+        pieces.append(text[last : link.start])
+        last = link.end
+    pieces.append(text[last:])
+    return "".join(pieces)

@@ -67,16 +67,14 @@ class Index:
         """The configured embedder, loaded once per process (palace.toml [models] embedder)."""
         if self._dense is None:
             from palace_cli.backends import load_model, model_setting
+            from palace_cli.index.embedding import MISSING_REASON, OFF_REASON
 
             setting = model_setting(self.site.config.models, "embedder", self.site.root)
             if setting.kind == "off":
-                self._dense = Dense(None, "disabled",
-                                    'dense ranking is turned off in palace.toml ([models] embedder = "off")')
+                self._dense = Dense(None, "disabled", OFF_REASON)
             else:
                 embedder = load_model(setting)
-                self._dense = (Dense(embedder, "on", "") if embedder is not None else
-                               Dense(None, "off", "dense ranking is off: no embedding model installed; "
-                                                  "run `palace models install`"))
+                self._dense = Dense(embedder, "on", "") if embedder is not None else Dense(None, "off", MISSING_REASON)
         return self._dense
 
     def query_vector(self, query: str) -> np.ndarray | None:

@@ -37,6 +37,7 @@ class Catalog:
     session_centroids: dict = field(default_factory=dict)  # session -> unit vector, filled on first use by routing
     model_id: str | None = None
     matrix: np.ndarray | None = None                                      # rows aligned with ids
+    embedded: np.ndarray | None = None  # which rows have a vector (None: all of them, or no matrix); a zero row else
     versions: Versions = field(default_factory=lambda: Versions([]))  # validity in time, version links
     sections_of: dict[str, list[str]] = field(default_factory=dict)  # note id -> its section units' keys
     note_of: dict[str, str] = field(default_factory=dict)            # section key -> its note's id
@@ -46,6 +47,27 @@ class Catalog:
         leaves out."""
         ids = self.versions.hidden(when)
         return frozenset([*ids, *(key for i in ids for key in self.sections_of.get(i, ()))])
+
+    @property
+    def vector_count(self) -> int:
+        """How many units have a vector (they are embedded in the background: some may wait)."""
+        if self.matrix is None:
+            return 0
+        return len(self.ids) if self.embedded is None else int(self.embedded.sum())
+
+    def has_vector(self, row: int) -> bool:
+        """Whether the unit in this row has a vector."""
+        return self.matrix is not None and (self.embedded is None or bool(self.embedded[row]))
+
+    def cosines(self, vector: np.ndarray) -> np.ndarray:
+        """Every row's cosine to a unit vector; -inf for a unit without a vector yet (no dense ranking places it:
+        it ranks by its words alone)."""
+        import numpy as np
+
+        scores = self.matrix @ vector
+        if self.embedded is not None:
+            scores[~self.embedded] = -np.inf
+        return scores
 
     @cached_property
     def memory_count(self) -> int:
@@ -114,11 +136,23 @@ def build_catalog(index: Index) -> Catalog:
         kinds=rows.kinds, times=rows.times, sessions=rows.sessions, session_rows=session_index,
         versions=index.versions(), sections_of=sections_of, note_of=note_of,
     )
-    if stored is not None and len(stored):  # only with vectors: lexical-only commands start without numpy
-        matrix = stored.gather(rows.hashes)  # straight from the base and its segments, nothing stacked first
-        if matrix is not None:
+    if stored is not None and len(stored) and _current(index, stored):  # lexical-only commands start without numpy
+        matrix, present = stored.gather_some(rows.hashes)  # straight from the base and its segments
+        if present.any():  # the units embedded so far (index/embedding.py fills in the rest in the background)
             catalog.model_id, catalog.matrix = stored.model_id, matrix
+            catalog.embedded = None if present.all() else present
     return catalog
+
+
+def _current(index: Index, stored) -> bool:
+    """Whether stored vectors are the configured embedder's (not yet replaced after a change of model or cut);
+    vectors made with an embedder a caller handed in name none and are used as they are."""
+    if stored.key is None:
+        return True
+    from palace_cli.index.embedding import configured
+
+    key = configured(index.site).key
+    return key is None or key == stored.key
 
 
 class _Rows:

@@ -6,6 +6,10 @@ transaction as the change it records, so a process killed at any moment leaves a
 refresh recognises and repairs: notes it had not committed are read again, lexical documents it had not
 committed are still listed in `pending_lexical`, and stale vectors or index files no longer match the
 recorded note version.
+
+Vectors come after the lock is let go, by the holder of the embed lock (embedding.py): here and now (`vectors=
+"wait"`, the library's default), in a background worker this refresh starts (`"background"`, what the commands
+do: nothing waits for meaning), or by the caller (`"later"`: the watcher embeds between its refreshes).
 """
 
 from __future__ import annotations
@@ -13,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,10 +33,9 @@ from palace_cli.index import Index
 from palace_cli.index.files import refresh_index_files
 from palace_cli.index.locks import file_lock
 from palace_cli.index.sections import section_title, section_units
-from palace_cli.index.sections import unit_text as section_text
 from palace_cli.index.store import NoteStore
 from palace_cli.index.text import Doc, TextIndex
-from palace_cli.index.turns import date_words, refresh_sessions, unit_text
+from palace_cli.index.turns import date_words, refresh_sessions
 from palace_cli.index.vectors import SyncReport
 from palace_cli.progress import Progress
 
@@ -41,10 +43,10 @@ if TYPE_CHECKING:
     from palace_cli.core.site import Site
 
 AUTO = object()
-SECTION = "\0section"  # marks a section unit's place among the texts to embed (a path never starts with NUL)
 COMMIT_EVERY = 2000  # notes per SQLite transaction on a big build: a killed build keeps what it committed
 CONVERSATIONS_PREFIX = "conversations/"
 REBUILD_SHARE = 0.3  # rebuild the lexical index instead of updating it when this share of notes changed
+VECTOR_MODES = ("wait", "background", "later")
 
 
 @dataclass
@@ -63,6 +65,8 @@ class RefreshReport:
     dense: str = "off"  # "on", "off" (no model), or "disabled" (configured off)
     dense_reason: str = ""
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
+    waiting: bool = False  # some unit has no vector yet (vectors "background" or "later")
+    worker: int | None = None  # the pid of the background worker this refresh started
 
     @property
     def changed(self) -> bool:
@@ -76,6 +80,7 @@ class RefreshReport:
             "rebuilt_lexical": self.rebuilt_lexical, "swept": self.swept, "dense": self.dense,
             "dense_reason": self.dense_reason,
             "embedded": self.vectors.embedded if self.vectors else 0,
+            "vectors_waiting": self.waiting, "worker_started": self.worker,
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
         }
 
@@ -130,19 +135,25 @@ class _Stages:
 
 
 def refresh(index: Index, embedder=AUTO, progress: Progress | None = None, rebuild: bool = False,
-            index_files: bool = True) -> RefreshReport:
+            index_files: bool = True, vectors: str = "wait") -> RefreshReport:
     """Bring every cache up to date with the notes on disk, doing work only for what changed.
 
+    `embedder`: AUTO (palace.toml's), None (no vectors) or one to embed with now. `vectors` (with AUTO): "wait"
+    embeds what is missing before returning, "background" starts a worker for it (index/worker.py) unless one
+    runs, "later" leaves it to the caller (report.waiting says whether anything waits).
     A disk that refuses a cache write (full, failing) raises DiskError; the notes are never touched, and what
     the refresh had not committed is found and redone by the next one."""
+    if vectors not in VECTOR_MODES:
+        raise ValueError(f"vectors must be one of {', '.join(VECTOR_MODES)}, not {vectors!r}")
     try:
-        return _refresh(index, embedder, progress, rebuild, index_files)
+        return _refresh(index, embedder, progress, rebuild, index_files, vectors)
     except Exception as exc:
         raise disk_error(exc, f"cannot update the cache under {index.site.cache_dir}", "the notes are untouched",
                          where=index.site.cache_dir) or exc
 
 
-def _refresh(idx: Index, embedder, progress: Progress | None, rebuild: bool, index_files: bool) -> RefreshReport:
+def _refresh(idx: Index, embedder, progress: Progress | None, rebuild: bool, index_files: bool,
+             vectors: str) -> RefreshReport:
     site = idx.site
     report = RefreshReport()
     stages = _Stages(report)
@@ -151,7 +162,7 @@ def _refresh(idx: Index, embedder, progress: Progress | None, rebuild: bool, ind
         if rebuild:
             with idx.store.transaction():
                 idx.store.clear()
-            idx.vectors.clear()
+            _clear_vectors(idx, progress)
         version_before = idx.store.version()
         temps: list[str] = []
         changed_domains = _refresh_notes(site, idx.store, report, progress, temps)
@@ -176,47 +187,49 @@ def _refresh(idx: Index, embedder, progress: Progress | None, rebuild: bool, ind
                     raise
                 site.notice(f"the generated index files are out of date and cannot be written ({exc.strerror})")
             stages.done("index files")
-        if embedder is AUTO:
-            _refresh_vectors_auto(site, idx, losers, report, progress)
-        else:
-            report.dense = "on" if embedder else "off"
-            if embedder is not None:
-                _refresh_vectors(idx, embedder, embedder.model_id, losers, report, progress)
-        stages.done("vectors")
     idx.problems = report.problems
+    _refresh_vectors(idx, embedder, vectors, report, progress)  # the refresh lock let go: readers go on meanwhile
+    stages.done("vectors")
     return report
 
 
-def _embedder_file(site: Site):
-    """The model file palace.toml asks for, without loading it: a Path, None (not installed) or "disabled"."""
-    from palace_cli.backends import model_setting
+def _clear_vectors(idx: Index, progress: Progress | None) -> None:
+    """Drop every vector, as the holder of the embed lock (a background worker is stopped first)."""
+    from palace_cli.index.embedding import holding, wait_lock
+    from palace_cli.index.worker import stop
 
-    setting = model_setting(site.config.models, "embedder", site.root)
-    return "disabled" if setting.kind == "off" else setting.path
+    stop(idx.site)
+    with holding(idx.site, wait_lock(idx.site, progress), "rebuild"):
+        idx.vectors.clear()
 
 
-def _refresh_vectors_auto(site: Site, idx: Index, losers: set[str], report: RefreshReport,
-                          progress: Progress | None) -> None:
-    """Vectors with the configured embedder, loading the model only when some vector is missing or stale."""
-    from palace_cli.backends import embedder_key
+def _refresh_vectors(idx: Index, embedder, mode: str, report: RefreshReport, progress: Progress | None) -> None:
+    """Vectors for the units that have none: with a caller's embedder now; with the configured one as `mode`
+    says, loading the model only when some vector is missing or stale."""
+    from palace_cli.index.embedding import configured, embed_now, up_to_date
 
-    path = _embedder_file(site)
-    key = None
-    if path not in ("disabled", None):
-        try:
-            key = embedder_key(path)  # a new file, or a new cut of the same file, re-embeds
-        except OSError:
-            key = None  # Index.dense() explains what is wrong with the path
-    if key is not None and idx.store.get_meta("vectors_state") == _vectors_state(idx, key):
-        report.dense = "on"  # up to date: no need to load the model
+    if embedder is None:
+        report.dense = "off"
         return
-    model, report.dense, report.dense_reason = idx.dense()
-    if model is not None:
-        _refresh_vectors(idx, model, key or model.model_id, losers, report, progress)
+    if embedder is not AUTO:
+        report.dense = "on"
+        if not up_to_date(idx, embedder.model_id):
+            report.vectors = embed_now(idx, embedder, embedder.model_id, progress, configured_key=False)
+        return
+    setting = configured(idx.site)
+    report.dense, report.dense_reason = setting.status, setting.reason
+    if setting.status != "on" or up_to_date(idx, setting.key):
+        return
+    if setting.key is None or mode == "wait":
+        model, report.dense, report.dense_reason = idx.dense()  # a path that is not a model file raises here
+        if model is not None:
+            report.vectors = embed_now(idx, model, setting.key or model.model_id, progress)
+        return
+    report.waiting = True
+    if mode == "background":
+        from palace_cli.index.worker import start
 
-
-def _vectors_state(idx: Index, model_key: str) -> str:
-    return f"{idx.store.version()}:{model_key}:{idx.vectors.generation()}"
+        report.worker = start(idx.site)
 
 
 def _refresh_notes(site: Site, store: NoteStore, report: RefreshReport, progress: Progress | None,
@@ -403,43 +416,3 @@ def _record_lexical(store: NoteStore, text: TextIndex, applied: list[str] | None
     with store.transaction():
         store.clear_pending_lexical(applied)
         store.set_meta("lexical_state", _lexical_state(text))
-
-
-class _LazyTexts(Mapping):
-    """text hash -> text to embed, reading a note (a turn, a section) from the cache only when its text is asked for."""
-
-    def __init__(self, store: NoteStore, paths: dict[str, str | tuple]):
-        self.store, self.paths = store, paths
-
-    def __getitem__(self, key: str) -> str:
-        where = self.paths[key]
-        if isinstance(where, tuple) and where[0] == SECTION:  # a section unit: (SECTION, note, position)
-            return section_text(*self.store.section_parts(*where[1:]))
-        if isinstance(where, tuple):  # a turn: (session file, position)
-            return unit_text(*self.store.turn_parts(*where))
-        return self.store.memories([where])[0].search_text()
-
-    def __iter__(self):
-        return iter(self.paths)
-
-    def __len__(self) -> int:
-        return len(self.paths)
-
-
-def _refresh_vectors(idx: Index, model, model_key: str, losers: set[str], report: RefreshReport,
-                     progress: Progress | None) -> None:
-    store, vectors = idx.store, idx.vectors
-    if store.get_meta("vectors_state") == _vectors_state(idx, model_key):
-        return
-    paths = {}
-    for path, digest in sorted(store.text_hashes().items()):
-        if path not in losers:
-            paths.setdefault(digest, path)
-    for digest, where in store.turn_hashes().items():
-        paths.setdefault(digest, where)
-    for digest, (path, ord_) in store.section_hashes().items():
-        if path not in losers:
-            paths.setdefault(digest, (SECTION, path, ord_))
-    report.vectors = vectors.sync(_LazyTexts(store, paths), model, progress)
-    with store.transaction():
-        store.set_meta("vectors_state", _vectors_state(idx, model_key))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from palace_cli.core.markdown import heading_sections
 from palace_cli.core.notes import Memory
+from palace_cli.index.vectors import vector_key
 
 NOTE_BYTES = 2000   # a note this long (its body, in UTF-8) is also ranked by section
 MIN_BYTES = 200     # a shorter part joins the next one
@@ -40,9 +41,11 @@ class SectionUnit:
     text: str
 
     def row(self, subject: str) -> tuple:
-        """What the note cache stores: key, heading path (JSON), line, text, hash of the embedded text."""
-        digest = hashlib.sha256(unit_text(subject, self.heading, self.text).encode("utf-8")).hexdigest()[:20]
-        return self.key, json.dumps(list(self.heading), ensure_ascii=False), self.line, self.text, digest
+        """What the note cache stores: key, heading path (JSON), line, text, hash of the embedded text, its vector key."""
+        embedded = unit_text(subject, self.heading, self.text)
+        digest = hashlib.sha256(embedded.encode("utf-8")).hexdigest()[:20]
+        return (self.key, json.dumps(list(self.heading), ensure_ascii=False), self.line, self.text, digest,
+                vector_key(embedded))
 
 
 def section_key(note_id: str, line: int) -> str:

@@ -14,8 +14,10 @@ from pathlib import Path
 
 from palace_cli.core.layout import Scan
 from palace_cli.core.notes import Memory, Warning_
+from palace_cli.index.vectors import vector_key
 
-SCHEMA_VERSION = "14"  # 14: ids derived under memories/ transliterate accents (one slug rule); 13: a `# ` heading below prose is a section, not the title; 12: property links (`up: "[[P]]"`); 11: any Markdown file is a note
+SCHEMA_VERSION = "15"  # 15: a vector key beside the text hash (the text without link targets: index/vectors.py);
+# 14: derived ids transliterate accents; 13: a `# ` heading below prose is a section; 12: property links; 11: any .md
 RACY_NS = 2_000_000_000  # stat of a file changed in the last 2 s is not trusted (coarse clocks, network disks)
 MEMORY_FIELDS = frozenset(f.name for f in dataclasses.fields(Memory))
 # What the generated index files need; stored apart from `data` so they can be read without decoding bodies.
@@ -112,11 +114,13 @@ class NoteStore:
             self.db.execute("DELETE FROM meta")
             self.db.execute(
                 "CREATE TABLE notes (path TEXT PRIMARY KEY, mtime_ns INTEGER, size INTEGER, file_hash TEXT, "
-                "id TEXT, domain TEXT, text_hash TEXT, data TEXT, error TEXT, error_line INTEGER, light TEXT)")
+                "id TEXT, domain TEXT, text_hash TEXT, data TEXT, error TEXT, error_line INTEGER, light TEXT, "
+                "vector_key TEXT)")
             self.db.execute("CREATE INDEX notes_id ON notes(id, path)")
             # Covers the no-op refresh's query: without it SQLite reads every row's page, `data` included
             # (half a gigabyte at 100,000 notes).
-            self.db.execute("CREATE INDEX notes_stat ON notes(path, mtime_ns, size, file_hash, id, text_hash)")
+            self.db.execute("CREATE INDEX notes_stat ON notes(path, mtime_ns, size, file_hash, id, text_hash, "
+                            "vector_key)")
             self.db.execute("CREATE INDEX notes_domain ON notes(domain)")
             self.db.execute("CREATE INDEX notes_error ON notes(error) WHERE error IS NOT NULL")
             # old_id: the id the lexical index may still hold for the path (ownership of a duplicated id moves).
@@ -134,7 +138,7 @@ class NoteStore:
             # The section units of long notes (index/sections.py): ranked beside the notes, handed as `path:line`.
             self.db.execute(
                 "CREATE TABLE sections (path TEXT, ord INTEGER, key TEXT, heading TEXT, line INTEGER, text TEXT, "
-                "text_hash TEXT, PRIMARY KEY (path, ord))")
+                "text_hash TEXT, vector_key TEXT, PRIMARY KEY (path, ord))")
             self.db.execute("CREATE INDEX sections_key ON sections(key)")
             self.set_meta("schema", SCHEMA_VERSION)
             self.set_meta("version", "0")
@@ -204,24 +208,24 @@ class NoteStore:
         self.db.execute("INSERT OR IGNORE INTO pending_lexical VALUES (?, NULL)", (path,))
 
     def put_memory(self, memory: Memory, mtime_ns: int, size: int, file_hash: str, sections: list[tuple] = ()) -> None:
-        """Store a parsed note and its section units (rows of key, heading JSON, line, text, text hash)."""
+        """Store a parsed note and its section units (rows of key, heading JSON, line, text, text hash, vector key)."""
         self._mark_pending(memory.path)
         light = json.dumps({name: getattr(memory, name) for name in LIGHT_FIELDS}, ensure_ascii=False)
         self.db.execute(
-            "INSERT OR REPLACE INTO notes VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?)",
+            "INSERT OR REPLACE INTO notes VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?)",
             (memory.path, settled(mtime_ns), size, file_hash, memory.id, memory.domain, text_hash(memory),
-             memory_to_json(memory), light),
+             memory_to_json(memory), light, vector_key(memory.search_text())),
         )
         self.db.execute("DELETE FROM sections WHERE path=?", (memory.path,))
         if sections:
-            self.db.executemany("INSERT INTO sections VALUES (?, ?, ?, ?, ?, ?, ?)",
+            self.db.executemany("INSERT INTO sections VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                                 [(memory.path, ord_, *row) for ord_, row in enumerate(sections)])
 
     def put_error(self, path: str, mtime_ns: int, size: int, file_hash: str, message: str, line: int | None) -> None:
         self._mark_pending(path)
         self.db.execute("DELETE FROM sections WHERE path=?", (path,))
         self.db.execute(
-            "INSERT OR REPLACE INTO notes VALUES (?, ?, ?, ?, NULL, NULL, NULL, NULL, ?, ?, NULL)",
+            "INSERT OR REPLACE INTO notes VALUES (?, ?, ?, ?, NULL, NULL, NULL, NULL, ?, ?, NULL, NULL)",
             (path, settled(mtime_ns), size, file_hash, message, line),
         )
 
@@ -370,10 +374,10 @@ class NoteStore:
         return {memory_id: token or "" for memory_id, token in rows}
 
     def catalog_rows(self) -> list[tuple]:
-        """(id, path, domain, text_hash, subject, anchor, keywords JSON, aliases JSON, created) of readable notes,
+        """(id, path, domain, vector key, subject, anchor, keywords JSON, aliases JSON, created) of readable notes,
         by path."""
         return self.db.execute(
-            "SELECT id, path, domain, text_hash, json_extract(data, '$.subject'), json_extract(data, '$.anchor'), "
+            "SELECT id, path, domain, vector_key, json_extract(data, '$.subject'), json_extract(data, '$.anchor'), "
             "json_extract(data, '$.keywords'), json_extract(data, '$.aliases'), json_extract(data, '$.created') "
             "FROM notes WHERE data IS NOT NULL ORDER BY path").fetchall()
 
@@ -403,6 +407,17 @@ class NoteStore:
         """path -> text hash of readable notes."""
         return dict(self.db.execute("SELECT path, text_hash FROM notes INDEXED BY notes_stat WHERE id IS NOT NULL"))
 
+    def vector_units(self) -> list[tuple[str, str, str, str, int]]:
+        """(vector key, text hash, kind, path, ord) of every unit that is embedded: readable notes ("note", ord -1),
+        the section units of the notes that own their id, the turns of the session files that own theirs."""
+        notes = self.db.execute("SELECT vector_key, text_hash, 'note', path, -1 FROM notes INDEXED BY notes_stat "
+                                "WHERE id IS NOT NULL ORDER BY path").fetchall()
+        sections = self.db.execute(f"SELECT vector_key, text_hash, 'section', path, ord FROM sections WHERE path IN "
+                                   f"({self.OWNERS}) ORDER BY path, ord").fetchall()
+        turns = self.db.execute("SELECT text_hash, text_hash, 'turn', path, ord FROM turns WHERE path IN "
+                                "(SELECT min(path) FROM sessions GROUP BY id) ORDER BY path, ord").fetchall()
+        return notes + sections + turns
+
     # ---- section units of long notes --------------------------------------------------------------
 
     OWNERS = "SELECT min(path) FROM notes WHERE id IS NOT NULL GROUP BY id"  # the note that keeps each id
@@ -421,24 +436,19 @@ class NoteStore:
         return self.db.execute(f"SELECT count(*) FROM sections WHERE path IN ({self.OWNERS})").fetchone()[0]
 
     def section_catalog_rows(self) -> list[tuple]:
-        """(key, path, domain, text hash, note id, created) of every indexed section unit, by path and order."""
+        """(key, path, domain, vector key, note id, created) of every indexed section unit, by path and order."""
         return self.db.execute(
-            "SELECT s.key, s.path, n.domain, s.text_hash, n.id, json_extract(n.light, '$.created') FROM sections s "
+            "SELECT s.key, s.path, n.domain, s.vector_key, n.id, json_extract(n.light, '$.created') FROM sections s "
             f"JOIN notes n ON n.path = s.path WHERE s.path IN ({self.OWNERS}) ORDER BY s.path, s.ord").fetchall()
 
-    def section_hashes(self) -> dict[str, tuple[str, int]]:
-        """text hash -> (path, ord) of a section unit whose embedded text has that hash, for the indexed ones."""
-        out: dict[str, tuple[str, int]] = {}
-        for digest, path, ord_ in self.db.execute(
-                f"SELECT text_hash, path, ord FROM sections WHERE path IN ({self.OWNERS}) ORDER BY path, ord"):
-            out.setdefault(digest, (path, ord_))
-        return out
-
-    def section_parts(self, path: str, ord_: int) -> tuple[str, tuple[str, ...], str]:
+    def section_parts(self, path: str, ord_: int) -> tuple[str, tuple[str, ...], str] | None:
         """(note subject, heading path, text) of one stored section unit: what its embedded text is made of."""
-        subject, heading, text = self.db.execute(
+        row = self.db.execute(
             "SELECT json_extract(n.light, '$.subject'), s.heading, s.text FROM sections s JOIN notes n "
             "ON n.path = s.path WHERE s.path=? AND s.ord=?", (path, ord_)).fetchone()
+        if row is None:
+            return None  # gone since it was listed (another process refreshed)
+        subject, heading, text = row
         return subject or "", tuple(json.loads(heading)), text
 
     def sections(self, keys) -> dict[str, dict]:
@@ -538,15 +548,6 @@ class NoteStore:
         """Number of indexed turns (those of the session files that own their id)."""
         return self.db.execute("SELECT count(*) FROM turns WHERE path IN "
                                "(SELECT min(path) FROM sessions GROUP BY id)").fetchone()[0]
-
-    def turn_hashes(self) -> dict[str, tuple[str, int]]:
-        """text hash -> (path, ord) of a turn whose unit has that hash, for the indexed turns."""
-        rows = self.db.execute("SELECT text_hash, path, ord FROM turns WHERE path IN "
-                               "(SELECT min(path) FROM sessions GROUP BY id) ORDER BY path, ord")
-        out: dict[str, tuple[str, int]] = {}
-        for digest, path, ord_ in rows:
-            out.setdefault(digest, (path, ord_))
-        return out
 
     def turn_parts(self, path: str, ord_: int) -> tuple[str, str, str, str]:
         """(speaker, text, context, time) of one stored turn: what its unit text is made of."""

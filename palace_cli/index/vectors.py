@@ -8,6 +8,7 @@ MAX_DELTAS files, or the model changes, the next write folds everything into a f
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 from palace_cli.core.disk import atomic_write
+from palace_cli.core.links import without_link_targets
 from palace_cli.progress import Progress
 
 BATCH = 128  # texts per embed_batch: enough packed decodes to keep every embedder worker busy
@@ -27,6 +29,13 @@ FORMAT = 2  # manifests without "format" are the one-generation layout before de
 MAX_DELTAS = 8  # segments a reader opens besides the base before the next write compacts
 COMPACT_SHARE = 0.05  # ...or rows added plus keys gone in the segments, as a share of the live rows
 COMPACT_MIN_ROWS = 64  # below this many pending rows a small store keeps appending segments too
+
+
+def vector_key(text: str) -> str:
+    """The key a unit's vector is stored under: a hash of its embedded text without the targets of its links, so
+    that a rename rewriting `[[Old]]` to `[[New]]` in the notes linking to it re-embeds none of them (the vector of
+    such a text is its text's, embedded before the rename). A text without links keys as its text hash."""
+    return hashlib.sha256(without_link_targets(text).encode("utf-8")).hexdigest()[:20]
 
 
 @dataclass
@@ -50,6 +59,7 @@ class VectorSet:
     parts: list = field(default_factory=list)        # float32 matrices: the base (memory-mapped), then segments
     where: dict[str, int] = field(default_factory=dict)  # live key -> row in the stacked parts
     plain: bool = True                                 # no segment applied: where is the base, row by row
+    key: str | None = None  # the embedder setting the rows were made for (None: an embedder handed in by a caller)
 
     def __len__(self) -> int:
         return len(self.where)
@@ -87,6 +97,19 @@ class VectorSet:
             out[inside] = part[picks[inside] - offset]
             offset += len(part)
         return out
+
+    def gather_some(self, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(matrix, present): the rows of `keys` in that order, a zero row where a key has none, and which have one."""
+        import numpy as np
+
+        present = np.fromiter((key in self.where for key in keys), dtype=bool, count=len(keys))
+        if present.all():
+            return self.gather(keys), present
+        stand_in = next(iter(self.where), None)  # any live key: gathered for the absent rows, then zeroed
+        out = self.gather([key if here else stand_in for key, here in zip(keys, present)]) if stand_in else \
+            np.zeros((len(keys), self.dim), dtype=np.float32)
+        out[~present] = 0.0
+        return out, present
 
     def matrix(self) -> np.ndarray:
         """Every live row in `keys` order: the base's own mapping when no segment applies, else a gathered copy."""
@@ -142,7 +165,7 @@ class VectorStore:
         if len(keys) != matrix.shape[0]:
             return None
         found = VectorSet(manifest["model_id"], int(manifest.get("dim") or matrix.shape[1]), [matrix],
-                          dict(zip(keys, range(len(keys)))))
+                          dict(zip(keys, range(len(keys)))), key=manifest.get("key"))
         for delta in manifest.get("deltas", []):
             with np.load(self.directory / f"delta.{delta['generation']}.npz") as segment:
                 added, rows, gone = segment["keys"].tolist(), segment["vectors"], segment["gone"].tolist()
@@ -188,10 +211,10 @@ class VectorStore:
             if progress:
                 progress("embedding", min(start + BATCH, len(missing)), len(missing))
             if time.monotonic() - last_save > CHECKPOINT_S and start + BATCH < len(missing):
-                self._commit(current, embedder, new_keys, new_rows, gone)
+                self.commit(current, embedder, new_keys, new_rows, gone)
                 current, new_keys, new_rows, gone = self.snapshot(), [], [], []
                 last_save = time.monotonic()
-        self._commit(current, embedder, new_keys, new_rows, gone)
+        self.commit(current, embedder, new_keys, new_rows, gone)
         return SyncReport(len(missing), len(texts) - len(missing), dropped, changed_from)
 
     def compact(self) -> None:
@@ -199,11 +222,12 @@ class VectorStore:
         current = self.snapshot()
         if current is not None and not current.plain:
             keys = sorted(current.where)
-            self._write(current.model_id, keys, current.gather(keys))
+            self._write(current.model_id, keys, current.gather(keys), current.key)
 
-    def _commit(self, current: VectorSet | None, embedder, keys: list[str], rows: list[np.ndarray],
-                gone: list[str]) -> None:
-        """Write one change to `current`: a delta segment when it stays small, else a fresh compacted base."""
+    def commit(self, current: VectorSet | None, embedder, keys: list[str], rows: list[np.ndarray],
+               gone: list[str], key: str | None = None) -> None:
+        """Write one change to `current` (the set as read before it): a delta segment when it stays small, else
+        a fresh compacted base. `key` names the embedder setting the rows were made for (kept in the manifest)."""
         import numpy as np
 
         added = np.concatenate(rows) if rows else np.zeros((0, embedder.dim), dtype=np.float32)
@@ -218,11 +242,20 @@ class VectorStore:
                 merged = VectorSet(current.model_id, current.dim, list(current.parts), dict(current.where))
             merged.apply(keys, added, gone)
             ordered = sorted(merged.where)
-            self._write(embedder.model_id, ordered, merged.gather(ordered))
+            self._write(embedder.model_id, ordered, merged.gather(ordered), key)
         else:
-            self._write_delta(manifest, keys, added, gone)
+            self._write_delta(manifest, keys, added, gone, key)
 
-    def _write_delta(self, old: dict, keys: list[str], rows: np.ndarray, gone: list[str]) -> None:
+    def retag(self, key: str | None) -> None:
+        """Name another embedder setting for the stored rows (the same model under a new file stamp): the manifest
+        alone is written again, under a new generation."""
+        old = self._manifest()
+        if old is not None and old.get("key") != key:
+            kept = {name: value for name, value in old.items() if name != "key"}
+            self._publish(old, {**kept, "format": FORMAT, "generation": old["generation"] + 1,
+                                "base": old.get("base", old["generation"]), **_named(key)})
+
+    def _write_delta(self, old: dict, keys: list[str], rows: np.ndarray, gone: list[str], key: str | None) -> None:
         import numpy as np
 
         gen = old["generation"] + 1
@@ -234,9 +267,9 @@ class VectorStore:
         count = old["count"] - len(gone) + len(keys)
         self._publish(old, {"format": FORMAT, "model_id": old["model_id"], "dim": int(rows.shape[1]),
                             "count": count, "generation": gen, "base": old.get("base", old["generation"]),
-                            "deltas": deltas})
+                            "deltas": deltas, **_named(key)})
 
-    def _write(self, model_id: str, keys: list[str], matrix: np.ndarray) -> None:
+    def _write(self, model_id: str, keys: list[str], matrix: np.ndarray, key: str | None = None) -> None:
         """Replace the whole store with a fresh base holding `keys` and their rows (no segments)."""
         import numpy as np
 
@@ -252,7 +285,7 @@ class VectorStore:
             os.replace(tmp, self.directory / name)
         self._publish(old, {"format": FORMAT, "model_id": model_id,
                             "dim": int(matrix.shape[1]) if matrix.ndim == 2 else 0, "count": len(keys),
-                            "generation": gen, "base": gen, "deltas": []})
+                            "generation": gen, "base": gen, "deltas": [], **_named(key)})
 
     def _publish(self, old: dict | None, manifest: dict) -> None:
         """Make the fsynced files of `manifest` durable by name, replace the manifest, sweep what nobody names."""
@@ -278,6 +311,11 @@ class VectorStore:
         (self.directory / "manifest.json").unlink(missing_ok=True)
         for path in self.directory.glob("*"):
             path.unlink(missing_ok=True)
+
+
+def _named(key: str | None) -> dict:
+    """The manifest's "key" entry: the embedder setting its rows were made for, when a setting made them."""
+    return {"key": key} if key else {}
 
 
 def _files(manifest: dict) -> set[str]:

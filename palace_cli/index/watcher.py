@@ -10,7 +10,8 @@ block on the kernel (inotify) or on a condition variable: no polling.
 
 It is driven by callbacks: it watches a `Site` (what to watch, which paths matter) and calls the `refresh`
 and `reload` its owner gives (the faces give `Palace.refresh` and `Palace.reload_config`: watch.py, the
-language server's keeper).
+language server's keeper). Given `embed` too, the watcher is what embeds (index/embedding.py): after a refresh
+that left units without a vector, it embeds them batch by batch while no event comes, and a save goes first.
 """
 
 from __future__ import annotations
@@ -46,15 +47,18 @@ CONTENT_DIRS = (MEMORIES, CONVERSATIONS)  # what a refresh reads besides palace.
 class WatchEvent:
     """What the watcher did: started, refreshed, error, stopped."""
 
-    kind: str
+    kind: str  # "started", "refreshed", "embedded", "error" or "stopped"
     report: RefreshReport | None = None
     triggers: list[str] = field(default_factory=list)  # paths (relative to the root) whose events caused it
     seconds: float = 0.0
     error: str = ""
+    embedded: int = 0  # units embedded (an "embedded" event)
 
     def as_dict(self) -> dict:
         """JSON-ready form (one line per event in `palace watch --json`)."""
         data = {"event": self.kind, "triggers": self.triggers, "seconds": round(self.seconds, 4)}
+        if self.kind == "embedded":
+            data["embedded"] = self.embedded
         if self.report is not None:
             data["report"] = self.report.as_dict()
         if self.error:
@@ -98,13 +102,18 @@ class _Handler(FileSystemEventHandler):
 
 class Watcher:
     """Watches one palace's site; call start(), then wait() or stop(). Each refresh is `refresh(progress)`, a
-    changed palace.toml is `reload()` first; what happened is reported through on_event."""
+    changed palace.toml is `reload()` first; what happened is reported through on_event. After a refresh whose
+    report says units wait for a vector, `embed(stop)` is called while no event comes: it embeds until done or
+    until `stop()` is true and returns how many it embedded and whether more wait."""
 
     def __init__(self, site: Site, refresh: Callable[[Progress | None], RefreshReport],
                  on_event: Callable[[WatchEvent], None] | None = None, *, reload: Callable[[], None] = lambda: None,
-                 progress: Progress | None = None, debounce: float = DEBOUNCE_S, max_delay: float = MAX_DELAY_S):
+                 progress: Progress | None = None, debounce: float = DEBOUNCE_S, max_delay: float = MAX_DELAY_S,
+                 embed: Callable[[Callable[[], bool]], tuple[int, bool]] | None = None):
         self.site = site
         self.refresh = refresh
+        self.embed = embed
+        self._embedding = False  # units wait for a vector and this watcher embeds them
         self.reload = reload
         self.on_event = on_event or (lambda event: None)
         self.progress = progress
@@ -202,10 +211,15 @@ class Watcher:
     def _loop(self) -> None:
         while True:
             with self._cond:
-                while not self._triggers and not self._stopping:
+                while not self._triggers and not self._stopping and not self._embedding:
                     self._cond.wait()  # idle: blocked, no timeout, no CPU
                 if self._stopping:
                     return
+                slice_now = not self._triggers
+            if slice_now:
+                self._embed()
+                continue
+            with self._cond:
                 while not self._stopping:
                     wait = min(self._last + self.debounce, self._first + self.max_delay) - time.monotonic()
                     if wait <= 0:
@@ -237,7 +251,24 @@ class Watcher:
             return None
         if announce:
             self.on_event(WatchEvent("refreshed", report, triggers, time.perf_counter() - started))
+        if self.embed is not None and getattr(report, "waiting", False):
+            with self._cond:
+                self._embedding = True
         return report
+
+    def _embed(self) -> None:
+        """Embed what waits until done or until an event comes (or another process embeds it)."""
+        started = time.perf_counter()
+        try:
+            embedded, more = self.embed(lambda: bool(self._triggers) or self._stopping)
+        except Exception as exc:  # the model or the cache failed: said once, left for the next refresh
+            self.on_event(WatchEvent("error", seconds=time.perf_counter() - started,
+                                     error=f"embedding: {type(exc).__name__}: {exc}"))
+            embedded, more = 0, False
+        with self._cond:
+            self._embedding = more and not self._stopping
+        if embedded:
+            self.on_event(WatchEvent("embedded", seconds=time.perf_counter() - started, embedded=embedded))
 
     def _retry_later(self, triggers: list[str]) -> None:
         def again():

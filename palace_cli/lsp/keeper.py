@@ -82,8 +82,9 @@ class Keeper:
         self._build(force=True)
         if self._stopped:
             return
-        watched = self._noticed(Palace(self.palace.root))
-        watcher = Watcher(watched.site, self._refresh(watched), self._watched, reload=watched.reload_config)
+        watched = self._noticed(Palace(self.palace.root, vectors="later"))  # the watcher embeds, between saves
+        watcher = Watcher(watched.site, self._refresh(watched), self._watched, reload=watched.reload_config,
+                          embed=watched.embed_some)
         try:
             watcher.start()
         except Exception:

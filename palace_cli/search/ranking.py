@@ -43,7 +43,7 @@ def _dense(palace: Palace, catalog: Catalog, query: str, limit: int, scope: Scop
         return []
     import numpy as np
 
-    scores = catalog.matrix @ vector
+    scores = catalog.cosines(vector)  # -inf for a unit not embedded yet
     mask = catalog.mask(scope)
     if mask is not None:
         scores = np.where(mask, scores, -np.inf)
@@ -78,7 +78,7 @@ def _cosines(palace: Palace, catalog: Catalog, query: str):
 
     def cosines(ids: list[str]) -> dict[str, float]:
         vector = palace.index.query_vector(query)
-        rows = [(i, catalog.row_of[i]) for i in ids if i in catalog.row_of]
+        rows = [(i, catalog.row_of[i]) for i in ids if i in catalog.row_of and catalog.has_vector(catalog.row_of[i])]
         if not rows:
             return {}
         values = catalog.matrix[[row for _, row in rows]] @ vector

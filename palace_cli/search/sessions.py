@@ -85,7 +85,7 @@ def _centroid_scores(palace: Palace, catalog: Catalog, query: str, sessions: lis
     out = {}
     for session in sessions:
         if session not in cache:
-            rows = catalog.session_rows.get(session)
+            rows = [row for row in catalog.session_rows.get(session, ()) if catalog.has_vector(row)]
             if not rows:
                 continue
             mean = catalog.matrix[rows].mean(axis=0)

@@ -174,13 +174,13 @@ def _dense_scores(palace: Palace, catalog, memory: Memory | None, text: str, lef
     """(id, cosine) of the CANDIDATES nearest memories by the stored vectors; UsageError without them."""
     import numpy as np
 
-    stored = memory is not None and memory.id in catalog.row_of
+    stored = memory is not None and memory.id in catalog.row_of and catalog.has_vector(catalog.row_of[memory.id])
     if catalog.matrix is None or not (stored or palace.index.dense().embedder is not None):
         raise UsageError("dense similarity needs an embedding model: run `palace models install`")
 
     row = catalog.row_of.get(memory.id) if memory else None
-    vector = catalog.matrix[row] if row is not None else palace.index.query_vector(text)
-    scores = catalog.matrix @ vector
+    vector = catalog.matrix[row] if row is not None and catalog.has_vector(row) else palace.index.query_vector(text)
+    scores = catalog.cosines(vector)
     rows = [catalog.row_of[i] for i in left_out if i in catalog.row_of]
     scores[rows] = -np.inf
     limit = min(CANDIDATES, len(scores))
