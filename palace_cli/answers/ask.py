@@ -17,7 +17,7 @@ from palace_cli.answers.abstention import Evidence, needs_of, thresholds, weigh
 from palace_cli.answers.checking import (handed_memories, superseded_among, unit_lookup, verify_answer,  # noqa: F401
                                          with_texts)
 from palace_cli.answers.extract import Source, compose, extract, sentence_line, sources_of
-from palace_cli.answers.verify import CITATION, UNIT_CITATION, Verdict, verify_response
+from palace_cli.answers.verify import CITATION, LOCATION_CITATION, UNIT_CITATION, Verdict, verify_response
 from palace_cli.backends.cache import cached
 from palace_cli.core.text import STOPWORDS, words
 from palace_cli.core.tokens import contains_phrase
@@ -155,7 +155,7 @@ def not_an_answer(text: str, terms: list[str], analyze) -> tuple[str, str] | Non
         return "echo", "it pastes its context back instead of answering"
     if repetitive(text):
         return "loops", "it repeats itself until the token limit"
-    pairs = analyze(UNIT_CITATION.sub(" ", CITATION.sub(" ", text)))
+    pairs = analyze(LOCATION_CITATION.sub(" ", UNIT_CITATION.sub(" ", CITATION.sub(" ", text))))
     said = {term for term, _ in pairs}
     if terms and not said.intersection(terms):
         return "off-topic", "it cites a memory but says nothing about the question"
@@ -217,17 +217,19 @@ def extractive(palace: Palace, question: str, sources: list[Source], handed: lis
 
 def handed_entries(sources: list[Source]) -> list[dict]:
     """What verify is handed for the sources: memories with their token, turns and sections by id; each with the
-    text its quotes are checked against."""
+    text its quotes are checked against, and where it is (path, first line) for [path:line] citations."""
     from palace_cli.answers.checking import memory_text
 
     out = []
     for source in sources:
         if source.kind == "turn":
-            out.append({"id": source.id, "kind": "turn", "text": f"{source.speaker}: {source.text}"})
+            out.append({"id": source.id, "kind": "turn", "text": f"{source.speaker}: {source.text}",
+                        "path": source.path, "line": source.line})
         else:
             memory = source.memory
             entry = {"id": source.id, "subject": memory.subject if memory is not None else source.frame,
-                     "verify": source.token, "text": memory_text(memory) if memory is not None else source.text}
+                     "verify": source.token, "text": memory_text(memory) if memory is not None else source.text,
+                     "path": source.path, "line": source.line}
             if source.kind == "section":
                 entry["kind"] = "section"
             out.append(entry)
