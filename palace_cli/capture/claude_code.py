@@ -122,6 +122,7 @@ def import_transcript(palace, payload: dict) -> str:
     report = import_conversations(palace, path, "claude-code")
     counts = report.counts()
     problems = f"; {len(report.problems)} unreadable lines" if report.problems else ""
+    redacted = f"; {report.redacted} secrets redacted" if report.redacted else ""
     return (f"imported {path.name} into {palace.root}: {counts['turns_written']} new turns "
             f"({counts['added']} added, {counts['appended']} appended, {counts['skipped']} unchanged, "
-            f"{counts['conflict']} conflicts){problems}")
+            f"{counts['conflict']} conflicts){problems}{redacted}")

@@ -20,6 +20,7 @@ from palace_cli.core.noteedit import (check_note_size, dump_frontmatter, edit_fr
                                      update_frontmatter)
 from palace_cli.core.notefile import load_note, parse_note, split_frontmatter
 from palace_cli.core.notes import ID_PATTERN, TYPES, Memory
+from palace_cli.core.secrets import without_secrets
 from palace_cli.core.text import slugify, words
 from palace_cli.core.tokens import propose_token, token_problems
 from palace_cli.core.validity import Versions
@@ -400,7 +401,7 @@ def add_note(palace: Palace, text: str, domain: str | None = None, *, subject: s
     (quick capture: no template, no editor, no token), into the inbox domain ([notes] inbox) when no domain is
     given. `text` is the subject when `content` is given, else the thought itself (its subject from its first
     line). `review_added` is the step after, for every face."""
-    text = (text or "").strip()
+    text, content = without_secrets((text or "").strip()), without_secrets(content)  # core/secrets.py
     if image.strip():
         return add_memory(palace, subject or text, domain or palace.config.notes.inbox, image=image, content=content,
                           **fields)

@@ -87,6 +87,7 @@ class ConversationImport:
     problems: list[ReadProblem] = field(default_factory=list)
     left_out: dict[str, int] = field(default_factory=dict)
     refresh: object = None  # the RefreshReport of the refresh that indexed the imported turns
+    redacted: int = 0  # secrets redacted and private spans dropped in what was read (core/secrets.py)
 
     def counts(self) -> dict[str, int]:
         """Sessions per action, and turns written."""
@@ -100,7 +101,7 @@ class ConversationImport:
         return {"format": self.format, "source": self.source, "dry_run": self.dry_run, "counts": self.counts(),
                 "sessions": [o.as_dict() for o in self.sessions],
                 "conflicts": [c.as_dict() for c in self.conflicts],
-                "problems": [str(p) for p in self.problems], "left_out": self.left_out}
+                "problems": [str(p) for p in self.problems], "left_out": self.left_out, "redacted": self.redacted}
 
 
 def existing_sessions(root: Path) -> list[Session]:
@@ -109,12 +110,13 @@ def existing_sessions(root: Path) -> list[Session]:
 
 
 def import_conversations(palace, path, format: str, include: frozenset[str] = frozenset(), dry_run: bool = False,
-                         progress: Progress | None = None) -> ConversationImport:
-    """Import every session of a conversation source into `conversations/<source>/`; safe to rerun."""
+                         progress: Progress | None = None, keep_secrets: bool = False) -> ConversationImport:
+    """Import every session of a conversation source into `conversations/<source>/`, its secrets redacted unless
+    `keep_secrets` (formats.read_conversations); safe to rerun."""
     path = Path(path)
-    result = read_conversations(path, format, include)
+    result = read_conversations(path, format, include, keep_secrets)
     report = ConversationImport(format, str(path), dry_run, problems=list(result.problems),
-                                left_out=dict(sorted(result.left_out.items())))
+                                left_out=dict(sorted(result.left_out.items())), redacted=result.redacted)
     plan = _Plan(palace.root, f"{format}:{source_name(path)}", report)
     seen: set[tuple[str, str]] = set()
     for session in result.sessions:
