@@ -37,10 +37,27 @@ Kind = Literal["memory", "turn"]
 MIN_TOKENS, MAX_TOKENS = 50, 20000
 DISTILL_TOKENS = 800  # distill's answer: counts, then a line per memory written, cut there
 LINE_REF = re.compile(r":\d+$")
-INSTRUCTIONS = ("A memory palace: Markdown memories, each with a verify token, and imported conversations. Call "
-                "recall before answering from memory, cite each used memory's token as [verify: token] and quote "
-                "each used conversation turn in double quotes followed by [turn ID], then call verify on your answer "
-                "with the ids recall handed.")
+TURNS = " and quote each used conversation turn in double quotes followed by [turn ID]"
+
+
+def instructions(palace: Palace) -> str:
+    """What the server tells an agent when it connects, fitted to this palace: verify tokens only where its
+    notes have them (a note without one is cited by path:line), conversation turns only when it holds some."""
+    memories = palace.index.scan(light=True).memories.values()
+    tokens = sum(1 for m in memories if m.verify)
+    turns = (palace.root / "conversations").is_dir()
+    also = ", and imported conversations" if turns else ""
+    if tokens and tokens == len(memories):
+        what, cite = f"Markdown memories, each with a verify token{also}", "cite each used memory's token as [verify: token]"
+    elif tokens:
+        what = f"Markdown notes, some with a verify token{also}"
+        cite = ("cite each used note by its verify token as [verify: token], or, when it has none, by where it is "
+                "(recall shows it after the title) as [path:line]")
+    else:
+        what = f"Markdown notes{also}"
+        cite = "cite each used note by where it is (recall shows it after the title) as [path:line]"
+    return (f"A memory palace: {what}. Call recall before answering from memory, {cite}{TURNS if turns else ''}, "
+            "then call verify on your answer with the ids recall handed.")
 
 
 # ---- confinement --------------------------------------------------------------------------------
@@ -180,12 +197,15 @@ class PalaceTools:
         return fit("\n".join([head] + lines), max_tokens)
 
     def get(self, id: str, max_tokens: int = 1500) -> str:
-        """One memory in full: fields, verify token, Image and Content."""
+        """One memory in full: fields, verify token (or where to cite it), Image and Content."""
         _budget(max_tokens)
         self._fresh()
         memory = self._memory(id)
-        lines = [f"# {memory.subject} ({memory.id})", f"domain: {memory.domain}; at {memory.location}",
-                 f"anchor: {memory.anchor}", f"verify: {memory.verify}"]
+        lines = [f"# {memory.subject} ({memory.id})", f"domain: {memory.domain}; at {memory.location}"]
+        if memory.anchor:
+            lines.append(f"anchor: {memory.anchor}")
+        # A note without a token is cited by where it is (verify takes [path:line]); never ask for a token it lacks.
+        lines.append(f"verify: {memory.verify}" if memory.verify else f"cite as: [{memory.location}]")
         if memory.keywords:
             lines.append("keywords: " + ", ".join(memory.keywords))
         if memory.all_links:
@@ -196,7 +216,7 @@ class PalaceTools:
                          + "".join(f"; {label} {', '.join(ids)}" for label, ids in
                                    (("superseded by", versions.successors.get(memory.id)),
                                     ("replaces", versions.predecessors.get(memory.id))) if ids))
-        lines += ["## Image", memory.image, "## Content", memory.content]
+        lines += (["## Image", memory.image] if memory.image else []) + ["## Content", memory.content]
         return fit("\n".join(lines), max_tokens)
 
     def add(self, subject: str, domain: str | None = None, anchor: str | None = None, image: str | None = None,
@@ -401,7 +421,7 @@ class PalaceTools:
 # name: (description, read_only, destructive, idempotent). Descriptions are short on purpose: the whole
 # tool list is paid for in every agent's context (tests/test_mcp.py measures it).
 TOOLS = {
-    "recall": ("The smallest context that answers query: memories (cite their verify tokens) and chat turns.",
+    "recall": ("The smallest context that answers query: memories and chat turns, each with how to cite it.",
                True, False, True),
     "search": ("Flat ranked search over memories and turns.", True, False, True),
     "get": ("A memory in full.", True, False, True),
@@ -496,7 +516,7 @@ def build_server(palace: Palace):
                                   structured_output=False, annotations=ToolAnnotations(**hints, open_world_hint=False))
         tool.parameters = _describe(_tidy_schema(tool.parameters), name)
         registered.append(tool)
-    return MCPServer("palace", version=__version__, instructions=INSTRUCTIONS, tools=registered, log_level="WARNING")
+    return MCPServer("palace", version=__version__, instructions=instructions(palace), tools=registered, log_level="WARNING")
 
 
 def serve(palace: Palace) -> None:

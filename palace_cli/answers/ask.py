@@ -24,12 +24,18 @@ from palace_cli.core.tokens import contains_phrase
 from palace_cli.errors import ModelError, UsageError
 from palace_cli.palace import Palace
 from palace_cli.search.hits import Recall
+from palace_cli.search.context import MIXED_CITE, PLAIN_CITE
 from palace_cli.search.retrieve import recall
 
 MAX_TOKENS = 160
 ANSWER_INSTRUCTION = ("Answer the question in two or three sentences using only the memories and turns above. "
                       "End with the verify token of each memory you used, written as [verify: token]; quote the "
                       "words of each turn you used in double quotes, followed by [turn ID].")
+# For a context with notes that have no verify token (search.context says so in its header): cite them by place.
+PLAIN_INSTRUCTION = ("Answer the question in two or three sentences using only the notes and turns above. "
+                     "End with where each note you used is, as shown after its title, like [notes/Name.md:12] (or its "
+                     "verify token, like [verify: token], when it has one); quote the words of each turn you used in "
+                     "double quotes, followed by [turn ID].")
 NO_CONTEXT_INSTRUCTION = ("Answer the question in two or three sentences. "
                           "End with the verify token of each memory you used, written as [verify: token].")
 # A small model often pastes its prompt back (headings, verify lines, the question): that cites the token
@@ -96,7 +102,8 @@ def build_prompt(context: str, question: str) -> str:
     """The prompt for a generator: the recall context (with its verify tokens), the question, the rule."""
     if not context.strip():
         return f"Question: {question}\n\n{NO_CONTEXT_INSTRUCTION}"
-    return f"{context.rstrip()}\n\nQuestion: {question}\n\n{ANSWER_INSTRUCTION}"
+    plain = PLAIN_CITE in context or MIXED_CITE in context
+    return f"{context.rstrip()}\n\nQuestion: {question}\n\n{PLAIN_INSTRUCTION if plain else ANSWER_INSTRUCTION}"
 
 
 def drop_repeats(text: str) -> str:
