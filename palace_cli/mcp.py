@@ -226,8 +226,8 @@ class PalaceTools:
         """Write a new memory (never overwrites), refresh, and say where it is and its verify token.
 
         Text alone (`subject`, no image) is written at once as a plain note, in the inbox domain when no domain
-        is given: searched and recalled now, but it has no verify token, so it cannot be cited until it grows an
-        image. With an image, a SMASHIN memory: refused, nothing written, with a token the image cannot give or a
+        is given: searched and recalled now, and cited by where it is ([path:line]) since it has no verify token
+        (an image would give it one). With an image, a SMASHIN memory: refused, nothing written, with a token the image cannot give or a
         link to no memory. `supersedes` corrects memories: they stay, marked superseded by this one from
         `valid_from` (default today)."""
         from palace_cli.core.noteedit import check_note_size
@@ -262,10 +262,11 @@ class PalaceTools:
                               image=image, content=content, keywords=keywords, links=links, verify=verify,
                               note_id=id, supersedes=supersedes, valid_from=valid_from, type=type or "")
         self._fresh()
-        lines = [f"added {memory.id} at {memory.location}", f"verify: {memory.verify or '(none)'}"]
+        lines = [f"added {memory.id} at {memory.location}",
+                 f"verify: {memory.verify}" if memory.verify else f"cite as: [{memory.location}]"]
         if not memory.verify:
-            lines.append("a plain note: recalled now, not citable yet (no image, so no verify token); "
-                         "update it with an image to make it a memory you can cite")
+            lines.append("a plain note: recalled now and cited by where it is (no image, so no verify token; "
+                         "update it with an image to give it one)")
         if memory.supersedes:
             lines.append(f"supersedes {', '.join(memory.supersedes)} from {memory.valid_from}")
         review = review_added(self.palace, memory)

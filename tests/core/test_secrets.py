@@ -75,3 +75,37 @@ def test_private_spans_are_dropped():
     assert redact("keep <private>my plan\nover lines</private> this") == ("keep  this", 1)
     assert redact("keep <PRIVATE>never closed") == ("keep ", 1)
     assert without_secrets("") == "" and redact("plain words") == ("plain words", 0)
+
+
+# A near miss for each shape above: its prefix in prose, too short, no digit where a key has them, or one part of
+# several; each must stay as it is (a redacted commit hash or word would break what people wrote).
+NEAR = {
+    "openai": "the sk-learning-rate-scheduler-module and sk-abc123",
+    "sk-live": "a sk-live-demo key",
+    "anthropic": "keys begin sk-ant- and then a long random part",
+    "stripe": "Stripe keys look like sk_live_... or sk_test_abc",
+    "github": "ghp_abc123 is too short to be a token",
+    "github-pat": "tokens start with github_pat_ and then 82 characters",
+    "gitlab": "glpat-short",
+    "slack": "xoxb-12345 and xoxb-",
+    "slack-webhook": "post to https://hooks.slack.com/services/T000/B000",
+    "aws": "AKIA1234 and AKIAIOSFODNN7EXAMPLEXY and akiaiosfodnn7example",
+    "google": "AIzaSyShort",
+    "google-oauth": "ya29.short",
+    "jwt": "the header eyJhbGciOiJIUzI1NiJ9 alone",
+    "bearer": "send Bearer <token> or Bearer abcdefghijklmnopqrstuvwxyz or Bearer $TOKEN",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_a_near_miss_of_each_shape_stays(name):
+    assert redact(NEAR[name]) == (NEAR[name], 0)
+
+
+@pytest.mark.parametrize("text", [
+    "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA\n-----END PUBLIC KEY-----",
+    "-----BEGIN CERTIFICATE-----\nMIIDdzCCAl+gAwIBAgIEAgAAuTANBgkqhkiG9w0BAQUFADBa\n-----END CERTIFICATE-----",
+    "ssh://git@github.com:22/a/b.git and mailto:ada@example.com and http://localhost:8080/x@y",
+])
+def test_public_keys_certificates_and_addresses_stay(text):
+    assert redact(text) == (text, 0)
