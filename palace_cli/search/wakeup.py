@@ -23,6 +23,7 @@ from palace_cli.search.profiles import BYTES_PER_TOKEN, tokens_of
 
 DEFAULT_BUDGET = 2000  # tokens
 PROJECT_KINDS = ("decision", "convention")  # what a new session in a project needs first (issue 33)
+HEAD_BYTES = 16384  # read of a session note to find its frontmatter's cwd
 LONGEST_SENTENCE = 300  # characters: a longer first sentence is not a line; the memory's subject is shown instead
 
 
@@ -112,7 +113,9 @@ def _session_cwd(palace: Palace, source: str, seen: dict[str, str]) -> str:
     if path not in seen:
         seen[path] = ""
         try:
-            text, _ = read_note_text(palace.root / path, path)
+            with open(palace.root / path, encoding="utf-8", errors="replace") as file:
+                head = file.read(HEAD_BYTES)  # the frontmatter is at the top; a session's turns can be megabytes
+            text = head if "\n---" in head[3:] else read_note_text(palace.root / path, path)[0]
             seen[path] = str(load_frontmatter(split_frontmatter(text, path)[0], path).get("cwd") or "")
         except (OSError, PalaceError, ValueError):
             pass  # a session moved or unreadable: its memories are simply not this project's
