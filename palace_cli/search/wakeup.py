@@ -115,8 +115,11 @@ def _session_cwd(palace: Palace, source: str, seen: dict[str, str]) -> str:
         try:
             with open(palace.root / path, encoding="utf-8", errors="replace") as file:
                 head = file.read(HEAD_BYTES)  # the frontmatter is at the top; a session's turns can be megabytes
-            text = head if "\n---" in head[3:] else read_note_text(palace.root / path, path)[0]
-            seen[path] = str(load_frontmatter(split_frontmatter(text, path)[0], path).get("cwd") or "")
+            try:
+                block = split_frontmatter(head, path)[0]
+            except PalaceError:  # a frontmatter longer than the head: read the whole note
+                block = split_frontmatter(read_note_text(palace.root / path, path)[0], path)[0]
+            seen[path] = str(load_frontmatter(block, path).get("cwd") or "")
         except (OSError, PalaceError, ValueError):
             pass  # a session moved or unreadable: its memories are simply not this project's
     return seen[path]

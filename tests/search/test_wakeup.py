@@ -105,3 +105,21 @@ def test_a_context_of_plain_notes_asks_for_places_not_tokens():
     assert tokens.startswith(MEMORY_HEADER) and "verify: a wrist notebook" in tokens
     assert build_prompt(only_plain, "Why?").endswith(PLAIN_INSTRUCTION)
     assert build_prompt(tokens, "Why?").endswith(ANSWER_INSTRUCTION)
+
+
+@pytest.mark.parametrize("padding", [0, 20000])  # a session note's frontmatter inside the head read, and past it
+def test_a_projects_decision_comes_after_core_and_before_the_rest(tmp_path, padding):
+    palace = Palace(init_palace(tmp_path / "p", name="Work"))
+    session = palace.root / "conversations" / "claude-code" / "s.md"
+    session.parent.mkdir(parents=True)
+    session.write_text(f"---\nid: s\ncwd: /home/me/code/shop\nnote: {'x' * padding}\n---\n# Session\n\n### t1\n"
+                       "Decision: we keep the audit logs for 90 days.\n", encoding="utf-8")
+    write_plain_memory(palace, "Ada reviews every schema change", "team", "Ada reviews schema changes.", core=True)
+    write_plain_memory(palace, "We keep the audit logs…", "distilled", "We keep the audit logs for 90 days.",
+                       type="fact", fields={"kind": "decision", "source": "conversations/claude-code/s.md:8"})
+    write_plain_memory(palace, "Tabs or spaces", "distilled", "Spaces.", type="fact", fields={"kind": "convention"})
+    text = wake_up(palace, cwd="/home/me/code/shop/src").text
+    assert text.index("Core memories:\n- Ada reviews") < text.index(
+        "Recent decisions and conventions of this project:\n- We keep the audit logs for 90 days. (decision, ") \
+        < text.index("Most important memories:\n") < text.index("- Tabs or spaces")
+    assert "of this project" not in wake_up(palace, cwd="/home/me/code/clock").text
