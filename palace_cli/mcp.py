@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import os
 import posixpath
 import re
@@ -23,6 +24,7 @@ from palace_cli.core.notes import TYPES, Memory
 from palace_cli.errors import NotAMemory, NotFound, OutsidePalace, PalaceError, UsageError
 from palace_cli.palace import Palace
 from palace_cli.search.profiles import PROFILES
+from palace_cli.search.context import agent_instructions
 from palace_cli.search.relevance import describe
 from palace_cli.search.retrieve import recall as core_recall
 from palace_cli.search.retrieve import search as core_search
@@ -35,31 +37,9 @@ Strategy = Literal[STRATEGIES]  # type: ignore[valid-type]
 MemoryType = Literal[TYPES]  # type: ignore[valid-type]
 Kind = Literal["memory", "turn"]
 MIN_TOKENS, MAX_TOKENS = 50, 20000
+MAX_REFERENCE = 4096  # characters of a memory id or path: PATH_MAX on Linux
 DISTILL_TOKENS = 800  # distill's answer: counts, then a line per memory written, cut there
 LINE_REF = re.compile(r":\d+$")
-TURNS = " and quote each used conversation turn in double quotes followed by [turn ID]"
-
-
-def instructions(palace: Palace) -> str:
-    """What the server tells an agent when it connects, fitted to this palace: verify tokens only where its
-    notes have them (a note without one is cited by path:line), conversation turns only when it holds some."""
-    memories = palace.index.scan(light=True).memories.values()
-    tokens = sum(1 for m in memories if m.verify)
-    turns = (palace.root / "conversations").is_dir()
-    also = ", and imported conversations" if turns else ""
-    if tokens and tokens == len(memories):
-        what, cite = f"Markdown memories, each with a verify token{also}", "cite each used memory's token as [verify: token]"
-    elif tokens:
-        what = f"Markdown notes, some with a verify token{also}"
-        cite = ("cite each used note by its verify token as [verify: token], or, when it has none, by where it is "
-                "(recall shows it after the title) as [path:line]")
-    else:
-        what = f"Markdown notes{also}"
-        cite = "cite each used note by where it is (recall shows it after the title) as [path:line]"
-    return (f"A memory palace: {what}. Call recall before answering from memory, {cite}{TURNS if turns else ''}, "
-            "then call verify on your answer with the ids recall handed.")
-
-
 # ---- confinement --------------------------------------------------------------------------------
 
 
@@ -79,6 +59,16 @@ def _plain_name(value: str, what: str) -> str:
     if "/" in value or "\\" in value:
         raise OutsidePalace(f"{what} {value!r} must be a single name, not a path")
     return value
+
+
+def _reference(ref: str) -> str:
+    """A memory id or path as given, stripped; UsageError for an empty one or one longer than any path can be."""
+    ref = ref.strip()
+    if not ref:
+        raise UsageError("give a memory id")
+    if len(ref) > MAX_REFERENCE:
+        raise UsageError(f"a memory id or path is at most {MAX_REFERENCE:,} characters; this one has {len(ref):,}")
+    return ref
 
 
 # ---- budgets ------------------------------------------------------------------------------------
@@ -126,9 +116,7 @@ class PalaceTools:
 
     def _memory(self, ref: str) -> Memory:
         """A memory by id, or by its path under memories/ (optionally `:line`); refresh first."""
-        ref = ref.strip()
-        if not ref:
-            raise UsageError("give a memory id")
+        ref = _reference(ref)
         if "/" in ref or "\\" in ref or ref.endswith(".md") or ref.startswith(("~", ".")):
             relpath = LINE_REF.sub("", ref)
             refuse_path_tricks(relpath, "memory path")
@@ -199,6 +187,7 @@ class PalaceTools:
     def get(self, id: str, max_tokens: int = 1500) -> str:
         """One memory in full: fields, verify token (or where to cite it), Image and Content."""
         _budget(max_tokens)
+        _reference(id)  # checked before anything is read
         self._fresh()
         memory = self._memory(id)
         lines = [f"# {memory.subject} ({memory.id})", f"domain: {memory.domain}; at {memory.location}"]
@@ -396,6 +385,7 @@ class PalaceTools:
         report = distill(self.palace)
         lines = [f"wrote {len(report.written)} memories from {report.turns} turns; {len(report.known)} already "
                  f"known, {len(report.superseded)} superseding"]
+        lines += [f"skipped {skipped}" for skipped in report.skipped]
         lines += [f"- {m['id']} [{m['type']}] {m['subject']} ({m['source']})" for m in report.written]
         return fit("\n".join(lines), DISTILL_TOKENS)
 
@@ -501,8 +491,11 @@ def build_server(palace: Palace):
         async def tool(**arguments) -> str:
             try:
                 return await asyncio.get_running_loop().run_in_executor(worker, partial(method, **arguments))
-            except PalaceError as exc:  # a message for the agent to read; anything else is logged as a crash
-                raise ToolError(str(exc)) from exc
+            except PalaceError as exc:  # a message for the agent to read
+                raise ToolError(str(exc)[:2000]) from exc
+            except Exception as exc:  # a crash: logged whole on stderr, and its reason told to the agent
+                logging.getLogger("palace.mcp").exception("tool %s failed", method.__name__)
+                raise ToolError(f"{method.__name__} failed: {type(exc).__name__}: {str(exc)[:500]}") from exc
 
         tool.__signature__ = inspect.signature(method, eval_str=True)  # the SDK builds the schema from it
         return tool
@@ -517,7 +510,7 @@ def build_server(palace: Palace):
                                   structured_output=False, annotations=ToolAnnotations(**hints, open_world_hint=False))
         tool.parameters = _describe(_tidy_schema(tool.parameters), name)
         registered.append(tool)
-    return MCPServer("palace", version=__version__, instructions=instructions(palace), tools=registered, log_level="WARNING")
+    return MCPServer("palace", version=__version__, instructions=agent_instructions(palace), tools=registered, log_level="WARNING")
 
 
 def serve(palace: Palace) -> None:

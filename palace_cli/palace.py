@@ -184,9 +184,13 @@ class Palace:
         names = self.index.names()
         path_ref = re.sub(r":\d+$", "", ref)
         candidate = Path(path_ref).expanduser()
-        if not candidate.is_absolute() and (self.root / candidate).exists():
-            candidate = self.root / candidate  # relative to the palace first, wherever the process runs
-        if os.path.lexists(candidate):
+        try:
+            if not candidate.is_absolute() and (self.root / candidate).exists():
+                candidate = self.root / candidate  # relative to the palace first, wherever the process runs
+            on_disk = os.path.lexists(candidate)
+        except (OSError, ValueError):  # a name too long for any file, a NUL: no file, only a name
+            on_disk = False
+        if on_disk:
             # Folders resolved (the palace may sit under a symlinked path), the file itself not: a link to a
             # note is not that note (note_files reads each note through its own path only).
             absolute = os.path.abspath(candidate)

@@ -16,7 +16,6 @@ a HookError (or any other exception) that the face turns into one line on stderr
 from __future__ import annotations
 
 import json
-import os
 import signal
 import threading
 from contextlib import contextmanager
@@ -29,6 +28,8 @@ EVENTS = ("SessionStart", "PreCompact", "SessionEnd", "Stop")
 IMPORTING = ("PreCompact", "SessionEnd", "Stop")
 WAKE_UP_TOKENS = 1200  # what SessionStart adds to the context: a fraction of any model's window (issue 33: < 1,500)
 SESSION_START_SECONDS = 15.0  # a new session waits this long at most for its context (Claude Code's own limit is 60)
+MAX_PAYLOAD = 1_000_000  # bytes of hook input read: Claude Code sends a few hundred
+WAIT_S = 3.0  # the longest a hook waits for a lock another palace process holds
 
 
 class HookError(PalaceError):
@@ -73,27 +74,6 @@ def find_palace(palace_dir: str | None, payload: dict):
         raise HookError(str(exc)) from None
 
 
-def busy(palace) -> str:
-    """Which of the palace's locks another process holds ("" when none): a hook never waits for one."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover (no flock: nothing to wait for)
-        return ""
-    for name in ("write.lock", "lock"):
-        path = palace.cache_dir / name
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
-            continue  # no such lock yet, or a cache that cannot be read: nobody holds it
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return name
-        finally:
-            os.close(fd)  # closing releases the shared lock taken to test it
-    return ""
-
-
 @contextmanager
 def deadline(seconds: float | None):
     """HookError when the body is still running after `seconds` (a real-time alarm: on the main thread of a POSIX
@@ -117,7 +97,10 @@ def deadline(seconds: float | None):
 
 def handle(payload: dict, palace_dir: str | None = None, seconds: float | None = SESSION_START_SECONDS) -> HookResult:
     """Run one hook event on its palace (see the module); HookError or another PalaceError when it cannot.
-    SessionStart gives up after `seconds` (a HookError); imports run to the end (they write, and resume anyway)."""
+
+    Every lock it takes waits at most WAIT_S (`locks.patience`): a palace another process holds longer (an
+    index build, a distill's slice) is left alone this time, and said so. SessionStart gives up after `seconds`
+    (a HookError); imports run to the end (they write, and a rerun resumes them anyway)."""
     event = payload["hook_event_name"]
     if event == "SessionStart":
         with deadline(seconds):
@@ -126,22 +109,24 @@ def handle(payload: dict, palace_dir: str | None = None, seconds: float | None =
 
 
 def _handle(payload: dict, palace_dir: str | None, event: str) -> HookResult:
+    from palace_cli.index.locks import Busy, patience
+
     palace = find_palace(palace_dir, payload)
     result = HookResult(event, str(palace.root))
-    held = busy(palace)
-    if held:
-        raise HookError(f"{palace.root} is busy (another palace process holds .palace/{held}); "
-                        + ("no wake-up context this time" if event == "SessionStart"
-                           else "the session is imported next time"))
-    if event == "SessionStart":
-        from palace_cli.search.wakeup import wake_up
+    try:
+        with patience(WAIT_S):
+            if event == "SessionStart":
+                from palace_cli.search.wakeup import wake_up
 
-        cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
-        text = wake_up(palace, budget_tokens=WAKE_UP_TOKENS, cwd=cwd).text
-        result.output = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
-        result.summary = f"wake-up context: {len(text)} characters from {palace.root}"
-        return result
-    result.summary = import_transcript(palace, payload)
+                cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
+                text = wake_up(palace, budget_tokens=WAKE_UP_TOKENS, cwd=cwd).text
+                result.output = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
+                result.summary = f"wake-up context: {len(text)} characters from {palace.root}"
+                return result
+            result.summary = import_transcript(palace, payload)
+    except Busy as exc:
+        raise HookError(f"{palace.root} is busy ({exc}); " + ("no wake-up context this time" if event == "SessionStart"
+                                                              else "the session is imported next time")) from None
     return result
 
 
@@ -157,8 +142,18 @@ def import_transcript(palace, payload: dict) -> str:
         raise HookError(f"{path}: no such transcript")
     report = import_conversations(palace, path, "claude-code")
     counts = report.counts()
-    problems = f"; {len(report.problems)} unreadable lines" if report.problems else ""
+    refused = f", {counts['refused']} refused" if counts["refused"] else ""
     redacted = f"; {report.redacted} secrets redacted" if report.redacted else ""
     return (f"imported {path.name} into {palace.root}: {counts['turns_written']} new turns "
             f"({counts['added']} added, {counts['appended']} appended, {counts['skipped']} unchanged, "
-            f"{counts['conflict']} conflicts){problems}{redacted}")
+            f"{counts['conflict']} conflicts{refused}){_problems(report.problems)}{redacted}")
+
+
+def _problems(problems: list) -> str:
+    """What the import could not take, in the summary line: how many, and the one that matters most (a transcript
+    cut short at the size limit, else the first), so that nothing is left out without saying why."""
+    if not problems:
+        return ""
+    worst = next((p for p in problems if "limit" in p.message), problems[0])
+    more = f" ({len(problems) - 1} more: `palace import` lists them)" if len(problems) > 1 else ""
+    return f"; not imported: {worst}{more}"

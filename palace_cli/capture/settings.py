@@ -5,12 +5,15 @@ Claude Code reads hooks from `~/.claude/settings.json` (--user) and `<project>/.
 Install adds one group per event holding palace's command, unless a group already runs it; uninstall
 removes palace's commands (any `... hook claude-code` of a palace executable) and the groups and events
 left empty. Everything else in the file (other hooks, other settings, their order) stays as it was; the
-file is rewritten as 2-space JSON, atomically.
+file is rewritten as 2-space JSON, atomically. A settings.json that is a symlink (dotfiles kept in a repository)
+stays one: the file it points to is rewritten. A file palace cannot read as settings is left as it is, in one
+line (a group that is not an object of hooks is kept as it is, and never taken for palace's).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import sys
@@ -79,6 +82,8 @@ def _load(path: Path) -> dict:
         data = json.loads(path.read_text(encoding="utf-8") or "{}")
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise PalaceError(f"{path}: cannot read it as JSON ({exc}); left as it is") from None
+    except RecursionError:
+        raise PalaceError(f"{path}: nested deeper than palace reads; left as it is") from None
     if not isinstance(data, dict):
         raise PalaceError(f"{path}: not a JSON object; left as it is")
     hooks = data.get("hooks", {})
@@ -88,7 +93,16 @@ def _load(path: Path) -> dict:
 
 
 def _save(path: Path, data: dict) -> None:
-    atomic_write(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    """Write the settings atomically; through a symlink to the file it names (the link stays a link)."""
+    target = Path(os.path.realpath(path))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(target, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def _runs(group, command: str) -> bool:
+    """True when a hook group (an object with a list of hooks) holds this command."""
+    entries = group.get("hooks") if isinstance(group, dict) else None
+    return isinstance(entries, list) and any(isinstance(h, dict) and h.get("command") == command for h in entries)
 
 
 def install(path: Path, command: str) -> SettingsChange:
@@ -98,15 +112,12 @@ def install(path: Path, command: str) -> SettingsChange:
     change = SettingsChange(str(path), command)
     for event in EVENTS:
         groups = hooks.setdefault(event, [])
-        present = any(isinstance(g, dict) and any(isinstance(h, dict) and h.get("command") == command
-                                                  for h in g.get("hooks") or []) for g in groups)
-        if present:
+        if any(_runs(group, command) for group in groups):
             change.kept.append(event)
             continue
         groups.append({"hooks": [{"type": "command", "command": command, "timeout": TIMEOUT_S}]})
         change.added.append(event)
     if change.added:
-        path.parent.mkdir(parents=True, exist_ok=True)
         _save(path, data)
     return change
 

@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from palace_cli.cli.inert import inert
 from palace_cli.errors import PalaceError, UsageError
 from palace_cli.palace import Palace
 
@@ -30,15 +31,18 @@ class PalaceGroup(click.Group):
         try:
             return super().invoke(ctx)
         except UsageError as exc:
-            click.echo(f"palace: {exc}", err=True)
+            click.echo(f"palace: {inert(exc)}", err=True)
             sys.exit(exc.exit_code)
         except PalaceError as exc:
-            click.echo(f"palace: {exc}", err=True)
+            click.echo(f"palace: {inert(exc)}", err=True)
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("palace: interrupted", err=True)
             sys.exit(130)
         except BrokenPipeError:
+            sys.exit(1)
+        except UnicodeError as exc:  # an argument, stdin or a name that is not UTF-8: palace writes UTF-8 only
+            click.echo(f"palace: {inert(_not_utf8(exc))}", err=True)
             sys.exit(1)
         except Exception as exc:
             # A write the core did not expect to fail (a read-only or full disk): one line, not a traceback.
@@ -48,8 +52,19 @@ class PalaceGroup(click.Group):
             error = disk_error(exc, f"cannot write {where}" if where else "a write failed")
             if error is None:
                 raise
-            click.echo(f"palace: {error}", err=True)
+            click.echo(f"palace: {inert(error)}", err=True)
             sys.exit(error.exit_code)
+
+
+def _not_utf8(exc: UnicodeError) -> str:
+    """One line for text that is not UTF-8: the byte, and that palace stopped before writing it."""
+    if isinstance(exc, UnicodeDecodeError):
+        byte = f"byte 0x{exc.object[exc.start]:02x}"
+    elif isinstance(exc, UnicodeEncodeError) and "\udc80" <= exc.object[exc.start] <= "\udcff":
+        byte = f"byte 0x{ord(exc.object[exc.start]) - 0xDC00:02x}"
+    else:
+        return f"text palace cannot encode ({exc})"
+    return f"text that is not UTF-8 ({byte}, in an argument, standard input or a file name); give UTF-8 text"
 
 
 class PalaceContext:
@@ -69,7 +84,7 @@ class PalaceContext:
 def open_palace(directory=None) -> Palace:
     """The palace a command works on, its notices (a cache that moved) going to stderr as they arise."""
     palace = Palace.find(directory)
-    palace.notify = lambda message: click.echo(f"palace: {message}", err=True)
+    palace.notify = lambda message: click.echo(f"palace: {inert(message)}", err=True)
     return palace
 
 
@@ -109,7 +124,45 @@ def cli(ctx, palace_dir):
 
 def main():
     """Console-script entry point."""
+    args = sys.argv[1:]
+    if any(args[i : i + 2] == ["hook", "claude-code"] for i in range(len(args))):
+        _hook_main(args)
     cli(prog_name="palace")
+
+
+HOOK_DEADLINE_S = 20  # a hook gives up before Claude Code's own timeout (30 s, as `hook install` writes it)
+
+
+def _hook_main(args: list[str]) -> None:
+    """`palace hook claude-code`: exit status 0 whatever happens, in at most HOOK_DEADLINE_S: Claude Code takes
+    status 2 as "blocked" (on Stop it tells the model to go on), and waits for a hook that hangs. Whatever
+    click does with the arguments (a `--palace` naming a file is its usage error, status 2) is one line too."""
+    import os
+    import threading
+
+    def give_up() -> None:
+        sys.stderr.write(f"palace hook: gave up after {HOOK_DEADLINE_S} s (a slow or stuck disk?); "
+                         "nothing half-written is left (writes are atomic)\n")
+        sys.stderr.flush()
+        os._exit(0)
+
+    timer = threading.Timer(HOOK_DEADLINE_S, give_up)
+    timer.daemon = True
+    timer.start()
+    try:
+        cli.main(args, prog_name="palace", standalone_mode=False)
+    except SystemExit:
+        pass  # the command said what it had to (one line) before it exited
+    except click.ClickException as exc:
+        click.echo(f"palace hook: {inert(exc.format_message())}", err=True)
+    except BaseException as exc:  # noqa: BLE001 - the boundary of a hook: nothing may reach Claude Code but one line
+        click.echo(f"palace hook: {inert(f'{type(exc).__name__}: {exc}')}", err=True)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass  # Claude Code stopped reading: nothing more to tell it
+    os._exit(0)  # no flush at exit that could fail and turn the status into 120
 
 
 # Command name -> the face module that defines it (each module lists its commands in COMMANDS).

@@ -195,7 +195,7 @@ def bench_retrieval(obj, queries_file, corpus_dir, beir_dir, locomo_file, scopes
     if as_json:
         render.emit_json(summary)
     else:
-        click.echo(markdown_table(summary))
+        render.plain(markdown_table(summary))
 
 
 def _bench_locomo(palace, locomo_file: str, rows: list[str], scopes: str, limit, as_json: bool) -> None:
@@ -214,7 +214,7 @@ def _bench_locomo(palace, locomo_file: str, rows: list[str], scopes: str, limit,
     if as_json:
         render.emit_json(summary)
     else:
-        click.echo(markdown(summary))
+        render.plain(markdown(summary))
 
 
 def _bench_corpus(obj, beir_dir, corpus_dir):
@@ -277,7 +277,7 @@ def bench_ask(obj, sets, locomo, limit, as_json):
     if as_json:
         render.emit_json(summary)
     else:
-        click.echo(markdown_report(summary), nl=False)
+        render.plain(markdown_report(summary), end="")
 
 
 @click.command(name="lsp")
@@ -435,7 +435,7 @@ def bench_similar(obj, duplicates_file, methods, as_json):
     if as_json:
         render.emit_json(summary)
     else:
-        click.echo(markdown_report(summary), nl=False)
+        render.plain(markdown_report(summary), end="")
 
 
 @click.command(name="distill")

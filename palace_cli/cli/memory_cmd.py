@@ -33,6 +33,8 @@ def distill_command(ctx, since, until, source, session, llm, dry_run, as_json):
                          llm=llm, progress=progress)
     for error in report.llm.get("errors", []):
         render.warn(f"LLM stage stopped: {error}")
+    for skipped in report.skipped:
+        render.warn(skipped)
     if as_json:
         render.emit_json(report.as_dict())
         return
@@ -103,18 +105,22 @@ def hook_claude_code(ctx, deadline):
 
     Example: echo '{"hook_event_name": "SessionStart", "cwd": "."}' | palace hook claude-code
     """
-    from palace_cli.capture.claude_code import SESSION_START_SECONDS, handle, read_payload
+    from palace_cli.capture.claude_code import MAX_PAYLOAD, SESSION_START_SECONDS, HookError, handle, read_payload
+    from palace_cli.cli.inert import inert
 
     palace_dir = ctx.find_root().obj.palace_dir if ctx.find_root().obj else None
     try:
-        result = handle(read_payload(sys.stdin.read()), palace_dir, deadline or SESSION_START_SECONDS)
+        raw = sys.stdin.buffer.read(MAX_PAYLOAD + 1)
+        if len(raw) > MAX_PAYLOAD:
+            raise HookError(f"the hook input is over {MAX_PAYLOAD:,} bytes; not read")
+        result = handle(read_payload(raw.decode("utf-8")), palace_dir, deadline or SESSION_START_SECONDS)
     except Exception as exc:  # a hook must never break the session it serves
-        click.echo(f"palace hook: {exc}", err=True)
+        click.echo(f"palace hook: {inert(exc)}", err=True)
         sys.exit(0)
     if result.output is not None:  # plain json: a hook's start time is paid on every Claude Code session
         sys.stdout.write(json.dumps(result.output, ensure_ascii=False) + "\n")
     if result.summary:
-        click.echo(f"palace hook: {result.summary}", err=True)
+        click.echo(f"palace hook: {inert(result.summary)}", err=True)
 
 
 def _assistant_choice(function):

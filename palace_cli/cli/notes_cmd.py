@@ -14,7 +14,7 @@ from palace_cli.core.wording import plural
 from palace_cli.editing.authoring import add_note, draft_memory, init as init_palace, propose_missing_token, review_added
 from palace_cli.editing.curate import has_tag
 from palace_cli.editing.lint import lint as run_lint
-from palace_cli.errors import NoteError
+from palace_cli.errors import NoteError, UsageError
 
 
 def memory_summary(memory: Memory) -> dict:
@@ -74,6 +74,16 @@ def init(directory, name):
 
 def _interactive() -> bool:
     return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def _utf8_arguments(**values) -> None:
+    """UsageError naming the first argument that is not UTF-8 text (a shell in another locale, a pasted byte):
+    it could only be written as a note that is no UTF-8, which palace never writes."""
+    for name, value in values.items():
+        bad = next((c for c in value or "" if "\udc80" <= c <= "\udcff"), None)
+        if bad is not None:
+            option = name if name.isupper() else f"--{name.replace('_', '-')}"
+            raise UsageError(f"{option} is not UTF-8 text (byte 0x{ord(bad) - 0xDC00:02x}); give it in UTF-8")
 
 
 def _stdin_options(**values: str) -> dict[str, str]:
@@ -149,6 +159,8 @@ def add(ctx, subject, domain, new_domain, anchor, image, content, keywords, link
 
     Example: echo "Rotate the API keys every 90 days" | palace add -
     """
+    _utf8_arguments(SUBJECT=subject, domain=domain, anchor=anchor, image=image, content=content, keywords=keywords,
+                    links=links, verify=verify, id=note_id, supersedes=" ".join(supersedes), valid_from=valid_from)
     palace = ctx.palace
     if subject == "-":
         if "-" in (image, content):

@@ -1,4 +1,9 @@
-"""Rich rendering shared by the CLI faces (the only module that imports rich); core returns data, this shows it."""
+"""Rich rendering shared by the CLI faces (the only module that imports rich); core returns data, this shows it.
+
+What it prints never carries a control sequence from a note or a chat (`inert.py`): strings are made inert as
+rich reads them, and a render hook makes inert whatever text any renderable (a Text, a table, a panel) still
+holds; rich's own styles and cursor moves are its control segments, which pass as they are.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +11,59 @@ import json
 import sys
 from contextlib import contextmanager
 
-from rich.console import Console
+from rich.console import Console, RenderHook
 from rich.markup import escape
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+from palace_cli.cli.inert import inert, json_text
+
+
+class _Inert:
+    """A renderable whose text segments are made inert (its control segments are rich's own, kept)."""
+
+    def __init__(self, renderable):
+        self.renderable = renderable
+
+    def __rich_console__(self, console, options):
+        for segment in console.render(self.renderable, options):
+            yield segment if segment.control else Segment(inert(segment.text), segment.style)
+
+
+class _InertHook(RenderHook):
+    def process_renderables(self, renderables):
+        return [_Inert(renderable) for renderable in renderables]
+
+
+class _Console(Console):
+    """A Console that reads every string it is handed as inert text (so widths are measured as shown)."""
+
+    def render_str(self, text: str, **options) -> Text:
+        return super().render_str(inert(text), **options)
+
+
+def _console(**options) -> Console:
+    console = _Console(highlight=False, soft_wrap=True, **options)
+    console.push_render_hook(_InertHook())
+    return console
+
+
+out = _console()
+err = _console(stderr=True)
 
 
 def emit_json(data) -> None:
-    """Print one JSON document on stdout."""
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+    """Print one JSON document on stdout: exact data (the characters JSON leaves raw that a terminal obeys are
+    `\\u` escapes)."""
+    sys.stdout.write(json_text(json.dumps(data, indent=2, ensure_ascii=False, default=str)) + "\n")
+
+
+def plain(text: str, stderr: bool = False, end: str = "\n") -> None:
+    """Print text as it is but for its control characters (inert): for what is not a table (a prompt, a report)."""
+    stream = sys.stderr if stderr else sys.stdout
+    stream.write(inert(text) + end)
+    stream.flush()
 
 
 # Columns whose cells are never cut: a path cut mid-word cannot be clicked, copied or grepped.
@@ -26,12 +72,12 @@ LONG_WORD = 24  # a wrapped column is never narrower than its longest word, up t
 
 
 def _text(cell) -> str:
-    return str(cell[0] if isinstance(cell, tuple) else cell)
+    return inert(cell[0] if isinstance(cell, tuple) else cell)
 
 
 def _cell(cell) -> Text:
     """A cell as rich Text; a (text, style) pair is styled. Cells are data, never markup."""
-    return Text(str(cell[0]), style=cell[1]) if isinstance(cell, tuple) else Text(str(cell))
+    return Text(_text(cell), style=cell[1]) if isinstance(cell, tuple) else Text(_text(cell))
 
 
 def table(columns: list[str], rows: list[list], title: str | None = None, whole: tuple[str, ...] = WHOLE) -> None:

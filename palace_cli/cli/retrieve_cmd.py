@@ -144,7 +144,7 @@ def recall(ctx, query, k, turns, domain, budget, profile, fmt, as_of, include_su
     if fmt == "json" or as_json:
         render.emit_json(result.as_dict())
     elif fmt == "prompt":
-        click.echo(result.context or f"(nothing in this palace is relevant: {result.why or 'nothing fits the budget'})")
+        render.plain(result.context or f"(nothing in this palace is relevant: {result.why or 'nothing fits the budget'})")
     elif not result.relevant:
         render.out.print(f"nothing relevant: {result.why}", markup=False)
     else:
@@ -175,7 +175,7 @@ def wake_up(ctx, budget, as_json):
     if as_json:
         render.emit_json(result.as_dict())
     else:
-        click.echo(result.text)
+        render.plain(result.text)
 
 
 @click.command()

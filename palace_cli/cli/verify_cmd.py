@@ -193,7 +193,7 @@ def bench_verify(ctx, queries, max_tokens, limit, no_generate, no_cache, as_json
     if as_json:
         render.emit_json(summary)
     else:
-        click.echo(markdown_report(summary), nl=False)
+        render.plain(markdown_report(summary), end="")
 
 
 COMMANDS = [verify, ask]

@@ -287,14 +287,19 @@ def resolve_relative(text: str, moment) -> tuple[str, list[RelativeDate]]:
 
     "yesterday" becomes "on 7 May 2023", "last month" "in April 2023"; after a preposition the date stands
     bare ("since the week of 1 May 2023"). Vague words (recently, lately, a while ago) are left as they are.
-    Weeks start on Monday; seasons are the northern hemisphere's (summer from 1 June)."""
+    Weeks start on Monday; seasons are the northern hemisphere's (summer from 1 June). ValueError (saying which
+    phrase) when one names a day no calendar date holds ("next month" said on 31 December 9999)."""
     said = said_on(moment)
     if said is None:
         return text, []
     found: list[RelativeDate] = []
     out, position = [], 0
     for match in RELATIVE.finditer(text):
-        day, precision, bare = _resolve(match, said)
+        try:
+            day, precision, bare = _resolve(match, said)
+        except (ValueError, OverflowError):  # date() past 9999 or before 0001
+            raise ValueError(f"{match.group(0)!r} said on {said.isoformat()} names a day outside the years "
+                             "0001-9999") from None
         before = text[: match.start()].rstrip().rsplit(None, 1)
         if before and before[-1].lower() in _PREPOSITIONS:
             written = bare

@@ -28,6 +28,7 @@ from palace_cli.core.notes import Memory
 from palace_cli.errors import NoteError
 from palace_cli.index import Index
 from palace_cli.index.files import refresh_index_files
+from palace_cli.index.locks import file_lock
 from palace_cli.index.sections import section_title, section_units
 from palace_cli.index.sections import unit_text as section_text
 from palace_cli.index.store import NoteStore
@@ -38,11 +39,6 @@ from palace_cli.progress import Progress
 
 if TYPE_CHECKING:
     from palace_cli.core.site import Site
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: no cross-process lock, whoosh's own lock still applies
-    fcntl = None
 
 AUTO = object()
 SECTION = "\0section"  # marks a section unit's place among the texts to embed (a path never starts with NUL)
@@ -86,22 +82,12 @@ class RefreshReport:
 
 @contextmanager
 def refresh_lock(site: Site, progress: Progress | None = None):
-    """Hold the palace's refresh lock; waits (saying so through progress) while another process holds it."""
+    """Hold the palace's refresh lock; waits (saying whom for through progress) while another process holds it,
+    at most as long as this process's `locks.patience`."""
     site.cache_dir.mkdir(parents=True, exist_ok=True)
-    if fcntl is None:  # pragma: no cover
+    notify = (lambda message: progress(message, 0, 0)) if progress else None
+    with file_lock(site.cache_dir / "lock", "refresh lock", notify):
         yield
-        return
-    fd = os.open(site.cache_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if progress:
-                progress("waiting for another palace process", 0, 0)
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
 
 
 def file_hash(data: str, warnings=()) -> str:

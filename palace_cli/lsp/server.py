@@ -24,6 +24,7 @@ from palace_cli.core.layout import INDEX_DIR, ROOT_INDEX
 from palace_cli.errors import PalaceError
 from palace_cli.lsp import actions, features
 from palace_cli.lsp.buffer import Buffer
+from palace_cli.lsp.document import make_live
 from palace_cli.lsp.features import Context, Document, note_domain, path_of, relpath_in
 from palace_cli.lsp.lint import Linter
 from palace_cli.lsp.keeper import Keeper
@@ -138,6 +139,7 @@ class PalaceServer:
 
     def initialize(self, params: lsp.InitializeParams) -> None:
         """Find the palace, take the client's options and what it can apply."""
+        make_live(self.server.workspace)  # a keystroke costs the lines it touches (lsp/document.py)
         starts = [path_of(folder.uri) for folder in params.workspace_folders or []]
         starts += [path_of(params.root_uri) if params.root_uri else None,
                    Path(params.root_path) if params.root_path else None]

@@ -86,6 +86,10 @@ def consolidate(palace: Palace, *, as_of: str | None = None, domain: str | None 
     moment = said_on(as_of) if as_of else today().date()
     if moment is None:
         raise UsageError(f"--as-of {as_of!r}: give a date like 2026-03-02")
+    try:
+        horizon = moment - timedelta(days=fade_days)  # last seen before it: fading
+    except OverflowError:  # --as-of in the first days of year 1: nothing was seen before the calendar began
+        horizon = date.min
     palace.refresh(embedder=None)
     scan = palace.index.scan()
     hidden = Versions.of(scan.memories.values()).hidden()
@@ -101,7 +105,7 @@ def consolidate(palace: Palace, *, as_of: str | None = None, domain: str | None 
             result.promotions.append({"id": memory.id, "subject": memory.subject, "sessions": len(told),
                                       "path": memory.path})
         seen = last_seen(memory, reviewed)
-        if not memory.core and seen is not None and seen < moment - timedelta(days=fade_days):
+        if not memory.core and seen is not None and seen < horizon:
             result.fading.append({"id": memory.id, "subject": memory.subject, "last_seen": seen.isoformat(),
                                   "days": (moment - seen).days, "path": memory.path})
         if progress:

@@ -19,6 +19,7 @@ written once; the search index takes them all in one refresh at the end. Embeddi
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -27,7 +28,7 @@ from palace_cli.core.dates import said_on
 from palace_cli.core.noteedit import update_frontmatter
 from palace_cli.editing.authoring import write_plain_memory
 from palace_cli.errors import UsageError
-from palace_cli.index.locks import write_lock
+from palace_cli.index.locks import WriteSlices
 from palace_cli.index.scope import make_scope
 from palace_cli.memory.extract import Candidate, extract_session
 from palace_cli.memory.known import Known
@@ -90,6 +91,7 @@ class DistillReport:
     superseded: list[dict] = field(default_factory=list)  # {"old", "new", "attribute"}
     llm: dict = field(default_factory=dict)               # {"model", "asked", "cached", "memories", "errors"}
     seconds: dict = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)      # "<session path>: why": sessions that could not be distilled
 
     def as_dict(self) -> dict:
         """JSON-ready form (`palace distill --json`)."""
@@ -98,7 +100,7 @@ class DistillReport:
                 "counts": {"written": len(self.written), "known": len(self.known),
                            "superseded": len(self.superseded)},
                 "written": self.written, "known": self.known, "superseded": self.superseded, "llm": self.llm,
-                "seconds": self.seconds}
+                "skipped": self.skipped, "seconds": self.seconds}
 
 
 def chosen_sessions(palace: Palace, source: str | None = None, session: str | None = None) -> list[str]:
@@ -131,7 +133,11 @@ def done_turns(memories) -> set[str]:
 def distill(palace: Palace, *, since: str | None = None, until: str | None = None, source: str | None = None,
             session: str | None = None, dry_run: bool = False, llm: bool | None = None,
             progress: Progress | None = None) -> DistillReport:
-    """Form memories from the palace's imported turns (see the module's docstring); returns what it did."""
+    """Form memories from the palace's imported turns (see the module's docstring); returns what it did.
+
+    The write lock is held one session's writes at a time (`WriteSlices`): a writer that comes meanwhile (a quick
+    capture, a hook) waits for one slice, and what it wrote is read before the next. A session that cannot be
+    distilled (a date no calendar holds) is skipped and said in `report.skipped`; the others are distilled."""
     settings = Settings.of(palace)
     window = make_scope("turn", since, until)
     report = DistillReport(dry_run=dry_run)
@@ -140,42 +146,75 @@ def distill(palace: Palace, *, since: str | None = None, until: str | None = Non
     paths = chosen_sessions(palace, source, session)
     generator = _generator(palace, settings, llm)
     spent = {"extract": 0.0, "llm": 0.0, "write": 0.0}
-    with write_lock(palace.site):
-        scan = palace.index.scan()  # whole memories: `about`, `turn`, `confirmed_by` are in their frontmatter
-        done = done_turns(scan.memories.values())
-        known = Known(palace, scan.memories.values())
-        for number, relpath in enumerate(paths, 1):
-            loaded = load_session(palace.root, relpath)
-            picked = {t.id for t in loaded.turns if window.within(loaded.time_of(t) or "")}
-            report.turns += len(picked)
-            already = {t for t in picked if f"{loaded.id}/{t}" in done}
-            report.already += len(already)
-            clock = time.perf_counter()
-            candidates, uncertain = extract_session(loaded, FITTED, settings.threshold, {"user": settings.user},
-                                                    settings.uncertain if generator is not None else None,
-                                                    (WORK_FITTED, settings.work_threshold))
-            candidates = [c for c in candidates if c.turn in picked and c.key not in done]
-            spent["extract"] += time.perf_counter() - clock
-            if generator is not None and uncertain:
-                clock = time.perf_counter()
-                from palace_cli.memory.llmstage import ask_llm
-
-                fresh = [u for u in uncertain if u.turn.id in picked and f"{loaded.id}/{u.turn.id}" not in done]
-                candidates += ask_llm(generator, fresh, report.llm)
-                spent["llm"] += time.perf_counter() - clock
-            if candidates or len(already) < len(picked):
-                report.sessions += 1
-            report.candidates += len(candidates)
-            clock = time.perf_counter()
-            _keep(palace, settings, scan, known, candidates, report, done)
-            spent["write"] += time.perf_counter() - clock
-            if progress:
-                progress("distilling sessions", number, len(paths))
+    slices = WriteSlices(palace.site, "palace distill")
+    view = _View.read(palace, refresh=False)  # whole memories: `about`, `turn`, `confirmed_by` are in their frontmatter
+    for number, relpath in enumerate(paths, 1):
+        try:
+            candidates = _candidates(palace, relpath, settings, window, generator, view.done, report, spent)
+        except ValueError as exc:
+            report.skipped.append(f"{relpath}: {exc}; session skipped")
+            continue
+        clock = time.perf_counter()
+        with slices.slice() if not dry_run else nullcontext(False) as others_wrote:
+            if others_wrote and not dry_run:
+                view = _View.read(palace, view.done)
+            _keep(palace, settings, view.scan, view.known, candidates, report, view.done)
+        spent["write"] += time.perf_counter() - clock
+        if progress:
+            progress("distilling sessions", number, len(paths))
     if not dry_run and (report.written or report.known):
         palace.refresh(embedder=None)
     report.seconds = {name: round(value, 3) for name, value in spent.items()}
     report.seconds["total"] = round(time.perf_counter() - started, 3)
     return report
+
+
+@dataclass
+class _View:
+    """What distill reads of the palace: whole memories, the turns distilled, the facts known."""
+
+    scan: object
+    done: set[str]
+    known: Known
+
+    @classmethod
+    def read(cls, palace: Palace, done: set[str] | None = None, refresh: bool = True) -> "_View":
+        """The palace as it is now (refreshed: another writer went between two slices); `done` kept."""
+        if refresh:
+            palace.refresh(embedder=None)
+        scan = palace.index.scan()
+        return cls(scan, done_turns(scan.memories.values()) | (done or set()), Known(palace, scan.memories.values()))
+
+
+def _candidates(palace: Palace, relpath: str, settings: Settings, window, generator, done: set[str],
+                report: DistillReport, spent: dict) -> list[Candidate]:
+    """One session's candidates not distilled before (heuristics, then the LLM for the uncertain turns);
+    ValueError when the session cannot be read into candidates."""
+    loaded = load_session(palace.root, relpath)
+    picked = {t.id for t in loaded.turns if window.within(loaded.time_of(t) or "")}
+    already = {t for t in picked if f"{loaded.id}/{t}" in done}
+    clock = time.perf_counter()
+    try:
+        candidates, uncertain = extract_session(loaded, FITTED, settings.threshold, {"user": settings.user},
+                                                settings.uncertain if generator is not None else None,
+                                                (WORK_FITTED, settings.work_threshold))
+    except OverflowError as exc:
+        raise ValueError(str(exc)) from None
+    report.turns += len(picked)
+    report.already += len(already)
+    candidates = [c for c in candidates if c.turn in picked and c.key not in done]
+    spent["extract"] += time.perf_counter() - clock
+    if generator is not None and uncertain:
+        clock = time.perf_counter()
+        from palace_cli.memory.llmstage import ask_llm
+
+        fresh = [u for u in uncertain if u.turn.id in picked and f"{loaded.id}/{u.turn.id}" not in done]
+        candidates += ask_llm(generator, fresh, report.llm)
+        spent["llm"] += time.perf_counter() - clock
+    if candidates or len(already) < len(picked):
+        report.sessions += 1
+    report.candidates += len(candidates)
+    return candidates
 
 
 def _keep(palace: Palace, settings: Settings, scan, known: Known, candidates: list[Candidate],

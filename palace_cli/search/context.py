@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 
+from palace_cli.palace import Palace
 from palace_cli.search.hits import Hit
 from palace_cli.search.profiles import Profile
 
@@ -153,3 +154,26 @@ def _truncate(block: str, room: int) -> str:
     data = block.encode("utf-8")[: max(room - 4, 0)].decode("utf-8", "ignore")
     cut = data.rsplit(" ", 1)[0] if " " in data else data
     return cut + " …\n"
+
+
+AGENT_TURNS = " and quote each used conversation turn in double quotes followed by [turn ID]"
+
+
+def agent_instructions(palace: Palace) -> str:
+    """What an agent is told when it connects (the MCP server's instructions), fitted to this palace: verify tokens only where its
+    notes have them (a note without one is cited by path:line), conversation turns only when it holds some."""
+    memories = palace.index.scan(light=True).memories.values()
+    tokens = sum(1 for m in memories if m.verify)
+    turns = (palace.root / "conversations").is_dir()
+    also = ", and imported conversations" if turns else ""
+    if tokens and tokens == len(memories):
+        what, cite = f"Markdown memories, each with a verify token{also}", "cite each used memory's token as [verify: token]"
+    elif tokens:
+        what = f"Markdown notes, some with a verify token{also}"
+        cite = ("cite each used note by its verify token as [verify: token], or, when it has none, by where it is "
+                "(recall shows it after the title) as [path:line]")
+    else:
+        what = f"Markdown notes{also}"
+        cite = "cite each used note by where it is (recall shows it after the title) as [path:line]"
+    return (f"A memory palace: {what}. Call recall before answering from memory, {cite}{AGENT_TURNS if turns else ''}, "
+            "then call verify on your answer with the ids recall handed.")

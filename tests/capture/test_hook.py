@@ -94,15 +94,21 @@ def test_a_missing_transcript_is_one_line(readonly_example, tmp_path):
 
 
 def test_a_busy_palace_is_left_alone(palace, tmp_path):
-    from palace_cli.index.locks import write_lock
+    """A hook waits a few seconds at most (WAIT_S) for a lock another process holds, then says so: the write lock
+    held keeps an import out (SessionStart reads, and needs none); the refresh lock held keeps out both."""
+    from palace_cli.index.locks import file_lock, write_lock
 
     transcript = write_claude_code(tmp_path / "project")
-    with write_lock(palace.site):  # another palace process writing
+    with write_lock(palace.site, "palace distill"):  # another palace process writing
         done = run_hook(event("PreCompact", palace.root, transcript), palace.root)
         start = run_hook(event("SessionStart", palace.root), palace.root)
     assert done.returncode == 0 and "busy" in done.stderr and "imported next time" in done.stderr
-    assert start.returncode == 0 and start.stdout == "" and "no wake-up context" in start.stderr
+    assert "palace distill" in done.stderr and done.stderr.count("\n") == 1
+    assert start.returncode == 0 and json.loads(start.stdout)["hookSpecificOutput"]["additionalContext"]
     assert not (palace.root / "conversations").exists()
+    with file_lock(palace.cache_dir / "lock", "refresh lock"):  # another process refreshing the index
+        start = run_hook(event("SessionStart", palace.root), palace.root)
+    assert start.returncode == 0 and start.stdout == "" and "no wake-up context" in start.stderr
 
 
 @needs_namespace

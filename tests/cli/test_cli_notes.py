@@ -372,3 +372,22 @@ def test_add_without_an_anchor_proposes_one_from_the_image_apart_from_the_token(
     assert f"anchor: {memory.anchor} (proposed from the image" in result.output
     report = json.loads(run("lint", "--json", cwd=kb).output)
     assert report["errors"] == 0, report
+
+
+def test_arguments_that_are_not_utf8_and_the_first_day_are_one_line(example_palace):
+    """Issue 34 row 15: `palace add` with a byte that is not UTF-8 (a shell in latin-1), on the command line or on
+    stdin, is one line and writes nothing (a UnicodeEncodeError traceback); `consolidate --as-of 0001-01-01`
+    answers (an OverflowError traceback)."""
+    palace = [sys.executable, "-c", "from palace_cli.cli import main; main()", "--palace", str(example_palace)]
+    before = sorted(p.relative_to(example_palace) for p in (example_palace / "memories").rglob("*.md"))
+    for args, stdin in (([b"add", b"Caf\xe9 rules", b"-d", b"distributed", b"--no-edit"], None),
+                        ([b"add", b"Cafe rules", b"-d", b"distributed", b"--content", b"caf\xe9", b"--no-edit"], None),
+                        ([b"add", b"-", b"-d", b"distributed", b"--no-edit"], b"Caf\xe9 rules\n")):
+        done = subprocess.run([*palace, *args], input=stdin, capture_output=True, timeout=300)
+        err = done.stderr.decode("utf-8")
+        assert done.returncode in (1, 2) and "Traceback" not in err and err.count("\n") == 1, err
+        assert "not UTF-8" in err and "0xe9" in err
+    assert sorted(p.relative_to(example_palace) for p in (example_palace / "memories").rglob("*.md")) == before
+    done = subprocess.run([*palace, "consolidate", "--as-of", "0001-01-01"], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr

@@ -97,3 +97,40 @@ def test_concurrent_supersedes_of_one_note_all_land(small_palace):
         assert p.returncode == 0, err
     old = palace.memory("bloom-filter")
     assert sorted(old.superseded_by) == [f"bloom-filter-v{i}" for i in range(writers)]
+
+
+def test_a_writer_waiting_says_whom_for_and_lands_when_the_lock_is_free(small_palace):
+    """Issue 34 row 20: `add` while another process holds the write lock (a distill) says at once whom it waits for,
+    in one line (it waited silently, 40 s here, 7 minutes for 1,200 turns), and writes when the lock is free."""
+    from palace_cli.index.locks import write_lock
+
+    palace = Palace(small_palace)
+    with write_lock(palace.site, "palace distill"):
+        proc = subprocess.Popen(add_command(small_palace, 1), cwd=REPO, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        said = proc.stderr.readline()  # written before it blocks; read while the lock is still held
+        assert proc.poll() is None
+    out, err = proc.communicate(timeout=300)
+    assert said.startswith(f"palace: waiting for process {os.getpid()} (palace distill, for ")
+    assert said.endswith("which holds the palace's write lock\n")
+    assert proc.returncode == 0, err
+    assert (small_palace / "memories" / "distributed" / "widget-1.md").exists()
+
+
+def test_a_long_writer_in_slices_lets_a_writer_between_and_reads_what_it_wrote(small_palace):
+    """Row 20: a long writer (distill) takes the write lock one slice at a time; a writer that comes between two
+    slices goes first, and the next slice knows someone wrote (so it reads the palace again)."""
+    from palace_cli.index.locks import WriteSlices
+
+    palace = Palace(small_palace)
+    slices = WriteSlices(palace.site, "palace distill")
+    with slices.slice() as others:
+        assert not others
+    with slices.slice() as others:
+        assert not others  # nobody came between
+    done = subprocess.run(add_command(small_palace, 2), cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "waiting" not in done.stderr
+    with slices.slice() as others:
+        assert others
+    with slices.slice() as others:
+        assert not others

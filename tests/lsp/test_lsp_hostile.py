@@ -326,3 +326,26 @@ def test_linting_a_big_buffer_holds_up_no_request(editor):
         start, end = diagnostic.range.start, diagnostic.range.end
         assert editor.texts[uri].split("\n")[start.line][start.character : end.character].startswith("no-such-memory-")
     assert editor.close() == 0
+
+
+@pytest.mark.slow
+def test_a_typing_storm_in_a_13_mb_buffer_holds_up_no_completion(editor):
+    """Issue 34 row 19: 2,000 keystrokes into a 13 MB buffer, then `[[` completion and a hover on the typed line: both
+    answered, from the buffer as typed (each keystroke rewrote the whole buffer: 2,000 blocked the client 286 s)."""
+    relpath = "memories/storage-engines/storm.md"
+    line = "- a line of notes about [[lsm-tree]] and other things"
+    lines = ["---", "id: storm", "---", "# Storm"] + [line] * (13_000_000 // (len(line) + 1))
+    uri = editor.open(relpath, "\n".join(lines) + "\n")
+    middle = len(lines) // 2
+    for column in range(2, 2_002):  # sent without the test client's own copy of the text: it would split it each time
+        editor.versions[uri] += 1
+        where = lsp.Position(middle, column)
+        editor.client.text_document_did_change(lsp.DidChangeTextDocumentParams(
+            lsp.VersionedTextDocumentIdentifier(editor.versions[uri], uri),
+            [lsp.TextDocumentContentChangePartial(lsp.Range(where, where), "x")]))
+    editor.type_at(uri, middle + 1, 0, "[[lsm")
+    items = editor.complete(uri, lsp.Position(middle + 1, 5))
+    assert items[0].label == "lsm-tree"
+    assert "Log-Structured" in editor.hover(uri, lsp.Position(middle, 2_000 + line.index("lsm-tree")))
+    assert editor.hover(uri, lsp.Position(middle, 30)) is None  # the x's pushed the link right
+    assert editor.close() == 0

@@ -169,3 +169,72 @@ def test_the_memory_core_imports_no_click_or_rich():
             "bad = [m for m in ('click', 'rich') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr[-500:]
+
+
+def _said_over_and_over(path, sentences: list[str], session: str):
+    """A Claude Code session whose user says each sentence in turn, the agent answering the same each time."""
+    lines, parent = [], None
+    for i, text in enumerate(sentences):
+        for kind, uuid, content in (("user", f"u{i}", text),
+                                    ("assistant", f"a{i}", [{"type": "text", "text": "Understood, I will use tabs."}])):
+            message = {"role": kind, "content": content, **({"id": f"m{i}"} if kind == "assistant" else {})}
+            lines.append(json.dumps({"parentUuid": parent, "isSidechain": False, "cwd": "/p", "sessionId": session,
+                                     "type": kind, "uuid": uuid, "message": message,
+                                     "timestamp": f"2025-06-02T18:{i:02d}:{30 if kind == 'assistant' else 0}.000Z"}))
+            parent = uuid
+    path.mkdir(parents=True, exist_ok=True)
+    (path / f"{session}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_thirty_identical_turns_are_one_memory_and_consolidate_merges_nothing(tmp_path):
+    """Issue 34 row 18: "I prefer tabs" thirty times in a session (in case and punctuation variants), then again in a
+    later session distilled by a later run: one memory, confirmed by the other turns (it was 30 memories, and
+    consolidate proposed 84 merges)."""
+    from palace_cli.memory.consolidate import consolidate
+
+    palace = Palace(init_palace(tmp_path / "p", "Tabs"))
+    said = ["I prefer tabs", "I prefer tabs.", "i prefer tabs", "I prefer tabs!", "I PREFER TABS"] * 6
+    import_path(palace, _said_over_and_over(tmp_path / "one", said, "11111111-2222-3333-4444-555555555555"))
+    first = distill(palace)
+    [memory] = [m for m in _by_turn(palace).values() if "tabs" in m.content.lower()]
+    assert len(first.written) == 1 and all(k["memory"] == memory.id for k in first.known)
+    import_path(palace, _said_over_and_over(tmp_path / "two", said[:3], "11111111-2222-3333-4444-666666666666"))
+    second = distill(palace)
+    assert not second.written and not second.superseded
+    assert len(_by_turn(palace)) == 1
+    assert consolidate(palace).merges == []
+
+
+def test_a_session_said_on_9999_12_31_is_skipped_in_one_line_and_the_others_distilled(tmp_path):
+    """Issue 34 row 6: a LoCoMo session dated 9999-12-31 whose turn says "next month" (year 10000): that session is
+    skipped with one line, every other is distilled, and every later run too; MCP distill answers (it said only
+    "Error executing tool distill", and every distill died on the traceback)."""
+    import subprocess
+    import sys
+
+    import anyio
+
+    from test_mcp import call, session
+
+    sample = locomo_sample()
+    sample["conversation"]["session_3_date_time"] = "7:30 pm on 31 December, 9999"
+    source = tmp_path / "conv.json"
+    source.write_text(json.dumps([sample]), encoding="utf-8")
+    palace = Palace(init_palace(tmp_path / "p", "Far"))
+    import_path(palace, source)
+    palace_bin = [sys.executable, "-c", "from palace_cli.cli import main; main()", "--palace", str(palace.root)]
+    skipped = ("warning: conversations/locomo/conv-t-s03.md: 'next month' said on 9999-12-31 names a day outside the "
+               "years 0001-9999; session skipped")
+    for _ in range(2):
+        done = subprocess.run([*palace_bin, "distill"], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0 and skipped in done.stderr and "Traceback" not in done.stderr
+    turns = {m.meta["turn"] for m in _by_turn(palace).values()}
+    assert {"D1:3", "D2:2"} <= turns and not any(t.startswith("D3:") for t in turns)
+
+    async def scenario():
+        async with session(palace.root) as client:
+            return await call(client, "distill")
+
+    failed, text = anyio.run(scenario)
+    assert not failed and "wrote 0 memories" in text and "9999-12-31" in text

@@ -11,9 +11,9 @@ from palace_cli.answers.ask import ANSWER_INSTRUCTION, PLAIN_INSTRUCTION, build_
 from palace_cli.cli import cli
 from palace_cli.core.notes import Memory
 from palace_cli.editing.authoring import init_palace, write_plain_memory
-from palace_cli.mcp import PalaceTools, instructions
+from palace_cli.mcp import PalaceTools
 from palace_cli.palace import Palace
-from palace_cli.search.context import MEMORY_HEADER, build_context
+from palace_cli.search.context import MEMORY_HEADER, agent_instructions, build_context
 from palace_cli.search.hits import Hit
 from palace_cli.search.profiles import PROFILES
 from palace_cli.search.wakeup import said, wake_up
@@ -61,7 +61,7 @@ def test_the_example_palace_keeps_its_tokens(readonly_palace):
     text = wake_up(readonly_palace, budget_tokens=300).text
     assert "It holds 89 memories in 6 domains: caching-performance, " in text and "Domains:" not in text
     assert "\n- Write-Ahead Log (WAL) [storage-engines] (surgeon's wrist notebook) id:write-ahead-log\n" in text
-    told = instructions(readonly_palace)
+    told = agent_instructions(readonly_palace)
     assert "cite each used memory's token as [verify: token]" in told and "path:line" not in told
     assert "conversation" not in told  # the example palace holds none
 
@@ -73,7 +73,7 @@ def test_an_adopted_vault_is_told_to_cite_places(foam):
     assert (first, second, heading) == ("# Foam", "This is Foam, a memory palace of 86 notes in 3 domains: dev, "
                                         "root, user.", "Most important notes:")
     assert "verify" not in text and "id:" not in text and "\n- Note Templates [user] user/features/templates.md:1\n" in text
-    told = instructions(foam)
+    told = agent_instructions(foam)
     assert "verify token" not in told and "token as" not in told and "as [path:line]" in told
     recalled = PalaceTools(foam).recall("how do I embed a block of another note", max_tokens=600)
     assert "verify" not in recalled.split("## ")[0] and "turn" not in recalled.split("## ")[0]

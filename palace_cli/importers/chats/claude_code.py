@@ -15,6 +15,7 @@ from typing import Iterator
 
 from palace_cli.errors import ImportFailed
 from palace_cli.importers.chats.jsonstream import CHUNK, MAX_RECORD_BYTES, open_source
+from palace_cli.conversations.sessionfile import MAX_SESSION_BYTES
 from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, participants_of, session_id
 from palace_cli.core.text import one_line, slug
 from palace_cli.importers.chats.reading import (BadRecord, RecordGuard, block_text, files_under, shown, text_value,
@@ -56,9 +57,14 @@ def _records(file: Path, result: ReadResult) -> list[tuple[int, dict]]:
     read."""
     where = shown(file)
     records = []
+    kept = 0  # bytes of the lines read: past the cap a session file cannot hold them, so reading stops there
     for number, raw in _lines(file, where, result.problems):
         if not raw.strip():
             continue
+        kept += len(raw) + 1
+        if kept > MAX_SESSION_BYTES:
+            result.problems.append(ReadProblem(where, number, _cut_short(file, kept - len(raw) - 1, number)))
+            break
         try:
             record = json.loads(raw)
         except UnicodeDecodeError:
@@ -83,6 +89,17 @@ def _records(file: Path, result: ReadResult) -> list[tuple[int, dict]]:
             continue
         records.append((number, record))
     return records
+
+
+def _cut_short(file: Path, read: int, number: int) -> str:
+    """Why a transcript was read only up to this line: what was kept, what was left, and the limit."""
+    try:
+        size = file.stat().st_size
+    except OSError:
+        size = 0
+    rest = f"the rest ({size - read:,} of {size:,} bytes)" if size > read else "the rest"
+    return (f"{rest} is left out: the session file would be over the {MAX_SESSION_BYTES:,} byte limit for a session "
+            f"file; the first {number - 1:,} lines ({read:,} bytes) are read")
 
 
 def _lines(file: Path, where: str, problems: list[ReadProblem]) -> Iterator[tuple[int, bytes]]:

@@ -31,7 +31,10 @@ from palace_cli.core.disk import atomic_write
 from palace_cli.conversations.model import ReadProblem, Session, Turn
 from palace_cli.core.text import slug
 from palace_cli.conversations.sessionfile import (CONVERSATIONS, MAX_SESSION_BYTES, append_turns, load_session, parse_header,
-                                                  render_session, session_digest, session_files, turns_digest)
+                                                  read_session_bytes, render_session, session_digest, session_files,
+                                                  turns_digest)
+from palace_cli.errors import NoteError
+from palace_cli.index.locks import write_lock
 from palace_cli.importers.chats.reading import EXPORT
 from palace_cli.importers.formats import read_conversations
 
@@ -105,21 +108,47 @@ class ConversationImport:
 
 
 def existing_sessions(root: Path) -> list[Session]:
-    """Every session file of a palace, parsed (problems in each session's `.problems`)."""
-    return [load_session(root, relpath) for relpath, _, _ in session_files(root)]
+    """Every session file of a palace, its frontmatter only (no turns): what a plan matches sources against."""
+    out = []
+    for relpath, _, _ in session_files(root):
+        try:
+            data = read_session_bytes(root, relpath)
+        except NoteError:
+            data = b""
+        out.append(parse_header(data.decode("utf-8", "replace"), relpath))
+    return out
 
 
 def import_conversations(palace, path, format: str, include: frozenset[str] = frozenset(), dry_run: bool = False,
                          progress: Progress | None = None, keep_secrets: bool = False) -> ConversationImport:
     """Import every session of a conversation source into `conversations/<source>/`, its secrets redacted unless
-    `keep_secrets` (formats.read_conversations); safe to rerun."""
+    `keep_secrets` (formats.read_conversations); safe to rerun.
+
+    The source is read first; the plan (which file each session goes to) and the writes are made under the
+    palace's write lock, so imports of one session at once (two hooks at the same instant) write one file: the
+    second plans against the first one's file and finds its turns there."""
     path = Path(path)
     result = read_conversations(path, format, include, keep_secrets)
     report = ConversationImport(format, str(path), dry_run, problems=list(result.problems),
                                 left_out=dict(sorted(result.left_out.items())), redacted=result.redacted)
+    if dry_run:
+        _plan(palace, path, format, result.sessions, report)
+        return report
+    with write_lock(palace.site, f"import of {path.name}"):
+        plan = _plan(palace, path, format, result.sessions, report)
+        if plan.writes:
+            with ThreadPoolExecutor(max_workers=WRITERS) as pool:  # each write fsyncs; threads overlap them
+                for done, _ in enumerate(pool.map(lambda item: atomic_write(*item), plan.writes), 1):
+                    if progress:
+                        progress("writing sessions", done, len(plan.writes))
+    return report
+
+
+def _plan(palace, path: Path, format: str, sessions: list[Session], report: ConversationImport) -> "_Plan":
+    """Each session of the source matched to its file (or a new one) and merged: what to write."""
     plan = _Plan(palace.root, f"{format}:{source_name(path)}", report)
     seen: set[tuple[str, str]] = set()
-    for session in result.sessions:
+    for session in sessions:
         key = (session.source, session.source_id)
         if key in seen:
             report.problems.append(ReadProblem(str(path), None, f"session {session.source_id} of {session.source} "
@@ -127,12 +156,7 @@ def import_conversations(palace, path, format: str, include: frozenset[str] = fr
             continue
         seen.add(key)
         plan.take(session)
-    if not dry_run and plan.writes:
-        with ThreadPoolExecutor(max_workers=WRITERS) as pool:  # each write fsyncs; threads overlap them
-            for done, _ in enumerate(pool.map(lambda item: atomic_write(*item), plan.writes), 1):
-                if progress:
-                    progress("writing sessions", done, len(plan.writes))
-    return report
+    return plan
 
 
 def source_name(path: Path) -> str:
@@ -160,6 +184,7 @@ class _Plan:
         """Plan one session of the source: added, merged into its file, or kept apart from another export's."""
         old = self._match(session)
         if old is not None:
+            old = load_session(self.root, old.path)  # the match was made on frontmatter; merging needs the turns
             apart = _claimed_elsewhere(old, session, self.stamp_from)
             if apart is None:
                 merged = _merge(self.root, old, session, self.stamp_from, self.report.problems)
@@ -180,7 +205,8 @@ class _Plan:
         self._write(relpath, render_session(session), session)
 
     def _match(self, session: Session) -> Session | None:
-        """The file of this session: the one this export wrote, else one whose turns it still has, else the first."""
+        """The file of this session (its frontmatter): the one this export wrote, else one whose turns it still
+        has, else the first."""
         candidates = self.by_key.get((session.source, session.source_id), [])
         for old in candidates:
             if (old.imported or {}).get("from") == self.stamp_from:
