@@ -21,7 +21,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "Palace": "palace", "Scan": "core.layout", "Problem": "core.layout",
     "Memory": "core.notes",
-    "init_palace": "editing.authoring", "add_memory": "editing.authoring", "update_memory": "editing.changes",
+    "init_palace": "editing.initplan", "add_memory": "editing.authoring", "update_memory": "editing.changes",
     "move_memory": "editing.curate", "remove_memory": "editing.curate", "backlinks": "editing.curate",
     "recall": "search.retrieve", "search": "search.retrieve", "context_entry": "search.hits",
     "Query": "search.query", "make_query": "search.query",
@@ -59,7 +59,8 @@ def __dir__():
 
 if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eagerly
     from palace_cli.answers.ask import Answer, ask, handed_memories, verify_answer
-    from palace_cli.editing.authoring import add_memory, init_palace
+    from palace_cli.editing.authoring import add_memory
+    from palace_cli.editing.initplan import init_palace
     from palace_cli.editing.changes import update_memory
     from palace_cli.editing.curate import backlinks, move_memory, remove_memory
     from palace_cli.errors import (Ambiguous, ConfigError, ModelError, NotAPalace, NoteError, NotFound, PalaceError,

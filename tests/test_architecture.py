@@ -87,13 +87,12 @@ SECOND_RULES = {
     "the folder walk": {
         "importers/chats/reading.py:files_under": FOLD + "core/walk.py (the note walker)",
         "conversations/sessionfile.py:session_files": FOLD + "core/walk.py (the note walker)",
-        "editing/authoring.py:_holds_markdown": FOLD + "core/walk.py (the note walker)",
+        "editing/initplan.py:_holds_markdown": FOLD + "core/walk.py (the note walker)",
         "core/walk.py:stray_notes": FOLD + "core/walk.py (the note walker)",
         "importers/markdown.py:markdown_files": FOLD + "core/walk.py (the note walker)",
     },
     "the walk's skip list": {
         "importers/chats/reading.py:<module>": FOLD + "core/layout.py (SKIPPED_DIRS)",
-        "editing/authoring.py:_holds_markdown": FOLD + "core/layout.py (SKIPPED_DIRS)",
         "importers/markdown.py:<module>": FOLD + "core/layout.py (SKIPPED_DIRS)",
     },
     "word tokens": {

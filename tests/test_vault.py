@@ -20,6 +20,7 @@ from conftest import SHARED
 from palace_cli.backends import Generator
 from palace_cli.cli import cli
 from palace_cli.core.tokens import contains_phrase
+from palace_cli.errors import PalaceError
 from palace_cli.palace import Palace
 
 FOAM = SHARED / "data" / "foam-docs"
@@ -49,7 +50,7 @@ def note_hashes(root: Path) -> dict[str, str]:
     """sha256 of every Markdown file that is not palace's own (its generated index, its cache)."""
     out = {}
     for folder, dirs, names in os.walk(root):
-        dirs[:] = [d for d in dirs if d not in (".palace", "_palace", ".git")]
+        dirs[:] = [d for d in dirs if d not in (".palace", ".palace-index", "_palace", ".git")]
         for name in names:
             if name.endswith(".md"):
                 path = Path(folder) / name
@@ -79,7 +80,7 @@ def test_init_adopts_the_vault_and_no_read_changes_a_note(foam):
     assert out.exit_code == 0 and "Adopted 86 notes" in out.output and "no note was changed" in out.output
     written = {p.relative_to(foam).as_posix() for p in foam.rglob("*")} - names_before
     top = {w.split("/")[0] for w in written}
-    assert top <= {"palace.toml", ".gitignore", ".gitattributes", ".palace", "_palace", "reviews"}, top
+    assert top <= {"palace.toml", ".gitignore", ".gitattributes", ".palace", ".palace-index", "reviews"}, top
     listed = json.loads(run(foam, "list", "--json").stdout)["memories"]
     assert {m["path"] for m in listed} == md_files(foam)  # every note listed, nothing else
     for command in (["index"], ["list"], ["search", "wikilink rename"], ["recall", "how do I rename a note?"],
@@ -178,7 +179,7 @@ def test_palace_writes_only_its_own_files(tmp_path):
     after = {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
     assert {k: v for k, v in after.items() if k in before} == before
     new = {path.split("/")[0] for path in set(after) - set(before)}
-    assert new <= {"palace.toml", ".gitignore", ".gitattributes", ".palace", "_palace", "reviews"}, new
+    assert new <= {"palace.toml", ".gitignore", ".gitattributes", ".palace", ".palace-index", "reviews"}, new
     assert not (root / ".git").exists()  # a folder of notes is not made a repository behind its owner's back
 
 
@@ -192,10 +193,12 @@ def test_include_exclude_and_domain_rules_come_from_palace_toml(vault):
 
 
 def test_a_file_of_your_own_is_never_written_over_by_the_generated_index(tmp_path):
-    root = make_vault(tmp_path / "vault", {"index.md": "# My index\n", "_palace/INDEX.md": "mine\n"})
+    root = make_vault(tmp_path / "vault", {"index.md": "# My index\n", ".palace-index/INDEX.md": "mine\n",
+                                           "_palace/INDEX.md": "mine too\n"})
     CliRunner().invoke(cli, ["init", str(root)], catch_exceptions=False)
     run(root, "index")
-    assert (root / "_palace" / "INDEX.md").read_text() == "mine\n"
+    assert (root / ".palace-index" / "INDEX.md").read_text() == "mine\n"
+    assert (root / "_palace" / "INDEX.md").read_text() == "mine too\n"  # not palace's folder now: a note
     assert (root / "index.md").read_text() == "# My index\n"
 
 
@@ -355,6 +358,12 @@ def test_evolve_grows_a_plain_note_into_a_memory_and_keeps_every_byte(vault):
     preview = evolve(palace, "Garden/Watering schedule.md", Scripted(SCENE))
     assert preview.lacks == ["image", "anchor", "verify"] and preview.verify and preview.anchor
     assert path.read_bytes() == before  # a preview never writes
+    with pytest.raises(PalaceError, match=r"has not opted into palace's template.*add `verify:` to its frontmatter"):
+        evolve(palace, "Garden/Watering schedule.md", Scripted(SCENE), accept=True)
+    assert path.read_bytes() == before  # a note of the person's own is never written
+    config = vault / "palace.toml"
+    config.write_text(config.read_text().replace("[notes]\n", '[notes]\ntemplate = ["Garden/**"]\n'))
+    palace = Palace(vault)
     evolve(palace, "Garden/Watering schedule.md", Scripted(SCENE), accept=True)
     after = path.read_bytes().decode()
     assert after.startswith(f"---\nanchor: {preview.anchor}\nverify: {preview.verify}\n---\n")

@@ -245,7 +245,7 @@ def extraction_speed(sessions: dict[str, list[Session]], rounds: int = 3) -> dic
 def run_distill_bench(path: Path, modes=("recall",), workdir: str | None = None, keep: bool = False,
                       cross: bool = True, limit: int | None = None, progress: Callable | None = None) -> dict:
     """Import the file into a new palace, ask its questions, distill, score, ask again (see the module)."""
-    from palace_cli.editing.authoring import init_palace
+    from palace_cli.editing.initplan import init_palace
     from palace_cli.importers import import_path
     from palace_cli.memory.distill import distill
     from palace_cli.palace import Palace
@@ -389,7 +389,7 @@ def run_hook_bench(copy_of: str | None = None, exchanges: int = 200, grow: int =
     """Seconds of SessionStart (the palace's first, then again) and of PreCompact importing a grown session
     (`grow` new exchanges on a session of `exchanges`), each a new `palace` process, on a copy of `copy_of` (its
     cache too) or of the example palace."""
-    from palace_cli.editing.authoring import init_palace
+    from palace_cli.editing.initplan import init_palace
 
     base = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="palace-bench-hook-"))
     try:

@@ -48,7 +48,8 @@ class StandInEmbedder:
 def queries(root: Path, words: int, count: int, seed: int) -> list[str]:
     """`count` queries of `words` words (alphabetic, longer than 4 letters) drawn from random notes."""
     rng = random.Random(seed * 1000 + words)
-    files = sorted(root.glob("memories/*/*.md")) or sorted(p for p in root.rglob("*.md") if "_palace" not in p.parts)
+    files = sorted(root.glob("memories/*/*.md")) or sorted(p for p in root.rglob("*.md")
+                                                          if not {"_palace", ".palace-index"} & set(p.parts))
     made = []
     for path in rng.sample(files, min(count, len(files))):
         candidates = [w for w in path.read_text(encoding="utf-8").split() if w.isalpha() and len(w) > 4]

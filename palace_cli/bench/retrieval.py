@@ -421,7 +421,7 @@ def corpus_palace(source: Path, workdir: Path | None = None, progress=None) -> t
     palace cached under $PALACE_HOME/bench, keyed by the source's files, sizes and times."""
     import hashlib
 
-    from palace_cli.editing.authoring import init_palace
+    from palace_cli.editing.initplan import init_palace
     from palace_cli.backends.install import models_dir
     from palace_cli.importers import import_path
 
@@ -460,7 +460,7 @@ def _vault_palace(source: Path, root: Path, marker: Path) -> tuple[Palace, Path]
     imported), made once and reused."""
     import shutil
 
-    from palace_cli.editing.authoring import init_palace
+    from palace_cli.editing.initplan import init_palace
 
     if not marker.is_file():
         shutil.rmtree(root, ignore_errors=True)
@@ -476,7 +476,7 @@ def _vault_palace(source: Path, root: Path, marker: Path) -> tuple[Palace, Path]
 
 def beir_palace(beir_dir: Path, workdir: Path | None = None, progress=None) -> tuple[Palace, Path]:
     """A palace holding a BEIR corpus (imported once, then reused), and its query file."""
-    from palace_cli.editing.authoring import init_palace
+    from palace_cli.editing.initplan import init_palace
     from palace_cli.importers import import_path
     from palace_cli.backends.install import models_dir
 

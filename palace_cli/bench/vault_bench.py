@@ -33,7 +33,7 @@ def measure(root: Path, recall_queries: int = 25, stand_in: bool = False) -> dic
     """The worker side: adopt (init) and index the vault, then refreshes and warm recall, in this process."""
     from palace_cli.bench.recall_bench import measure as recall_latency
     from palace_cli.bench.recall_bench import stand_in_vectors
-    from palace_cli.editing.authoring import init
+    from palace_cli.editing.initplan import init
     from palace_cli.palace import Palace
 
     (root / "palace.toml").unlink()  # `palace init` adopts the folder and writes its own palace.toml
@@ -45,10 +45,10 @@ def measure(root: Path, recall_queries: int = 25, stand_in: bool = False) -> dic
     catalog = palace.index.catalog()
     result: dict = {"notes": done.notes, "section_units": len(catalog.note_of),
                     "notes_mb": round(sum(p.stat().st_size for p in root.rglob("*.md")
-                                          if "_palace" not in p.parts) / 1e6, 2),
+                                          if not {"_palace", ".palace-index"} & set(p.parts)) / 1e6, 2),
                     "adopt_and_lexical_index_s": round(adopt, 3), "peak_rss_mb_after_adopt": _peak_rss_mb()}
     result["noop_refresh_s"] = settled_noop_refresh_s(palace)
-    files = sorted(p for p in root.rglob("*.md") if "_palace" not in p.parts)
+    files = sorted(p for p in root.rglob("*.md") if not {"_palace", ".palace-index"} & set(p.parts))
     edits = []
     for generation in range(1, REPEATS + 1):
         path = files[(generation * 7919) % len(files)]

@@ -356,7 +356,7 @@ def _load() -> float | None:
 def palace_run(sets: list[LabelledSession], workdir: Path, llm: bool | None = False, progress=None) -> dict:
     """Each session imported (its Claude Code JSONL, through `palace import`) into a new palace whose
     `[identity] name` is the session's user, then `palace distill`; the written memories scored."""
-    from palace_cli.editing.authoring import init_palace
+    from palace_cli.editing.initplan import init_palace
     from palace_cli.importers import import_path
     from palace_cli.memory.distill import distill
     from palace_cli.palace import Palace

@@ -11,9 +11,10 @@ from palace_cli.cli import open_palace, pass_ctx, render
 from palace_cli.core.notes import TYPES, Memory
 from palace_cli.core.tokens import fingerprint
 from palace_cli.core.wording import plural
-from palace_cli.editing.authoring import add_note, draft_memory, init as init_palace, propose_missing_token, review_added
+from palace_cli.editing.authoring import add_note, draft_memory, propose_missing_token, review_added
+from palace_cli.editing.initplan import apply_init, plan_init
 from palace_cli.editing.curate import has_tag
-from palace_cli.editing.lint import lint as run_lint
+from palace_cli.editing.lint import OPT_IN, lint as run_lint
 from palace_cli.errors import NoteError, UsageError
 
 
@@ -47,24 +48,38 @@ def _split_list(value: str | None) -> list[str]:
 @click.command()
 @click.argument("directory", type=click.Path(file_okay=False), default=".")
 @click.option("--name", help="Palace name (default: the folder name).")
-def init(directory, name):
+@click.option("--no-git-setup", is_flag=True,
+              help="Leave git alone: no .gitignore or .gitattributes lines, no config, no hooks, no `git init`.")
+@click.option("--dry-run", is_flag=True, help="List what init would create or change, and stop.")
+def init(directory, name, no_git_setup, dry_run):
     """Create a palace, or adopt the Markdown notes already in a folder where they lie.
 
-    An empty folder gets palace.toml, memories/, index/, reviews/ and git files. A folder that holds Markdown
-    (an Obsidian vault, a Foam workspace, a zk notebook) is adopted: every .md file is a note; palace adds
-    palace.toml, its .gitignore and .gitattributes lines, reviews/ and its generated index under _palace/,
-    and changes no note.
+    First it lists every file and setting it will create or change, then does it. An empty folder gets
+    palace.toml, memories/, index/, reviews/ and git set up. A folder that holds Markdown (an Obsidian vault, a
+    Foam workspace, a zk notebook) is adopted: every .md file is a note; palace adds palace.toml, reviews/, its
+    generated index in .palace-index/, its cache in .palace/ and, in a git repository, the .gitignore and
+    .gitattributes lines, the merge driver and its hook; it changes no note.
 
-    Example: palace init ~/vault
+    Example: palace init ~/vault --dry-run
     """
-    done = init_palace(directory, name)
-    root = done.root
+    plan = plan_init(directory, name, git_setup=not no_git_setup)
+    root = plan.root
+    doing = "Adopting the Markdown in" if plan.adopt else "Creating a palace in"
+    render.out.print(f"{doing} {root}{' where it lies (no note is changed)' if plan.adopt else ''}; "
+                     f"{'palace would write' if dry_run else 'palace writes'}:", markup=False)
+    width = max(len(step.path) for step in plan.steps)
+    for step in plan.steps:
+        mark = "+" if step.new else "~"
+        render.out.print(f"  {mark} {step.path.ljust(width)}  {step.what}", markup=False)
+    if dry_run:
+        render.out.print("Nothing was written (--dry-run).", markup=False)
+        return
+    done = apply_init(plan)
     if done.adopted:
-        render.out.print(f"Adopted {plural(done.notes, 'note')} in {root} where they lie; wrote "
-                         f"{', '.join(dict.fromkeys(w.split('/')[0] + ('/' if '/' in w else '') for w in done.written))}"
-                         " (no note was changed).", markup=False)
+        render.out.print(f"Adopted {plural(done.notes, 'note')} in {root} where they lie (no note was changed).",
+                         markup=False)
         render.out.print(f"Next: cd {root} && palace recall \"a question your notes answer\"", markup=False)
-        if not done.git:
+        if not done.git and not no_git_setup:
             render.out.print("Not a git repository: `git init` keeps its history (then `palace git setup`).",
                              markup=False)
         return
@@ -181,10 +196,10 @@ def add(ctx, subject, domain, new_domain, anchor, image, content, keywords, link
     palace.refresh()
     if memory is None:
         raise SystemExit(1)
-    _show_added(memory, review_added(palace, memory), path, anchor, as_json)
+    _show_added(memory, review_added(palace, memory), path, anchor, as_json, palace.site.rules.templated(memory))
 
 
-def _show_added(memory, review, path: str, anchor: str, as_json: bool) -> None:
+def _show_added(memory, review, path: str, anchor: str, as_json: bool, templated: bool = True) -> None:
     """What `add` says of the memory it wrote: JSON, or where it is, its token, and the review's warnings."""
     if as_json:
         render.emit_json(memory_summary(memory) | {"verify": memory.verify,
@@ -199,8 +214,9 @@ def _show_added(memory, review, path: str, anchor: str, as_json: bool) -> None:
     if memory.verify:
         render.out.print(f"verify token: {memory.verify}", markup=False)
     else:
+        opt_in = "" if templated else f"{OPT_IN}, then "
         render.out.print("a plain note: searched and recalled now; not citable or studyable until it has an Image "
-                         f"and a verify token (`palace evolve {memory.id}` proposes them)", markup=False)
+                         f"and a verify token ({opt_in}`palace evolve {memory.id}` proposes them)", markup=False)
     for message in review.token_problems if memory.verify else []:
         render.warn(f"{path}: {message}")
     if review.compare_error:

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from palace_cli.cli import render
+from palace_cli.editing.lint import OPT_IN
 from palace_cli.errors import UsageError
 from palace_cli.study.strategies import STRATEGIES
 from palace_cli.core.wording import plural
@@ -401,9 +402,11 @@ def evolve(ctx, ref, accept, as_json):
         out.print(f"proposal: {result.proposal_score}/12, still missing: {', '.join(result.proposal_missing) or 'none'}")
     if result.problem:
         render.warn(result.problem)
+    if not result.opted_in:
+        out.print(f"palace writes nothing into {result.path}: {OPT_IN}", markup=False)
     if result.accepted:
         out.print(f"[green]written[/green] {result.path} (Image only; verify token kept)", markup=True)
-    elif result.proposal and not result.problem:
+    elif result.proposal and not result.problem and result.opted_in:
         out.print(f"accept with: palace evolve {result.memory_id} --accept"
                   + (" (adds the ## Image and the anchor and verify fields; nothing else changes)"
                      if result.lacks else ""))

@@ -23,6 +23,7 @@ DOMAIN_NAME = re.compile(r"^[^\x00-\x1f\x7f./\\][^\x00-\x1f\x7f/\\]*$")
 DEFAULT_INCLUDE = ("**/*.md",)
 DEFAULT_EXCLUDE = ("templates/**", "_templates/**")
 DOMAIN_RULES = ("folder", "single")
+INDEX_FOLDER_PART = re.compile(r"^[^\x00-\x1f\x7f/\\]+$")
 
 
 @dataclass
@@ -32,7 +33,9 @@ class NotesConfig:
     Without `include` a palace keeps the `memories/<domain>/` layout: only notes under memories/. With it
     (what `palace init` writes on a folder that already holds Markdown) every file the globs include and
     do not exclude is a note, wherever it lies; its domain is its top folder (`domains = "folder"`) or one
-    domain for all (`"single"`), and a note at the root is in `root_domain`."""
+    domain for all (`"single"`), and a note at the root is in `root_domain`. `template` globs name notes
+    that follow palace's template (lint checks it, `lint --fix` and study may write it) besides those with a
+    `verify` field or, in memories/, the SMASHIN sections."""
 
     adopted: bool = False
     include: tuple[str, ...] = DEFAULT_INCLUDE
@@ -41,6 +44,7 @@ class NotesConfig:
     root_domain: str = "root"
     inbox: str = "inbox"
     index_folder: str = ""  # where the generated INDEX.md and index/ go ("" is the root)
+    template: tuple[str, ...] = ()  # globs of notes that follow palace's template (besides opted-in ones)
 
 
 @dataclass
@@ -141,10 +145,18 @@ def _notes(raw: dict, path: Path) -> NotesConfig:
             raise ConfigError(f"{path}: [notes] {key} = {value!r} is not a folder name")
         names[key] = value
     folder = str(table.get("index_folder", "")).strip().strip("/")
-    if folder and (not all(DOMAIN_NAME.match(part) for part in folder.split("/")) or ".." in folder.split("/")):
+    parts = folder.split("/")
+    # A dot-folder is allowed (vault tools do not read it as notes), but not `.`/`..`, and never inside .git/.
+    if folder and (not all(INDEX_FOLDER_PART.match(part) and part not in (".", "..") for part in parts)
+                   or parts[0] == ".git"):
         raise ConfigError(f"{path}: [notes] index_folder = {folder!r} must be a folder inside the palace")
+    template = table.get("template", [])
+    if isinstance(template, str):
+        template = [template]
+    if not isinstance(template, list) or not all(isinstance(v, str) and v.strip() for v in template):
+        raise ConfigError(f"{path}: [notes] template must be a list of glob patterns like [\"Cards/**\"]")
     return NotesConfig("include" in table, globs["include"], globs["exclude"], rule, names["root_domain"],
-                       names["inbox"], folder)
+                       names["inbox"], folder, tuple(v.strip().lstrip("/") for v in template))
 
 
 def _table(raw: dict, name: str, path: Path) -> dict:

@@ -142,6 +142,20 @@ class NoteRules:
                                                                                  else ())) or "(?!)", re.DOTALL)
         self._exclude = re.compile("|".join(f"(?:{source})" for source in excluded), re.DOTALL)
         self._excludes = [re.compile(source, re.DOTALL) for source in excluded]
+        template = notes.template if notes is not None else ()
+        self._template = re.compile("|".join(f"(?:{glob_source(p)})" for p in template), re.DOTALL) if template \
+            else None
+
+    def templated(self, memory: Memory) -> bool:
+        """True when a note opted into palace's template, so lint checks it and lint --fix or study may write it: a
+        `verify` field in its frontmatter (empty too), the SMASHIN sections in palace's own memories/, or a path
+        palace.toml's [notes] template globs match. Any other note is the person's alone: read, never written.
+        (A full memory: a light one has no frontmatter lines or sections.)"""
+        if "verify" in memory.field_lines:
+            return True
+        if memory.path.startswith(MEMORIES + "/") and (memory.structured or memory.image_line):
+            return True
+        return self._template is not None and self._template.fullmatch(memory.path) is not None
 
     def wanted(self, relpath: str) -> bool:
         """True when a `.md` path (relative to the root) is a note by these rules."""

@@ -200,6 +200,20 @@ def one_line(text: str, limit: int = 0) -> str:
     return flat
 
 
+# Characters a vault's file names cannot hold: file systems forbid some, wikilinks read `#`, `^`, `|`, `[` and `]`.
+UNTITLED = re.compile(r'[\\/:*?"<>|#^\[\]\x00-\x1f\x7f]+')
+
+
+def title_name(text: str, limit: int = 60) -> str:
+    """A file name (without .md) from the first line of a text, as a vault names notes by title: its words, case
+    and spaces kept, what file names or wikilinks cannot hold dropped, cut at a word near `limit` characters."""
+    first = next((line.strip().lstrip("#").strip() for line in str(text).splitlines() if line.strip()), "")
+    name = " ".join(UNTITLED.sub(" ", first).split())
+    if len(name) > limit:
+        name = name[:limit].rsplit(" ", 1)[0] if " " in name[:limit] else name[:limit]
+    return name.strip(" .-") or ""
+
+
 def slug(text: str, limit: int = 60) -> str:
     """Lowercase ASCII words joined by hyphens, at most `limit` characters: the one rule for file names and ids."""
     out = re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")

@@ -1,30 +1,25 @@
-"""Creating palaces and memories: `palace init` and `palace add`."""
+"""Creating memories: `palace add`, quick capture, the plain-note writer (`palace init` is initplan.py)."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import shutil
-import subprocess
 from dataclasses import dataclass, field
 from datetime import date
-from importlib import resources
 from pathlib import Path
 
-from palace_cli.core.config import CONFIG_NAME
 from palace_cli.core.dates import today, yaml_moment
 from palace_cli.core.disk import atomic_write, create_new
-from palace_cli.core.layout import INDEX_DIR, MEMORIES, REVIEWS, Scan
+from palace_cli.core.layout import MEMORIES, Scan, path_id
 from palace_cli.core.noteedit import (check_note_size, dump_frontmatter, edit_frontmatter, edit_section, inline_yaml,
                                      update_frontmatter)
 from palace_cli.core.notefile import load_note, parse_note, split_frontmatter
 from palace_cli.core.notes import ID_PATTERN, TYPES, Memory
 from palace_cli.core.secrets import without_secrets
-from palace_cli.core.text import slugify, words
+from palace_cli.core.text import slug, slugify, title_name, words
 from palace_cli.core.tokens import propose_token, token_problems
 from palace_cli.core.validity import Versions
-from palace_cli.editing.gitsetup import IGNORED, attributes, ensure_lines, setup_git
+from palace_cli.editing.initplan import init, init_palace, template_text  # init's old home: imported from here too
 from palace_cli.editing.versions import check_link, moment_option, old_note_changes, planned_edit
 from palace_cli.errors import NoteError, PalaceError, UsageError
 from palace_cli.index.locks import write_lock
@@ -35,11 +30,6 @@ TEMPLATES = "templates"
 # `key: {field}` lines of a template's frontmatter; the placeholder becomes the field's YAML value.
 FIELD_PLACEHOLDER = re.compile(r"^([ \t]*[\w-]+:[ \t]*)\{(\w+)\}([ \t]*(?:#.*)?)$", re.MULTILINE)
 BODY_PLACEHOLDERS = ("id", "subject", "domain", "anchor", "created")
-
-
-def template_text(name: str) -> str:
-    """A file from palace_cli/templates."""
-    return resources.files("palace_cli").joinpath("templates", name).read_text(encoding="utf-8")
 
 
 def memory_template(palace: Palace) -> tuple[str, str]:
@@ -79,91 +69,6 @@ def render_memory(template: str, fields: dict, domain: str, sections: dict[str, 
         if section_text.strip():
             text = edit_section(text, name, section_text, where, create=True)
     return text
-
-
-ADOPT_SETTINGS = """
-[notes]
-# This folder already held Markdown: every .md file is a note where it lies, any depth, any name
-# (docs/obsidian.md). Globs are relative to this folder and compared without case; folders whose name
-# starts with "." (.obsidian/, .git/), palace's own files and conversations/ are never notes.
-include = ["**/*.md"]
-exclude = ["templates/**", "_templates/**"]
-# domains = "folder"        # a note's domain is its top folder; "single": one domain for every note
-# root_domain = "root"      # the domain of the notes at the top
-# inbox = "inbox"           # the folder `palace add "a quick thought"` writes into
-index_folder = "_palace"    # palace's generated INDEX.md and index/<domain>.md go here, apart from your notes
-"""
-
-
-@dataclass
-class Init:
-    """What `palace init` did: the root, whether it adopted notes already there (how many), what it wrote."""
-
-    root: Path
-    adopted: bool = False
-    notes: int = 0
-    git: str = ""  # "initialised", "set up" (merge driver and hook), or "" (no git, or not a repository)
-    written: list[str] = field(default_factory=list)
-
-
-def init_palace(directory: Path, name: str | None = None) -> Path:
-    """Create a palace in directory, adopting the Markdown already there (see `init`); returns the root."""
-    return init(directory, name).root
-
-
-def init(directory: Path, name: str | None = None) -> Init:
-    """Create a palace in directory. An empty folder gets the memories/ layout (and `git init` when it is not
-    in a repository); a folder that already holds Markdown is adopted where it lies: palace.toml with a
-    [notes] table, its .gitignore and .gitattributes lines, reviews/ and the generated index files under
-    `_palace/`, nothing else (no note is touched, no repository is made)."""
-    root = Path(directory).expanduser().resolve()
-    if (root / CONFIG_NAME).exists():
-        raise PalaceError(f"{root} is already a palace ({CONFIG_NAME} exists)")
-    if root.exists() and not root.is_dir():
-        raise PalaceError(f"{root} is a file, not a directory")
-    root.mkdir(parents=True, exist_ok=True)
-    adopt = _holds_markdown(root)
-    title = name or root.name.replace("-", " ").replace("_", " ").title()
-    toml_name = json.dumps(title, ensure_ascii=False)[1:-1]  # a JSON string body is a valid TOML basic string
-    settings = template_text("palace.toml").replace("{name}", toml_name)
-    done = Init(root, adopt, written=[CONFIG_NAME])
-    atomic_write(root / CONFIG_NAME, settings + (ADOPT_SETTINGS if adopt else ""))
-    for folder in (REVIEWS,) if adopt else (MEMORIES, INDEX_DIR, REVIEWS):
-        (root / folder).mkdir(exist_ok=True)
-        if not any((root / folder).iterdir()):
-            (root / folder / ".gitkeep").touch()
-            done.written.append(f"{folder}/.gitkeep")
-    palace = Palace(root)
-    done.written += [".gitignore"] * bool(ensure_lines(root / ".gitignore", IGNORED))
-    done.written += [".gitattributes"] * bool(ensure_lines(root / ".gitattributes", attributes(palace)))
-    if shutil.which("git"):
-        inside_repo = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=root,
-                                     capture_output=True, text=True).returncode == 0
-        if not inside_repo and not adopt:  # a folder of someone's notes is not made a repository behind their back
-            subprocess.run(["git", "init", "-q"], cwd=root, check=False, capture_output=True)
-            done.git, inside_repo = "initialised", True
-        if inside_repo:
-            setup_git(palace)  # the merge driver and the hook that keep merges free of conflicts in generated files
-            done.git = done.git or "set up"
-    if adopt:
-        report = palace.refresh(embedder=None)  # reads every note (and writes the generated index files)
-        done.notes = report.unchanged + len(report.added) + len(report.updated)
-        done.written += sorted(report.index_files)
-    else:
-        from palace_cli.index.files import write_index_files
-
-        written = write_index_files(palace.site, Scan())  # a new palace holds no memories yet
-        done.written += written.written
-    return done
-
-
-def _holds_markdown(root: Path) -> bool:
-    """True when a folder already holds a Markdown file outside hidden folders: a vault to adopt."""
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d != "node_modules"]
-        if any(name.endswith(".md") and not name.startswith(".") for name in filenames):
-            return True
-    return False
 
 
 @dataclass
@@ -408,6 +313,9 @@ def add_note(palace: Palace, text: str, domain: str | None = None, *, subject: s
     body = content.strip() or text
     if not body:
         raise UsageError("a memory needs a subject, or a thought to capture (`palace add -` reads it from stdin)")
+    target = domain or palace.config.notes.inbox
+    if not (content.strip() or subject or any(fields.values())) and _writes_as_the_vault(palace, target):
+        return capture_in_vault(palace, text, target, new_domain=domain is None)
     subject = subject or (text if content.strip() else capture_subject(text)) or capture_subject(body)
     inbox = domain is None
     extra = {name: value for name in ("keywords", "links") if (value := [v for v in fields.get(name) or [] if v])}
@@ -419,6 +327,39 @@ def add_note(palace: Palace, text: str, domain: str | None = None, *, subject: s
                               note_id=note_id, type=fields.get("type") or "", fields=extra,
                               supersedes=fields.get("supersedes"), valid_from=fields.get("valid_from"),
                               core=bool(fields.get("core")), new_domain=inbox or bool(fields.get("new_domain")))
+
+
+def _writes_as_the_vault(palace: Palace, domain: str) -> bool:
+    """True when a new note in this domain lands in an adopted vault's own folders (not palace's memories/)."""
+    return palace.adopted and not palace.new_note_path(domain, "x").startswith(MEMORIES + "/")
+
+
+def _spaced_names(scan: Scan) -> bool:
+    """True when a vault names its notes with spaces (`Watering schedule.md`) at least as often as with - or _."""
+    names = [m.path.rsplit("/", 1)[-1].removesuffix(".md") for m in scan.memories.values()]
+    return sum(" " in n for n in names) >= sum(" " not in n and ("-" in n or "_" in n) for n in names)
+
+
+def capture_in_vault(palace: Palace, text: str, domain: str, new_domain: bool = False) -> Memory:
+    """A thought written as the vault writes notes: a file named from its first words (spaces kept when the vault's
+    names have them, else its slug), holding the text once, no frontmatter or template headings; `-2`/` 2` when the
+    name is taken. Its id comes from its path."""
+    domain = palace.resolve_domain(domain, allow_new=True, insist=new_domain)
+    with write_lock(palace.site):
+        scan = palace.scan(light=True)
+        spaced = _spaced_names(scan)
+        title = title_name(text)
+        base = (title if spaced else slug(title)) or title or "Untitled"
+        taken = {m.path.lower() for m in scan.memories.values()}
+        candidate, n = base, 2
+        while os.path.lexists(palace.root / palace.new_note_path(domain, candidate)) or \
+                palace.new_note_path(domain, candidate).lower() in taken:
+            candidate, n = f"{base}{' ' if spaced else '-'}{n}", n + 1
+        relpath = palace.new_note_path(domain, candidate)
+        note = text.strip() + "\n"
+        check_note_size(note, relpath)
+        parse_note(note, relpath, domain)
+        return Draft(palace, path_id(relpath), domain, relpath, note).save()
 
 
 def _free_id(palace: Palace, scan: Scan, domain: str, wanted: str | None, subject: str) -> str:

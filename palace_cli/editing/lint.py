@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from palace_cli.core.dates import NEVER, parse_moment
-from palace_cli.core.layout import Problem, Scan, domain_of
+from palace_cli.core.layout import NoteRules, Problem, Scan, domain_of
 from palace_cli.core.markdown import body_link_lines
 from palace_cli.core.names import Names
 from palace_cli.core.notefile import parse_note
@@ -22,6 +22,11 @@ from palace_cli.core.smashin import weak_image_problems
 # memory that merely lacks a SMASHIN part, like its anchor, is not broken: `lint --study` lists what it lacks).
 ERROR_CODES = {"bad-type", "bad-id", "duplicate-key", "conflict-marker", "bad-date"}
 TOKEN_WARNINGS = {"token-guessable", "token-missing"}
+# What the parser says about palace's template (an anchor, the sections, a palace type): only for notes that opted
+# into it (NoteRules.templated); a note of the person's own shape is checked for its links and structure only.
+TEMPLATE_CODES = {"missing-field", "missing-section", "placeholder-section", "unknown-type"}
+OPT_IN = ("add `verify:` to its frontmatter (or a glob to [notes] template in palace.toml) to opt it into palace's "
+          "template")
 PUBLIC_FIELDS = ("subject", "anchor", "keywords", "aliases", "id")
 
 
@@ -102,9 +107,9 @@ def _exposures(memory: Memory, secrets: PhraseIndex) -> tuple[list[Problem], boo
     return problems, own
 
 
-def note_problems(scan: Scan) -> list[Problem]:
-    """Per-memory problems: warnings from parsing, broken links, verify tokens."""
-    checker = NoteChecker(scan.memories)
+def note_problems(scan: Scan, rules: NoteRules | None = None) -> list[Problem]:
+    """Per-memory problems: warnings from parsing, broken links, verify tokens (of the notes `rules` call templated)."""
+    checker = NoteChecker(scan.memories, rules)
     return [p for memory in sorted(scan.memories.values(), key=lambda m: m.path) for p in checker.problems(memory)]
 
 
@@ -112,8 +117,9 @@ class NoteChecker:
     """What checking one memory needs from the rest of the palace (its ids and verify tokens), gathered once;
     light memories (`Palace.scan(light=True)`) are enough."""
 
-    def __init__(self, memories: dict[str, Memory]):
+    def __init__(self, memories: dict[str, Memory], rules: NoteRules | None = None):
         self.memories = memories
+        self.rules = rules or NoteRules()
         self.owners: dict[str, list[str]] = {}
         for memory in sorted(memories.values(), key=lambda m: m.path):
             if memory.verify:
@@ -157,18 +163,22 @@ class NoteChecker:
             return self
         key = (memory.id, memory.path, memory.verify)
         if self._variant is None or self._variant[0] != key:  # one kept: the note being edited
-            self._variant = (key, NoteChecker({**self.memories, memory.id: memory}))
+            self._variant = (key, NoteChecker({**self.memories, memory.id: memory}, self.rules))
         return self._variant[1]
 
-    def problems(self, memory: Memory) -> list[Problem]:
-        """Warnings from parsing, broken links and verify-token problems of one memory."""
+    def problems(self, memory: Memory, rules: NoteRules | None = None) -> list[Problem]:
+        """Warnings from parsing, broken links and verify-token problems of one memory (the template's only when it
+        opted into it: `rules`, else the checker's, say)."""
         problems = []
+        templated = (rules or self.rules).templated(memory)
         for warning in memory.warnings:
+            if warning.code in TEMPLATE_CODES and not templated:
+                continue
             severity = "error" if warning.code in ERROR_CODES else "warning"
             problems.append(Problem(memory.path, warning.line, severity, warning.code, warning.message))
         problems += _link_problems(memory, self.names)
-        if memory.plain:
-            return problems  # a plain note (no frontmatter) has no token to check; its warning says so
+        if memory.plain or not templated:
+            return problems  # no token to check, or a note of the person's own: its links and structure only
         key = phrase_key(memory.verify)
         others = {i: self.memories[i].verify for i in self.owners.get(key, []) if i != memory.id}
         exposed, own_exposed = _exposures(memory, self.secrets)
@@ -209,9 +219,11 @@ def lint_note_text(palace: Palace, relpath: str, text: str, checker: NoteChecker
     if owner is not None and owner.path != relpath:
         problems.append(Problem(relpath, memory.field_line("id"), "error", "duplicate-id",
                                 f"id {memory.id!r} is already used by {owner.path}"))
-    problems += checker.with_memory(memory).problems(memory)
+    rules = palace.site.rules
+    problems += checker.with_memory(memory).problems(memory, rules)
     problems += [p for p in version_problems(Scan(memories=checker.family(memory))) if p.path == relpath]
-    problems += weak_image_problems(Scan(memories={memory.id: memory}), palace.config.raw.get("study"))
+    problems += weak_image_problems(templated_only(Scan(memories={memory.id: memory}), rules),
+                                    palace.config.raw.get("study"))
     return sorted(problems, key=lambda p: (p.line or 0, p.code, p.message))
 
 
@@ -299,6 +311,8 @@ def propose_missing_tokens(palace: Palace, scan: Scan) -> tuple[list[str], list[
     with write_lock(palace.site):  # tokens another writer added since `scan` was read are taken too
         taken = {m.verify for m in _notes(palace).memories.values() if m.verify}
         for memory in sorted(scan.memories.values(), key=lambda m: m.path):
+            if not palace.site.rules.templated(memory):
+                continue  # never written: the person's own note (lint --study says how to opt it in)
             try:
                 if propose_missing_token(palace, memory, taken) is not memory:
                     fixed.append(f"{memory.path}: proposed a verify token")
@@ -322,18 +336,26 @@ def _notes(palace: Palace) -> Scan:
     return palace.index.scan()
 
 
-def study_gaps(scan: Scan) -> list[Problem]:
+def templated_only(scan: Scan, rules: NoteRules) -> Scan:
+    """The notes of a scan that opted into palace's template (NoteRules.templated)."""
+    return Scan(memories={k: m for k, m in scan.memories.items() if rules.templated(m)}, problems=scan.problems)
+
+
+def study_gaps(scan: Scan, rules: NoteRules | None = None) -> list[Problem]:
     """What each note lacks to be cited (a verify token, a phrase of its Image) and studied (an Image and an
-    anchor): one `study-gap` line per note that lacks any, saying what `palace evolve` proposes."""
+    anchor): one `study-gap` line per note that lacks any, saying what `palace evolve` proposes (and, for a note
+    that has not opted into palace's template, how to opt it in first)."""
+    rules = rules or NoteRules()
     problems = []
     for memory in sorted(scan.memories.values(), key=lambda m: m.path):
         lacks = [what for what, has in (("an `## Image`", memory.image), ("an `anchor`", memory.anchor),
                                         ("a `verify` token", memory.verify)) if not has]
         if lacks:
             what = ", ".join(lacks[:-1]) + (" and " if len(lacks) > 1 else "") + lacks[-1]
+            first = "" if rules.templated(memory) else f"palace writes nothing into it: {OPT_IN}, then "
             problems.append(Problem(memory.path, memory.line, "warning", "study-gap",
-                                    f"lacks {what} to be cited and studied; `palace evolve {memory.id}` proposes "
-                                    f"{'them' if len(lacks) > 1 else 'it'}"))
+                                    f"lacks {what} to be cited and studied; {first}`palace evolve {memory.id}` "
+                                    f"proposes {'them' if len(lacks) > 1 else 'it'}"))
     return problems
 
 
@@ -351,12 +373,13 @@ def lint(palace: Palace, fix: bool = False, study: bool = False) -> LintReport:
         fixed += [f"{path}: regenerated" for path in report.written]
         fixed += [f"{path}: removed (no such domain)" for path in report.removed]
     # scan.problems holds what the refresh could not index: unreadable notes and session files, repeated ids.
-    problems = list(scan.problems) + note_problems(scan) + config_problems(palace, scan) + stray_notes(palace)
+    rules = palace.site.rules
+    problems = list(scan.problems) + note_problems(scan, rules) + config_problems(palace, scan) + stray_notes(palace)
     problems += version_problems(scan) + core_problems(palace, scan)
     problems += not_fixed + ReviewLog(palace).read().problems
-    problems += weak_image_problems(scan, palace.config.raw.get("study"))
+    problems += weak_image_problems(templated_only(scan, rules), palace.config.raw.get("study"))
     if study:
-        problems += study_gaps(scan)
+        problems += study_gaps(scan, rules)
     for relpath in check_index_files(palace.site, scan):
         problems.append(Problem(relpath, None, "error", "stale-index",
                                 "generated index file is out of date; run `palace index`", fixable=True))

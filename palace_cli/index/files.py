@@ -6,11 +6,12 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from palace_cli.core.disk import atomic_write
-from palace_cli.core.layout import INDEX_DIR, Scan
+from palace_cli.core.layout import INDEX_DIR, Scan, within
 from palace_cli.core.notes import Memory
 from palace_cli.core.tokens import PhraseIndex, fingerprint
 from palace_cli.core.wording import plural
@@ -213,9 +214,29 @@ def _ours(site: Site, path) -> bool:
     """True when palace may write a generated file here: in a palace of the memories/ layout, always (palace made
     its INDEX.md and index/); in an adopted vault, only where nothing is or a file palace generated is, so a
     file of your own (an `index.md` that a case-insensitive disk calls INDEX.md) is never written over."""
+    blocked = _blocked(site, Path(path))
+    if blocked:
+        site.notice(f"generated index files not written: {blocked}; make it a folder inside the palace, or set "
+                    "[notes] index_folder in palace.toml")
+        return False
     if not site.adopted:
         return True
     return not os.path.lexists(path) or (os.path.isfile(path) and _generated(path))
+
+
+def _blocked(site: Site, path: Path) -> str:
+    """Why no file can be written at path (a generated file's place): a folder on its way is a file, or leads out
+    of the palace through a link; "" when nothing is in the way."""
+    root = os.path.realpath(site.root)
+    folder = path.parent
+    while folder != site.root and not os.path.lexists(folder) and site.root in folder.parents:
+        folder = folder.parent
+    shown = site.rel(folder)
+    if not within(os.path.realpath(folder), root):
+        return f"{shown} leads outside the palace (a symlink)"
+    if not folder.is_dir():
+        return f"{shown} is a file, not a folder"
+    return ""
 
 
 def _generated_files_on_disk(site: Site) -> list[str]:

@@ -20,7 +20,6 @@ from pygls.lsp.server import LanguageServer
 from pygls.workspace.position_codec import ServerTextPosition
 
 from palace_cli.core.config import CONFIG_NAME
-from palace_cli.core.layout import INDEX_DIR, ROOT_INDEX
 from palace_cli.errors import PalaceError
 from palace_cli.lsp import actions, features
 from palace_cli.lsp.buffer import Buffer
@@ -217,7 +216,8 @@ class PalaceServer:
         """The watcher regenerates INDEX.md and index/*.md unless the editor has one of them open."""
         for document in self._open_documents():
             relpath = relpath_in(self.palace, path_of(document.uri))
-            if relpath is not None and (relpath == ROOT_INDEX or relpath.startswith(INDEX_DIR + "/")):
+            if relpath is not None and (relpath == self.palace.root_index
+                                        or relpath.startswith(self.palace.index_dir + "/")):
                 return False
         return True
 

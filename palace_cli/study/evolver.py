@@ -12,6 +12,7 @@ from palace_cli.core.noteedit import check_note_size, dump_frontmatter, edit_fro
 from palace_cli.core.notefile import load_note, parse_note
 from palace_cli.core.text import split_sentences
 from palace_cli.core.tokens import contains_phrase, propose_token
+from palace_cli.editing.lint import OPT_IN
 from palace_cli.errors import ModelError, PalaceError
 from palace_cli.index.locks import write_lock
 from palace_cli.palace import Palace
@@ -39,13 +40,15 @@ class Evolution:
     lacks: list[str] = field(default_factory=list)  # a plain note's missing parts: image, anchor, verify
     anchor: str = ""   # proposed with the image, for a note that has none
     verify: str = ""   # proposed from the image, for a note that has none
+    opted_in: bool = True  # the note follows palace's template: --accept may write it (NoteRules.templated)
 
     def as_dict(self) -> dict:
         """JSON-ready form."""
         return {"id": self.memory_id, "path": self.path, "score": self.score.score, "missing": self.score.missing,
                 "tips": self.tips, "proposal": self.proposal, "proposal_score": self.proposal_score,
                 "proposal_missing": self.proposal_missing, "diff": self.diff, "problem": self.problem,
-                "accepted": self.accepted, "lacks": self.lacks, "anchor": self.anchor, "verify": self.verify}
+                "accepted": self.accepted, "lacks": self.lacks, "anchor": self.anchor, "verify": self.verify,
+                "opted_in": self.opted_in}
 
 
 def _note_hash(palace: Palace, relpath: str) -> str:
@@ -72,6 +75,7 @@ def evolve(palace: Palace, ref: str, generator=None, accept: bool = False, why_n
     tips = {key: factor(key).technique for key in current.missing}
     result = Evolution(memory.id, memory.path, current, tips)
     result.lacks = [name for name in ("image", "anchor", "verify") if not getattr(memory, name)]
+    result.opted_in = palace.site.rules.templated(memory)
     if generator is None:
         result.problem = why_not or NEEDS_MODEL
         if accept:
@@ -105,14 +109,22 @@ def evolve(palace: Palace, ref: str, generator=None, accept: bool = False, why_n
                           f"{current.score}/12; not worth accepting")
     _save_proposal(palace, memory.id, base, image, result.anchor, result.verify)
     if accept:
-        if result.problem:
-            raise PalaceError(f"{memory.id}: {result.problem}; the note is unchanged")
-        if memory.image:
-            accept_image(palace, memory.id, image, base)
-        else:
-            grow_memory(palace, memory.id, image, result.anchor, result.verify, base)
-        result.accepted = True
+        _accept(palace, memory, result, image, base)
     return result
+
+
+def _accept(palace: Palace, memory, result: Evolution, image: str, base: str) -> None:
+    """Write the proposal into the note: only a good one, only into a note that opted into palace's template."""
+    if result.problem:
+        raise PalaceError(f"{memory.id}: {result.problem}; the note is unchanged")
+    if not palace.site.rules.templated(memory):
+        raise PalaceError(f"{memory.path} has not opted into palace's template, so palace writes nothing into "
+                          f"it: {OPT_IN}, then accept again; the note is unchanged")
+    if memory.image:
+        accept_image(palace, memory.id, image, base)
+    else:
+        grow_memory(palace, memory.id, image, result.anchor, result.verify, base)
+    result.accepted = True
 
 
 def grow_memory(palace: Palace, memory_id: str, image: str, anchor: str, verify: str, base_hash: str) -> None:

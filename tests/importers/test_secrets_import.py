@@ -77,3 +77,14 @@ def test_quick_capture_writes_no_secret(empty):
     memory = add_note(empty, f"Staging key {KEY} for the demo")
     text = (empty.root / memory.path).read_text()
     assert KEY not in text and "Staging key [redacted] for the demo" in text
+
+
+def test_quick_capture_in_an_adopted_vault_writes_no_secret(tmp_path):
+    vault = tmp_path / "vault"
+    (vault / "Garden").mkdir(parents=True)
+    (vault / "Garden" / "Watering schedule.md").write_text("# Watering schedule\n\nWater at dawn.\n")
+    done = CliRunner().invoke(cli, ["init", str(vault)], catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    memory = add_note(Palace(vault), f"Staging key {KEY} for the demo")
+    text = (vault / memory.path).read_text()
+    assert KEY not in text and "Staging key [redacted] for the demo" in text and KEY not in memory.path

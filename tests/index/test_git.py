@@ -105,7 +105,7 @@ def test_init_sets_up_git_and_setup_is_idempotent(tmp_path):
     assert CliRunner().invoke(cli, ["init", str(root)]).exit_code == 0
     attributes = (root / ".gitattributes").read_text().splitlines()
     assert attributes == ["reviews/*.jsonl merge=union", "INDEX.md merge=palace-index", "index/*.md merge=palace-index"]
-    assert ".obsidian/" in (root / ".gitignore").read_text().splitlines()
+    assert (root / ".gitignore").read_text().splitlines() == [".palace/", ".*.tmp"]  # only what palace generates
     assert "palace-merge %O %A %B %P" in git(root, "config", "merge.palace-index.driver").stdout
     hook = root / ".git/hooks/pre-merge-commit"
     assert hook.exists() and os.access(hook, os.X_OK)
@@ -120,7 +120,7 @@ def test_setup_ignores_temp_files_in_a_palace_made_before_they_were(tmp_path):
     ignore.write_text("# mine\n.palace/\n")
     done = palace(root, "git", "setup")
     assert done.exit_code == 0 and ".gitignore: .*.tmp" in done.stdout
-    assert ignore.read_text().splitlines() == ["# mine", ".palace/", ".obsidian/", ".*.tmp"]
+    assert ignore.read_text().splitlines() == ["# mine", ".palace/", ".*.tmp"]
     (root / "memories" / ".x.md.123.abc.tmp").write_text("half a note")
     assert git(root, "check-ignore", "memories/.x.md.123.abc.tmp").returncode == 0
 
