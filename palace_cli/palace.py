@@ -219,4 +219,12 @@ class Palace:
                 raise NoteError(problem.path, problem.message, problem.line)
         return None
 
+    def link_text(self, memory: Memory, source: str = "") -> str:
+        """The target a new link to `memory` from the note at `source` is written with, the way this palace's
+        notes write their wikilinks (core.names: `link_style` of the notes' own links, `Names.link_name`)."""
+        from palace_cli.core.names import link_style
 
+        names = self.index.names()
+        rows = self.index.store.link_rows()
+        style = link_style(names, ((row[0], target) for row in rows for target in row[3]))
+        return names.link_name(memory, style, source)

@@ -77,7 +77,6 @@ SECOND_RULES = {
     },
     "the frontmatter block": {
         "conversations/sessionfile.py:split_text": FOLD + "core/notefile.py",
-        "core/markdown.py:rename_body_links": FOLD + "core/notefile.py",
         "core/noteedit.py:edit_frontmatter": FOLD + "core/notefile.py",
         "core/noteedit.py:edit_section": FOLD + "core/notefile.py",
         "importers/markdown.py:_read_file": FOLD + "core/notefile.py",

@@ -241,7 +241,7 @@ def test_every_link_form_resolves_by_the_one_resolver(linked):
     problems = json.loads(run(linked, "lint", "--json").stdout)["problems"]
     shared = [p for p in problems if p["code"] == "shared-name"]
     assert shared and all(p["path"] == "Garden/Tomato bed.md" for p in shared)
-    assert "shortest path wins" in shared[0]["message"]
+    assert "the note in the linking note's folder wins" in shared[0]["message"]  # Garden/, as Obsidian picks
     assert not [p for p in problems if p["severity"] == "error"], problems
 
 

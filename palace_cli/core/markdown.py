@@ -1,27 +1,13 @@
-"""Markdown structure palace reads in any note: code (fences and inline), links in every form vaults write them,
-inline #tags, `## sections` and the heading tree, git conflict markers."""
+"""Markdown structure palace reads in any note: code (fences and inline), inline #tags, `## sections` and the
+heading tree, git conflict markers. Links are core/links.py's."""
 
 from __future__ import annotations
 
-import posixpath
 import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
-from urllib.parse import quote, unquote
 
-ATTACHMENT = re.compile(r"\.(?:png|jpe?g|gif|svg|webp|bmp|avif|pdf|mp3|wav|ogg|m4a|flac|mp4|webm|mov|mkv|canvas|"
-                        r"excalidraw|base|csv|xlsx?|docx?|pptx?|zip)$", re.IGNORECASE)
-LINK_PATTERN = re.compile(r"\[\[([^\]|#]+)(?:[|#][^\]]*)?\]\]")
-# Every [[wikilink]] (and ![[embed]]), the self links `[[#Heading]]` too: the target, then `#heading` or `|label`.
-WIKILINK = re.compile(r"(!?)\[\[([^\]|#\n]*)((?:#[^\]|\n]*)?)((?:\|[^\]\n]*)?)\]\]")
-# [text](target "title") and [text](<target with spaces>), not images (`![alt](...)`).
-MARKDOWN_LINK = re.compile(r"(?<![!\]\\])\[(?:[^\]\\\n]|\\.)*\]\([ \t]*(?:<([^>\n]*)>|([^\s)<>]+))(?:[ \t]+(?:\"[^\"\n]*\"|'[^'\n]*'))?[ \t]*\)")
-# A link reference definition (`[label]: path/to/note.md "Title"`), as Foam writes them; footnotes (`[^1]:`) are not.
-REFERENCE = re.compile(r"^[ ]{0,3}\[(?!\^)[^\]\n]+\]:[ \t]*(?:<([^>\n]*)>|(\S+))(?:[ \t]+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^)\n]*\)))?[ \t]*$",
-                       re.MULTILINE)
-BAD_LINK_CHARS = re.compile(r"[\[\]|#^\x00-\x1f]")  # what a note's name cannot hold and still be linked to
-SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 INLINE_CODE = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
 # An inline #tag as Obsidian reads one: after a space or at a line's start, letters, digits, `_`, `-` and `/`
 # (nested tags), not only digits (`#1` is not a tag).
@@ -70,11 +56,6 @@ def outside_code(position: int, fences: list[tuple[int, int]]) -> bool:
     return index < 0 or not fences[index][0] <= position <= fences[index][1]
 
 
-def is_attachment(target: str) -> bool:
-    """True for a `[[link]]` to a file that is not a note (`![[diagram.png]]`, as Obsidian embeds one)."""
-    return bool(ATTACHMENT.search(target.strip()))
-
-
 def code_spans(text: str) -> list[tuple[int, int]]:
     """Ranges of code, fenced and inline (`like this`), sorted: what is no link, no tag and no heading."""
     fences = code_ranges(text)
@@ -83,88 +64,6 @@ def code_spans(text: str) -> list[tuple[int, int]]:
     spans = [(m.start(), m.end() - 1) for m in INLINE_CODE.finditer(text)
              if "\n\n" not in m.group(2) and outside_code(m.start(), fences)]
     return sorted(fences + spans) if spans else fences
-
-
-@dataclass(frozen=True)
-class Link:
-    """A link to a note as written in a body: its target (what names the note: `Name`, `Folder/Name`,
-    `Name.md`; for a Markdown link or a reference definition, the path as written, decoded), the file line, the
-    form (`wiki`, `embed`, `markdown`, `reference`), the heading or `^block` after `#`, and where the target's
-    text is in the body (start, end), for renaming it in place."""
-
-    target: str
-    line: int
-    form: str
-    fragment: str
-    start: int
-    end: int
-
-    def name(self, source: str = "") -> str:
-        """What the resolver looks the link up by: a wikilink's target; a path link's path from the root (relative
-        to `source`, the linking note's path, unless it starts with `/`)."""
-        if self.form in ("wiki", "embed"):
-            return self.target.strip()
-        return joined_path(source, self.target)
-
-
-def joined_path(source: str, target: str) -> str:
-    """A path link's target from the root: relative to the folder of `source` (a path from the root), or from
-    the root when it starts with `/`; `..` folded."""
-    if target.startswith("/"):
-        return posixpath.normpath(target.lstrip("/"))
-    folder = source.rsplit("/", 1)[0] if "/" in source else ""
-    return posixpath.normpath(posixpath.join(folder, target)) if folder else posixpath.normpath(target)
-
-
-def _path_target(raw: str) -> tuple[str, str] | None:
-    """(path, fragment) of a Markdown link's or reference definition's target when it may name a note: no
-    scheme (`https:`, `mailto:`), not only a `#fragment`, a `.md` file (or no extension) that is not an
-    attachment; None otherwise."""
-    if not raw or SCHEME.match(raw) or raw.startswith(("#", "?")):
-        return None
-    path, _, fragment = raw.partition("#")
-    path = unquote(path.split("?", 1)[0])
-    last = path.rsplit("/", 1)[-1]
-    if not last or (not last.lower().endswith(".md") and "." in last.lstrip(".")):
-        return None  # a folder, or a file that is not a note (an image, a PDF, LICENSE.txt)
-    return path, unquote(fragment)
-
-
-def note_links(body: str, body_first_line: int = 1) -> list[Link]:
-    """Every link to a note in a body, in order, outside code (fenced and inline): wikilinks and note embeds
-    (`[[Name]]`, `[[Name|label]]`, `[[Name#Heading]]`, `[[Name#^block]]`, `[[Folder/Name]]`, `[[Name.md]]`,
-    `![[Name]]`), Markdown links to `.md` files (`[text](Folder/Name%20x.md#Heading)`) and link reference
-    definitions. Attachments (`![[image.png]]`, `[pdf](a.pdf)`) and self links (`[[#Heading]]`) are left out."""
-    if "[" not in body:
-        return []
-    code = code_spans(body)
-    line = line_numbers(body, body_first_line)
-    found: list[Link] = []
-    for match in WIKILINK.finditer(body):
-        target = match.group(2)
-        if not target.strip() or is_attachment(target) or not outside_code(match.start(), code):
-            continue
-        found.append(Link(target.strip(), line(match.start()), "embed" if match.group(1) else "wiki",
-                          match.group(3)[1:].strip(), match.start(2), match.end(2)))
-    for pattern, form in ((MARKDOWN_LINK, "markdown"), (REFERENCE, "reference")):
-        for match in pattern.finditer(body):
-            group = 1 if match.group(1) is not None else 2
-            parsed = _path_target(match.group(group))
-            if parsed is None or not outside_code(match.start(), code):
-                continue
-            raw = match.group(group)
-            cut = min((i for i in (raw.find("#"), raw.find("?")) if i >= 0), default=len(raw))
-            start = match.start(group)
-            found.append(Link(parsed[0], line(match.start()), form, parsed[1], start, start + cut))
-    found.sort(key=lambda link: link.start)
-    return found
-
-
-def body_link_lines(body: str, body_first_line: int, source: str = "") -> list[tuple[str, int]]:
-    """Every link to a note in a body (note_links), as (the name the resolver looks up, file line); `source` is
-    the linking note's path, which Markdown links are relative to (one that climbs out of the palace is left out)."""
-    found = ((link.name(source), link.line) for link in note_links(body, body_first_line))
-    return [(name, line) for name, line in found if not name.startswith("../")]  # out of the palace: no note
 
 
 def inline_tags(body: str) -> list[str]:
@@ -177,25 +76,6 @@ def inline_tags(body: str) -> list[str]:
         if outside_code(match.start(), code):
             tags.setdefault(match.group(1).rstrip("/-"), None)
     return [tag for tag in tags if tag]
-
-
-def renamed_target(written: str, old: str, new: str) -> str:
-    """A name as written (`watering schedule`) renamed from `old` to `new` in the same style: as written, all
-    lowercase, all uppercase, or slugged with hyphens; so renaming back gives the bytes it had."""
-    if written == old:
-        return new
-    if written == old.lower():
-        return new.lower()
-    if written == old.upper():
-        return new.upper()
-    if written == re.sub(r"\s+", "-", old.strip()).lower():
-        return re.sub(r"\s+", "-", new.strip()).lower()
-    return new
-
-
-def encoded_like(written: str, plain: str) -> str:
-    """`plain` spelled the way a path link `written` was: percent-encoded when it was (`Name%20x.md`)."""
-    return quote(plain, safe="/-._~()!*'") if "%" in written else plain
 
 
 def rest_of_body(body: str) -> str:
@@ -216,29 +96,6 @@ def rest_of_body(body: str) -> str:
             parts.append(match.group(1))  # the name of a section of your own is words you wrote too
         parts.append(body[match.end() : end])
     return "\n".join(part.strip() for part in parts if part.strip())
-
-
-def rename_body_links(text: str, renames: dict[str, str]) -> str:
-    """Note text whose body `[[target]]` links (outside code fences) have their target renamed per `renames`
-    (the target as written -> the new one); labels (`|...`), sections (`#...`) and every other byte are kept."""
-    opening = re.match(r"---[ \t]*\r?\n", text)
-    closing = re.compile(r"^---[ \t]*\r?$", re.MULTILINE).search(text, opening.end()) if opening else None
-    start = closing.end() if closing else 0
-    body = text[start:]
-    fences = code_ranges(body)
-    pieces, last = [], 0
-    for match in LINK_PATTERN.finditer(body):
-        target = match.group(1)
-        new = renames.get(target.strip())
-        if new is None or not outside_code(match.start(), fences):
-            continue
-        lead = target[: len(target) - len(target.lstrip())]
-        trail = target[len(target.rstrip()):]
-        pieces += [body[last : match.start(1)], lead + new + trail]
-        last = match.end(1)
-    if not pieces:
-        return text
-    return text[:start] + "".join(pieces) + body[last:]
 
 
 @dataclass(frozen=True)

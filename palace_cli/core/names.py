@@ -1,18 +1,22 @@
-"""Every name a memory answers to, in lookup tables: the one resolver behind `palace show`, links, backlinks and mv.
+"""Every name a memory answers to, in lookup tables: the one resolver behind `palace show`, links, backlinks and mv;
+and the name a link palace writes is written with, the vault's way.
 
 A reference names a memory by its id, its path, its file name, an alias (or an id it had before a
 `palace mv`), its subject or its anchor. Names are compared normalised (case, accents, punctuation
 and hyphens do not count), so `[[Saga pattern]]`, as Obsidian writes a link to `saga-pattern.md`,
 names the memory whose file is `saga-pattern.md`. A name is used only when it is unique within its
 rank; two memories answering to it at the same rank make the reference ambiguous, never a guess, with one
-exception, Obsidian's rule for file names: when several notes have the file name, the one with the shortest
-path wins (fewest folders, then fewest characters), and the resolution says which others share it.
-Paths match without case, whole (`Garden/Watering schedule.md`, with or without `.md`) or by their last
-folders (`[[Garden/Watering schedule]]` names `Notes/Garden/Watering schedule.md`).
+exception, Obsidian's rule for shared file names (docs/obsidian.md): when several notes have the file name,
+the one in the linking note's own folder wins, else the one with the shortest path (fewest characters), and
+the resolution says which others share it; two at the same length are ambiguous.
+Paths match without case, whole (`Garden/Watering schedule.md`, with or without `.md`), relative to the
+linking note's folder, or by their last folders (`[[Garden/Watering schedule]]` names
+`Notes/Garden/Watering schedule.md`), by the same rule when several end so.
 """
 
 from __future__ import annotations
 
+import posixpath
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -38,13 +42,17 @@ class Resolved:
     shared: tuple[str, ...] = ()
 
 
-def _shortest(matches: list[Memory]) -> tuple[Memory, tuple[str, ...]] | None:
-    """The note with the shortest path (fewest folders, then characters) and the others' paths; None on a tie."""
-    ranked = sorted(matches, key=lambda m: (m.path.count("/"), len(m.path), m.path))
-    first, second = ranked[0], ranked[1]
-    if (first.path.count("/"), len(first.path)) == (second.path.count("/"), len(second.path)):
+def _shortest(matches: list[Memory], source: str = "") -> tuple[Memory, tuple[str, ...]] | None:
+    """Obsidian's pick among notes that share a name: the one in the folder of `source` (the linking note's
+    path), else the one with the shortest path (characters); with the others' paths. None on a tie."""
+    folder = posixpath.dirname(source) if source else None
+    here = [m for m in matches if posixpath.dirname(m.path) == folder]
+    if len(here) == 1:
+        return here[0], tuple(sorted(m.path for m in matches if m is not here[0]))
+    ranked = sorted(matches, key=lambda m: (len(m.path), m.path))
+    if len(ranked[0].path) == len(ranked[1].path):
         return None
-    return first, tuple(m.path for m in ranked[1:])
+    return ranked[0], tuple(m.path for m in ranked[1:])
 
 
 class Names:
@@ -80,27 +88,32 @@ class Names:
         wanted = normalize(ref)
         return [(rank, table.get(wanted, []) if wanted else []) for rank, table in zip(RANKS, self._ranked)]
 
-    def path(self, ref: str) -> Memory | None:
+    def path(self, ref: str, source: str = "") -> Memory | None:
         """The memory at a path: `memories/d/x.md`, without `.md`, or without `memories/` (as Obsidian writes);
-        compared without case, and by its last folders when no whole path matches (the shortest path wins)."""
-        found = self._at_path(ref)
+        compared without case, relative to the folder of `source` when no path from the root matches, and by
+        its last folders when no whole path does (Obsidian's rule when several end so)."""
+        found = self._at_path(ref, source)
         return found[0] if found else None
 
-    def _at_path(self, ref: str) -> tuple[Memory, tuple[str, ...]] | None:
+    def _at_path(self, ref: str, source: str = "") -> tuple[Memory, tuple[str, ...]] | None:
         ref = ref.strip().removeprefix("./").lstrip("/")
-        candidates = (ref, ref + ".md", "memories/" + ref, "memories/" + ref + ".md")
+        candidates = [ref, ref + ".md", "memories/" + ref, "memories/" + ref + ".md"]
+        folder = posixpath.dirname(source) if source else ""
+        if folder and not ref.startswith("../"):
+            candidates += [f"{folder}/{ref}", f"{folder}/{ref}.md"]
         for candidate in candidates:
             if candidate in self.paths:
                 return self.paths[candidate], ()
-        for candidate in candidates[:2]:
-            matches = self._folded.get(candidate.lower(), [])
-            exact = [m for m in matches if m.path.lower() == candidate.lower()]
+        for candidate in (candidates[0], candidates[1], *candidates[4:]):
+            exact = [m for m in self._folded.get(candidate.lower(), []) if m.path.lower() == candidate.lower()]
             if len(exact) == 1:
                 return exact[0], ()
+        for candidate in candidates[:2]:
+            matches = self._folded.get(candidate.lower(), [])
             if len(matches) == 1:
                 return matches[0], ()
             if len(matches) > 1:
-                return _shortest(matches) or self._ambiguous(ref, matches)
+                return _shortest(matches, source) or self._ambiguous(ref, matches)
         return None
 
     @staticmethod
@@ -108,15 +121,18 @@ class Names:
         ids = sorted(m.id for m in matches)
         raise Ambiguous(f"{ref!r} names several memories: {', '.join(ids[:8])}; use an id or a longer path", ids[:8])
 
-    def resolve(self, target: str, ranks: int = LINK_RANKS) -> Resolved | None:
-        """What a link target (or a reference) names: None when nothing does; Ambiguous when several do."""
+    def resolve(self, target: str, ranks: int = LINK_RANKS, source: str = "") -> Resolved | None:
+        """What a link target (or a reference) names, written in the note at `source` (which decides between
+        notes sharing a name): None when nothing does; Ambiguous when several do."""
         target = target.strip()
         if target in self.ids:
             found = self.ids[target]
             sharing = self._ranked[0].get(normalize(target), [])
-            return Resolved(found, "id", tuple(m.path for m in sharing if m is not found) if found in sharing else ())
+            if not (found.derived_id and len(sharing) > 1):  # an id from a path is a file name: Obsidian's rule
+                return Resolved(found, "id", tuple(m.path for m in sharing if m is not found) if found in sharing
+                                else ())
         if "/" in target or target.lower().endswith(".md"):
-            found = self._at_path(target)
+            found = self._at_path(target, source)
             if found is not None:
                 return Resolved(found[0], "path", found[1])
             target = target.rsplit("/", 1)[-1]  # a path to a moved file: try its name
@@ -127,21 +143,22 @@ class Names:
                     and self._previous[normalize(target)] is matches[0] else rank
                 return Resolved(matches[0], how)
             if len(matches) > 1:
-                chosen = _shortest(matches) if rank == "file" else None  # Obsidian's rule for a shared file name
+                chosen = _shortest(matches, source) if rank == "file" else None  # Obsidian's rule for a shared name
                 if chosen is not None:
                     return Resolved(chosen[0], rank, chosen[1])
                 ids = sorted(m.id for m in matches)
                 raise Ambiguous(f"{target!r} names several memories: {', '.join(ids[:8])}; use an id", ids[:8])
         return None
 
-    def link(self, target: str) -> Memory | None:
-        """The memory a `[[link]]` or a `links:` entry names (id, path, file name, alias or subject), or None."""
-        found = self.resolve(target)
+    def link(self, target: str, source: str = "") -> Memory | None:
+        """The memory a `[[link]]` or a `links:` entry in the note at `source` names (id, path, file name, alias
+        or subject), or None."""
+        found = self.resolve(target, source=source)
         return found.memory if found else None
 
     def link_ids(self, memory: Memory) -> list[str]:
         """The ids a memory's links resolve to, in order, each once; links that name nothing are left out."""
-        return self.linked_ids(memory.all_links)
+        return self.linked_ids(memory.all_links, memory.path)
 
     def near(self, ref: str, limit: int = 5) -> list[Memory]:
         """The memories a reference that names none most likely meant (what `not_found_message` suggests), at
@@ -150,17 +167,106 @@ class Names:
             self._near = _Near(self.ids.values())
         return [self.ids[i] for i in self._near.ids(ref)[:limit] if i in self.ids]
 
-    def linked_ids(self, targets: Iterable[str]) -> list[str]:
-        """The ids link targets resolve to, in order, each once; ambiguous targets and those naming nothing left out."""
+    def linked_ids(self, targets: Iterable[str], source: str = "") -> list[str]:
+        """The ids link targets (written in the note at `source`) resolve to, in order, each once; ambiguous targets
+        and those naming nothing left out."""
         ids = []
         for target in targets:
             try:
-                found = self.link(target)
+                found = self.link(target, source)
             except Ambiguous:
                 continue
             if found is not None and found.id not in ids:
                 ids.append(found.id)
         return ids
+
+    def link_name(self, memory: Memory, style: str = "name", source: str = "") -> str:
+        """The target a link to `memory` from the note at `source` is written with in a vault of `style`
+        (`link_style`): its id (`id`), its path without `.md` (`path`), or its file name, with the shortest path
+        that names it alone where other notes share the name (`name`: Obsidian's "shortest path when possible")."""
+        if style == "id":
+            return memory.id
+        path = memory.path[:-3] if memory.path.lower().endswith(".md") else memory.path
+        if style == "path":
+            return path
+        parts = path.split("/")
+        rivals = [m.path.lower().removesuffix(".md") for m in self._ranked[0].get(normalize(parts[-1]), [])
+                  if m.path != memory.path]
+        for size in range(1, len(parts) + 1):
+            candidate = "/".join(parts[-size:])
+            lowered = candidate.lower()
+            if size < len(parts) and any(rival == lowered or rival.endswith("/" + lowered) for rival in rivals):
+                continue  # Obsidian writes a path where the name is shared, whichever note it would pick
+            try:
+                found = self.resolve(candidate, source=source)
+            except Ambiguous:
+                continue
+            if found is not None and found.memory.path == memory.path:
+                return candidate
+        return memory.path  # a root note the linking note's folder shadows: by its path from the root, `.md` and all
+
+
+STYLES = ("name", "path", "id")
+
+
+def link_style(names: Names, written: Iterable[tuple[str, str]]) -> str:
+    """How a palace's notes write wikilinks, by the majority of those that name a note (`written`: (the linking
+    note's path, the target as written); Markdown links' `.md` paths do not vote): `name` (the file name, a folder
+    path only where the name is shared: Obsidian's default), `path` (the path from the root), or `id` (palace
+    ids that are not the file's name). No vote, or a tie, is `name`."""
+    votes: Counter = Counter()
+    for source, target in written:
+        target = target.strip()
+        if not target or target.lower().endswith(".md"):
+            continue
+        try:
+            found = names.resolve(target, source=source)
+        except Ambiguous:
+            continue
+        if found is not None:
+            votes[_style_of(names, target, found.memory)] += 1
+    return max(STYLES, key=lambda style: (votes[style], style == "name"))
+
+
+def _style_of(names: Names, target: str, memory: Memory) -> str:
+    stem = memory.path.rsplit("/", 1)[-1].removesuffix(".md")
+    if "/" in target:
+        shared = len(names.by_rank(stem)[0][1]) > 1
+        return "name" if shared else "path"
+    if target == memory.id and normalize(memory.id) != normalize(stem):
+        return "id"
+    return "name"
+
+
+class Files:
+    """The files of a vault that are not notes (attachments), by path and by file name: what `![[photo.jpg]]`,
+    `[[manual.pdf]]` or `![alt](img/a.png)` name."""
+
+    def __init__(self, paths: Iterable[str]):
+        self.paths = set(paths)
+        self._lower = {p.lower(): p for p in sorted(self.paths)}
+        self._named: dict[str, list[str]] = defaultdict(list)
+        for path in sorted(self.paths):
+            self._named[path.rsplit("/", 1)[-1].lower()].append(path)
+
+    def resolve(self, target: str, source: str = "", anywhere: bool = True) -> str | None:
+        """The path of the file a link target names: its path from the root, or from the folder of `source`; with
+        anywhere (a wikilink, as Obsidian reads one), its name or last folders anywhere in the vault, the linking
+        note's folder first, then the shortest path. None when no such file exists."""
+        target = target.strip().removeprefix("./").lstrip("/")
+        folder = posixpath.dirname(source) if source else ""
+        for candidate in (target, posixpath.normpath(f"{folder}/{target}") if folder else target):
+            if candidate in self.paths:
+                return candidate
+            if candidate.lower() in self._lower:
+                return self._lower[candidate.lower()]
+        if not anywhere:
+            return None
+        lowered = target.lower()
+        found = [p for p in self._named.get(lowered.rsplit("/", 1)[-1], [])
+                 if p.lower() == lowered or p.lower().endswith("/" + lowered)]
+        here = [p for p in found if posixpath.dirname(p) == folder]
+        return (here or sorted(found, key=lambda p: (len(p), p)) or [None])[0]
 
 
 FIELD_WEIGHTS = (("subject", 1.0), ("id", 1.0), ("aliases", 1.0), ("keywords", 0.6), ("anchor", 0.6))

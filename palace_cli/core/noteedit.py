@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import math
 import re
+from bisect import bisect_left
 from functools import lru_cache
 from pathlib import Path
 
@@ -16,8 +17,9 @@ import yaml
 
 from palace_cli.core import safeyaml
 from palace_cli.core.disk import atomic_write
+from palace_cli.core.links import note_links, property_links
 from palace_cli.core.markdown import code_ranges, outside_code
-from palace_cli.core.notefile import MAX_NOTE_BYTES, decode_note, load_frontmatter, read_note_bytes
+from palace_cli.core.notefile import MAX_NOTE_BYTES, decode_note, load_frontmatter, read_note_bytes, split_frontmatter
 from palace_cli.errors import NoteError
 
 LINE_BREAKS = ("\n", "\r", "\x85", "\u2028", "\u2029")  # what YAML counts as a line break
@@ -301,3 +303,34 @@ def replace_section(path: Path, section: str, new_text: str, display: str | None
 def dump_frontmatter(fields: dict) -> str:
     """YAML for a new note's frontmatter, one `key: value` line per field in the given order."""
     return "".join(f"{inline_yaml(key)}: {inline_yaml(value)}\n" for key, value in fields.items())
+
+
+def apply_edits(text: str, edits: list[tuple[int, int, str]]) -> str:
+    """Text with (start, end, new text) edits made, their offsets counted in the text with CRLFs read as `\\n`
+    (as notes are parsed): every byte outside the edits is kept, line ends included."""
+    shift: list[int] = []  # where each CRLF's `\n` is in the `\n` text: the shift of an offset back
+    if "\r" in text:
+        for index in (i for i, ch in enumerate(text) if ch == "\r" and text[i + 1 : i + 2] == "\n"):
+            shift.append(index - len(shift))
+    for start, end, replacement in sorted(edits, reverse=True):
+        start, end = start + bisect_left(shift, start), end + bisect_left(shift, end)
+        text = text[:start] + replacement + text[end:]
+    return text
+
+
+def rename_links(text: str, renames: dict[str, str], display: str = "note") -> str:
+    """Note text whose wikilinks (in the body and in frontmatter properties) to a target in `renames` (the target
+    as written -> the new one) are renamed; labels, headings, escapes (`[[x\\|label]]`), the YAML's quoting and
+    every other byte kept. Links in code, comments and math are no links and stay as they are."""
+    plain = text.replace("\r\n", "\n")
+    try:
+        yaml_text, body, _ = split_frontmatter(plain, display)
+        meta = load_frontmatter(yaml_text, display)
+    except NoteError:
+        yaml_text, body, meta = "", plain, {}
+    body_start, yaml_start = len(plain) - len(body), plain.find("\n") + 1
+    edits = [(body_start + link.start, body_start + link.end, renames[link.target])
+             for link in note_links(body) if link.form in ("wiki", "embed") and link.target in renames]
+    edits += [(yaml_start + link.start, yaml_start + link.end, renames[link.target])
+              for link in property_links(yaml_text, meta) if link.target in renames]
+    return apply_edits(text, edits) if edits else text

@@ -12,8 +12,8 @@ from palace_cli.core import safeyaml
 from palace_cli.core.dates import normalize_moment
 from palace_cli.core.disk import read_capped
 from palace_cli.core.layout import path_id
+from palace_cli.core.links import WIKILINK, body_link_lines, property_targets
 from palace_cli.core.markdown import (
-    body_link_lines,
     code_ranges,
     conflict_blocks,
     inline_tags,
@@ -265,6 +265,7 @@ def parse_note(text: str, path: str, domain: str, warnings: list[Warning_] | Non
         image=found["image"][0], content=found["content"][0], body=body, line=line,
         image_line=found["image"][1], content_line=found["content"][1],
         body_links=[link for link, _ in body_link_lines(body, body_first_line, path)],
+        property_links=list(dict.fromkeys(target for _, target, file in property_targets(meta) if not file)),
         meta=meta, warnings=memory_warnings, body_line=body_first_line, field_lines=field_lines,
         plain=not (fields["anchor"] or fields["verify"] or found["image"][0]), derived_id=derived,
         structured=structured,
@@ -349,6 +350,7 @@ def _fields(meta: dict, type_problems: list[tuple[str, str]]) -> dict:
     """The text and list fields of a note's frontmatter (Memory keyword arguments); wrong types into type_problems."""
     subject, anchor, verify = (_scalar(meta, name, type_problems) for name in TEXT_FIELDS)
     keywords, links, aliases = (_as_list(meta.get(name), name, type_problems) for name in LIST_FIELDS)
+    links = [link for link in links if not WIKILINK.fullmatch(link)]  # `links: ["[[X]]"]`: property links
     # Obsidian's `tags:` are keywords by another name (docs/note-format.md): one list, searched and routed alike.
     keywords += [tag for tag in (t.lstrip("#") for t in _as_list(meta.get("tags"), "tags", type_problems))
                  if tag and tag not in keywords]

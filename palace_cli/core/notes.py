@@ -56,6 +56,7 @@ class Memory:
     image_line: int = 0
     content_line: int = 0
     body_links: list[str] = field(default_factory=list)
+    property_links: list[str] = field(default_factory=list)  # wikilinks in frontmatter properties (`up: "[[P]]"`)
     link_ids: list[str] = field(default_factory=list)  # the ids all_links resolve to: filled by a scan, not by parsing
     meta: dict = field(default_factory=dict)
     warnings: list[Warning_] = field(default_factory=list)
@@ -74,9 +75,9 @@ class Memory:
 
     @property
     def all_links(self) -> list[str]:
-        """Frontmatter links, then body [[links]] not already listed."""
+        """Frontmatter links, then body [[links]] and property links not already listed."""
         seen = list(self.links)
-        for link in self.body_links:
+        for link in self.body_links + self.property_links:
             if link not in seen:
                 seen.append(link)
         return seen

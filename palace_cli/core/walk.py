@@ -41,11 +41,21 @@ def note_files(root: Path, rules: NoteRules, problems: list[Problem] | None = No
     return _Walk(root, rules, problems if problems is not None else [], temps).run()
 
 
+def attachment_files(root: Path, rules: NoteRules) -> list[str]:
+    """The files of the notes' folder that are not Markdown (images, PDFs, canvases: what embeds name), as paths
+    from the root, sorted; walked as note_files walks (hidden and palace's own folders left out)."""
+    walk = _Walk(root, rules, [], None, files=[])
+    walk.run()
+    return sorted(walk.files)
+
+
 class _Walk:
     """One walk of note_files: the folders still to read, the real paths seen, the links read last."""
 
-    def __init__(self, root: Path, rules: NoteRules, report: list[Problem], temps: list[str] | None):
+    def __init__(self, root: Path, rules: NoteRules, report: list[Problem], temps: list[str] | None,
+                 files: list[str] | None = None):
         self.root, self.rules, self.report, self.temps = root, rules, report, temps
+        self.files = files  # the other files' paths, when they are wanted (attachment_files)
         self.found: list[NoteFile] = []
         self.stack: list[tuple[str, str]] = []  # (path, real path) of folders to read
         self.visited: set[str] = set()
@@ -143,6 +153,10 @@ class _Walk:
 
     def _note_file(self, name: str, relpath: str, info: os.stat_result) -> bool:
         """Add a regular `.md` file that is a note by the rules to found; report what is not one. True when added."""
+        if self.files is not None:  # a walk for the other files: notes are neither taken nor reported
+            if not name.endswith(".md") and stat.S_ISREG(info.st_mode):
+                self.files.append(relpath)
+            return False
         if not name.endswith(".md") or not self.rules.wanted(relpath) or not self._named_well(name, relpath, False):
             return False
         domain = self.rules.domain_of(relpath)

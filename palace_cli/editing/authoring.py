@@ -181,7 +181,7 @@ def draft_memory(palace: Palace, subject: str, domain: str, *, anchor: str = "",
     fields.update(version_fields(when, olds, core))
     fields.update(extra or {})
     template, where = memory_template(palace)
-    sections = {"Image": image, "Content": content, "Links": "\n".join(f"- [[{link}]]" for link in links)}
+    sections = {"Image": image, "Content": content, "Links": links_section(palace, links, relpath)}
     text = render_memory(template, fields, domain, sections, where)
     # Validate before writing: a note over the size limit or a template that yields an unreadable note fails here.
     check_note_size(text, relpath)
@@ -319,6 +319,9 @@ def add_note(palace: Palace, text: str, domain: str | None = None, *, subject: s
     subject = subject or (text if content.strip() else capture_subject(text)) or capture_subject(body)
     inbox = domain is None
     extra = {name: value for name in ("keywords", "links") if (value := [v for v in fields.get(name) or [] if v])}
+    if palace.adopted and extra.get("links"):  # a vault's links are property links, written as its notes write them
+        where = palace.new_note_path(domain or palace.config.notes.inbox, "new")
+        extra["links"] = [f"[[{written_link(palace, link, where)}]]" for link in extra["links"]]
     if (fields.get("anchor") or "").strip():
         extra["anchor"] = fields["anchor"].strip()
     # A thought captured into the inbox takes the next free id; a note named in a domain is refused when taken.
@@ -327,6 +330,20 @@ def add_note(palace: Palace, text: str, domain: str | None = None, *, subject: s
                               note_id=note_id, type=fields.get("type") or "", fields=extra,
                               supersedes=fields.get("supersedes"), valid_from=fields.get("valid_from"),
                               core=bool(fields.get("core")), new_domain=inbox or bool(fields.get("new_domain")))
+
+
+def links_section(palace: Palace, refs: list[str], source: str) -> str:
+    """A note's `## Links` list: `- [[target]]` for each memory the refs name, written as the palace writes links."""
+    return "\n".join(f"- [[{written_link(palace, ref, source)}]]" for ref in refs)
+
+
+def written_link(palace: Palace, ref: str, source: str) -> str:
+    """The target of a link to the memory `ref` names, from the note at `source`, written as the palace's notes
+    write links (`Palace.link_text`: a vault's file name, palace's ids); `ref` as given when it names none."""
+    try:
+        return palace.link_text(palace.memory(ref, refresh=False), source)
+    except PalaceError:
+        return ref
 
 
 def _writes_as_the_vault(palace: Palace, domain: str) -> bool:

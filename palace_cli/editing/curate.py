@@ -14,18 +14,19 @@ from pathlib import Path
 
 from palace_cli.core.disk import atomic_write, create_new
 from palace_cli.core.layout import MEMORIES, Scan, path_id
-from palace_cli.core.markdown import note_links, rename_body_links
-from palace_cli.core.names import Names
-from palace_cli.core.noteedit import check_note_size, edit_frontmatter
+from palace_cli.core.links import note_links, property_targets
+from palace_cli.core.names import Files, Names
+from palace_cli.core.noteedit import check_note_size, edit_frontmatter, rename_links
+from palace_cli.core.walk import attachment_files
 from palace_cli.core.notefile import parse_note
 from palace_cli.core.notes import ID_PATTERN, VERSION_FIELDS, Memory
-from palace_cli.errors import Ambiguous, NoteError, PalaceError, UsageError
+from palace_cli.errors import Ambiguous, NoteError, NotFound, PalaceError, UsageError
 from palace_cli.index.locks import write_lock
 from palace_cli.palace import Palace
 from palace_cli.editing.reviewlog import ReviewLog
 
 
-BODY_FIELDS = {"wiki": "body", "embed": "embed", "markdown": "markdown", "reference": "reference"}
+BODY_FIELDS = {"wiki": "body", "embed": "embed", "markdown": "markdown", "image": "embed", "reference": "reference"}
 
 
 @dataclass
@@ -43,35 +44,62 @@ class Backlink:
         return {"id": self.id, "path": self.path, "line": self.line, "field": self.field, "target": self.target}
 
 
-def _backlinks(target: Memory, memories: dict[str, Memory], names: Names) -> list[Backlink]:
+def _links_to(target: Memory, names: Names, files: Files | None):
+    """Whether a link (its text, the linking note's path, whether it names a file, whether it is a wikilink) names
+    `target`: a memory, or a file of the vault (a Memory whose id is its path: `attachment_memory`)."""
+    is_file = target.id == target.path and target.path not in names.paths
+
+    def links(text: str, source: str, file: bool = False, wiki: bool = True) -> bool:
+        if not file:
+            try:
+                found = names.link(text, source)
+            except Ambiguous:
+                return False
+            if found is not None or not is_file:
+                return found is not None and found.id == target.id
+        return is_file and files is not None and files.resolve(text, source, anywhere=wiki) == target.path
+
+    return links
+
+
+def _backlinks(target: Memory, memories: dict[str, Memory], names: Names, files: Files | None = None
+               ) -> list[Backlink]:
     found = []
-
-    def names_target(text: str) -> bool:
-        try:
-            found = names.link(text)
-        except Ambiguous:
-            return False
-        return found is not None and found.id == target.id
-
+    links = _links_to(target, names, files)
     for memory in sorted(memories.values(), key=lambda m: m.path):
         if memory.id == target.id:
             continue
         found += [Backlink(memory.id, memory.path, memory.field_line("links"), "links", text)
-                  for text in memory.links if names_target(text)]
-        for link in note_links(memory.body, memory.body_line or memory.line):
+                  for text in memory.links if links(text, memory.path)]
+        found += [Backlink(memory.id, memory.path, memory.field_line(key), key, text)
+                  for key, text, file in property_targets(memory.meta) if links(text, memory.path, file)]
+        for link in note_links(memory.body, memory.body_line or memory.line, files=files is not None):
             name = link.name(memory.path)
-            if not name.startswith("../") and names_target(name):
+            if not name.startswith("../") and links(name, memory.path, link.file, link.form in ("wiki", "embed")):
                 found.append(Backlink(memory.id, memory.path, link.line, BODY_FIELDS[link.form], link.target))
         found += [Backlink(memory.id, memory.path, memory.field_line(name), name, target.id)
                   for name in VERSION_FIELDS if target.id in getattr(memory, name)]
     return found
 
 
+def attachment_memory(path: str) -> Memory:
+    """A file of the vault that is not a note (an image, a PDF), as backlinks shows it: its path is its id."""
+    return Memory(id=path, subject=path.rsplit("/", 1)[-1], anchor="", verify="", domain="", path=path, plain=True)
+
+
 def backlinks(palace: Palace, ref: str) -> tuple[Memory, list[Backlink]]:
-    """The memory `ref` names, and every link to it from other memories (by id, path, file name, alias or subject)."""
+    """The memory `ref` names (or the file: `photo.jpg`, `assets/photo.jpg`), and every link to it from other
+    memories (by id, path, file name, alias or subject; in the body, `links` and frontmatter properties)."""
     scan = palace.scan()
-    target = palace.memory(ref, refresh=False)
-    return target, _backlinks(target, scan.memories, palace.index.names())
+    files = Files(attachment_files(palace.root, palace.rules))
+    try:
+        target = palace.memory(ref, refresh=False)
+    except NotFound:
+        path = files.resolve(ref)
+        if path is None:
+            raise
+        target = attachment_memory(path)
+    return target, _backlinks(target, scan.memories, palace.index.names(), files)
 
 
 @dataclass
@@ -172,11 +200,11 @@ class Move:
                 "rewritten": self.rewritten}
 
 
-def _renamed(names: Names, text: str, moving: Memory, id_changed: bool, stem_changed: bool) -> bool:
-    """True when a link `text` names the moving memory in a way the move breaks (its id, file name or path);
-    a link by alias or subject keeps working and is left as written."""
+def _renamed(names: Names, text: str, moving: Memory, id_changed: bool, stem_changed: bool, source: str = "") -> bool:
+    """True when a link `text` (in the note at `source`) names the moving memory in a way the move breaks (its id,
+    file name or path); a link by alias or subject keeps working and is left as written."""
     try:
-        found = names.resolve(text)
+        found = names.resolve(text, source=source)
     except Ambiguous:
         return False
     if found is None or found.memory.id != moving.id:
@@ -188,7 +216,7 @@ def _renamed(names: Names, text: str, moving: Memory, id_changed: bool, stem_cha
 def _edited(text: str, memory: Memory, changes: dict, renames: dict[str, str]) -> str:
     if changes:
         text = edit_frontmatter(text, changes, memory.path)
-    return rename_body_links(text, renames) if renames else text
+    return rename_links(text, renames, memory.path) if renames else text
 
 
 def move_memory(palace: Palace, ref: str, new_id: str | None = None, domain: str | None = None,
@@ -262,14 +290,16 @@ def _link_plans(scan: Scan, names: Names, memory: Memory, new_id: str, id_change
     plans: dict[str, tuple[Memory, dict, dict[str, str]]] = {}
     for other in scan.memories.values():
         changes: dict = {}
-        links = [new_id if _renamed(names, t, memory, id_changed, stem_changed) else t for t in other.links]
+        links = [new_id if _renamed(names, t, memory, id_changed, stem_changed, other.path) else t
+                 for t in other.links]
         if links != other.links:
             changes["links"] = links
         for field_name in VERSION_FIELDS:
             ids = getattr(other, field_name)
             if id_changed and memory.id in ids:
                 changes[field_name] = [new_id if i == memory.id else i for i in ids]
-        renames = {t: new_id for t in other.body_links if _renamed(names, t, memory, id_changed, stem_changed)}
+        renames = {t: new_id for t in other.body_links + other.property_links
+                   if _renamed(names, t, memory, id_changed, stem_changed, other.path)}
         if changes or renames:
             plans[other.path] = (other, changes, renames)
     return plans

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass, field
 
 from palace_cli.core.dates import NEVER, parse_moment
 from palace_cli.core.layout import NoteRules, Problem, Scan, domain_of
-from palace_cli.core.markdown import body_link_lines
-from palace_cli.core.names import Names
+from palace_cli.core.links import note_links, property_targets
+from palace_cli.core.names import Files, Names
+from palace_cli.core.walk import attachment_files
 from palace_cli.core.notefile import parse_note
 from palace_cli.core.notes import VERSION_FIELDS, Memory
 from palace_cli.core.tokens import PhraseIndex, phrase_key, run_keys, token_problems
@@ -63,12 +65,14 @@ def _field_text(memory: Memory, name: str) -> str:
 def _link_problem(memory: Memory, link: str, line: int, names: Names) -> Problem | None:
     """A link that names no memory (broken) or several (ambiguous), by the resolver every command uses."""
     try:
-        found = names.resolve(link)
+        found = names.resolve(link, source=memory.path)
         if found is not None and found.shared and found.memory.path != memory.path:
+            here = posixpath.dirname(found.memory.path) == posixpath.dirname(memory.path)
+            rule = "the note in the linking note's folder wins" if here else "the shortest path wins"
             return Problem(memory.path, line, "warning", "shared-name",
                            f"link {link!r} names {found.memory.path}: other notes share its name "
-                           f"({', '.join(found.shared[:3])}{', ...' if len(found.shared) > 3 else ''}) and the "
-                           "shortest path wins (Obsidian's rule); write the folder too to name another")
+                           f"({', '.join(found.shared[:3])}{', ...' if len(found.shared) > 3 else ''}) and {rule} "
+                           "(Obsidian's rule); write the folder too to name another")
         if found is not None:
             return None
     except Ambiguous as exc:
@@ -77,20 +81,39 @@ def _link_problem(memory: Memory, link: str, line: int, names: Names) -> Problem
     return Problem(memory.path, line, "error", "broken-link", f"link to unknown memory {link!r}")
 
 
-def _links_with_lines(memory: Memory) -> list[tuple[str, int]]:
-    """Every link of a note once, with the file line it is on: frontmatter `links`, then body links."""
-    found = [(link, memory.field_line("links")) for link in memory.links]
-    reported = set(memory.links)
-    for link, line in body_link_lines(memory.body, memory.body_line or memory.line, memory.path):
-        if link not in reported:
-            reported.add(link)
-            found.append((link, line))
+def _links_with_lines(memory: Memory) -> list[tuple[str, int, bool, bool]]:
+    """Every link of a note once, with the file line it is on, whether it names a file that is not a note and
+    whether it is a wikilink (a file is looked for anywhere): frontmatter `links`, property links, body links."""
+    found = [(link, memory.field_line("links"), False, True) for link in memory.links]
+    found += [(target, memory.field_line(key), file, True) for key, target, file in property_targets(memory.meta)]
+    for link in note_links(memory.body, memory.body_line or memory.line, files=True):
+        name = link.name(memory.path)
+        if not name.startswith("../"):  # out of the palace: no note
+            found.append((name, link.line, link.file, link.form in ("wiki", "embed")))
+    reported: set[str] = set()
+    unique = []
+    for item in found:
+        if item[0] not in reported:
+            reported.add(item[0])
+            unique.append(item)
+    return unique
+
+
+def _link_problems(memory: Memory, names: Names, files: Files | None = None) -> list[Problem]:
+    """Links that name nothing, or several notes; a link to a file (`![[photo.jpg]]`) is checked against the
+    vault's files when they are given (a note of the name comes first, as in Obsidian)."""
+    found = []
+    for link, line, file, wiki in _links_with_lines(memory):
+        problem = None if file else _link_problem(memory, link, line, names)
+        if (file or (problem is not None and problem.code == "broken-link")) and files is not None:
+            if files.resolve(link, memory.path, anywhere=wiki) is not None:
+                continue  # a file of the vault
+            if file:
+                problem = Problem(memory.path, line, "warning", "missing-file",
+                                  f"link to a file that is not in the vault {link!r}")
+        if problem is not None:
+            found.append(problem)
     return found
-
-
-def _link_problems(memory: Memory, names: Names) -> list[Problem]:
-    found = [_link_problem(memory, link, line, names) for link, line in _links_with_lines(memory)]
-    return [problem for problem in found if problem is not None]
 
 
 def _exposures(memory: Memory, secrets: PhraseIndex) -> tuple[list[Problem], bool]:
@@ -107,9 +130,10 @@ def _exposures(memory: Memory, secrets: PhraseIndex) -> tuple[list[Problem], boo
     return problems, own
 
 
-def note_problems(scan: Scan, rules: NoteRules | None = None) -> list[Problem]:
-    """Per-memory problems: warnings from parsing, broken links, verify tokens (of the notes `rules` call templated)."""
-    checker = NoteChecker(scan.memories, rules)
+def note_problems(scan: Scan, rules: NoteRules | None = None, files: Files | None = None) -> list[Problem]:
+    """Per-memory problems: warnings from parsing, broken links (to files too, when `files` holds the vault's
+    other files), verify tokens (of the notes `rules` call templated)."""
+    checker = NoteChecker(scan.memories, rules, files)
     return [p for memory in sorted(scan.memories.values(), key=lambda m: m.path) for p in checker.problems(memory)]
 
 
@@ -117,9 +141,10 @@ class NoteChecker:
     """What checking one memory needs from the rest of the palace (its ids and verify tokens), gathered once;
     light memories (`Palace.scan(light=True)`) are enough."""
 
-    def __init__(self, memories: dict[str, Memory], rules: NoteRules | None = None):
+    def __init__(self, memories: dict[str, Memory], rules: NoteRules | None = None, files: Files | None = None):
         self.memories = memories
         self.rules = rules or NoteRules()
+        self.files = files  # the vault's files that are not notes: what attachment links name (None: unchecked)
         self.owners: dict[str, list[str]] = {}
         for memory in sorted(memories.values(), key=lambda m: m.path):
             if memory.verify:
@@ -163,7 +188,7 @@ class NoteChecker:
             return self
         key = (memory.id, memory.path, memory.verify)
         if self._variant is None or self._variant[0] != key:  # one kept: the note being edited
-            self._variant = (key, NoteChecker({**self.memories, memory.id: memory}, self.rules))
+            self._variant = (key, NoteChecker({**self.memories, memory.id: memory}, self.rules, self.files))
         return self._variant[1]
 
     def problems(self, memory: Memory, rules: NoteRules | None = None) -> list[Problem]:
@@ -176,7 +201,7 @@ class NoteChecker:
                 continue
             severity = "error" if warning.code in ERROR_CODES else "warning"
             problems.append(Problem(memory.path, warning.line, severity, warning.code, warning.message))
-        problems += _link_problems(memory, self.names)
+        problems += _link_problems(memory, self.names, self.files)
         if memory.plain or not templated:
             return problems  # no token to check, or a note of the person's own: its links and structure only
         key = phrase_key(memory.verify)
@@ -374,7 +399,9 @@ def lint(palace: Palace, fix: bool = False, study: bool = False) -> LintReport:
         fixed += [f"{path}: removed (no such domain)" for path in report.removed]
     # scan.problems holds what the refresh could not index: unreadable notes and session files, repeated ids.
     rules = palace.site.rules
-    problems = list(scan.problems) + note_problems(scan, rules) + config_problems(palace, scan) + stray_notes(palace)
+    files = Files(attachment_files(palace.root, palace.rules))
+    problems = list(scan.problems) + note_problems(scan, rules, files) + config_problems(palace, scan)
+    problems += stray_notes(palace)
     problems += version_problems(scan) + core_problems(palace, scan)
     problems += not_fixed + ReviewLog(palace).read().problems
     problems += weak_image_problems(templated_only(scan, rules), palace.config.raw.get("study"))
@@ -405,12 +432,14 @@ def merge_problems(palace: Palace, merging: bool = False) -> list[Problem]:
     names = Names(disk.scan.memories.values())
     gone = Names(removed)
     for memory in sorted(memories.values(), key=lambda m: m.path):
-        for link, line in _links_with_lines(memory):
+        for link, line, file, _wiki in _links_with_lines(memory):
+            if file:
+                continue  # files are no note a merge removed
             problem = _link_problem(memory, link, line, names)
             if problem is None or problem.code != "broken-link":
                 continue
             try:
-                target = gone.link(link)
+                target = gone.link(link, memory.path)
             except Ambiguous:
                 target = None
             if target is not None:

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import os
 import posixpath
-from bisect import bisect_left
+from dataclasses import dataclass, replace
 
 from palace_cli.core.disk import atomic_write, create_new
 from palace_cli.core.layout import path_id, refuse_path_tricks
-from palace_cli.core.markdown import BAD_LINK_CHARS, encoded_like, joined_path, note_links, renamed_target
+from palace_cli.core.links import BAD_LINK_CHARS, encoded_like, joined_path, note_links, property_links, renamed_target
 from palace_cli.core.names import Names
-from palace_cli.core.noteedit import check_note_size, edit_frontmatter
-from palace_cli.core.notefile import parse_note, split_frontmatter
+from palace_cli.core.noteedit import apply_edits, check_note_size, edit_frontmatter
+from palace_cli.core.notefile import load_frontmatter, parse_note, split_frontmatter
 from palace_cli.core.notes import VERSION_FIELDS, Memory
 from palace_cli.errors import Ambiguous, NoteError, PalaceError, UsageError
 from palace_cli.palace import Palace
@@ -45,27 +45,66 @@ def new_note_path(palace: Palace, memory: Memory, new_name: str | None, domain: 
     return posixpath.join(folder, name) if folder else name
 
 
+@dataclass
+class _Rename:
+    """What rewriting the links of one rename needs: the names before it and after it, the note, its new path."""
+
+    names: Names
+    after: Names
+    memory: Memory
+    new_path: str
+
+    @classmethod
+    def of(cls, names: Names, memories, memory: Memory, new_path: str) -> _Rename:
+        new_id = memory.id if not memory.derived_id else path_id(new_path)
+        moved = [replace(m, path=new_path, id=new_id) if m.path == memory.path else m for m in memories]
+        return cls(names, Names(moved), memory, new_path)
+
+    @property
+    def old_name(self) -> str:
+        return posixpath.basename(self.memory.path)[:-3]
+
+    @property
+    def new_name(self) -> str:
+        return posixpath.basename(self.new_path)[:-3]
+
+    def wiki(self, written: str, source: str) -> str:
+        """A wikilink's target (in the note at `source`) renamed in its own form; a bare name that another note
+        would take after the move (a shared name) becomes the shortest path that names the note alone."""
+        new = _wiki_target(written, self.memory, self.old_name, self.new_name, self.new_path)
+        core = new.strip()
+        if "/" in core or new == written:
+            return new
+        source = self.new_path if source == self.memory.path else source
+        try:
+            found = self.after.resolve(core, source=source)
+        except Ambiguous:
+            found = None
+        if found is not None and found.memory.path == self.new_path:
+            return new
+        lead, trail = new[: len(new) - len(new.lstrip())], new[len(new.rstrip()):]
+        suffix = core[-3:] if core.lower().endswith(".md") else ""
+        return lead + self.after.link_name(self.after.paths[self.new_path], "name", source) + suffix + trail
+
+
 def plan_rename(palace: Palace, names: Names, memories, memory: Memory, new_path: str) -> dict[str, str]:
     """path -> new text of every note a rename changes (the moved note under its old path); nothing written."""
-    old_stem = posixpath.basename(memory.path)[:-3]
-    new_stem = posixpath.basename(new_path)[:-3]
+    memories = sorted(memories, key=lambda m: m.path)
+    rename = _Rename.of(names, memories, memory, new_path)
     new_id = memory.id if not memory.derived_id else path_id(new_path)
     texts: dict[str, str] = {}
-    for other in sorted(memories, key=lambda m: m.path):
+    for other in memories:
         text = _read(palace, other.path)
         plain = text.replace("\r\n", "\n")
-        body_start = len(plain) - len(_body(plain, other.path))
-        edits = _body_edits(names, other, plain[body_start:], memory, old_stem, new_stem, new_path)
+        yaml_text, body = _parts(plain, other.path)
+        body_start = len(plain) - len(body)
+        edits = _body_edits(rename, other, body)
         if other.path == memory.path and posixpath.dirname(new_path) != posixpath.dirname(memory.path):
-            edits += _own_relative_edits(other, plain[body_start:], new_path, edits)
-        new = text
-        if edits:
-            shift = _crlf_positions(text)  # edits are offsets in the `\n` text: mapped back, every other byte kept
-            for start, end, replacement in sorted(edits, reverse=True):
-                start, end = body_start + start, body_start + end
-                start, end = start + bisect_left(shift, start), end + bisect_left(shift, end)
-                new = new[:start] + replacement + new[end:]
-        changes = _frontmatter_changes(names, other, memory, old_stem, new_stem, new_id)
+            edits += _own_relative_edits(other, body, new_path, edits)
+        edits = [(body_start + start, body_start + end, new) for start, end, new in edits]
+        edits += _property_edits(rename, other, yaml_text, plain.find("\n") + 1)
+        new = apply_edits(text, edits)  # offsets in the `\n` text: mapped back, every other byte kept
+        changes = _frontmatter_changes(names, other, memory, rename.old_name, rename.new_name, new_id)
         if changes:
             new = edit_frontmatter(new, changes, other.path)
         if new != text:
@@ -73,21 +112,12 @@ def plan_rename(palace: Palace, names: Names, memories, memory: Memory, new_path
     return texts
 
 
-def _crlf_positions(text: str) -> list[int]:
-    """Where each CRLF's `\n` is in the text with CRLFs made `\n` (sorted): the shift of an offset back."""
-    out, removed = [], 0
-    for index in (i for i, ch in enumerate(text) if ch == "\r" and text[i + 1 : i + 2] == "\n"):
-        out.append(index - removed)
-        removed += 1
-    return out
-
-
-def _body(text: str, shown: str) -> str:
-    """The body of a note's text (after its frontmatter, when it has one)."""
+def _parts(text: str, shown: str) -> tuple[str, str]:
+    """The frontmatter's YAML and the body of a note's text (no YAML and the whole text without a frontmatter)."""
     try:
-        return split_frontmatter(text, shown)[1]
+        return split_frontmatter(text, shown)[:2]
     except NoteError:
-        return text
+        return "", text
 
 
 def rename_note(palace: Palace, memory: Memory, new_path: str, memories, names: Names) -> list[str]:
@@ -127,29 +157,49 @@ def _read(palace: Palace, relpath: str) -> str:
     return raw[3:].decode("utf-8") if raw.startswith(b"\xef\xbb\xbf") else raw.decode("utf-8")
 
 
-def _names_it(names: Names, name: str, memory: Memory) -> bool:
+def _names_it(names: Names, name: str, memory: Memory, source: str = "") -> bool:
     try:
-        found = names.resolve(name)
+        found = names.resolve(name, source=source)
     except Ambiguous:
         return False
     return found is not None and found.memory.path == memory.path and found.how in ("id", "path", "file")
 
 
-def _body_edits(names: Names, other: Memory, body: str, memory: Memory, old_stem: str, new_stem: str,
-                new_path: str) -> list[tuple[int, int, str]]:
+def _body_edits(rename: _Rename, other: Memory, body: str) -> list[tuple[int, int, str]]:
     """(start, end, new text) in the body for every link of `other` that names the renamed note by its file."""
     edits = []
     for link in note_links(body, 1):
         name = link.name(other.path)
-        if name.startswith("../") or not _names_it(names, name, memory):
+        if name.startswith("../") or not _names_it(rename.names, name, rename.memory, other.path):
             continue
         written = body[link.start:link.end]
         if link.form in ("wiki", "embed"):
-            new = _wiki_target(written, memory, old_stem, new_stem, new_path)
+            new = rename.wiki(written, other.path)
         else:
-            new = _path_target(written, other.path, memory.path, new_path)
+            bracketed = body[link.start - 1:link.start] == "<"  # `[x](<New name.md>)` holds a space as it is
+            new = _path_target(written, other.path, rename.memory.path, rename.new_path, bracketed)
         if new != written:
             edits.append((link.start, link.end, new))
+    return edits
+
+
+def _property_edits(rename: _Rename, other: Memory, yaml_text: str, yaml_start: int) -> list[tuple[int, int, str]]:
+    """(start, end, new text) in the note's text for every frontmatter property link (`up: "[[Old]]"`) that names
+    the renamed note by its file: only the target's bytes, the YAML's quoting kept."""
+    if "[[" not in yaml_text:
+        return []
+    try:
+        meta = load_frontmatter(yaml_text, other.path)
+    except NoteError:
+        return []
+    edits = []
+    for link in property_links(yaml_text, meta):
+        if not _names_it(rename.names, link.target, rename.memory, other.path):
+            continue
+        written = yaml_text[link.start:link.end]
+        new = rename.wiki(written, other.path)
+        if new != written:
+            edits.append((yaml_start + link.start, yaml_start + link.end, new))
     return edits
 
 
@@ -171,12 +221,12 @@ def _wiki_target(written: str, memory: Memory, old_stem: str, new_stem: str, new
     return lead + (f"{folder}/" if folder else "") + renamed_target(stem, old_stem, new_stem) + suffix + trail
 
 
-def _path_target(written: str, source: str, old_path: str, new_path: str) -> str:
+def _path_target(written: str, source: str, old_path: str, new_path: str, bracketed: bool = False) -> str:
     """A Markdown link's (or a reference definition's) path to the renamed note, in its own form: the same way up
-    from the linking note (or from the root for `/...`), `%20` where it had them."""
+    from the linking note (or from the root for `/...`), `%20` where it had them (or where a bare path needs)."""
     if posixpath.dirname(old_path) == posixpath.dirname(new_path) and "/" not in written.rstrip("/").split("/")[-1]:
         head, _, last = written.rpartition("/")
-        new_last = encoded_like(last, posixpath.basename(new_path))
+        new_last = encoded_like(last, posixpath.basename(new_path), bracketed)
         if not last.lower().endswith(".md") and new_last.lower().endswith(".md"):
             new_last = new_last[:-3]
         return f"{head}/{new_last}" if head else new_last
@@ -186,7 +236,7 @@ def _path_target(written: str, source: str, old_path: str, new_path: str) -> str
         plain = posixpath.relpath(new_path, posixpath.dirname(source) or ".")
         if written.startswith("./") and not plain.startswith("."):
             plain = "./" + plain
-    return encoded_like(written, plain)
+    return encoded_like(written, plain, bracketed)
 
 
 def _own_relative_edits(memory: Memory, body: str, new_path: str, done: list) -> list[tuple[int, int, str]]:
@@ -201,7 +251,7 @@ def _own_relative_edits(memory: Memory, body: str, new_path: str, done: list) ->
             continue
         target = joined_path(memory.path, link.target)
         plain = posixpath.relpath(target, posixpath.dirname(new_path) or ".")
-        new = encoded_like(written, plain)
+        new = encoded_like(written, plain, body[link.start - 1:link.start] == "<")
         if new != written:
             edits.append((link.start, link.end, new))
     return edits
@@ -211,7 +261,7 @@ def _frontmatter_changes(names: Names, other: Memory, memory: Memory, old_stem: 
                          new_id: str) -> dict:
     """Frontmatter `links` naming the note by its file, and version fields naming a derived id that changes."""
     changes: dict = {}
-    links = [renamed_target(t, old_stem, new_stem) if _names_it(names, t, memory) and "/" not in t else t
+    links = [renamed_target(t, old_stem, new_stem) if _names_it(names, t, memory, other.path) and "/" not in t else t
              for t in other.links]
     if links != other.links:
         changes["links"] = links

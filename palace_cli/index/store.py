@@ -15,7 +15,7 @@ from pathlib import Path
 from palace_cli.core.layout import Scan
 from palace_cli.core.notes import Memory, Warning_
 
-SCHEMA_VERSION = "11"  # 11: any Markdown file is a note (ids from paths, tags, every link form); section units
+SCHEMA_VERSION = "12"  # 12: property links (`up: "[[P]]"`); 11: any Markdown file is a note; section units
 RACY_NS = 2_000_000_000  # stat of a file changed in the last 2 s is not trusted (coarse clocks, network disks)
 MEMORY_FIELDS = frozenset(f.name for f in dataclasses.fields(Memory))
 # What the generated index files need; stored apart from `data` so they can be read without decoding bodies.
@@ -384,14 +384,20 @@ class NoteStore:
             "json_extract(light, '$.valid_until'), json_extract(light, '$.supersedes'), "
             "json_extract(light, '$.superseded_by') FROM notes WHERE light IS NOT NULL ORDER BY path").fetchall()
 
-    def link_rows(self) -> list[tuple[str, str, list[str]]]:
-        """(path, id, link targets as written) of readable notes, by path: `links`, body [[links]], then the
-        version links (`supersedes`, `superseded_by`); what a backlink table is built from without decoding bodies."""
+    def link_rows(self) -> list[tuple[str, str, list[str], list[str]]]:
+        """(path, id, link targets as written, the targets of the note's text) of readable notes, by path: every
+        target (`links`, body links, property links, then the version links `supersedes`, `superseded_by`) and
+        those the note's own text writes (body and property links: how the vault writes links); what a backlink
+        table is built from without decoding bodies."""
         rows = self.db.execute(
             "SELECT path, id, json_extract(data, '$.links'), json_extract(data, '$.body_links'), "
-            "json_extract(light, '$.supersedes'), json_extract(light, '$.superseded_by') FROM notes "
-            "WHERE data IS NOT NULL ORDER BY path")
-        return [(path, note_id, [t for part in parts for t in json.loads(part or "[]")]) for path, note_id, *parts in rows]
+            "json_extract(data, '$.property_links'), json_extract(light, '$.supersedes'), "
+            "json_extract(light, '$.superseded_by') FROM notes WHERE data IS NOT NULL ORDER BY path")
+        out = []
+        for path, note_id, *parts in rows:
+            lists = [json.loads(part or "[]") for part in parts]
+            out.append((path, note_id, [t for part in lists for t in part], lists[1] + lists[2]))
+        return out
 
     def text_hashes(self) -> dict[str, str]:
         """path -> text hash of readable notes."""

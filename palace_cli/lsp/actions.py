@@ -11,7 +11,7 @@ from palace_cli.core.notes import ID_PATTERN
 from palace_cli.core.text import slugify
 from palace_cli.core.tokens import propose_token
 from palace_cli.errors import PalaceError
-from palace_cli.lsp.buffer import PATH_FORMS, Span
+from palace_cli.lsp.buffer import LINK_FIELDS, PATH_FORMS, Span
 from palace_cli.lsp.features import SOURCE, Context, Document, uri_of
 
 TOKEN_CODES = {"token-missing", "token-not-in-image", "token-guessable", "token-duplicate", "token-overlap",
@@ -66,9 +66,11 @@ def _link_fixes(ctx: Context, doc: Document, diagnostic: lsp.Diagnostic) -> list
         return []  # the buffer changed under the diagnostic; a fresh one follows
     where = ctx.range(lines, span)
     actions = []
+    ids = data.get("field") in LINK_FIELDS and not data.get("wiki")  # palace's own fields hold ids
     for memory in ctx.snapshot.near(target):
-        edit = lsp.WorkspaceEdit(changes={doc.uri: [lsp.TextEdit(where, memory.id)]})
-        actions.append(lsp.CodeAction(f"Link to {memory.id} ({memory.subject})", kind=lsp.CodeActionKind.QuickFix,
+        text = memory.id if ids else ctx.snapshot.link_name(memory, doc.relpath)  # written as the vault links
+        edit = lsp.WorkspaceEdit(changes={doc.uri: [lsp.TextEdit(where, text)]})
+        actions.append(lsp.CodeAction(f"Link to {text} ({memory.subject})", kind=lsp.CodeActionKind.QuickFix,
                                       diagnostics=[diagnostic], is_preferred=not actions, edit=edit))
     create = _create_action(ctx, doc, target, where, diagnostic)
     if create is not None:

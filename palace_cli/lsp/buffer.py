@@ -1,9 +1,10 @@
 """Reading an editor's buffer: where the links are, what the cursor is in, the outline. Positions are
 (line, column) in code points, lines split on `\\n` (a CRLF line keeps its `\\r`).
 
-A `Buffer` splits its text and finds its frontmatter and code fences once (linear in the text); a request
-then reads only the lines it is about, so a 20 MB buffer costs what its size costs, once per version.
-Link syntax is the core's (`core.markdown`): a link form it learns reaches the editor with no change here.
+A `Buffer` splits its text and finds its frontmatter, code fences and the rest of what holds no link (code,
+comments, math) once (linear in the text); a request then reads only the lines it is about, so a 20 MB buffer
+costs what its size costs, once per version. Link syntax is the core's (`core.links`): a link form it learns
+reaches the editor with no change here.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
-from palace_cli.core.markdown import LINK_PATTERN, code_ranges, is_attachment, joined_path, line_numbers, note_links
+from palace_cli.core.links import WIKILINK, is_attachment, joined_path, link_free_ranges, note_links
+from palace_cli.core.markdown import code_ranges, line_numbers, outside_code
 from palace_cli.core.notes import VERSION_FIELDS
 
-PATH_FORMS = ("markdown", "reference")  # links that name a note by its path, as core.markdown.note_links reads them
+PATH_FORMS = ("markdown", "image", "reference")  # links that name a note or file by its path (core.links.note_links)
 LINK_FIELDS = ("links", *VERSION_FIELDS)  # frontmatter fields whose items are memory ids
 KEY_LINE = re.compile(r"^([A-Za-z_][\w-]*)[ \t]*:")
 ITEM = re.compile(r"""[^\s,\[\]"'#]+""")
@@ -37,13 +39,17 @@ class Span:
 
 @dataclass
 class Link:
-    """A name in the buffer: a body `[[link]]` (or `![[embed]]`), an item of a frontmatter link field, an `id:` mention."""
+    """A name in the buffer: a body `[[link]]` (or `![[embed]]`), a property's `[[link]]`, an item of a frontmatter
+    link field, an `id:` mention."""
 
     target: str
     span: Span     # the target's own text (what a fix replaces)
     whole: Span    # `[[...]]` or the item (what hover highlights)
-    field: str     # "body", "markdown" (`[text](path.md)`), "reference" (`[id]: path.md`), "mention" or a field
+    field: str     # "body", "markdown" (`[text](path.md)`), "image", "reference" (`[id]: path.md`), "mention" or a
+    #                frontmatter key (its items, or its `"[[...]]"` values: `wiki` is set for those)
     embed: bool = False  # `![[...]]`
+    file: bool = False   # names a file that is not a note (`![[photo.jpg]]`, `![alt](a.png)`)
+    wiki: bool = False   # a `[[wikilink]]` (in the body or a property): a file it names is looked for anywhere
 
     def name(self, relpath: str | None) -> str:
         """What the resolver looks the link up by: a path link's path from the root (relative to the note at
@@ -55,7 +61,7 @@ class Link:
     @property
     def attachment(self) -> bool:
         """A link to a file that is not a note (`![[tomato-bed.png]]`), by the core's rule."""
-        return self.field == "body" and is_attachment(self.target)
+        return self.file
 
 
 @dataclass
@@ -102,6 +108,16 @@ class Buffer:
         return self.block[1] + 2 if self.block else 0
 
     @cached_property
+    def _free(self) -> tuple[int, list[tuple[int, int]], list[int]]:
+        """(the body's first character, the core's ranges of the body where nothing is a link, every line's first
+        character): found once per version."""
+        starts = [0]
+        for line in self.lines[:-1]:
+            starts.append(starts[-1] + len(line) + 1)
+        first = starts[self.body_start] if self.body_start < len(starts) else len(self.text)
+        return first, link_free_ranges(self.text[first:]), starts
+
+    @cached_property
     def fenced(self) -> frozenset[int]:
         """Lines inside fenced code blocks (and the fences), where palace reads no links or headings: the
         core's own rule (`code_ranges`), numbered once."""
@@ -125,7 +141,8 @@ class Buffer:
         return None
 
     def links_on(self, number: int) -> list[Link]:
-        """The names on one line: frontmatter link items, or body links and `id:` mentions outside fences."""
+        """The names on one line: frontmatter link items and property links, or body links (files too) and `id:`
+        mentions outside what holds no link (code, comments, math)."""
         if number < 0 or number >= len(self.lines):
             return []
         if self.in_frontmatter(number):
@@ -133,17 +150,16 @@ class Buffer:
         if number < self.body_start or number in self.fenced:
             return []
         line, found = self.lines[number], []
-        for match in LINK_PATTERN.finditer(line):
-            target = match.group(1)
-            lead = len(target) - len(target.lstrip())
-            span = Span(number, match.start(1) + lead, match.start(1) + len(target.rstrip()))
-            embed = match.start() > 0 and line[match.start() - 1] == "!"
-            found.append(Link(target.strip(), span, Span(number, match.start() - embed, match.end()), "body", embed))
-        if "](" in line or "]:" in line:
-            for path_link in note_links(line):
-                if path_link.form in PATH_FORMS:
-                    span = Span(number, path_link.start, path_link.end)
-                    found.append(Link(path_link.target, span, span, path_link.form))
+        if "[" in line:
+            first, free, starts = self._free
+            for link in note_links(line, files=True, free=[]):
+                if not outside_code(starts[number] + link.outer[0] - first, free):
+                    continue
+                span = Span(number, link.start, link.end)
+                wiki = link.form in ("wiki", "embed")
+                whole = Span(number, *link.outer) if wiki else span
+                field = "body" if wiki else link.form
+                found.append(Link(link.target, span, whole, field, link.form == "embed", link.file, wiki))
         for match in ID_MENTION.finditer(line):
             span = Span(number, match.start(1), match.end(1))
             found.append(Link(match.group(1), span, Span(number, match.start(), match.end()), "mention"))
@@ -151,13 +167,26 @@ class Buffer:
 
     def _field_items(self, number: int) -> list[Link]:
         owner = self.field_at(number)
-        if owner is None or owner[0] not in LINK_FIELDS:
+        if owner is None:
             return []
         line = self.lines[number]
         start = KEY_LINE.match(line).end() if owner[1] == number else 0
-        value = line[start:].split(" #")[0]
+        value = line[start:]
         links = []
-        for item in ITEM.finditer(value):
+        for match in WIKILINK.finditer(value) if "[[" in value else ():  # a property link (`up: "[[P]]"`)
+            if " #" in value[: match.start()].replace('" #', "").replace("' #", ""):
+                break  # a YAML comment
+            target = match.group(2)[:-1] if match.group(4).startswith("|") and not match.group(3) \
+                and match.group(2).endswith("\\") else match.group(2)
+            if not target.strip():
+                continue
+            lead = len(target) - len(target.lstrip())
+            span = Span(number, start + match.start(2) + lead, start + match.start(2) + len(target.rstrip()))
+            links.append(Link(target.strip(), span, Span(number, start + match.start(), start + match.end()),
+                              owner[0], bool(match.group(1)), is_attachment(target), True))
+        if links or owner[0] not in LINK_FIELDS:
+            return links
+        for item in ITEM.finditer(value.split(" #")[0]):
             if item.group() == "-" and value[: item.start()].strip() == "":
                 continue
             span = Span(number, start + item.start(), start + item.end())
@@ -169,12 +198,12 @@ class Buffer:
         return [link for n in range(self.block[0], self.block[1] + 1) for link in self._field_items(n)] if self.block else []
 
     def links(self) -> list[Link]:
-        """Every name in the buffer: frontmatter link fields, body links (`[[wikilinks]]`, Markdown links and
-        reference definitions to notes) outside code fences, `id:` mentions."""
+        """Every name in the buffer: frontmatter link fields and property links, body links (`[[wikilinks]]`,
+        Markdown links and reference definitions, to notes and files) where links are, `id:` mentions."""
         found = self.field_links()
         for number in range(self.body_start, len(self.lines)):
             line = self.lines[number]
-            if "[[" in line or "id:" in line or "](" in line or "]:" in line:
+            if "[" in line or "id:" in line:
                 found += self.links_on(number)
         return found
 
@@ -186,24 +215,29 @@ class Buffer:
         """What a completion request at the cursor is about, or None where palace has nothing to offer."""
         if line >= len(self.lines):
             return None
-        current = self.lines[line]
-        before = current[:column]
         if self.in_frontmatter(line):
-            return self._in_frontmatter(line, column)
+            return self._open_link(line, column, property_=True) or self._in_frontmatter(line, column)
         if line in self.fenced:
             return None
+        return self._open_link(line, column)
+
+    def _open_link(self, line: int, column: int, property_: bool = False) -> Completing | None:
+        """A `[[` link being typed at the cursor (in a property's value too: `up: "[[Wee`), or None."""
+        current = self.lines[line]
+        before = current[:column]
         opening = before.rfind("[[")
         if opening < 0 or "]]" in before[opening:]:
             return None
         typed = before[opening + 2 :]
         if "|" in typed or "#" in typed:
             return None  # a label or a section is being typed
+        field = (self.field_at(line) or ("", 0))[0] if property_ else ""
         after = current[column:]
         closing = after.find("]]")
         if closing >= 0 and "[[" not in after[:closing]:
             end = column + min(i for i in (after.find("|"), after.find("#"), closing) if i >= 0)
-            return Completing("link", typed, Span(line, opening + 2, end))
-        return Completing("link", typed, Span(line, opening + 2, column), close=True)
+            return Completing("link", typed, Span(line, opening + 2, end), field=field)
+        return Completing("link", typed, Span(line, opening + 2, column), field=field, close=True)
 
     def _in_frontmatter(self, line: int, column: int) -> Completing | None:
         current = self.lines[line]

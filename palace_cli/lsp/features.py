@@ -18,9 +18,10 @@ from lsprotocol import types as lsp
 from palace_cli.core.layout import NoteRules, Problem
 from palace_cli.core.notefile import MAX_NOTE_BYTES, parse_note
 from palace_cli.core.notes import FIELDS, TYPES, Memory
+from palace_cli.core.text import normalize
 from palace_cli.core.tokens import PhraseIndex, fingerprint
 from palace_cli.errors import Ambiguous, PalaceError
-from palace_cli.lsp.buffer import LINK_FIELDS, Buffer, Completing, Link, Span
+from palace_cli.lsp.buffer import LINK_FIELDS, PATH_FORMS, Buffer, Completing, Link, Span
 from palace_cli.lsp.matcher import Match
 from palace_cli.lsp.snapshot import Snapshot
 from palace_cli.palace import Palace
@@ -30,7 +31,7 @@ EXCERPT_CHARS = 400
 HINT_CODES = {"smashin-weak"}  # advice about the Image, not a fault
 MAX_DIAGNOSTICS = 1000  # per buffer: more helps no one, and tens of thousands take seconds to send
 # Problems about one link: the diagnostic marks the link itself (lint names it as `link 'X' ...` or ends with it).
-LINK_CODES = {"broken-link", "ambiguous-link", "shared-name"}
+LINK_CODES = {"broken-link", "ambiguous-link", "shared-name", "missing-file"}
 
 
 def path_of(uri: str) -> Path | None:
@@ -147,7 +148,8 @@ class Context:
 
 
 def completion(ctx: Context, doc: Document, line: int, column: int) -> lsp.CompletionList | None:
-    """Memories after `[[` and in frontmatter link fields; `type:` values; frontmatter field names."""
+    """Memories after `[[` (in the body or a property) and in frontmatter link fields; `type:` values; frontmatter
+    field names."""
     what = doc.buffer.completing(line, column)
     if what is None:
         return None
@@ -165,7 +167,7 @@ def completion(ctx: Context, doc: Document, line: int, column: int) -> lsp.Compl
         for index, match in enumerate(ctx.snapshot.matcher.match(typed, near_domain=doc.domain or "", domain=domain)):
             if what.kind == "value" and own is not None and match.memory.id == own.id:
                 continue
-            items.append(_memory_item(match, what, edit_range, index))
+            items.append(_memory_item(ctx, doc, match, what, edit_range, index))
     elif what.kind == "value" and what.field == "type":
         items = [_word_item(t, edit_range, lsp.CompletionItemKind.EnumMember, i)
                  for i, t in enumerate(TYPES) if t.startswith(what.typed.lower())]
@@ -175,20 +177,29 @@ def completion(ctx: Context, doc: Document, line: int, column: int) -> lsp.Compl
     return lsp.CompletionList(is_incomplete=what.kind != "key", items=items)
 
 
-def _memory_item(match: Match, what: Completing, edit_range: lsp.Range, index: int) -> lsp.CompletionItem:
+def link_text(ctx: Context, doc: Document, match: Match) -> str:
+    """What a completed `[[link` holds, the way the vault writes links (`Snapshot.link_name`: the file name, a
+    path where the name is shared, a path or an id where the vault's notes link so); typed by an alias or a title
+    the name does not say (or by a file name an id does not say), that name follows as the label (`id|Name`)."""
+    target = ctx.snapshot.link_name(match.memory, doc.relpath)
+    said = normalize(match.name)
+    if match.field in ("alias", "subject", "name") and said not in (normalize(target), normalize(target.rsplit("/", 1)[-1])):
+        return f"{target}|{match.name}"
+    return target
+
+
+def _memory_item(ctx: Context, doc: Document, match: Match, what: Completing, edit_range: lsp.Range,
+                 index: int) -> lsp.CompletionItem:
     memory = match.memory
-    text = memory.id
-    if what.kind == "link" and match.field != "id":
-        text = f"{memory.id}|{match.name}"  # typed by subject or alias: keep that name as the label
-    if what.close:
-        text += "]]"
+    text = link_text(ctx, doc, match) if what.kind == "link" else memory.id
+    title = memory.subject or memory.path.rsplit("/", 1)[-1].removesuffix(".md")
     return lsp.CompletionItem(
-        label=memory.id, kind=lsp.CompletionItemKind.Reference,
-        label_details=lsp.CompletionItemLabelDetails(detail=f"  {memory.subject}", description=memory.domain),
-        detail=f"{memory.subject} ({memory.domain})",
+        label=title, kind=lsp.CompletionItemKind.Reference,
+        label_details=lsp.CompletionItemLabelDetails(detail=f"  {memory.path}", description=memory.domain),
+        detail=f"{memory.path} ({memory.id})",
         # The server has filtered already: the typed text as filter text keeps clients from filtering again.
         filter_text=what.typed, sort_text=f"{index:04d}",
-        text_edit=lsp.TextEdit(edit_range, text), data={"id": memory.id})
+        text_edit=lsp.TextEdit(edit_range, text + ("]]" if what.close else "")), data={"id": memory.id})
 
 
 def _word_item(word: str, edit_range: lsp.Range, kind: lsp.CompletionItemKind, index: int,
@@ -247,34 +258,34 @@ def describe(ctx: Context, light: Memory) -> str:
 
 @dataclass
 class Target:
-    """What a link under the cursor names: a memory, several, an unreadable note's path, or nothing."""
+    """What a link under the cursor names: a memory, several, an unreadable note's path, a file that is not a
+    note (`file`), or nothing."""
 
     memory: Memory | None = None
     candidates: list[str] = field(default_factory=list)
     unreadable: str = ""
+    file: str = ""
 
 
 def target_of(ctx: Context, link: Link, relpath: str | None) -> Target:
-    """The core resolver's answer for a link in the note at `relpath`, and the unreadable note it names when it
-    names no memory (a path link climbing out of the palace names nothing)."""
+    """The core resolver's answer for a link in the note at `relpath`: a note first (`[[v1.2]]` names `v1.2.md`),
+    then a file of the vault (`![[photo.jpg]]`, by its name anywhere as Obsidian finds it), then the unreadable
+    note it names (a path link climbing out of the palace names nothing)."""
     name = link.name(relpath)
-    if link.attachment or name.startswith("../"):
+    if name.startswith("../"):
         return Target()
-    try:
-        found = ctx.snapshot.resolve(name)
-    except Ambiguous as exc:
-        return Target(candidates=exc.candidates)
+    found = None
+    if not link.attachment:
+        try:
+            found = ctx.snapshot.resolve(name, relpath or "")
+        except Ambiguous as exc:
+            return Target(candidates=exc.candidates)
     if found is not None:
         return Target(found.memory)
+    file = ctx.snapshot.file(name, relpath, link.wiki or link.field not in PATH_FORMS)
+    if file or link.attachment:
+        return Target(file=file or "")
     return Target(unreadable=ctx.snapshot.unreadable(name) or "")
-
-
-def attachment_path(ctx: Context, doc: Document, link: Link) -> Path | None:
-    """The file an attachment link names: beside the note, else from the palace root."""
-    for base in ((ctx.palace.root / doc.relpath).parent if doc.relpath else None, ctx.palace.root):
-        if base is not None and relpath_in(ctx.palace, base / link.target) is not None and (base / link.target).is_file():
-            return base / link.target
-    return None
 
 
 def hover(ctx: Context, doc: Document, line: int, column: int) -> lsp.Hover | None:
@@ -282,14 +293,13 @@ def hover(ctx: Context, doc: Document, line: int, column: int) -> lsp.Hover | No
     link = doc.buffer.link_at(line, column)
     if link is None:
         return _verify_hover(doc, line)
-    if link.attachment:
-        where = attachment_path(ctx, doc, link)
-        text = (f"`{link.target}` is an attachment, not a note" +
-                (f": `{relpath_in(ctx.palace, where)}`" if where else " (no such file beside the note or at the root)"))
-        return lsp.Hover(lsp.MarkupContent(lsp.MarkupKind.Markdown, text), ctx.range(doc.lines, link.whole))
     found = target_of(ctx, link, doc.relpath)
     if found.memory is not None:
         text = describe(ctx, found.memory)
+    elif found.file:
+        text = f"`{link.target}` is a file of the vault, not a note: `{found.file}`"
+    elif link.attachment:
+        text = f"`{link.target}`: no such file in the vault"
     elif found.candidates:
         text = f"`{link.target}` names several memories: " + ", ".join(f"`{c}`" for c in found.candidates[:8])
     elif found.unreadable:
@@ -318,11 +328,10 @@ def definition(ctx: Context, doc: Document, line: int, column: int) -> list[lsp.
     link = doc.buffer.link_at(line, column)
     if link is None:
         return None
-    if link.attachment:
-        where = attachment_path(ctx, doc, link)
-        start = lsp.Range(lsp.Position(0, 0), lsp.Position(0, 0))
-        return [lsp.Location(uri_of(where), start)] if where else None
     found = target_of(ctx, link, doc.relpath)
+    if found.file:
+        start = lsp.Range(lsp.Position(0, 0), lsp.Position(0, 0))
+        return [lsp.Location(uri_of(ctx.palace.root / found.file), start)]
     if found.memory is not None:
         return [ctx.location(found.memory)]
     if found.candidates:
@@ -397,10 +406,11 @@ def document_symbols(ctx: Context, doc: Document) -> list[lsp.DocumentSymbol]:
     return roots
 
 
-def workspace_symbols(ctx: Context, query: str, limit: int = 50) -> list[lsp.SymbolInformation]:
-    """Memories for a query, ranked as `palace search` ranks them (names as typed when the query is empty)."""
-    if not query.strip():
-        memories = [m.memory for m in ctx.snapshot.matcher.match("", limit)]
+def workspace_symbols(ctx: Context, query: str, limit: int = 50, searched: bool = True) -> list[lsp.SymbolInformation]:
+    """Memories for a query, ranked as `palace search` ranks them (names as typed when the query is empty, or
+    before the first refresh has filled the search index: `searched` False)."""
+    if not query.strip() or not searched:
+        memories = [m.memory for m in ctx.snapshot.matcher.match(query.strip(), limit)]
     else:
         from palace_cli.search.retrieve import search
 
@@ -456,7 +466,7 @@ def _diagnostic(ctx: Context, doc: Document, problem: Problem, fields: dict[str,
     link = _named(problem, doc, number, fields) if problem.code in LINK_CODES else None
     if link is not None:
         span, data = link.span, {"target": link.target, "line": link.span.line, "start": link.span.start,
-                                 "end": link.span.end, "field": link.field}
+                                 "end": link.span.end, "field": link.field, "wiki": link.wiki}
     severity = (lsp.DiagnosticSeverity.Hint if problem.code in HINT_CODES else
                 lsp.DiagnosticSeverity.Error if problem.severity == "error" else lsp.DiagnosticSeverity.Warning)
     return lsp.Diagnostic(ctx.range(lines, span), problem.message, severity=severity, code=problem.code,

@@ -2,8 +2,9 @@
 
 Three Palace objects over one palace, each with its own SQLite connection and used by one thread:
 requests (the server's event loop: `palace`), the watcher's refreshes, and the snapshot builder. The
-keeper serves from the cache as it is at once, refreshes it (the notes and the lexical index: lint
-waits for that, not for embeddings), then runs the watcher (`index/watcher.py`, refreshing through
+keeper loads the cache as it is at once (or, with no cache yet, reads the note files themselves: a cold
+snapshot, right from the first answer), refreshes it (the notes and the lexical index: answers from a cache
+wait for that, a few seconds at most, and lint waits for it; not for embeddings), then runs the watcher (`index/watcher.py`, refreshing through
 `Palace.refresh` as `palace watch` does); after each refresh that
 changed the note store it builds a new Snapshot and swaps it in, so no request waits for a 10,000-note
 table to be built.
@@ -72,7 +73,7 @@ class Keeper:
         from palace_cli.index.watcher import Watcher
 
         self._reader = self._noticed(Palace(self.palace.root))
-        self._build()
+        self._first_build()
         try:
             self._reader.refresh(embedder=None, index_files=self._may_write_index_files())
         except Exception:
@@ -93,6 +94,19 @@ class Keeper:
         self.watcher = watcher
         if self._stopped:
             self.stop()
+
+    def _first_build(self) -> None:
+        """The first snapshot: of the cache, or with none yet (a new `.palace/`), of the note files themselves."""
+        try:
+            store = self._reader.index.store
+            if store.count() == 0 and not store.errors():
+                with self._build_lock:
+                    self.snapshot = Snapshot.cold_load(self._reader, store.version())
+                self._changed()
+                return
+        except Exception:
+            log.error("could not read the notes:\n%s", traceback.format_exc())
+        self._build()
 
     def _refresh(self, palace: Palace):
         """How the watcher refreshes: as every command does, the index files left alone while the editor has one open."""
@@ -118,6 +132,9 @@ class Keeper:
         """Make the snapshot of the cache as it is now, when it changed, and say so (force: say so even when the
         cache did not change: the first refresh is done, diagnostics may start)."""
         with self._build_lock:
+            if not force and not self.refreshed and self.snapshot is not None and self.snapshot.cold:
+                self._building = False
+                return  # the cold snapshot is right; the cache is being filled
             try:
                 version = self._reader.index.store.version()
                 if self.snapshot is not None and self.snapshot.version == version:
@@ -138,15 +155,18 @@ class Keeper:
         """The snapshot to answer from; a newer cache (another process refreshed) is loaded in the background."""
         if self.palace is None or self.snapshot is None:
             return None
-        if self.palace.index.store.version() != self.snapshot.version and not self._building and self._reader:
+        settled = self.refreshed or not self.snapshot.cold  # a cold snapshot stands until the first refresh is done
+        if settled and self.palace.index.store.version() != self.snapshot.version and not self._building \
+                and self._reader:
             self._building = True
             threading.Thread(target=self._build, name="palace-lsp-snapshot", daemon=True).start()
         return self.snapshot
 
     @property
     def ready(self) -> bool:
-        """Tables of the notes are in: of the cache as it was, or of the first refresh for a palace with no cache."""
-        return self.snapshot is not None and (bool(self.snapshot.memories) or self.refreshed)
+        """The tables are of the notes as they are on disk: the first refresh is done, or there was no cache and
+        the cold snapshot was read from the files (answers wait for this, a few seconds at most)."""
+        return self.snapshot is not None and (self.refreshed or self.snapshot.cold)
 
     def stop(self) -> None:
         """Stop the watcher (idempotent; a watcher still starting is stopped once it has started)."""

@@ -17,22 +17,22 @@ from palace_cli.core.text import normalize
 
 LIMIT = 50
 FUZZY_MAX = 12  # letters; past that an abbreviation is unlikely and the scan is slow
-FIELDS = ("id", "alias", "subject")  # the order a memory's names are preferred in
+FIELDS = ("id", "name", "alias", "subject")  # the order a memory's names are preferred in ("name": its file's)
 
 
 @dataclass
 class Match:
-    """A memory offered for a typed name, and the name it matched (its id, an alias or its subject)."""
+    """A memory offered for a typed name, and the name it matched (its id, file name, an alias or its subject)."""
 
     memory: Memory
     name: str
-    field: str  # "id", "alias" or "subject"
+    field: str  # "id", "name", "alias" or "subject"
     rank: tuple
 
 
 class Matcher:
-    """Every name (id, aliases, subject) of a set of memories, normalized and sorted: once from its start and
-    once from each later word; and one text of all names, one line per memory, searched at C speed."""
+    """Every name (id, file name, aliases, subject) of a set of memories, normalized and sorted: once from its
+    start and once from each later word; and one text of all names, one line per memory, searched at C speed."""
 
     def __init__(self, memories: Iterable[Memory]):
         starts: list[tuple[str, int, str, str]] = []  # (normalized name, field order, id, name as written)
@@ -40,9 +40,14 @@ class Matcher:
         lines: list[str] = []
         self._by_id: list[Memory] = sorted(memories, key=lambda m: m.id)
         self._memories = {m.id: m for m in self._by_id}
+        self._stems: dict[str, str] = {}
         for memory in self._by_id:
-            written = [(normalize(memory.id), 0, memory.id), (normalize(memory.subject), 2, memory.subject)]
-            written += [(normalize(alias), 1, alias) for alias in memory.aliases]
+            stem = memory.path.rsplit("/", 1)[-1].removesuffix(".md")
+            written = [(normalize(memory.id), 0, memory.id), (normalize(memory.subject), 3, memory.subject)]
+            if normalize(stem) != normalize(memory.id):
+                written.append((normalize(stem), 1, stem))
+            self._stems[memory.id] = normalize(stem)
+            written += [(normalize(alias), 2, alias) for alias in memory.aliases]
             for key, order, name in written:
                 if key:
                     starts.append((key, order, memory.id, name))
@@ -66,7 +71,9 @@ class Matcher:
         def offer(note_id: str, tier: int, name: str, kind: str) -> bool:
             memory = self._memories[note_id]
             if note_id not in found and (not domain or memory.domain == domain):
-                if kind != "id" and self._ids[note_id].startswith(wanted):
+                if kind in ("alias", "subject") and self._stems[note_id].startswith(wanted):
+                    name, kind = memory.path.rsplit("/", 1)[-1].removesuffix(".md"), "name"  # it says it as well
+                elif kind in ("alias", "subject") and self._ids[note_id].startswith(wanted):
                     name, kind = note_id, "id"  # the id says it as well: insert the id alone
                 found[note_id] = Match(memory, name, kind, (tier, len(found)))
             return len(found) >= limit

@@ -1,8 +1,8 @@
 """The pygls wiring: documents, diagnostics linted off the event loop, requests, lifecycle.
 
 The palace and its tables are the Keeper's (`keeper`), kept current in the background; requests answer
-from its current Snapshot and never wait for one to be built, except the very first (a few seconds at
-most). Lint runs on a thread of its own (`lint`), so a big buffer never holds up requests.
+from its current Snapshot and never wait for one to be built, except until the tables are of the notes as they
+are on disk (the first refresh, or with no cache the notes read cold: a few seconds at most). Lint runs on a thread of its own (`lint`), so a big buffer never holds up requests.
 """
 
 from __future__ import annotations
@@ -83,6 +83,7 @@ class PalaceServer:
         self.disabled: set[str] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ready: asyncio.Event | None = None  # set once the first snapshot is in
+        self._searchable: asyncio.Event | None = None  # set once the first refresh is done (a cold snapshot is not)
         self._pending: dict[str, asyncio.TimerHandle] = {}
         self._buffers: dict[str, Buffer] = {}  # the last Buffer of each open document (its text parsed once)
         self._linter = Linter(self._deliver)
@@ -196,6 +197,7 @@ class PalaceServer:
         with self._notice_lock:
             self._loop = asyncio.get_running_loop()
             self._ready = asyncio.Event()
+            self._searchable = asyncio.Event()
             for message in self._noticed:  # arose before the client could be told
                 self._show(message)
         if self.palace is None:
@@ -257,11 +259,13 @@ class PalaceServer:
 
         return Context(self.palace, snapshot, to_client, self._open_document, self.can_create_files)
 
-    async def _ready_context(self) -> Context | None:
-        """The context to answer from; while the first tables load, waits for them (a few seconds at most)."""
-        if self.palace is not None and self._ready is not None and not self._ready.is_set():
+    async def _ready_context(self, searchable: bool = False) -> Context | None:
+        """The context to answer from; while the first tables load (with searchable, while the first refresh fills
+        the search index), waits for them (a few seconds at most)."""
+        event = self._searchable if searchable else self._ready
+        if self.palace is not None and event is not None and not event.is_set():
             try:
-                await asyncio.wait_for(self._ready.wait(), READY_WAIT_S)
+                await asyncio.wait_for(event.wait(), READY_WAIT_S)
             except asyncio.TimeoutError:
                 pass
         return self._context()
@@ -342,6 +346,8 @@ class PalaceServer:
     def _republish(self) -> None:
         if self._ready is not None and self.keeper.ready:
             self._ready.set()
+        if self._searchable is not None and self.keeper.refreshed:
+            self._searchable.set()
         for document in self._open_documents():
             self._schedule(document.uri, 0.0)
 
@@ -352,8 +358,8 @@ class PalaceServer:
         if unquote(uri) not in self.server.workspace.text_documents:
             return
         ctx = self._context()
-        if ctx is None or not self.keeper.refreshed or "diagnostics" in self.disabled:
-            return  # lint waits for the first refresh: a stale cache would report links that are fine
+        if ctx is None or not self.keeper.ready or "diagnostics" in self.disabled:
+            return  # lint waits for the first refresh (or the cold read): a stale cache would report links that are fine
         self._linter.submit(ctx, self._document(uri))
 
     def _deliver(self, doc: Document, found: list[lsp.Diagnostic]) -> None:
@@ -420,8 +426,9 @@ class PalaceServer:
     @_guarded
     async def workspace_symbols(self, params: lsp.WorkspaceSymbolParams):
         """Memories for a query, as `palace search` ranks them."""
-        ctx = await self._ready_context()
-        return features.workspace_symbols(ctx, params.query) if ctx is not None else None
+        ctx = await self._ready_context(searchable=bool(params.query.strip()))
+        return features.workspace_symbols(ctx, params.query, searched=self.keeper.refreshed) if ctx is not None \
+            else None
 
     @_guarded
     async def code_actions(self, params: lsp.CodeActionParams):

@@ -25,6 +25,7 @@ from datetime import date
 
 from palace_cli.conversations.sessionfile import load_session
 from palace_cli.core.dates import said_on
+from palace_cli.core.links import inert_links
 from palace_cli.core.noteedit import update_frontmatter
 from palace_cli.editing.authoring import write_plain_memory
 from palace_cli.errors import UsageError
@@ -253,9 +254,10 @@ def _keep(palace: Palace, settings: Settings, scan, known: Known, candidates: li
             report.written.append(entry)
             known.add(key, candidate.about, candidate.content)
             continue
-        memory = write_plain_memory(palace, candidate.subject, settings.domain, candidate.content,
-                                    type=candidate.type, fields=fields, valid_from=candidate.valid_from,
-                                    supersedes=[old.id] if old else None, scan=scan)
+        # What was said in a chat is quoted, not linked: `[[Home]]` there must not become a live link here.
+        memory = write_plain_memory(palace, inert_links(candidate.subject), settings.domain,
+                                    inert_links(candidate.content), type=candidate.type, fields=fields,
+                                    valid_from=candidate.valid_from, supersedes=[old.id] if old else None, scan=scan)
         entry.update(id=memory.id, path=memory.path)
         report.written.append(entry)
         known.add(memory.id, candidate.about, candidate.content)

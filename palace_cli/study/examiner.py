@@ -8,7 +8,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from palace_cli.core.markdown import LINK_PATTERN
+from palace_cli.core.links import LINK_PATTERN
 from palace_cli.core.notes import Memory
 from palace_cli.core.text import (
     STOPWORDS,

@@ -31,6 +31,7 @@ def test_a_note_without_frontmatter_is_read_as_a_plain_note(example_palace):
     note = example_palace / "memories/messaging-events/Outbox polling.md"
     note.write_text("# Polling the outbox\n\nA relay reads unsent rows every 200 ms and marks them sent.\n\n"
                     "See [[Saga Pattern]] and ![[relay.png]].\n")
+    (example_palace / "memories/relay.png").write_bytes(b"\x89PNG\r\n")  # an embed names a file anywhere
     shown = json.loads(run(example_palace, "show", "outbox-polling", "--json").stdout)
     assert shown["subject"] == "Polling the outbox" and shown["path"] == "memories/messaging-events/Outbox polling.md"
     assert "every 200 ms" in shown["content"] and shown["line"] == 1

@@ -171,6 +171,20 @@ def test_the_memory_core_imports_no_click_or_rich():
     assert done.returncode == 0, done.stdout + done.stderr[-500:]
 
 
+def test_links_said_in_a_chat_are_quoted_not_linked(tmp_path):
+    """`[[Home]]` typed in a chat is text someone said: the memory shows it as written and links nothing."""
+    sample = locomo_sample()
+    turn = sample["conversation"]["session_3"][2]
+    turn["text"] = turn["text"].replace("hike the fjords.", "hike the fjords, the plan is in [[Home]].")
+    (tmp_path / "conv.json").write_text(json.dumps([sample]), encoding="utf-8")
+    palace = Palace(init_palace(tmp_path / "chat-palace", "Chat"))
+    import_path(palace, tmp_path / "conv.json")
+    distill(palace)
+    trip = _by_turn(palace)["D3:3"]
+    assert "\\[\\[Home\\]\\]" in trip.content and "[[Home]]" not in trip.content.replace("\\[\\[Home\\]\\]", "")
+    assert trip.body_links == [] and trip.all_links == []
+
+
 def _said_over_and_over(path, sentences: list[str], session: str):
     """A Claude Code session whose user says each sentence in turn, the agent answering the same each time."""
     lines, parent = [], None
