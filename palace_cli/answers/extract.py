@@ -15,7 +15,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from palace_cli.core.markdown import readable
+from palace_cli.core.readable import readable
 from palace_cli.core.text import question_terms, split_sentences
 from palace_cli.index.turns import date_words
 
@@ -108,7 +108,7 @@ FENCE_LINE = re.compile(r"^[ \t]*(?:`{3,}|~{3,}).*$", re.MULTILINE)
 
 
 def candidates(sources: list[Source]) -> list[Sentence]:
-    """Every sentence of every source's readable text (markdown.readable: links as their labels, no callout
+    """Every sentence of every source's readable text (core/readable.py: links as their labels, no callout
     markers or block ids, a table row by row) that says something in words, tagged with its position in the
     unit; the text inside a code fence is split apart from the prose around it."""
     out = []

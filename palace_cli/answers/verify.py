@@ -5,7 +5,7 @@ section by `[note ID]` / `[section ID]`, and any handed unit by where it is, `[p
 whose first line is the last at or before `line`: a note, its section, a session's turn). A quote is text in
 double quotes before a citation, or, before a citation other than a token with no quotes, the text since the
 previous citation on its line: it must be in the cited unit word for word (case, punctuation and spacing aside), as the unit is
-written or as it reads (core/markdown.readable: links as their labels, no callout markers or block ids, a table
+written or as it reads (core/readable.py: links as their labels, no callout markers or block ids, a table
 row as `Header: cell; Header: cell`), which is how `ask` quotes it. Pure functions."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from palace_cli.errors import PalaceError, UsageError
-from palace_cli.core.markdown import readable
+from palace_cli.core.readable import readable
 from palace_cli.core.tokens import contains_phrase, find_phrases
 from palace_cli.core.text import fold, normalize, words
 
@@ -224,7 +224,7 @@ def check_quotes(response: str, units: dict[str, dict], handed_tokens: dict[str,
 
 
 def quoted_from(text: str, quote: str) -> bool:
-    """Whether `quote` is in `text` word for word: as written, or as it reads (markdown.readable)."""
+    """Whether `quote` is in `text` word for word: as written, or as it reads (core/readable.py)."""
     return contains_phrase(text, quote) or contains_phrase(readable(text), quote)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from palace_cli.core.markdown import readable
+from palace_cli.core.readable import readable
 
 
 @pytest.mark.parametrize("text, shown", [
