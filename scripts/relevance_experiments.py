@@ -62,7 +62,7 @@ def sizes(out: str, palace_dir: str, *files: str) -> None:
     from palace_cli.search.context import assemble_context
     from palace_cli.search.hits import Hit
     from palace_cli.search.profiles import PROFILES
-    from palace_cli.search.retrieve import _attach
+    from palace_cli.search.retrieve import attach_hits
 
     palace = Palace(Path(palace_dir))
     catalog = palace.index.catalog()
@@ -73,7 +73,7 @@ def sizes(out: str, palace_dir: str, *files: str) -> None:
         if row is None:
             continue
         hit = Hit(unit_id, "", catalog.domains[row], catalog.paths[row], 0, 0.0, {}, kind=catalog.kinds[row])
-        _attach(palace, [hit], catalog)
+        attach_hits(palace, [hit], catalog)
         context = assemble_context([hit], PROFILES["reference"], None)[0]
         found[unit_id] = len(context.encode("utf-8")) - len(context.split("\n", 1)[0]) - 1
     Path(out).write_text(json.dumps(found))

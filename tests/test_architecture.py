@@ -67,58 +67,21 @@ FOLD = "issue 30 item 3: to fold into "
 BM25 = ("the BM25 analyzer: whoosh's tokenizer, stopwords and Porter stems make the index's terms "
         "(index/text.py is the only whoosh user; the ranking figures depend on them)")
 SECOND_RULES = {
-    "domain of a path": {
-        "core/layout.py:domain_of": FOLD + "NoteRules.domain_of (it disagrees in an adopted vault)",
-    },
-    "slug of a name": {
-        "core/layout.py:_id_part": FOLD + "core/text.py (slug)",
-        "importers/records.py:safe_id": FOLD + "core/text.py (slug)",
-        "editing/reviewlog.py:log_name": FOLD + "core/text.py (slug)",
-    },
-    "the frontmatter block": {
-        "conversations/sessionfile.py:split_text": FOLD + "core/notefile.py",
-        "core/noteedit.py:edit_frontmatter": FOLD + "core/notefile.py",
-        "core/noteedit.py:edit_section": FOLD + "core/notefile.py",
-        "importers/markdown.py:_read_file": FOLD + "core/notefile.py",
-        "lsp/buffer.py:Buffer.block": FOLD + "core/notefile.py",
-        "core/walk.py:_has_note_frontmatter": FOLD + "core/notefile.py",
-    },
-    "the folder walk": {
-        "importers/chats/reading.py:files_under": FOLD + "core/walk.py (the note walker)",
-        "conversations/sessionfile.py:session_files": FOLD + "core/walk.py (the note walker)",
-        "editing/initplan.py:_holds_markdown": FOLD + "core/walk.py (the note walker)",
-        "core/walk.py:stray_notes": FOLD + "core/walk.py (the note walker)",
-        "importers/markdown.py:markdown_files": FOLD + "core/walk.py (the note walker)",
-    },
-    "the walk's skip list": {
-        "importers/chats/reading.py:<module>": FOLD + "core/layout.py (SKIPPED_DIRS)",
-        "importers/markdown.py:<module>": FOLD + "core/layout.py (SKIPPED_DIRS)",
-    },
+    "domain of a path": {},
+    "slug of a name": {},
+    "the frontmatter block": {},
+    "the folder walk": {},
+    "the walk's skip list": {},
     "word tokens": {
-        "importers/clustering.py:<module>": FOLD + "core/text.py",
         "index/text.py:<module>": BM25,
-        "index/turns.py:<module>": FOLD + "core/text.py",
-        "memory/patterns.py:<module>": FOLD + "core/text.py",
-        "study/examiner.py:Examiner.image": FOLD + "core/text.py",
-        "study/examiner.py:_token_spans": FOLD + "core/text.py",
-        "core/smashin.py:<module>": FOLD + "core/text.py",
     },
     "stems": {
-        "importers/clustering.py:name_clusters": FOLD + "core/text.py (prefix_root)",
         "index/text.py:<module>": BM25,
     },
     "stopwords": {
-        "importers/clustering.py:<module>": FOLD + "core/text.py",
         "index/text.py:<module>": BM25,
-        "index/turns.py:<module>": FOLD + "core/text.py",
-        "memory/patterns.py:<module>": FOLD + "core/text.py",
-        "study/examiner.py:<module>": FOLD + "core/text.py",
     },
     "atomic writes": {
-        "backends/install.py:_atomic_write_bytes": FOLD + "core/disk.py (a copy of atomic_write, unsynced)",
-        "backends/install.py:_extract_member": FOLD + "core/disk.py",
-        "backends/install.py:_temp_beside": FOLD + "core/disk.py",
-        "backends/install.py:convert_bert_to_gguf": FOLD + "core/disk.py",
         "editing/rename.py:rename_note": FOLD + "core/disk.py (a rename of a note's file)",
         "index/vectors.py:VectorStore._write": FOLD + "core/disk.py (arrays written as they are saved)",
     },

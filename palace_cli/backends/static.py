@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from palace_cli.backends import Embedder, sha256_file
+from palace_cli.core.disk import atomic_write
 from palace_cli.errors import ModelError
 
 if TYPE_CHECKING:
@@ -116,15 +117,13 @@ def save_table(table: np.ndarray, path: Path, source: Path, **recipe) -> dict:
 
     import numpy as np
 
-    from palace_cli.backends.install import _atomic_write_bytes
-
     buffer = io.BytesIO()
     np.save(buffer, np.asarray(table, dtype=np.float16))
     path = Path(path)
-    _atomic_write_bytes(path, buffer.getvalue())
+    atomic_write(path, buffer.getvalue())
     manifest = {"format": TABLE_FORMAT, "source": Path(source).name, "source_sha256": sha256_file(Path(source)),
                 "table_sha256": sha256_file(path), "shape": list(table.shape), **recipe}
-    _atomic_write_bytes(manifest_path(path), (json.dumps(manifest, indent=2) + "\n").encode("utf-8"))
+    atomic_write(manifest_path(path), json.dumps(manifest, indent=2) + "\n")
     return manifest
 
 

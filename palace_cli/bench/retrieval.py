@@ -13,6 +13,7 @@ from typing import Callable
 
 import numpy as np
 
+from palace_cli.bench.baselines import BASELINES, DENSE_BASELINES, baseline_ranking, handed
 from palace_cli.errors import PalaceError
 from palace_cli.palace import Palace
 from palace_cli.search.profiles import BYTES_PER_TOKEN, PROFILES
@@ -23,7 +24,6 @@ from palace_cli.core.dates import parse_moment
 ALL_MODES = ("recall", "lexical", "dense", "fused")
 # Rows of earlier versions, still accepted: `2hop` is `recall` (it ranks flat), `hybrid` is `fused`.
 OLD_ROW_NAMES = {"2hop": "recall", "hybrid": "fused"}
-WHOLE = "whole-notes"  # flat BM25 over whole notes, no section units: the baseline a palace of long notes must beat
 CUTOFFS = (1, 3, 5, 10)
 BOOTSTRAP = 1000
 
@@ -155,8 +155,14 @@ def _run_query(palace: Palace, mode: str, query: Query, profile: str, include_su
         result = recall(palace, query.query, profile=profile, do_refresh=False, depth=10, **when)
         return (_unit_ids(result.ranked), result.handed, result.context_bytes, result.fallback,
                 {r.domain for r in result.route}, result.confidence)
-    if mode == WHOLE:
-        return _whole_notes(palace, query, spec)
+    if mode in BASELINES:
+        hidden = frozenset() if include_superseded else palace.index.catalog().hidden(parse_moment(query.as_of)
+                                                                                     if query.as_of else None)
+        ranked = baseline_ranking(palace, mode, query.query, hidden)
+        top = trim_hits(ranked[: spec.k]) if spec.trim else ranked[: spec.k]
+        handed(palace, top)
+        context = build_context(top, spec, spec.budget)
+        return _unit_ids(ranked), top, len(context.encode("utf-8")), False, None, hit_confidence(ranked)
     result = search(palace, query.query, mode=mode, k=10, do_refresh=False, **when)
     top = result.ranked[: spec.k]  # search() already loaded these hits' memories
     top = trim_hits(top) if spec.trim else top
@@ -168,43 +174,6 @@ def _run_query(palace: Palace, mode: str, query: Query, profile: str, include_su
 def _unit_ids(hits) -> list[str]:
     """The ids a question's expected answers name: a memory's, a section's note's, a turn's."""
     return [h.memory_id or h.id for h in hits]
-
-
-def _whole_notes(palace: Palace, query: Query, spec):
-    """Flat BM25 over whole notes, each note's whole text in one document, no section units: the baseline for a
-    palace of long notes (its own lexical index, built once per bench run in a temporary folder)."""
-    from palace_cli.search.hits import Hit
-
-    catalog = palace.index.catalog()
-    ranked = _whole_index(palace).search(query.query, limit=10, exclude=list(catalog.hidden()))
-    hits = [Hit(i, "", catalog.domains[catalog.row_of[i]], catalog.paths[catalog.row_of[i]], 0, score,
-                {"lexical": score}) for i, score in ranked if i in catalog.row_of]
-    return [h.id for h in hits], hits[: spec.k], 0, False, None, hit_confidence(hits)
-
-
-_WHOLE: dict = {}
-
-
-def _whole_index(palace: Palace):
-    """A lexical index of the palace's whole notes (subject, keywords and aliases, anchor, Image, whole Content)."""
-    import tempfile
-
-    from palace_cli.core.markdown import rest_of_body
-    from palace_cli.index.text import Doc, TextIndex
-
-    key = (str(palace.root), palace.index.store.version())
-    if key not in _WHOLE:
-        index = TextIndex(Path(tempfile.mkdtemp(prefix="palace-whole-notes-")))
-        seen: set[str] = set()
-        docs = []
-        for m in palace.index.store.iter_memories():
-            if m.id not in seen:
-                seen.add(m.id)
-                docs.append(Doc(m.path, m.id, m.domain, m.subject, " ".join(m.keywords + m.aliases), m.anchor,
-                                m.image, m.content, rest=rest_of_body(m.body) if m.structured else ""))
-        index.rebuild(docs)
-        _WHOLE[key] = index
-    return _WHOLE[key]
 
 
 def run_retrieval_bench(palace: Palace, queries: list[Query], modes=ALL_MODES, profile: str = "reference",
@@ -221,8 +190,8 @@ def run_retrieval_bench(palace: Palace, queries: list[Query], modes=ALL_MODES, p
     queries = resolve_paths(palace, queries)
     modes = [m for m in row_names(modes) if m in ALL_MODES and (embedder is not None or m not in ("dense",))]
     sectioned = set(palace.index.catalog().sections_of)
-    if sectioned:  # long notes ranked by section: what whole notes alone would give
-        modes.append(WHOLE)
+    # The flat baselines (bench/baselines.py), on every corpus: a ranking change below one of them shows at once.
+    modes += [m for m in BASELINES if embedder is not None or m not in DENSE_BASELINES]
     answerable = [q for q in queries if q.expected]
     absent = [q for q in queries if not q.expected]
     # Warm-up: load catalogs, whoosh readers and the query-embedding cache once, so latency is warm.

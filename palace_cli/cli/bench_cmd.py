@@ -156,7 +156,8 @@ def _bench_embed_vault(notes: int, settings: list[str], rounds: int, as_json: bo
               show_default=True, help="With --locomo: search the whole palace, each question's own conversation, or both.")
 @click.option("--modes", default="recall,lexical,dense,fused", show_default=True,
               help="Comma-separated rows: recall (`palace recall`), and the flat rankings lexical, dense, fused "
-                   "(2hop and hybrid, their old names, still work).")
+                   "(2hop and hybrid, their old names, still work). The flat baselines follow them (not with --locomo): whole-notes, "
+                   "sections-bm25, sections-dense, sections-fused.")
 @click.option("--profile", default="reference", show_default=True, help="Profile whose k and budget set the context.")
 @click.option("--limit", type=int, default=None, help="Only the first N queries (a smoke run).")
 @click.option("--include-superseded", is_flag=True,

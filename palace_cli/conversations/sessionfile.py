@@ -28,20 +28,20 @@ backslash, which the parser takes off again. See docs/conversations.md.
 from __future__ import annotations
 
 import os
-import stat as _stat
 from pathlib import Path
 
 import yaml
 
 from palace_cli.core import safeyaml
-from palace_cli.core.layout import BAD_NAME, BAD_NAME_MESSAGE, confined_target, shown_path
-from palace_cli.errors import NotAMemory, NoteError
-from palace_cli.core.notefile import load_frontmatter
+from palace_cli.core.layout import Problem
+from palace_cli.errors import NoteError
+from palace_cli.core.notefile import frontmatter_block, load_frontmatter
 from palace_cli.core.noteedit import dump_frontmatter
 from palace_cli.core.disk import read_capped
 from palace_cli.conversations.model import RESERVED, TIME, ReadProblem, Session, Turn, digest
 from palace_cli.core.text import one_line
 from palace_cli.core.dates import iso_time
+from palace_cli.core.walk import walk_files
 
 CONVERSATIONS = "conversations"
 # A session file over this is reported and not indexed: a week of a busy agent's turns is a few MB; a file
@@ -137,15 +137,11 @@ def append_turns(text: str, turns: list[Turn]) -> str:
 
 def split_text(text: str) -> tuple[str | None, str, int]:
     """(frontmatter YAML or None, body, file line where the body starts)."""
-    if text.startswith("---\n"):
-        end = text.find("\n---\n", 3)
-        if end >= 0:
-            yaml_text = text[4 : end + 1]
-            return yaml_text, text[end + 5 :], yaml_text.count("\n") + 3
-        if text.endswith("\n---"):
-            yaml_text = text[4 : len(text) - 3]
-            return yaml_text, "", yaml_text.count("\n") + 3
-    return None, text, 1
+    block = frontmatter_block(text)
+    if block is None:
+        return None, text, 1
+    yaml_text = text[block.start : block.end]
+    return yaml_text, text[block.body :], yaml_text.count("\n") + 3
 
 
 def _header(line: str) -> tuple[str, str | None, str] | None:
@@ -278,72 +274,26 @@ def _tidy(lines: list[str]) -> str:
 # ---- files in a palace -----------------------------------------------------------------------
 
 
-def session_files(root: Path, problems: list | None = None, temps: list | None = None) -> list[tuple[str, int, int]]:
+class SessionRules:
+    """The walk's rules for session files: `conversations/<source>/**/*.md`, each in its source's folder."""
+
+    base = CONVERSATIONS
+
+    def pruned(self, reldir: str) -> bool:
+        return False
+
+    def wanted(self, relpath: str) -> bool:
+        return relpath.endswith(".md") and relpath.count("/") >= 2
+
+
+def session_files(root: Path, problems: list[Problem] | None = None, temps: list | None = None
+                  ) -> list[tuple[str, int, int]]:
     """(relative path, mtime_ns, size) of every `conversations/<source>/**/*.md`, sorted: for incremental refresh.
 
-    A session file follows the rule of a memory (`core.layout.confined_target`): a link out of conversations/, a
-    link loop, a FIFO or a name that cannot be printed is skipped, and reported into `problems` as
-    (path, code, message) when a list is given; hidden `*.tmp` files (temp files of writes) go into `temps`."""
-    base = Path(root) / CONVERSATIONS
-    found = []
-    if not base.is_dir():
-        return found
-    report = problems if problems is not None else []
-    prefix = len(str(root)) + 1
-    stack = [str(base)]
-    visited = {os.path.realpath(base)}
-    while stack:
-        directory = stack.pop()
-        try:
-            entries = list(os.scandir(directory))
-        except OSError as exc:
-            report.append((shown_path(directory[prefix:]), "unreadable", f"cannot list: {exc.strerror}"))
-            continue
-        for entry in entries:
-            if entry.name.startswith("."):
-                if temps is not None and entry.name.endswith(".tmp"):
-                    temps.append(entry.path)
-                continue
-            relpath = entry.path[prefix:].replace(os.sep, "/")
-            try:
-                info = _session_entry(root, entry, relpath, visited, stack)
-            except NotAMemory as exc:
-                if entry.name.endswith(".md") or exc.code != "unreadable":
-                    report.append((shown_path(relpath), exc.code, exc.reason))
-                continue
-            except OSError as exc:
-                report.append((shown_path(relpath), "unreadable", f"cannot read: {exc.strerror}"))
-                continue
-            if info is not None:
-                found.append((relpath, info.st_mtime_ns, info.st_size))
-    found.sort()
-    return found
-
-
-def _session_entry(root: Path, entry: os.DirEntry, relpath: str, visited: set[str], stack: list[str]
-                   ) -> os.stat_result | None:
-    """The stat of an entry that is a session file; None for a folder (queued to read, once) or a file that is
-    none; NotAMemory for what is reported (a link out, a bad name, what is not a regular file)."""
-    name = entry.name
-    if entry.is_symlink():
-        real, info = confined_target(root, CONVERSATIONS, entry.path)
-        is_dir = _stat.S_ISDIR(info.st_mode)
-    else:
-        real, info, is_dir = None, None, entry.is_dir(follow_symlinks=False)
-        if BAD_NAME.search(name) and (is_dir or name.endswith(".md")):
-            raise NotAMemory("bad-name", BAD_NAME_MESSAGE)
-    if is_dir:
-        real = real or os.path.realpath(entry.path)
-        if real not in visited:  # a folder reached twice (a link loop) is read once
-            visited.add(real)
-            stack.append(entry.path)
-        return None
-    if not name.endswith(".md") or relpath.count("/") < 2:
-        return None
-    info = info or entry.stat(follow_symlinks=False)
-    if not _stat.S_ISREG(info.st_mode):
-        raise NotAMemory("unreadable", "not a regular file; not read")
-    return info
+    Session files are walked as notes are (`core.walk.walk_files`): a link out of conversations/, a link loop,
+    a FIFO or a name that cannot be printed is skipped and reported into `problems` when a list is given; hidden
+    `*.tmp` files (temp files of writes) go into `temps`."""
+    return [(f.relpath, f.mtime_ns, f.size) for f in walk_files(Path(root), SessionRules(), problems, temps)]
 
 
 def load_session(root: Path, relpath: str) -> Session:

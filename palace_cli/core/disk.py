@@ -13,7 +13,9 @@ import sqlite3
 import stat
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from palace_cli.errors import DiskError, NoteError
 
@@ -230,12 +232,36 @@ def atomic_write(path: Path, data: str | bytes) -> None:
     """Write via a temp file in the same directory, fsync, then rename: readers never see half a file.
 
     A disk that refuses (read-only, full) raises DiskError with the file as it was and no temp file left."""
-    tmp = _synced_temp(path, data.encode("utf-8") if isinstance(data, str) else data, "it is as it was")
+    _put_in_place(_synced_temp(path, data.encode("utf-8") if isinstance(data, str) else data, "it is as it was"), path)
+
+
+@contextmanager
+def atomic_file(path: Path) -> Iterator[Path]:
+    """atomic_write for a writer that wants a file name (a converter, a stream too big to hold): the block writes
+    the temp file it is given; when the block ends that is flushed to the disk and renamed over `path`, and on an
+    error it is removed and `path` is as it was (DiskError when the disk refused)."""
+    tmp = _synced_temp(path, b"", "nothing was written")
     try:
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
-        else:
-            os.chmod(tmp, 0o644)
+        yield Path(tmp)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException as exc:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise disk_error(exc, f"cannot write {path}", "it is as it was") or exc
+    _put_in_place(tmp, path)
+
+
+def _put_in_place(tmp: str, path: Path) -> None:
+    """Rename a synced temp file over `path`, with the mode `path` had (0644 for a new file); the temp removed and
+    DiskError raised when the disk refuses."""
+    try:
+        os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o644)
         os.replace(tmp, path)
     except BaseException as exc:
         try:

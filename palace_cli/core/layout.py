@@ -7,11 +7,11 @@ import errno
 import os
 import re
 import stat
-import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from palace_cli.core.notes import Memory
+from palace_cli.core.text import slug, slugify, slugify_without_accents
 from palace_cli.errors import NotAMemory, OutsidePalace
 
 MEMORIES = "memories"
@@ -25,6 +25,12 @@ SKIPPED_DIRS = {".git", CACHE_DIR, "node_modules", ".venv", "__pycache__"}
 BAD_NAME = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 BAD_NAME_MESSAGE = ("the name has a control character, a line break or bytes that are not UTF-8 (it would break "
                     "the one-line-per-note index files); rename it")
+
+
+def skipped(name: str) -> bool:
+    """True for a file or folder name no walk reads: hidden ones (.git, .obsidian, temp files of writes) and
+    SKIPPED_DIRS."""
+    return name.startswith(".") or name in SKIPPED_DIRS
 
 
 @dataclass
@@ -69,13 +75,6 @@ def confined_target(root: Path, folder: str, path: str | os.PathLike) -> tuple[s
     if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
         raise NotAMemory("unreadable", "not a regular file or folder; not read")
     return real, info
-
-
-def domain_of(relpath: str) -> str:
-    """The domain of a note from its path relative to the root: `memories/<domain>/...` gives `<domain>`;
-    "" for a path that is in no domain folder (`NoteRules.domain_of` names the domains of an adopted vault)."""
-    parts = relpath.split("/")
-    return parts[1] if len(parts) > 2 and parts[0] == MEMORIES else ""
 
 
 def glob_pattern(pattern: str, exact_case: bool = False) -> re.Pattern:
@@ -158,13 +157,17 @@ class NoteRules:
         return self._template is not None and self._template.fullmatch(memory.path) is not None
 
     def wanted(self, relpath: str) -> bool:
-        """True when a `.md` path (relative to the root) is a note by these rules."""
+        """True when a path (relative to the root) is a note by these rules: a `.md` file they take."""
+        if not relpath.endswith(".md"):
+            return False
         if not self.adopted:
             return relpath.startswith(MEMORIES + "/")
         return self._include.fullmatch(relpath) is not None and self._exclude.fullmatch(relpath) is None
 
     def pruned(self, reldir: str) -> bool:
         """True when no file under a folder (relative to the root) can be a note: it need not be walked."""
+        if not self.adopted:
+            return False  # notes are memories/<domain>/**: the walk starts in memories/ and reads all of it
         probes = (f"{reldir}/\x00", f"{reldir}/\x00/\x00.md")
         return any(all(p.fullmatch(probe) for probe in probes) for p in self._excludes)
 
@@ -181,24 +184,24 @@ class NoteRules:
 def path_id(relpath: str) -> str:
     """The id of a note that does not name one in its frontmatter, from its path (docs/note-format.md, "Ids").
 
-    Under memories/ the file name's slug, as `palace add` names files (`Outbox polling.md`: `outbox-polling`);
-    elsewhere every folder and the file name, each slugged (lowercase, accents stripped, letters of any
-    script kept) and joined by `.`: `Garden/Watering schedule.md` is `garden.watering-schedule`. Stable
-    while the file keeps its path, the same on case-insensitive file systems, and two notes of one name in
-    two folders get two ids."""
+    Under memories/ the file name's slug, as `palace add` names files (`Outbox polling.md`: `outbox-polling`,
+    `Café.md`: `cafe`); elsewhere every folder and the file name, each slugged with letters of any script kept
+    and joined by `.`: `Garden/Watering schedule.md` is `garden.watering-schedule`. Stable while the file keeps
+    its path, the same on case-insensitive file systems, and two notes of one name in two folders get two ids."""
     parts = relpath.removesuffix(".md").split("/")
     if parts[0] == MEMORIES and len(parts) > 2:
-        from palace_cli.core.text import slugify
-
         return slugify(parts[-1])
-    return ".".join(_id_part(part) for part in parts) or "note"
+    return ".".join(slug(part, None, scripts=True) or "-" for part in parts) or "note"
 
 
-def _id_part(name: str) -> str:
-    """One path part as an id part: lowercase, accents stripped, runs of anything but letters and digits as `-`."""
-    text = unicodedata.normalize("NFKD", name)
-    text = "".join(ch for ch in text if not unicodedata.combining(ch)).lower()
-    return re.sub(r"[\W_]+", "-", text).strip("-") or "-"
+def former_path_id(relpath: str) -> str | None:
+    """The id path_id gave this path before slugs transliterated accents (`memories/d/Café.md` was `caf`), when it
+    was another: a note read with a derived id lists it among its previous ids, so its reviews and links follow."""
+    parts = relpath.removesuffix(".md").split("/")
+    if parts[0] != MEMORIES or len(parts) <= 2 or parts[-1].isascii():
+        return None  # ids outside memories/ always transliterated; an ASCII name slugs as it did
+    former = slugify_without_accents(parts[-1])
+    return former if former != slugify(parts[-1]) else None
 
 
 def shown_path(relpath: str) -> str:

@@ -19,7 +19,14 @@ from palace_cli.core import safeyaml
 from palace_cli.core.disk import atomic_write
 from palace_cli.core.links import note_links, property_links
 from palace_cli.core.markdown import code_ranges, outside_code
-from palace_cli.core.notefile import MAX_NOTE_BYTES, decode_note, load_frontmatter, read_note_bytes, split_frontmatter
+from palace_cli.core.notefile import (
+    MAX_NOTE_BYTES,
+    decode_note,
+    frontmatter_block,
+    load_frontmatter,
+    read_note_bytes,
+    split_frontmatter,
+)
 from palace_cli.errors import NoteError
 
 LINE_BREAKS = ("\n", "\r", "\x85", "\u2028", "\u2029")  # what YAML counts as a line break
@@ -206,14 +213,13 @@ def _round_trip_mapping(yaml_text: str, changes: dict) -> str:
 
 def edit_frontmatter(text: str, changes: dict, display: str = "note") -> str:
     """Note text with frontmatter fields set (value None deletes); every other byte is kept where possible."""
-    match = re.match(r"---[ \t]*\r?\n", text)
-    closing = re.compile(r"^---[ \t]*\r?$", re.MULTILINE).search(text, match.end()) if match else None
-    if match is None or closing is None:
+    block = frontmatter_block(text)
+    if block is None:
         if "\r" in text.replace("\r\n", ""):
             raise NoteError(display, "bare CR line ends: palace cannot update this frontmatter exactly; convert the "
                                      "line ends to LF (or CRLF)", line=1)
         raise NoteError(display, "no `---` frontmatter block to update", line=1)
-    yaml_text = text[match.end() : closing.start()]
+    yaml_text = text[block.start : block.end]
     meta = load_frontmatter(yaml_text.replace("\r\n", "\n"), display)
     expected = dict(meta)
     for key, value in changes.items():
@@ -230,7 +236,7 @@ def edit_frontmatter(text: str, changes: dict, display: str = "note") -> str:
         except Exception:  # _Unsafe, or YAML the fallback cannot round-trip: try the next editor
             continue
         if _same(result, expected):
-            return text[: match.end()] + new_yaml + text[closing.start() :]
+            return text[: block.start] + new_yaml + text[block.end :]
     raise NoteError(display, "cannot update the frontmatter without changing other fields; edit it by hand", line=2)
 
 
@@ -264,9 +270,8 @@ def edit_section(text: str, section: str, new_text: str, display: str = "note", 
     new_text = new_text.replace("\r\n", "\n").strip()
     if re.search(r"^#{1,2}[ \t]", new_text, re.MULTILINE):
         raise NoteError(display, f"the new `## {section}` text contains a `#` or `##` heading line")
-    opening = re.match(r"---[ \t]*\r?\n", text)
-    closing = re.compile(r"^---[ \t]*\r?$", re.MULTILINE).search(text, opening.end()) if opening else None
-    body_start = min(closing.end() + 1, len(text)) if closing else 0
+    block = frontmatter_block(text)
+    body_start = block.body if block else 0
     body = text[body_start:]
     fences = code_ranges(body)
     headings = [m for m in re.finditer(r"^(#{1,2})[ \t]+(.+?)[ \t]*\r?$", body, re.MULTILINE)

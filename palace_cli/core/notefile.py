@@ -5,15 +5,17 @@ from __future__ import annotations
 import re
 from datetime import date
 from pathlib import Path
+from typing import NamedTuple
 
 import yaml
 
 from palace_cli.core import safeyaml
 from palace_cli.core.dates import normalize_moment
 from palace_cli.core.disk import read_capped
-from palace_cli.core.layout import path_id
+from palace_cli.core.layout import former_path_id, path_id
 from palace_cli.core.links import WIKILINK, body_link_lines, property_targets
 from palace_cli.core.markdown import (
+    TAG,
     code_ranges,
     conflict_blocks,
     inline_tags,
@@ -77,10 +79,46 @@ class NoFrontmatter(NoteError):
     """A file with no `---` frontmatter at all (not a broken one): in memories/ it is read as a plain note."""
 
 
+# The frontmatter block (docs/note-format.md): a first line `---` and the next line `---`, spaces and tabs after
+# either allowed; `\r\n` line ends too, so that writers find it in a file's text as it is on disk.
+OPENING = re.compile(r"---[ \t]*\r?(?:\n|\Z)")
+CLOSING = re.compile(r"^---[ \t]*\r?$", re.MULTILINE)
+
+
+class Block(NamedTuple):
+    """Where the frontmatter is in a note's text: its YAML from `start` to `end`, the body from `body`."""
+
+    start: int
+    end: int
+    body: int
+    closed: bool = True
+
+
+def opens_frontmatter(text: str) -> bool:
+    """Whether a text opens a frontmatter block: it starts with `---`, closed or not, well formed or not (what is
+    wrong with it is split_frontmatter's to say)."""
+    return text.startswith("---")
+
+
+def frontmatter_block(text: str, open_ended: bool = False) -> Block | None:
+    """Where the frontmatter block is in a text (`\\n` or `\\r\\n` line ends), None when it has none; with
+    open_ended, a block never closed runs to the end of the text (a buffer in an editor, as it is typed)."""
+    opening = OPENING.match(text)
+    if opening is None:
+        return None
+    closing = CLOSING.search(text, opening.end())
+    if closing is None:
+        return Block(opening.end(), len(text), len(text), closed=False) if open_ended else None
+    return Block(opening.end(), closing.start(), min(closing.end() + 1, len(text)))
+
+
 def split_frontmatter(text: str, shown: str) -> tuple[str, str, int]:
     """Split `---` frontmatter from the body; returns (yaml_text, body, body_first_line)."""
+    block = frontmatter_block(text)
+    if block is not None:
+        return text[block.start : block.end], text[block.body :], text.count("\n", 0, block.end) + 2
     lines = text.split("\n")
-    if not text.startswith("---"):
+    if not opens_frontmatter(text):
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
@@ -95,12 +133,6 @@ def split_frontmatter(text: str, shown: str) -> tuple[str, str, int]:
         raise NoFrontmatter(shown, "no YAML frontmatter: a note must start with a `---` line", line=1)
     if lines[0].rstrip(" \t") != "---":
         raise NoteError(shown, "the opening `---` must be alone on the first line", line=1)
-    for number, line in enumerate(lines[1:], 2):
-        if line.rstrip(" \t") == "---":
-            yaml_text = "\n".join(lines[1 : number - 1])
-            yaml_text += "\n" if number > 2 else ""
-            body = "\n".join(lines[number:])
-            return yaml_text, body, number + 1
     for number, line in enumerate(lines[1:], 2):
         if line.strip() == "---" or (re.search(r"\S[ \t]*---[ \t]*$", line) and ":" not in line
                                      and not line.lstrip().startswith("#")):
@@ -256,6 +288,9 @@ def parse_note(text: str, path: str, domain: str, warnings: list[Warning_] | Non
     type_problems: list[tuple[str, str]] = []
     note_id, derived = _note_id(meta, field_lines, path, type_problems)
     fields = _fields(meta, type_problems)
+    former = former_path_id(path) if derived else None
+    if former and former not in fields["previous_ids"]:  # reviews and links under the id of the old slug rule
+        fields["previous_ids"].append(former)
     validity, validity_warnings = _validity(meta, field_lines, type_problems)
     memory_warnings = list(warnings or []) + key_warnings + validity_warnings
     memory_warnings += [Warning_(first, "conflict-marker", _conflict_message(first, last)) for first, last in conflicts]
@@ -295,8 +330,7 @@ def _read_body(body: str, body_first_line: int, path: str, meta: dict, fields: d
                type_problems: list[tuple[str, str]], warnings: list[Warning_]) -> tuple[int, dict, bool]:
     """(the note's line, its Image and Content with their lines, whether it is a SMASHIN memory) from the body;
     fills the subject when the frontmatter has none (title, first heading, file name) and adds inline #tags."""
-    code = code_ranges(body)
-    heading = next((m for m in TITLE.finditer(body) if outside_code(m.start(), code)), None)
+    heading = _title_heading(body)
     line = body_first_line + body[: heading.start()].count("\n") if heading else body_first_line
     fields["subject"] = (fields["subject"] or _scalar(meta, "title", type_problems)
                          or (heading.group(1).strip() if heading else path.rsplit("/", 1)[-1].removesuffix(".md")))
@@ -326,6 +360,20 @@ def _field_warnings(memory: Memory, type_problems: list[tuple[str, str]], field_
 
 
 TITLE = re.compile(r"^#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)
+COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+
+
+def _title_heading(body: str) -> re.Match | None:
+    """The note's title heading: its first `# ` heading outside code, when nothing but blank lines, comments and
+    #tags comes before it. In a vault whose page name is its title (SilverBullet, many Obsidian vaults) a `# `
+    heading further down is a section of the page, not its title."""
+    code = code_ranges(body)
+    heading = next((m for m in TITLE.finditer(body) if outside_code(m.start(), code)), None)
+    if heading is None:
+        return None
+    before = COMMENT.sub("", body[: heading.start()])
+    prose = [line for line in before.splitlines() if line.strip() and TAG.sub("", line).strip()]
+    return None if prose else heading
 
 
 def _note_id(meta: dict, field_lines: dict[str, int], path: str, problems: list[tuple[str, str]]) -> tuple[str, bool]:

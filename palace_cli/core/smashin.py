@@ -10,12 +10,12 @@ import re
 from dataclasses import dataclass, field
 
 from palace_cli.core.notes import Memory
+from palace_cli.core.text import ALNUM
 
 DEFAULT_THRESHOLD = 5
 
 
 VOWELS = "aeiou"
-TOKEN = re.compile(r"[a-z0-9]+", re.IGNORECASE)
 GAP = re.compile(r"[\s-]+")
 
 
@@ -45,7 +45,7 @@ def _words(*groups: str) -> Lexicon:
     for group in groups:
         for item in group.split():
             exact = item.startswith("=")
-            parts = TOKEN.findall(item.lstrip("=").replace("_", " ").lower())
+            parts = ALNUM.findall(item.lstrip("=").replace("_", " ").lower())
             firsts = {parts[0]} if exact else inflections(parts[0])
             for first in firsts:
                 if len(parts) == 1:
@@ -363,7 +363,7 @@ def factor(key: str) -> Factor:
 
 def tokenize(text: str) -> list[tuple[str, int, int]]:
     """(lowercased word, start, end) for each run of letters and digits."""
-    return [(m.group(0).lower(), m.start(), m.end()) for m in TOKEN.finditer(text)]
+    return [(m.group(0).lower(), m.start(), m.end()) for m in ALNUM.finditer(text)]
 
 
 def _matches(pattern, text: str, tokens: list) -> list[tuple[int, int]]:

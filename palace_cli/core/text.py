@@ -1,5 +1,6 @@
 """Words and sentences of a text: normalisation, stopwords, slugs, sentence splitting, and four stemmers,
-each named for what it is tuned to.
+each named for what it is tuned to. The one home of word patterns and word lists: those tuned to one job
+(clustering, a session's key terms, distill, the quiz) are named for it here, beside the general ones.
 
 - `stem`: crude suffix stripping; the quiz examiner and evaluator are tuned to it.
 - `root`: a careful root for guessability checks (lint, similar names): couples/couple, freezing/freeze.
@@ -25,8 +26,63 @@ STOPWORDS = frozenset(
 # Words a question is phrased with that say nothing about what it asks (beyond STOPWORDS).
 QUESTION_WORDS = frozenset("do does did doing done should would could shall may might must need get make use "
                            "using used work works explain tell difference between".split())
+# Word lists beyond STOPWORDS, each tuned to one job (its figures depend on it), all kept here.
+# Clustering: words too common in prose (and in abstracts) to name or separate anything.
+PROSE_WORDS = frozenset(
+    "also before however using used use based between after during among within may might been being were whether "
+    "would could should than both many much well via per non new found show shows shown showed study studies "
+    "results result data analysis method methods two three one associated effect effects increased role".split()
+)
+# A session's key terms: words of conversation that say nothing of its topic; with STOPWORDS never key terms.
+CHAT_WORDS = frozenset("""
+about after also always amazing anything around awesome back been being better cool could definitely did does
+doing done easy even ever every everything feel feeling feels felt found from fun getting give glad going gonna
+good got great had hard having hear heard hello help here hey hope hopefully into it's i'm i've know last let
+like little looking looks lot lots love made make makes making many maybe mean might much need new next nice
+now okay one people pretty put really right said same say see seems should so some something soon sounds still
+sure take talk talking tell thank thanks that's thing things think those though time times today together too
+totally try trying want wanted way well went what's wow yeah year years yes you're you've your
+can't wait keep myself others happy tough life blast photo shares shared
+""".split())
+# Distill: greetings and thanks (a signal of filler).
+GREETINGS = frozenset("""hey hi hello heya yo bye goodbye cya cheers thanks thank thx ty congrats congratulations wow
+whoa woah aww awww omg haha hahaha lol yay yeah yep yup yes no nope ok okay sure totally definitely absolutely
+cool awesome nice great amazing glad sorry oh ah ooh hmm well man dude buddy gosh welcome bet""".split())
+# Distill: words that carry nothing a memory would keep, beyond stopwords, chat words and greetings.
+EMPTY = STOPWORDS | CHAT_WORDS | GREETINGS | frozenset("""i'd i'll it'd that'd there's here's let's what's how's
+you'll you'd we're we've we'll they're don't didn't can't won't isn't wasn't doesn't couldn't wouldn't shouldn't
+also just really so very super such quite pretty kinda sorta gonna wanna gotta lemme wish""".split())
+# Distill: what a greeting, a thanks or a reaction is made of: a sentence of only these (and stopwords and names)
+# is filler.
+REACTIONS = GREETINGS | frozenset("""good see seeing seen glad hear hearing heard sounds sound looks look so sooo
+much lot lots time long talk talking chat catch back fun blast wait can't keep up luck take care soon later again
+you're that's it's what's how's there's here's let's such really too very pretty true right agree agreed exactly
+same here meant means love lovely happy lucky welcome problem prob worries worry mind news hope hopefully doing
+going went been well sweet wonderful fantastic incredible beautiful cute brilliant exciting interesting
+impressive inspiring adorable gorgeous stunning perfect neat wild crazy asking ask thing way go ha haha gotcha
+yup nah oof ouch must've should've could've would've must""".split())
+# Distill: words that follow "I" without being its verb ("I, too", "I myself"): never given an -s.
+NOT_VERBS = frozenset("about again also although around because even here there too maybe perhaps myself "
+                      "alone instead though".split())
+# The quiz: words too common in technical prose to be worth blanking.
+DULL = frozenset(
+    "also usually often used use uses using can may must might would could should every each many much more most "
+    "less least like such one two first second new old same other another way ways thing things kind kinds make "
+    "makes made get gets instead rather than whether either neither whole part parts rest still even only just "
+    "always never sometimes several whatever whichever however because since until within without across around "
+    "about after before between through during against among per via see lets let keeps keep".split()
+)
+
+# Word patterns. WORD is the rule of `words` (any script); the rest are tuned to one job each (and ASCII letters).
 WORD = re.compile(r"[^\W_]+")
+ALNUM = re.compile(r"[A-Za-z0-9]+")  # SMASHIN's cue words, the quiz's redaction of an image
+ALNUM_CONTRACTED = re.compile(r"[A-Za-z0-9]+(?:'[a-z]+)?")  # the quiz's cloze blanks: `don't` is one word
+LATIN_WORD = re.compile(r"[A-Za-z][A-Za-z']*")  # distill's person rewriting: `I'm` and `you're` are one word
+LATIN_CUT = re.compile(r"[A-Za-z][A-Za-z']*|[^A-Za-z]+")  # LATIN_WORD and what is between: a sentence cut whole
+KEY_WORD = re.compile(r"[A-Za-z][A-Za-z'-]{3,}")  # a session's key terms: four letters or more, hyphens kept
+TERM = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")  # clustering's TF-IDF terms: hyphenated compounds kept whole
 PUNCTUATION = re.compile(r"[^\w\s]|_")
+ASIDE = re.compile(r"\(([^)]*)\)")  # a parenthesised aside in a subject, left out of its slug
 SHORT_TEXT = 200  # names, subjects, aliases, tokens: normalised again and again by long-lived processes
 
 
@@ -43,10 +99,7 @@ def normalize(text: str) -> str:
 
 
 def _normalize(text: str) -> str:
-    if not text.isascii():  # NFKD and accent stripping change nothing in ASCII text
-        text = unicodedata.normalize("NFKD", text)
-        text = "".join(ch for ch in text if not unicodedata.combining(ch))
-    return " ".join(PUNCTUATION.sub(" ", text.lower()).split())
+    return " ".join(PUNCTUATION.sub(" ", transliterated(text).lower()).split())
 
 
 # The language server rebuilds its name tables after every save: at 10,000 notes normalising the same
@@ -110,7 +163,15 @@ def fold(word: str) -> str:
 
 def slugify(text: str) -> str:
     """A note id from a subject: its slug without the parenthesised asides, at most 80 characters."""
-    return slug(re.sub(r"\(([^)]*)\)", " ", text), 80) or "memory"
+    return slug(ASIDE.sub(" ", text), 80) or "memory"
+
+
+def slugify_without_accents(text: str) -> str:
+    """slugify as it was before accents were transliterated (`Café` gave `caf`, each letter outside a to z a
+    `-`): kept only to find what was filed under such an id (the reviews of a note whose id came from its file
+    name)."""
+    return slug(ASIDE.sub(" ", text).lower().encode("ascii", "replace").decode("ascii").replace("?", "-"), 80) \
+        or "memory"
 
 
 ABBREVIATIONS = frozenset("e.g i.e etc vs cf approx incl fig dr mr mrs al".split())
@@ -200,6 +261,24 @@ def one_line(text: str, limit: int = 0) -> str:
     return flat
 
 
+def transliterated(text: str) -> str:
+    """Text with its accents and ligatures taken apart and the accents dropped: `Café` is `Cafe`, `ﬁ` is `fi`."""
+    if text.isascii():
+        return text
+    return "".join(ch for ch in unicodedata.normalize("NFKD", text) if not unicodedata.combining(ch))
+
+
+def slug(text: str, limit: int | None = 60, keep: str = "", scripts: bool = False) -> str:
+    """The one slug rule, for file names and ids (docs/note-format.md, "Ids"): accents transliterated (`Café`
+    is `cafe`), lowercase, each run of anything but letters, digits and the characters of `keep` one `-`, no
+    `-` (nor `keep`) at either end, at most `limit` characters (None: any length). Letters are a to z, or with
+    `scripts` letters of any script (an id derived from a vault's path: read, never written into a note)."""
+    text = transliterated(str(text)).lower()
+    ends = "-" + keep
+    out = re.sub(r"[\W_]+" if scripts else f"[^a-z0-9{re.escape(keep)}]+", "-", text).strip(ends)
+    return out if limit is None else out[:limit].rstrip(ends)
+
+
 # Characters a vault's file names cannot hold: file systems forbid some, wikilinks read `#`, `^`, `|`, `[` and `]`.
 UNTITLED = re.compile(r'[\\/:*?"<>|#^\[\]\x00-\x1f\x7f]+')
 
@@ -212,9 +291,3 @@ def title_name(text: str, limit: int = 60) -> str:
     if len(name) > limit:
         name = name[:limit].rsplit(" ", 1)[0] if " " in name[:limit] else name[:limit]
     return name.strip(" .-") or ""
-
-
-def slug(text: str, limit: int = 60) -> str:
-    """Lowercase ASCII words joined by hyphens, at most `limit` characters: the one rule for file names and ids."""
-    out = re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")
-    return out[:limit].rstrip("-")

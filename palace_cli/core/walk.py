@@ -1,8 +1,12 @@
-"""The walk of a palace's folder: every note file (the one walker of notes) and the note-like files left outside.
+"""The one walk of a folder tree: every note file, and by the same walk every session file, the note-like files
+left outside memories/ and the files of a folder to import.
 
-`note_files` takes the files palace.toml's rules make notes (`core.layout.NoteRules`) in one pass of
-`os.scandir`, confined to the notes' folder, and reports what it cannot take with path and reason;
-`stray_notes` finds files with note frontmatter outside memories/ (never indexed, only reported).
+`walk_files` takes the files a set of rules wants (`FolderRules` for a plain folder, the session files' rules in
+conversations/) in one pass of `os.scandir`: hidden names and SKIPPED_DIRS left out, links followed only inside
+the walked folder and each file read once, and what it cannot take reported with path and reason. `note_files`
+is that walk by the rules of notes (`core.layout.NoteRules`), each file given its domain; `stray_notes` finds
+files with note frontmatter outside memories/ (never indexed, only reported); `files_under` lists the files of a
+folder to import.
 """
 
 from __future__ import annotations
@@ -10,7 +14,9 @@ from __future__ import annotations
 import os
 import re
 import stat
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Protocol
 
 from palace_cli.core.layout import (
     BAD_NAME,
@@ -18,27 +24,71 @@ from palace_cli.core.layout import (
     INDEX_DIR,
     MEMORIES,
     ROOT_INDEX,
-    SKIPPED_DIRS,
     NoteFile,
     NoteRules,
     Problem,
     confined_target,
     shown_path,
+    skipped,
 )
+from palace_cli.core.notefile import opens_frontmatter
 from palace_cli.errors import NotAMemory
+
+
+class Rules(Protocol):
+    """What a walk takes: the folder under the root it walks (and confines links to), the folders it need not
+    read and the files it wants (`NoteRules` are the rules of notes)."""
+
+    base: str
+
+    def pruned(self, reldir: str) -> bool: ...
+
+    def wanted(self, relpath: str) -> bool: ...
+
+
+@dataclass(frozen=True)
+class FolderRules:
+    """The rules of a walk of a plain folder: files whose names end with one of `suffixes` (in any case, unless
+    exact_case), outside the folders `left_out` (paths relative to the root)."""
+
+    suffixes: tuple[str, ...]
+    exact_case: bool = False
+    left_out: frozenset[str] = frozenset()
+    base: str = ""
+
+    def pruned(self, reldir: str) -> bool:
+        return reldir in self.left_out
+
+    def wanted(self, relpath: str) -> bool:
+        return (relpath if self.exact_case else relpath.lower()).endswith(self.suffixes)
 
 
 def note_files(root: Path, rules: NoteRules, problems: list[Problem] | None = None,
                temps: list[str] | None = None) -> list[NoteFile]:
     """Every note file under a resolved root (`memories/<domain>/**/*.md`, or what an adopted vault's [notes] globs
-    take) that confinement accepts (`core.layout.confined_target`), sorted; the rest reported into problems (and
-    the paths of hidden `*.tmp` files, temp files of writes, into temps when given).
+    take) with its domain, by walk_files; a file in no domain is reported, not taken."""
+    return _Walk(root, rules, problems if problems is not None else [], temps, domains=rules.domain_of).run()
 
-    Real files and folders are read first, symlinks after: a link to a note or folder that is read
-    through its own path is skipped (reported), so a note is never read twice and never loses its id
+
+def walk_files(root: Path, rules: Rules, problems: list[Problem] | None = None, temps: list[str] | None = None,
+               limit: int | None = None) -> list[NoteFile]:
+    """Every file the rules want under a root (in `rules.base`) that confinement accepts
+    (`core.layout.confined_target`), sorted, its domain left ""; the rest reported into problems (and the paths of
+    hidden `*.tmp` files, temp files of writes, into temps when given). With a limit, the walk stops once it has
+    found that many.
+
+    Real files and folders are read first, symlinks after: a link to a file or folder that is read
+    through its own path is skipped (reported), so a file is never read twice and a note never loses its id
     to a link that sorts before it.
     """
-    return _Walk(root, rules, problems if problems is not None else [], temps).run()
+    return _Walk(root, rules, problems if problems is not None else [], temps, limit=limit).run()
+
+
+def files_under(directory: Path, suffixes: tuple[str, ...], limit: int | None = None) -> list[Path]:
+    """The files under a folder whose names end with one of the suffixes (in any case), sorted as paths, found by
+    the one walk (hidden names and SKIPPED_DIRS left out, links followed only inside the folder)."""
+    found = walk_files(Path(directory), FolderRules(suffixes), limit=limit)
+    return sorted(Path(directory) / f.relpath for f in found)
 
 
 def attachment_files(root: Path, rules: NoteRules) -> list[str]:
@@ -50,11 +100,13 @@ def attachment_files(root: Path, rules: NoteRules) -> list[str]:
 
 
 class _Walk:
-    """One walk of note_files: the folders still to read, the real paths seen, the links read last."""
+    """One walk of walk_files: the folders still to read, the real paths seen, the links read last."""
 
-    def __init__(self, root: Path, rules: NoteRules, report: list[Problem], temps: list[str] | None,
+    def __init__(self, root: Path, rules: Rules, report: list[Problem], temps: list[str] | None,
+                 limit: int | None = None, domains: Callable[[str], str] | None = None,
                  files: list[str] | None = None):
-        self.root, self.rules, self.report, self.temps = root, rules, report, temps
+        self.root, self.rules, self.report, self.temps, self.limit = root, rules, report, temps, limit
+        self.domains = domains  # the domain of a file the rules want, for notes; None leaves it ""
         self.files = files  # the other files' paths, when they are wanted (attachment_files)
         self.found: list[NoteFile] = []
         self.stack: list[tuple[str, str]] = []  # (path, real path) of folders to read
@@ -69,7 +121,7 @@ class _Walk:
             return self.found
         self.stack = [(str(base), os.path.realpath(base))]
         self.visited = {self.stack[0][1]}
-        while self.stack or self.links:
+        while (self.stack or self.links) and (self.limit is None or len(self.found) < self.limit):
             if not self.stack:
                 self._follow_link(*self.links.pop(0))
                 continue
@@ -87,7 +139,7 @@ class _Walk:
             return
         for entry in entries:
             name = entry.name
-            if name.startswith(".") or name in SKIPPED_DIRS:
+            if skipped(name):
                 if self.temps is not None and name.endswith(".tmp"):
                     self.temps.append(entry.path)
                 continue  # editor swap files, temp files of atomic writes
@@ -104,7 +156,7 @@ class _Walk:
                 continue
             real = real_dir + os.sep + name  # os.path.join costs 0.2 s of a 100k-note no-op refresh
             if is_dir:
-                if self.rules.adopted and self.rules.pruned(relpath):
+                if self.rules.pruned(relpath):
                     continue  # excluded whole (a templates folder, palace's own files)
                 if self._named_well(name, relpath, True):
                     self.visited.add(real)
@@ -124,7 +176,7 @@ class _Walk:
                                        exc.reason))
             return
         is_dir = stat.S_ISDIR(info.st_mode)
-        if is_dir and self.rules.adopted and self.rules.pruned(relpath):
+        if is_dir and self.rules.pruned(relpath):
             return
         if not self._named_well(name, relpath, is_dir):
             return
@@ -152,15 +204,15 @@ class _Walk:
         return True
 
     def _note_file(self, name: str, relpath: str, info: os.stat_result) -> bool:
-        """Add a regular `.md` file that is a note by the rules to found; report what is not one. True when added."""
+        """Add a regular file the rules want to found; report what is not one. True when added."""
         if self.files is not None:  # a walk for the other files: notes are neither taken nor reported
             if not name.endswith(".md") and stat.S_ISREG(info.st_mode):
                 self.files.append(relpath)
             return False
-        if not name.endswith(".md") or not self.rules.wanted(relpath) or not self._named_well(name, relpath, False):
+        if not self.rules.wanted(relpath) or not self._named_well(name, relpath, False):
             return False
-        domain = self.rules.domain_of(relpath)
-        if not domain:
+        domain = self.domains(relpath) if self.domains else ""
+        if self.domains and not domain:
             self.report.append(Problem(relpath, None, "error", "no-domain",
                                        "note is not in a domain folder (memories/<domain>/<id>.md); not indexed"))
             return False
@@ -171,22 +223,17 @@ class _Walk:
         return True
 
 
+# Where the stray-note scan looks: every `.md` file of the palace but memories/ and the generated index/.
+OUTSIDE_MEMORIES = FolderRules((".md",), exact_case=True, left_out=frozenset({MEMORIES, INDEX_DIR}))
+
+
 def stray_notes(root: Path) -> list[Problem]:
     """Markdown files with note frontmatter outside memories/ of a palace of the memories/ layout: reported,
     never indexed."""
-    problems = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        rel_dir = Path(os.path.relpath(dirpath, root)).as_posix()
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS and not d.startswith(".")
-                             and not (rel_dir == "." and d in (MEMORIES, INDEX_DIR)))
-        for name in sorted(filenames):
-            if not name.endswith(".md") or (rel_dir == "." and name in (ROOT_INDEX, "README.md")):
-                continue
-            path = Path(dirpath) / name
-            if _has_note_frontmatter(path):
-                problems.append(Problem(shown_path(Path(os.path.relpath(path, root)).as_posix()), 1, "warning",
-                                        "outside-memories", "looks like a note but is outside memories/; not indexed"))
-    return problems
+    found = walk_files(root, OUTSIDE_MEMORIES)
+    return [Problem(shown_path(f.relpath), 1, "warning", "outside-memories",
+                    "looks like a note but is outside memories/; not indexed")
+            for f in found if f.relpath not in (ROOT_INDEX, "README.md") and _has_note_frontmatter(root / f.relpath)]
 
 
 def _has_note_frontmatter(path: Path) -> bool:
@@ -199,4 +246,4 @@ def _has_note_frontmatter(path: Path) -> bool:
             head = handle.read(2048).decode("utf-8", "replace").lstrip("\ufeff")
     except OSError:
         return False
-    return head.startswith("---") and re.search(r"^id\s*:", head, re.MULTILINE) is not None
+    return opens_frontmatter(head) and re.search(r"^id\s*:", head, re.MULTILINE) is not None

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from palace_cli.core.config import CONFIG_NAME
 from palace_cli.core.disk import atomic_write
-from palace_cli.core.layout import CACHE_DIR, INDEX_DIR, MEMORIES, REVIEWS, SKIPPED_DIRS, ROOT_INDEX, Scan, within
+from palace_cli.core.walk import FolderRules, walk_files
+from palace_cli.core.layout import CACHE_DIR, INDEX_DIR, MEMORIES, REVIEWS, ROOT_INDEX, Scan, within
 from palace_cli.editing.gitsetup import (DRIVER, IGNORED, GitSetup, append_lines, apply_git, attribute_lines,
                                          missing_lines, plan_git, work_tree_top)
 from palace_cli.errors import PalaceError
@@ -248,9 +249,6 @@ def apply_init(plan: InitPlan) -> Init:
 
 
 def _holds_markdown(root: Path) -> bool:
-    """True when a folder already holds a Markdown file outside hidden folders: a vault to adopt."""
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d not in SKIPPED_DIRS]
-        if any(name.endswith(".md") and not name.startswith(".") for name in filenames):
-            return True
-    return False
+    """True when a folder already holds a Markdown file the one walk finds (hidden and SKIPPED_DIRS folders left
+    out): a vault to adopt."""
+    return bool(walk_files(root, FolderRules((".md",), exact_case=True), limit=1))

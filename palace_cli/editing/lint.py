@@ -6,7 +6,7 @@ import posixpath
 from dataclasses import dataclass, field
 
 from palace_cli.core.dates import NEVER, parse_moment
-from palace_cli.core.layout import NoteRules, Problem, Scan, domain_of
+from palace_cli.core.layout import NoteRules, Problem, Scan
 from palace_cli.core.links import note_links, property_targets
 from palace_cli.core.names import Files, Names
 from palace_cli.core.walk import attachment_files
@@ -226,15 +226,20 @@ class NoteChecker:
         return problems
 
 
+def edited_memory(palace: Palace, relpath: str, text: str) -> Memory:
+    """The memory a note's unsaved text holds, read at relpath in the palace's domain for it (the index's rule,
+    `Palace.domain_of`); NoteError when it cannot be read."""
+    return parse_note(text.replace("\r\n", "\n").replace("\r", "\n"), relpath, palace.domain_of(relpath))
+
+
 def lint_note_text(palace: Palace, relpath: str, text: str, checker: NoteChecker | None = None) -> list[Problem]:
     """Lint's problems for one note as an editor holds it (unsaved text) against the rest of the palace.
 
-    `relpath` is where the note is (or will be saved), `memories/<domain>/...`; pass a `NoteChecker` built
+    `relpath` is where the note is (or will be saved); pass a `NoteChecker` built
     once from the palace's light scan to keep repeated calls cheap.
     """
-    domain = domain_of(relpath)
     try:
-        memory = parse_note(text.replace("\r\n", "\n").replace("\r", "\n"), relpath, domain)
+        memory = edited_memory(palace, relpath, text)
     except NoteError as exc:
         return [Problem(relpath, exc.line, "error", "unreadable-note", exc.reason)]
     if checker is None:

@@ -7,7 +7,6 @@ import getpass
 import json
 import math
 import os
-import re
 import socket
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -18,6 +17,7 @@ from palace_cli.core.disk import disk_error
 from palace_cli.errors import PalaceError
 from palace_cli.palace import Palace
 from palace_cli.core.layout import REVIEWS, Problem
+from palace_cli.core.text import slug
 
 RATINGS = {"again": 1, "hard": 2, "good": 3, "easy": 4}
 RATING_NAMES = {value: name for name, value in RATINGS.items()}
@@ -133,14 +133,13 @@ def _brief(value) -> str:
 
 
 def log_name() -> str:
-    """This machine's log file name: `<user>-<host>.jsonl`, lowercased, safe characters only."""
+    """This machine's log file name: `<user>-<host>.jsonl`, slugged (`_` kept)."""
     try:
         user = getpass.getuser()
     except (KeyError, OSError):
         user = "user"
     host = socket.gethostname().split(".")[0] or "host"
-    slug = re.sub(r"[^a-z0-9_-]+", "-", f"{user}-{host}".lower()).strip("-")
-    return f"{slug or 'reviews'}.jsonl"
+    return f"{slug(f'{user}-{host}', None, keep='_') or 'reviews'}.jsonl"
 
 
 def learner_name() -> str:

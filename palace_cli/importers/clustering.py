@@ -3,22 +3,13 @@
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from palace_cli.core.text import slugify
-from palace_cli.core.text import STOPWORDS
+from palace_cli.core.text import PROSE_WORDS, STOPWORDS, TERM, prefix_root, slugify
 
-WORD = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
-# Words too common in prose (and in abstracts) to name or separate anything.
-EXTRA_STOPWORDS = frozenset(
-    "also before however using used use based between after during among within may might been being were whether "
-    "would could should than both many much well via per non new found show shows shown showed study studies "
-    "results result data analysis method methods two three one associated effect effects increased role".split()
-)
 MAX_K = 64
 MAX_TERMS = 50_000
 
@@ -83,8 +74,8 @@ def topic_terms(text: str) -> list[str]:
     Not `core.text.words` on purpose: that one keeps every word (accents folded, hyphens split) for matching;
     cluster names are slugs, and clusters are drawn from the rarer, longer terms.
     """
-    return [w for w in WORD.findall(text.lower())
-            if len(w) > 2 and w not in STOPWORDS and w not in EXTRA_STOPWORDS and not w.isdigit()]
+    return [w for w in TERM.findall(text.lower())
+            if len(w) > 2 and w not in STOPWORDS and w not in PROSE_WORDS and not w.isdigit()]
 
 
 def tfidf(texts: list[str], min_df: int = 2, max_df: float = 0.5) -> Tfidf:
@@ -219,7 +210,7 @@ def name_clusters(vectors: Tfidf, labels: np.ndarray, k: int, taken: set[str] | 
         terms: list[str] = []
         for i in np.argsort(-score[c], kind="stable")[:40]:
             term = vectors.terms[i]
-            if score[c, i] > 0 and not any(t[:5] == term[:5] for t in terms):  # not tumor and tumors
+            if score[c, i] > 0 and not any(prefix_root(t) == prefix_root(term) for t in terms):  # not tumor and tumors
                 terms.append(term)
             if len(terms) == 12:
                 break

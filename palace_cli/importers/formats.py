@@ -17,7 +17,8 @@ from typing import Callable
 from palace_cli.conversations.model import INCLUDABLE, ReadResult
 from palace_cli.errors import UsageError
 from palace_cli.importers.chats import chat_text, chatgpt, claude_ai, claude_code, locomo
-from palace_cli.importers.chats.reading import EXPORT, files_under, peek, redact_sessions
+from palace_cli.core.walk import files_under
+from palace_cli.importers.chats.reading import EXPORT, peek, redact_sessions
 
 MARKDOWN = (".md", ".markdown")
 BEIR_CORPUS = "corpus.jsonl"
@@ -77,9 +78,9 @@ class Look:
     @cached_property
     def markdown(self) -> bool:
         """The folder holds Markdown notes (as the Markdown importer finds them)."""
-        from palace_cli.importers.markdown import markdown_files
+        from palace_cli.importers.markdown import SUFFIXES
 
-        return bool(markdown_files(self.path))
+        return bool(files_under(self.path, SUFFIXES, limit=1))
 
     def conversations_only(self, *, jsonl_too: bool = False) -> bool:
         """A folder that no other rule claims first: no BEIR corpus, no export, no JSON (and no JSONL)."""

@@ -14,14 +14,14 @@ from pathlib import Path
 
 from palace_cli.errors import ImportFailed, NoteError, UsageError
 from palace_cli.core.notes import ID_PATTERN
-from palace_cli.core.notefile import load_frontmatter, split_frontmatter
+from palace_cli.core.notefile import load_frontmatter, opens_frontmatter, split_frontmatter
 from palace_cli.core.text import slugify
+from palace_cli.core.walk import files_under
 from palace_cli.core.markdown import parse_sections
 from palace_cli.importers.records import Batch, Record
 
 FORMAT = "markdown"
 SUFFIXES = (".md", ".markdown")
-SKIP_DIRS = {".git", ".palace", ".obsidian", ".trash", "node_modules", ".venv", "__pycache__"}
 HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
 FENCE = re.compile(r"^[ \t]{0,3}(```+|~~~+)")
 # frontmatter keys the importer turns into note fields; anything else goes under `source:`
@@ -30,25 +30,13 @@ PALACE_SECTIONS = {"image", "content"}
 SPLITS = ("auto", "file", "section")
 
 
-def markdown_files(directory: Path) -> list[Path]:
-    """Markdown files under a directory, sorted, skipping hidden and tool folders."""
-    found = []
-    for path in sorted(directory.rglob("*")):
-        parts = path.relative_to(directory).parts
-        if any(p.startswith(".") or p in SKIP_DIRS for p in parts):
-            continue
-        if path.is_file() and path.suffix.lower() in SUFFIXES:
-            found.append(path)
-    return found
-
-
 def read_markdown(path: Path, options: dict) -> Batch:
     """Read one Markdown file or every Markdown file under a directory."""
     split = options.get("split") or "auto"
     if split not in SPLITS:
         raise UsageError(f"--split must be one of {', '.join(SPLITS)}")
     root = path if path.is_dir() else path.parent
-    files = markdown_files(path) if path.is_dir() else [path]
+    files = files_under(path, SUFFIXES) if path.is_dir() else [path]
     if not files:
         raise ImportFailed(f"{path}: no Markdown files to import")
     batch = Batch(FORMAT, [])
@@ -84,7 +72,7 @@ def _read_file(file: Path, rel: str, domain: str, split: str, warnings: list[str
         return []
     meta: dict = {}
     body = text
-    if text.startswith("---"):
+    if opens_frontmatter(text):
         try:
             yaml_text, body, _ = split_frontmatter(text, rel)
             meta = load_frontmatter(yaml_text, rel)

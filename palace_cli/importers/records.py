@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from palace_cli.conversations.model import digest as data_digest, scrub
 from palace_cli.core.notes import ID_PATTERN
 from palace_cli.core.secrets import redact
+from palace_cli.core.text import slug
 from palace_cli.errors import ImportFailed
 from palace_cli.progress import Progress
 
@@ -115,14 +115,15 @@ class ImportReport:
 
 
 def safe_id(source_id: str) -> str:
-    """A valid note id for a source id: the id itself when valid, else a lowercase slug (capped at 80 chars)."""
+    """A valid note id for a source id: the id itself when valid, else its slug (`.` and `_` kept; over 80
+    characters, cut and told apart by a hash)."""
     text = str(source_id).strip()
     if ID_PATTERN.match(text) and len(text) <= 120:
         return text
-    slug = re.sub(r"[^a-z0-9._-]+", "-", text.lower()).strip("-._")
-    if len(slug) > 80 or not slug:
-        slug = (slug[:70].rstrip("-._") + "-" if slug else "id-") + hashlib.sha1(text.encode()).hexdigest()[:8]
-    return slug
+    slugged = slug(text, None, keep="._")
+    if len(slugged) > 80 or not slugged:
+        slugged = (slugged[:70].rstrip("-._") + "-" if slugged else "id-") + hashlib.sha1(text.encode()).hexdigest()[:8]
+    return slugged
 
 
 def map_ids(source_ids: list[str]) -> dict[str, str]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from palace_cli.core.layout import Scan
 from palace_cli.core.notes import Memory, Warning_
 
-SCHEMA_VERSION = "12"  # 12: property links (`up: "[[P]]"`); 11: any Markdown file is a note; section units
+SCHEMA_VERSION = "14"  # 14: ids derived under memories/ transliterate accents (one slug rule); 13: a `# ` heading below prose is a section, not the title; 12: property links (`up: "[[P]]"`); 11: any Markdown file is a note
 RACY_NS = 2_000_000_000  # stat of a file changed in the last 2 s is not trusted (coarse clocks, network disks)
 MEMORY_FIELDS = frozenset(f.name for f in dataclasses.fields(Memory))
 # What the generated index files need; stored apart from `data` so they can be read without decoding bodies.

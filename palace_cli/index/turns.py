@@ -18,7 +18,6 @@ docs/ranking-experiments.md recommended, measured worse through palace: LoCoMo r
 from __future__ import annotations
 
 import hashlib
-import re
 from collections import Counter
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -26,8 +25,7 @@ from typing import TYPE_CHECKING
 from palace_cli.conversations import Session
 from palace_cli.conversations.model import TIME
 from palace_cli.errors import ConfigError, NoteError
-from palace_cli.core.layout import Problem
-from palace_cli.core.text import STOPWORDS
+from palace_cli.core.text import CHAT_WORDS, KEY_WORD, STOPWORDS
 
 if TYPE_CHECKING:
     from palace_cli.core.site import Site
@@ -111,18 +109,6 @@ def session_header(session: Session) -> dict:
     return header
 
 
-# Words of conversation that say nothing of its topic; with palace's stopwords they are never key terms.
-CHAT_WORDS = frozenset("""
-about after also always amazing anything around awesome back been being better cool could definitely did does
-doing done easy even ever every everything feel feeling feels felt found from fun getting give glad going gonna
-good got great had hard having hear heard hello help here hey hope hopefully into it's i'm i've know last let
-like little looking looks lot lots love made make makes making many maybe mean might much need new next nice
-now okay one people pretty put really right said same say see seems should so some something soon sounds still
-sure take talk talking tell thank thanks that's thing things think those though time times today together too
-totally try trying want wanted way well went what's wow yeah year years yes you're you've your
-can't wait keep myself others happy tough life blast photo shares shared
-""".split())
-WORD = re.compile(r"[A-Za-z][A-Za-z'-]{3,}")
 KEY_TERMS = 6
 
 
@@ -137,7 +123,7 @@ def key_terms(session: Session, limit: int = KEY_TERMS) -> list[str]:
     spellings: dict[str, Counter] = {}
     for turn in session.turns:
         seen = set()
-        for match in WORD.finditer(turn.text):
+        for match in KEY_WORD.finditer(turn.text):
             word = match.group()
             key = word.lower().strip("'-")
             if key.endswith("'s"):
@@ -169,9 +155,7 @@ def refresh_sessions(site: Site, store: NoteStore, report: RefreshReport, progre
                 store.forget_sessions()
                 store.bump_version()
             store.set_meta("turn_unit", f"{unit} {UNIT_FORMAT}")
-    skipped: list[tuple[str, str, str]] = []
-    files = session_files(site.root, skipped, temps)
-    report.problems += [Problem(path, None, "error", code, message) for path, code, message in skipped]
+    files = session_files(site.root, report.problems, temps)
     known = store.session_stat_map()
     work = [(relpath, mtime_ns, size) for relpath, mtime_ns, size in files
             if known.get(relpath, (None, None))[:2] != (mtime_ns, size)]

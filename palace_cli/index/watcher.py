@@ -26,7 +26,7 @@ from watchdog.observers import Observer
 
 from palace_cli.conversations import CONVERSATIONS
 from palace_cli.core.config import CONFIG_NAME
-from palace_cli.core.layout import MEMORIES, NoteRules
+from palace_cli.core.layout import MEMORIES, NoteRules, skipped
 from palace_cli.errors import PalaceError
 from palace_cli.progress import Progress
 
@@ -73,8 +73,8 @@ def relevant(relpath: str, rules: NoteRules | None = None) -> bool:
     name = relpath.rsplit("/", 1)[-1]
     if name.startswith((".", "#")) or name.endswith(IGNORED_SUFFIXES) or name == "4913":
         return False  # editor swap, lock, backup and probe files; our own atomic-write temp files
-    if any(part.startswith(".") for part in relpath.split("/")[:-1]):
-        return False  # .obsidian/, .trash/, .palace/: never read
+    if any(skipped(part) for part in relpath.split("/")[:-1]):
+        return False  # .obsidian/, .trash/, .palace/, node_modules/: never read (the walk's rule)
     if adopted and not relpath.startswith(CONVERSATIONS + "/"):
         if name.lower().endswith(".md"):
             return rules.wanted(relpath)

@@ -15,6 +15,7 @@ from functools import cached_property
 
 from palace_cli.core.links import WIKILINK, is_attachment, joined_path, link_free_ranges, note_links
 from palace_cli.core.markdown import code_ranges, line_numbers, outside_code
+from palace_cli.core.notefile import frontmatter_block
 from palace_cli.core.notes import VERSION_FIELDS
 
 PATH_FORMS = ("markdown", "image", "reference")  # links that name a note or file by its path (core.links.note_links)
@@ -94,13 +95,11 @@ class Buffer:
     @cached_property
     def block(self) -> tuple[int, int] | None:
         """(first, last) line of the frontmatter's YAML, or None; an unclosed block runs to the end."""
-        lines = self.lines
-        if not lines or lines[0].rstrip(" \t\r") != "---":
+        block = frontmatter_block(self.text, open_ended=True)
+        if block is None:
             return None
-        for number in range(1, len(lines)):
-            if lines[number].rstrip(" \t\r") == "---":
-                return 1, number - 1
-        return 1, len(lines) - 1
+        last = self.text.count("\n", 0, block.end)  # the closing line, or the last line of a block not closed
+        return 1, last - 1 if block.closed else last
 
     @property
     def body_start(self) -> int:

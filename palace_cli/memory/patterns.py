@@ -8,30 +8,12 @@ from __future__ import annotations
 
 import re
 
-from palace_cli.core.text import STOPWORDS
-from palace_cli.index.turns import CHAT_WORDS
+from palace_cli.core.text import EMPTY, LATIN_CUT, LATIN_WORD, NOT_VERBS, REACTIONS, STOPWORDS
 
 # What distill calls a memory (docs/memory.md): the first that matches a memory's text wins, in this order.
 MEMORY_TYPES = ("decision", "event", "plan", "preference", "relationship", "opinion", "fact")
 
-GREETINGS = frozenset("""hey hi hello heya yo bye goodbye cya cheers thanks thank thx ty congrats congratulations wow
-whoa woah aww awww omg haha hahaha lol yay yeah yep yup yes no nope ok okay sure totally definitely absolutely
-cool awesome nice great amazing glad sorry oh ah ooh hmm well man dude buddy gosh welcome bet""".split())
-# Words that carry nothing a memory would keep, beyond stopwords, chat words and greetings.
-EMPTY = STOPWORDS | CHAT_WORDS | GREETINGS | frozenset("""i'd i'll it'd that'd there's here's let's what's how's
-you'll you'd we're we've we'll they're don't didn't can't won't isn't wasn't doesn't couldn't wouldn't shouldn't
-also just really so very super such quite pretty kinda sorta gonna wanna gotta lemme wish""".split())
 
-# What a greeting, a thanks or a reaction is made of: a sentence of only these (and stopwords and names) is filler.
-REACTIONS = GREETINGS | frozenset("""good see seeing seen glad hear hearing heard sounds sound looks look so sooo
-much lot lots time long talk talking chat catch back fun blast wait can't keep up luck take care soon later again
-you're that's it's what's how's there's here's let's such really too very pretty true right agree agreed exactly
-same here meant means love lovely happy lucky welcome problem prob worries worry mind news hope hopefully doing
-going went been well sweet wonderful fantastic incredible beautiful cute brilliant exciting interesting
-impressive inspiring adorable gorgeous stunning perfect neat wild crazy asking ask thing way go ha haha gotcha
-yup nah oof ouch must've should've could've would've must""".split())
-
-WORD = re.compile(r"[A-Za-z][A-Za-z']*")
 APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'"})
 
 # First person: the speaker. Each value is a template over the speaker's name {n}.
@@ -49,9 +31,6 @@ made took saw came gave found felt bought met began won lost left ran wrote told
 brought caught taught sent spent built kept slept sat stood held paid meant led fought sold drove rode flew grew
 drew threw wore broke spoke chose woke forgot ate drank sang swam put cut let set quit hurt read finally
 can't couldn't won't wouldn't shouldn't didn't wasn't hadn't mightn't mustn't""".split())
-# Words that follow "I" without being its verb ("I, too", "I myself"): never given an -s.
-NOT_VERBS = frozenset("about again also although around because even here there too maybe perhaps myself "
-                      "alone instead though".split())
 ADVERBS = frozenset("""just really also always never still recently finally usually actually even totally
 definitely truly often sometimes already absolutely honestly literally seriously only mostly kinda""".split())
 
@@ -104,7 +83,7 @@ def plain(text: str) -> str:
 def informative_words(text: str, names=()) -> list[str]:
     """The words of a text that carry something to remember: not stopwords, chat words, greetings or names."""
     skip = {n.lower() for n in names}
-    return [w for w in (m.group().lower() for m in WORD.finditer(plain(text)))
+    return [w for w in (m.group().lower() for m in LATIN_WORD.finditer(plain(text)))
             if len(w) > 2 and w not in EMPTY and w not in skip and not w.endswith("'s") or
             (w.endswith("'s") and len(w) > 4 and w[:-2] not in EMPTY and w[:-2] not in skip)]
 
@@ -116,7 +95,7 @@ def is_question(sentence: str) -> bool:
 
 def first_person(text: str) -> int:
     """How many first-person singular words a text holds."""
-    return sum(1 for m in WORD.finditer(plain(text)) if m.group().lower() in FIRST)
+    return sum(1 for m in LATIN_WORD.finditer(plain(text)) if m.group().lower() in FIRST)
 
 
 def is_filler(sentence: str, names=()) -> bool:
@@ -124,7 +103,7 @@ def is_filler(sentence: str, names=()) -> bool:
     "Good to see you!", "Wow, that's so cool, Caroline!", "Thanks, Jon!", "Keep it up!")."""
     skip = {n.lower() for n in names}
     return all(w in STOPWORDS or w in REACTIONS or w in skip or w.removesuffix("'s") in skip
-               for w in (m.group().lower() for m in WORD.finditer(plain(sentence))))
+               for w in (m.group().lower() for m in LATIN_WORD.finditer(plain(sentence))))
 
 
 def _third_person(word: str) -> str:
@@ -141,7 +120,6 @@ def _third_person(word: str) -> str:
     return word + "s"
 
 
-TOKEN = re.compile(r"[A-Za-z][A-Za-z']*|[^A-Za-z]+")
 
 
 # After a person is named once, first (or second) person goes on as "they": "Jon loves his dog" needs a gender
@@ -157,7 +135,7 @@ def rewrite(sentence: str, speaker: str, addressee: str | None = None) -> str:
     """A sentence with first person written as the speaker's name (and second person as the addressee's, when
     there is one), named once and "they" after: "I love my dog" said by Jon -> "Jon loves their dog"; verbs
     agree with the name."""
-    tokens = TOKEN.findall(plain(sentence))
+    tokens = LATIN_CUT.findall(plain(sentence))
     out: list[str] = []
     agree = ""  # "i" or "you" when the last word written was that subject turned into a name
     named: set[str] = set()  # "i", "you": whose name was written already

@@ -12,10 +12,10 @@ import math
 import re
 from dataclasses import dataclass
 
-from palace_cli.core.text import split_sentences
+from palace_cli.core.text import GREETINGS, LATIN_WORD, split_sentences
 from palace_cli.core.dates import RELATIVE
-from palace_cli.memory.patterns import (GREETINGS, PATTERNS, SECOND, WORD, first_person, informative_words, is_filler,
-                                        is_question, plain)
+from palace_cli.memory.patterns import (PATTERNS, SECOND, first_person, informative_words, is_filler, is_question,
+                                        plain)
 
 SIGNALS = ("words", "relative_length", "statement_words", "informative", "informative_share", "first_person",
            "speaker_statements", "second_person", "question_share", "exclamations", "greetings", "dated", "plan",
@@ -85,11 +85,11 @@ def signals(view: TurnView) -> dict[str, float]:
     text = plain(view.text)
     photo = bool(PHOTO.search(text))
     said = PHOTO.sub(" ", text)
-    words = [w.lower() for w in WORD.findall(said)]
+    words = [w.lower() for w in LATIN_WORD.findall(said)]
     count = max(len(words), 1)
     sentences = split_sentences(said) or [said]
     statements = [s for s in sentences if not is_question(s) and not is_filler(s, view.people)]
-    statement_words = sum(len(WORD.findall(s)) for s in statements)
+    statement_words = sum(len(LATIN_WORD.findall(s)) for s in statements)
     informative = informative_words(said, view.people)
     others = {p.lower() for p in view.people if p != view.speaker}
     return {
@@ -116,7 +116,7 @@ def signals(view: TurnView) -> dict[str, float]:
 
 def session_words(texts: list[str]) -> float:
     """The mean log word count of a session's turns (what `relative_length` compares a turn with)."""
-    return sum(math.log(max(len(WORD.findall(t)), 1)) for t in texts) / len(texts) if texts else 0.0
+    return sum(math.log(max(len(LATIN_WORD.findall(t)), 1)) for t in texts) / len(texts) if texts else 0.0
 
 
 def fit(rows: list[dict[str, float]], labels: list[bool], l2: float = 1.0, names=SIGNALS) -> Weights:

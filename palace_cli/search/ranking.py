@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from palace_cli.core.names import Names
 from palace_cli.core.text import question_terms
-from palace_cli.errors import UsageError
+from palace_cli.errors import Ambiguous, UsageError
 from palace_cli.index.catalog import Catalog
 from palace_cli.index.scope import Scope
 from palace_cli.palace import Palace
@@ -21,6 +22,7 @@ CANDIDATES = 100  # each ranker's list that fusion sees
 # Fused = 0.5 x min-max(BM25) + 0.5 x min-max(cosine): the best fusion over four corpora
 # (docs/ranking-experiments.md, "Fusion"); RRF k=60 was the weakest on three of them.
 FUSION_WEIGHTS = {"lexical": 0.5, "dense": 0.5}
+NAME_CHARS = 200  # a longer query is a question, never a note's name: not looked up among the names
 
 
 def _lexical(palace: Palace, catalog: Catalog, query: str, limit: int, scope: Scope | None = None,
@@ -147,6 +149,33 @@ def rank(palace: Palace, catalog: Catalog, query: str, mode: str, k: int, scope:
         hits.append(Hit(unit_id, "", catalog.domains[row], catalog.paths[row], 0, score, parts,
                         kind=catalog.kinds[row], time=catalog.times[row]))
     return hits, used
+
+
+def named_first(hits: list[Hit], names: Names, query: str, catalog: Catalog, scope: Scope | None = None,
+                hidden: frozenset[str] = frozenset()) -> list[Hit]:
+    """The hits with the note the whole query names first: the note a `[[query]]` link would open (its id, path,
+    file name, an alias or its subject, compared as links are; none when the name is ambiguous), when it is in
+    scope and valid. A note's name is how a person asks for it, and a long note's own words are diluted over its
+    sections (issue 35)."""
+    if len(query) > NAME_CHARS or not query.strip():
+        return hits
+    try:
+        found = names.resolve(query)
+    except Ambiguous:
+        return hits
+    row = catalog.row_of.get(found.memory.id) if found else None
+    if row is None or found.memory.id in hidden:
+        return hits
+    named = found.memory.id
+    front = [h for h in hits if h.kind != "turn" and ((h.note or h.id) if h.kind == "section" else h.id) == named]
+    if not front:
+        mask = catalog.mask(scope)
+        if mask is not None and not mask[row]:
+            return hits
+        front = [Hit(named, "", catalog.domains[row], catalog.paths[row], 0, hits[0].score if hits else 1.0,
+                     {"named": 1.0}, kind=catalog.kinds[row], time=catalog.times[row])]
+    moved = {id(h) for h in front}
+    return front + [h for h in hits if id(h) not in moved]
 
 
 def deeper(catalog: Catalog, depth: int) -> int:

@@ -24,7 +24,7 @@ from palace_cli.search.context import assemble_context
 from palace_cli.search.hits import DomainRoute, Hit, Recall, SearchResult, Turn, attach_section, one_per_note
 from palace_cli.search.profiles import BYTES_PER_TOKEN
 from palace_cli.search.query import Query, as_query
-from palace_cli.search.ranking import CANDIDATES, deeper, measure_hits, rank
+from palace_cli.search.ranking import CANDIDATES, deeper, measure_hits, named_first, rank
 from palace_cli.search.relevance import Omitted, about, judge, why_not_about
 from palace_cli.search.sessions import reorder, route_sessions
 
@@ -49,7 +49,8 @@ class Prepared:
         """The flat ranking, one hit per note, ranked deep enough that `depth` notes remain."""
         hits, self.mode = rank(palace, self.catalog, self.query.text, self.query.mode, deeper(self.catalog, depth),
                                self.scope, self.hidden)
-        return one_per_note(hits, self.catalog.note_of)
+        return named_first(one_per_note(hits, self.catalog.note_of), palace.index.names(), self.query.text,
+                           self.catalog, self.scope, self.hidden)
 
     def measure(self, palace: Palace, hits: list[Hit]) -> None:
         """Fill the hits' relevance measures (words, meaning, every word)."""
@@ -90,7 +91,7 @@ def search(palace: Palace, query: Query | str, *, do_refresh: bool = True, **opt
     ranked = prepared.rank(palace, max(query.k, CANDIDATES))
     prepared.measure(palace, ranked)
     hits = [h for h in ranked if about(h)][:query.k]
-    _attach(palace, list({id(h): h for h in hits + ranked[:query.k]}.values()), prepared.catalog, query.when)
+    attach_hits(palace, list({id(h): h for h in hits + ranked[:query.k]}.values()), prepared.catalog, query.when)
     result = SearchResult(hits=hits, ranked=ranked[:query.k], **prepared.fields())
     if not hits:
         result.relevant, result.why = False, _nothing_about(ranked)
@@ -121,7 +122,8 @@ def recall(palace: Palace, query: Query | str, *, do_refresh: bool = True, **opt
     prepared = prepare(palace, query, do_refresh)
     with_turns = prepared.scope.turns and prepared.catalog.has_turns
     depth = max(query.depth or 0, query.k + (query.turns if with_turns else 0))
-    hits = prepared.rank(palace, depth)[:depth]
+    # ranked as deep as search ranks, so that fusion normalises over the same candidates: one ranking for both
+    hits = prepared.rank(palace, max(depth, CANDIDATES))[:depth]
     sessions = route_sessions(palace, prepared.catalog, query.text, hits) if with_turns else []
     if with_turns:
         hits = reorder(hits, sessions, query.turns)
@@ -150,7 +152,7 @@ def _hand_over(palace: Palace, prepared: Prepared, result: Recall) -> None:
     """Load the ranked units, build the context from the offered ones (and their links) within the budget, say
     which did not fit, and name the route: the domains of the memories handed over."""
     query, catalog = prepared.query, prepared.catalog
-    _attach(palace, result.ranked, catalog, query.when)
+    attach_hits(palace, result.ranked, catalog, query.when)
     result.confidence = hit_confidence(result.hits)
     if query.profile.include_links:
         result.linked = _linked(palace, catalog, result.hits, prepared.hidden, query.when)
@@ -261,14 +263,15 @@ def _linked(palace: Palace, catalog: Catalog, hits: list[Hit], hidden: frozenset
                 continue
             have.add(link)
             linked.append(Hit(link, "", catalog.domains[row], catalog.paths[row], 0, 0.0, {"linked_from": 1.0}))
-    _attach(palace, linked, catalog, when)
+    attach_hits(palace, linked, catalog, when)
     return linked
 
 
 # ---- loading the text of the hits -------------------------------------------------------------
 
 
-def _attach(palace: Palace, hits: list[Hit], catalog: Catalog | None = None, when: datetime | None = None) -> None:
+def attach_hits(palace: Palace, hits: list[Hit], catalog: Catalog | None = None,
+                when: datetime | None = None) -> None:
     """Load the memories, sections and turns of the hits (only these) from the cache; with a catalog, memories'
     version links."""
     if not hits:

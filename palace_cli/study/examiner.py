@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from palace_cli.core.links import LINK_PATTERN
 from palace_cli.core.notes import Memory
 from palace_cli.core.text import (
+    ALNUM,
+    ALNUM_CONTRACTED,
+    DULL,
     STOPWORDS,
     content_stems,
     normalize,
@@ -27,14 +30,6 @@ GENERATED = "generated"
 BLANK = "_____"
 REDACTED = "▒▒▒"
 GENERIC_SUFFIXES = ("pattern", "protocol", "theorem", "algorithm", "model", "principle", "strategy", "technique")
-# Words too common in technical prose to be worth blanking.
-DULL = frozenset(
-    "also usually often used use uses using can may must might would could should every each many much more most "
-    "less least like such one two first second new old same other another way ways thing things kind kinds make "
-    "makes made get gets instead rather than whether either neither whole part parts rest still even only just "
-    "always never sometimes several whatever whichever however because since until within without across around "
-    "about after before between through during against among per via see lets let keeps keep".split()
-)
 FACTS_PROMPT = "What do you remember about {subject}? Name its key ideas in a few words."
 DF_SAMPLE = 3000  # document frequencies from at most this many notes: enough for ranking terms
 
@@ -110,7 +105,7 @@ def leaks(shown: str, forms: list[str]) -> list[str]:
 
 
 def _token_spans(sentence: str) -> list[tuple[int, int, str]]:
-    return [(m.start(), m.end(), m.group(0)) for m in re.finditer(r"[A-Za-z0-9]+(?:'[a-z]+)?", sentence)]
+    return [(m.start(), m.end(), m.group(0)) for m in ALNUM_CONTRACTED.finditer(sentence)]
 
 
 class Examiner:
@@ -230,7 +225,7 @@ class Examiner:
         """Image to subject: the scene with the subject's own words redacted."""
         forms = subject_forms(memory)
         hidden = set().union(*(prefix_roots(f) for f in forms)) - {prefix_root(w) for w in GENERIC_SUFFIXES}
-        scene = re.sub(r"[A-Za-z0-9]+", lambda m: REDACTED if prefix_root(m.group(0)) in hidden else m.group(0),
+        scene = ALNUM.sub(lambda m: REDACTED if prefix_root(m.group(0)) in hidden else m.group(0),
                        memory.image)
         prompt = f"{scene}\n\nWhich memory is this scene?"
         return Question(memory.id, "image", "Image → memory", prompt, [Element(memory.subject, forms)],

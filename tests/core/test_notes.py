@@ -217,6 +217,8 @@ def test_bad_input_is_one_clear_line(tmp_path, name, data, line, message):
     ("日記/今日 の メモ.md", "text\n", "日記.今日-の-メモ", None),
     ("Café/Ça va.md", "text\n", "cafe.ca-va", None),
     ("memories/d/Outbox polling.md", "text\n", "outbox-polling", None),
+    ("memories/d/Café crème (au lait).md", "text\n", "cafe-creme", None),
+    ("memories/d/日記.md", "text\n", "memory", None),
     ("n.md", "---\nsubject: y\nid: Not An Id\n---\n", "n", ("bad-id", 3, "must be lowercase")),
     ("n.md", "---\nid: [a]\n---\n", "n", ("bad-id", 2, "`id` must be text")),
     ("n.md", "---\nid: kept-id\n---\n", "kept-id", None),
@@ -233,13 +235,35 @@ def test_an_id_is_derived_from_the_path_when_the_note_names_none(path, data, not
         assert problem[2] in next(w.message for w in memory.warnings if w.code == "bad-id")
 
 
+@pytest.mark.parametrize("name, expected", [("Café crème", "cafe-creme"), ("Ça va", "ca-va"), ("naïve plan", "naive-plan"),
+                                            ("ﬁle №2", "file-no2")])
+def test_one_slug_rule_for_a_note_a_vault_note_an_added_note_and_an_import(name, expected):
+    """A name gives one slug wherever palace makes an id of it: a file under memories/ (`Café.md` was `caf`), a
+    vault's file, `palace add`'s subject, an importer's source id (accents transliterated everywhere)."""
+    from palace_cli.core.layout import path_id
+    from palace_cli.core.text import slugify
+    from palace_cli.importers.records import safe_id
+
+    assert path_id(f"memories/d/{name}.md") == path_id(f"{name}.md") == slugify(name) == safe_id(name) == expected
+
+
+def test_a_derived_id_the_old_slug_rule_gave_otherwise_is_a_previous_id():
+    assert parse_note("text\n", "memories/d/Café.md", "d").previous_ids == ["caf"]
+    assert parse_note("text\n", "memories/d/Cafe.md", "d").previous_ids == []
+    assert parse_note("---\nid: cafe\n---\ntext\n", "memories/d/Café.md", "d").previous_ids == []
+    assert parse_note("text\n", "Café.md", "d").previous_ids == []  # a vault's ids always transliterated
+
+
 @pytest.mark.parametrize("text, subject", [
     ("---\nsubject: Given\ntitle: T\n---\n# H\n", "Given"),
     ("---\ntitle: From title\n---\n# H\n", "From title"),
-    ("---\ntags: [a]\n---\n```sh\n# a shell comment\n```\n# The heading\n", "The heading"),
+    ("---\ntags: [a]\n---\n\n<!-- omit in toc -->\n#garden #beds\n# The heading\nText.\n", "The heading"),
+    # a `# ` heading after text (or code) is a section of a page named by its file (SilverBullet), not its title
+    ("---\ntags: [a]\n---\n```sh\n# a shell comment\n```\n# The heading\n", "Watering schedule"),
+    ("Beds are watered at dawn.\n\n# Summer\nTwice a day.\n", "Watering schedule"),
     ("Just text, no heading.\n", "Watering schedule"),
 ])
-def test_the_subject_is_subject_then_title_then_heading_then_file_name(text, subject):
+def test_the_subject_is_subject_then_title_then_leading_heading_then_file_name(text, subject):
     assert parse_note(text, "Garden/Watering schedule.md", "d").subject == subject
 
 
@@ -248,6 +272,37 @@ def test_inline_tags_outside_code_are_keywords():
             "`#inline`, a#b or [x](#frag)\n```\n#fenced\n```\n## Sub #heading-tag\n")
     memory = parse_note(text, "n.md", "d")
     assert memory.keywords == ["garden", "Water", "tomato", "garden/beds", "heading-tag"]
+
+
+@pytest.mark.parametrize("text", [
+    "---\nsubject: A\nkeywords: [x]\n---\nbody\n",
+    "---  \nsubject: A\n---\t\nbody\n",  # blanks after the fences: session files once read no frontmatter here
+    "---\r\nsubject: A\r\n---\r\nbody\r\n",
+    "---\n---\nbody\n",
+    "---\nsubject: A\n---",
+    "no frontmatter\n---\nsubject: A\n---\n",
+])
+def test_one_frontmatter_block_for_notes_sessions_writers_and_the_editor(text):
+    """The reader of notes, the reader of session files, the writer of frontmatter and the language server's
+    buffer find the same `---` block (core/notefile.frontmatter_block)."""
+    from palace_cli.conversations.sessionfile import split_text
+    from palace_cli.core.notefile import NoFrontmatter, split_frontmatter
+    from palace_cli.lsp.buffer import Buffer
+
+    plain = text.replace("\r\n", "\n")
+    try:
+        yaml_text, body, first = split_frontmatter(plain, "n.md")
+    except NoFrontmatter:
+        yaml_text, body, first = None, plain, 1
+    assert split_text(plain) == (yaml_text, body, first)
+    block = Buffer(text).block
+    assert (block is None) == (yaml_text is None)
+    if block is not None:
+        lines = plain.split("\n")
+        assert "".join(line + "\n" for line in lines[block[0] : block[1] + 1]) == yaml_text
+        assert Buffer(text).body_start == first - 1  # LSP counts lines from 0
+        edited = edit_frontmatter(text, {"subject": "B"}).replace("\r\n", "\n")
+        assert edited.endswith(body) and parse_note(edited, "n.md", "d").subject == "B"
 
 
 @pytest.mark.parametrize("data, codes", [

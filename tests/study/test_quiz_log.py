@@ -233,6 +233,24 @@ def test_editing_and_renaming_a_note_keeps_its_schedule(example_palace):
     assert new == 75  # 76 memories valid now (13 superseded versions are not studied), 1 reviewed
 
 
+def test_reviews_under_the_id_the_old_slug_rule_gave_still_count(example_palace):
+    """A note without `id:` under memories/ takes its file name's slug: `Café crème.md` was `caf-cr-me` (accents
+    dropped) and is `cafe-creme` now (one slug rule, accents transliterated). Its reviews, logged under the old
+    id, follow it; so does a link by the old id."""
+    note = example_palace / "memories" / "storage-engines" / "Café crème.md"
+    note.write_text("# Café crème\n\nEspresso with hot milk; a note without an id.\n", encoding="utf-8")
+    palace = Palace(example_palace)
+    log = ReviewLog(palace)
+    for review in history("caf-cr-me", [3, 3, 1, 3]):
+        log.append(review)
+    memory = palace.memory("cafe-creme")
+    assert memory.path == "memories/storage-engines/Café crème.md" and memory.previous_ids == ["caf-cr-me"]
+    schedule = replay(log.read().reviews, "person", T0 + timedelta(days=90))
+    assert "caf-cr-me" not in schedule.states and schedule.states["cafe-creme"].ratings == [3, 3, 1, 3]
+    assert palace.memory("caf-cr-me").id == "cafe-creme"
+    assert [i.id for i in due_items(palace, now=T0 + timedelta(days=90))[0]] == ["cafe-creme"]
+
+
 def test_stats_count_retention_lapses_due_and_charts(palace):
     log = ReviewLog(palace)
     for review in history("raft", [3, 3, 1, 3]) + history("paxos", [3, 3, 3]):

@@ -27,7 +27,8 @@ from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Tur
 from palace_cli.core.text import one_line, slug
 from palace_cli.core.dates import iso_time
 from palace_cli.conversations.sessionfile import split_text, is_session_text, parse_session
-from palace_cli.importers.chats.reading import RecordGuard, files_under, read_text, shown
+from palace_cli.core.walk import files_under
+from palace_cli.importers.chats.reading import RecordGuard, read_text, shown
 
 FORMAT = "chat-markdown"
 SOURCE = "chat"

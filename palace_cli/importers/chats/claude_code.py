@@ -18,7 +18,8 @@ from palace_cli.importers.chats.jsonstream import CHUNK, MAX_RECORD_BYTES, open_
 from palace_cli.conversations.sessionfile import MAX_SESSION_BYTES
 from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, participants_of, session_id
 from palace_cli.core.text import one_line, slug
-from palace_cli.importers.chats.reading import (BadRecord, RecordGuard, block_text, files_under, shown, text_value,
+from palace_cli.core.walk import files_under
+from palace_cli.importers.chats.reading import (BadRecord, RecordGuard, block_text, shown, text_value,
                                               thinking_block, threads, tool_line)
 
 FORMAT = SOURCE = "claude-code"

@@ -1,4 +1,4 @@
-"""What the conversation readers share: walking a folder, reading text and JSON records, the threads of
+"""What the conversation readers share: reading text and JSON records, the threads of
 a message tree, and the short lines a tool call or a thinking block becomes."""
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from palace_cli.core.text import one_line
 from palace_cli.core.disk import read_capped
 from palace_cli.errors import ImportFailed, NoteError
 
-SKIP_DIRS = {".git", ".palace", "node_modules", ".venv", "__pycache__", ".obsidian", ".trash"}
 PEEK_BYTES = 1 << 20
 EXPORT = "conversations.json"  # the file a ChatGPT or Claude.ai export holds its conversations in
 TOOL_DETAIL_KEYS = ("command", "file_path", "path", "pattern", "url", "query", "description", "prompt", "code")
@@ -110,18 +109,6 @@ def read_export(path: Path, format: str, include: frozenset[str], conversation) 
         with RecordGuard(result.problems, where, line, f"conversation {number}"):
             conversation(record, where, line, number, include, result)
     return result
-
-
-def files_under(directory: Path, suffixes: tuple[str, ...]) -> list[Path]:
-    """Files with one of the suffixes under a directory, sorted, skipping hidden and tool folders."""
-    found = []
-    for path in sorted(directory.rglob("*")):
-        parts = path.relative_to(directory).parts
-        if any(p.startswith(".") or p in SKIP_DIRS for p in parts):
-            continue
-        if path.suffix.lower() in suffixes and path.is_file():
-            found.append(path)
-    return found
 
 
 def shown(path: Path) -> str:
