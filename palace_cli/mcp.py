@@ -25,6 +25,7 @@ from palace_cli.core.notes import TYPES, Memory
 from palace_cli.errors import NotAMemory, NotFound, OutsidePalace, PalaceError, UsageError
 from palace_cli.palace import Palace
 from palace_cli.search.profiles import PROFILES
+from palace_cli.search.context import agent_instructions
 from palace_cli.search.relevance import describe
 from palace_cli.search.retrieve import recall as core_recall
 from palace_cli.search.retrieve import search as core_search
@@ -40,12 +41,6 @@ MIN_TOKENS, MAX_TOKENS = 50, 20000
 MAX_REFERENCE = 4096  # characters of a memory id or path: PATH_MAX on Linux
 DISTILL_TOKENS = 800  # distill's answer: counts, then a line per memory written, cut there
 LINE_REF = re.compile(r":\d+$")
-INSTRUCTIONS = ("A memory palace: Markdown memories, each with a verify token, and imported conversations. Call "
-                "recall before answering from memory, cite each used memory's token as [verify: token] and quote "
-                "each used conversation turn in double quotes followed by [turn ID], then call verify on your answer "
-                "with the ids recall handed.")
-
-
 # ---- confinement --------------------------------------------------------------------------------
 
 
@@ -193,13 +188,16 @@ class PalaceTools:
         return fit("\n".join([head] + lines), max_tokens)
 
     def get(self, id: str, max_tokens: int = 1500) -> str:
-        """One memory in full: fields, verify token, Image and Content."""
+        """One memory in full: fields, verify token (or where to cite it), Image and Content."""
         _budget(max_tokens)
         _reference(id)  # checked before anything is read
         self._fresh()
         memory = self._memory(id)
-        lines = [f"# {memory.subject} ({memory.id})", f"domain: {memory.domain}; at {memory.location}",
-                 f"anchor: {memory.anchor}", f"verify: {memory.verify}"]
+        lines = [f"# {memory.subject} ({memory.id})", f"domain: {memory.domain}; at {memory.location}"]
+        if memory.anchor:
+            lines.append(f"anchor: {memory.anchor}")
+        # A note without a token is cited by where it is (verify takes [path:line]); never ask for a token it lacks.
+        lines.append(f"verify: {memory.verify}" if memory.verify else f"cite as: [{memory.location}]")
         if memory.keywords:
             lines.append("keywords: " + ", ".join(memory.keywords))
         if memory.all_links:
@@ -210,7 +208,7 @@ class PalaceTools:
                          + "".join(f"; {label} {', '.join(ids)}" for label, ids in
                                    (("superseded by", versions.successors.get(memory.id)),
                                     ("replaces", versions.predecessors.get(memory.id))) if ids))
-        lines += ["## Image", memory.image, "## Content", memory.content]
+        lines += (["## Image", memory.image] if memory.image else []) + ["## Content", memory.content]
         return fit("\n".join(lines), max_tokens)
 
     def add(self, subject: str, domain: str | None = None, anchor: str | None = None, image: str | None = None,
@@ -220,8 +218,8 @@ class PalaceTools:
         """Write a new memory (never overwrites), refresh, and say where it is and its verify token.
 
         Text alone (`subject`, no image) is written at once as a plain note, in the inbox domain when no domain
-        is given: searched and recalled now, but it has no verify token, so it cannot be cited until it grows an
-        image. With an image, a SMASHIN memory: refused, nothing written, with a token the image cannot give or a
+        is given: searched and recalled now, and cited by where it is ([path:line]) since it has no verify token
+        (an image would give it one). With an image, a SMASHIN memory: refused, nothing written, with a token the image cannot give or a
         link to no memory. `supersedes` corrects memories: they stay, marked superseded by this one from
         `valid_from` (default today)."""
         from palace_cli.editing.authoring import add_note, review_added
@@ -231,10 +229,11 @@ class PalaceTools:
                           keywords=keywords, links=links, verify=verify, note_id=id, supersedes=supersedes,
                           valid_from=valid_from, type=type or "", strict=True)
         self._fresh()
-        lines = [f"added {memory.id} at {memory.location}", f"verify: {memory.verify or '(none)'}"]
+        lines = [f"added {memory.id} at {memory.location}",
+                 f"verify: {memory.verify}" if memory.verify else f"cite as: [{memory.location}]"]
         if not memory.verify:
-            lines.append("a plain note: recalled now, not citable yet (no image, so no verify token); "
-                         "update it with an image to make it a memory you can cite")
+            lines.append("a plain note: recalled now and cited by where it is (no image, so no verify token; "
+                         "update it with an image to give it one)")
         if memory.supersedes:
             lines.append(f"supersedes {', '.join(memory.supersedes)} from {memory.valid_from}")
         review = review_added(self.palace, memory)
@@ -391,7 +390,7 @@ class PalaceTools:
 # name: (description, read_only, destructive, idempotent). Descriptions are short on purpose: the whole
 # tool list is paid for in every agent's context (tests/test_mcp.py measures it).
 TOOLS = {
-    "recall": ("The smallest context that answers query: memories (cite their verify tokens) and chat turns.",
+    "recall": ("The smallest context that answers query: memories and chat turns, each with how to cite it.",
                True, False, True),
     "search": ("Flat ranked search over memories and turns.", True, False, True),
     "get": ("A memory in full.", True, False, True),
@@ -489,7 +488,7 @@ def build_server(palace: Palace):
                                   structured_output=False, annotations=ToolAnnotations(**hints, open_world_hint=False))
         tool.parameters = _describe(_tidy_schema(tool.parameters), name)
         registered.append(tool)
-    return MCPServer("palace", version=__version__, instructions=INSTRUCTIONS, tools=registered, log_level="WARNING")
+    return MCPServer("palace", version=__version__, instructions=agent_instructions(palace), tools=registered, log_level="WARNING")
 
 
 def serve(palace: Palace) -> None:

@@ -584,7 +584,8 @@ def test_add_with_text_alone_captures_a_plain_note_in_the_inbox(example_palace):
     (error, text), (_, found) = anyio.run(scenario)
     assert not error, text
     assert text.startswith("added the-staging-database-is-restored-from-sunday-s-snapshot at memories/inbox/")
-    assert "verify: (none)" in text and "not citable yet" in text
+    assert "\ncite as: [memories/inbox/the-staging-database" in text and "verify:" not in text
+    assert "cited by where it is" in text
     assert "the-staging-database-is-restored-from-sunday-s-snapshot" in handed(found)
 
 

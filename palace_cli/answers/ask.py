@@ -17,19 +17,25 @@ from palace_cli.answers.abstention import Evidence, needs_of, thresholds, weigh
 from palace_cli.answers.checking import (handed_memories, superseded_among, unit_lookup, verify_answer,  # noqa: F401
                                          with_texts)
 from palace_cli.answers.extract import Source, compose, extract, sentence_line, sources_of
-from palace_cli.answers.verify import CITATION, UNIT_CITATION, Verdict, verify_response
+from palace_cli.answers.verify import CITATION, LOCATION_CITATION, UNIT_CITATION, Verdict, verify_response
 from palace_cli.backends.cache import cached
 from palace_cli.core.text import STOPWORDS, words
 from palace_cli.core.tokens import contains_phrase
 from palace_cli.errors import ModelError, UsageError
 from palace_cli.palace import Palace
 from palace_cli.search.hits import Recall
+from palace_cli.search.context import MIXED_CITE, PLAIN_CITE
 from palace_cli.search.retrieve import recall
 
 MAX_TOKENS = 160
 ANSWER_INSTRUCTION = ("Answer the question in two or three sentences using only the memories and turns above. "
                       "End with the verify token of each memory you used, written as [verify: token]; quote the "
                       "words of each turn you used in double quotes, followed by [turn ID].")
+# For a context with notes that have no verify token (search.context says so in its header): cite them by place.
+PLAIN_INSTRUCTION = ("Answer the question in two or three sentences using only the notes and turns above. "
+                     "End with where each note you used is, as shown after its title, like [notes/Name.md:12] (or its "
+                     "verify token, like [verify: token], when it has one); quote the words of each turn you used in "
+                     "double quotes, followed by [turn ID].")
 NO_CONTEXT_INSTRUCTION = ("Answer the question in two or three sentences. "
                           "End with the verify token of each memory you used, written as [verify: token].")
 # A small model often pastes its prompt back (headings, verify lines, the question): that cites the token
@@ -96,7 +102,8 @@ def build_prompt(context: str, question: str) -> str:
     """The prompt for a generator: the recall context (with its verify tokens), the question, the rule."""
     if not context.strip():
         return f"Question: {question}\n\n{NO_CONTEXT_INSTRUCTION}"
-    return f"{context.rstrip()}\n\nQuestion: {question}\n\n{ANSWER_INSTRUCTION}"
+    plain = PLAIN_CITE in context or MIXED_CITE in context
+    return f"{context.rstrip()}\n\nQuestion: {question}\n\n{PLAIN_INSTRUCTION if plain else ANSWER_INSTRUCTION}"
 
 
 def drop_repeats(text: str) -> str:
@@ -155,7 +162,7 @@ def not_an_answer(text: str, terms: list[str], analyze) -> tuple[str, str] | Non
         return "echo", "it pastes its context back instead of answering"
     if repetitive(text):
         return "loops", "it repeats itself until the token limit"
-    pairs = analyze(UNIT_CITATION.sub(" ", CITATION.sub(" ", text)))
+    pairs = analyze(LOCATION_CITATION.sub(" ", UNIT_CITATION.sub(" ", CITATION.sub(" ", text))))
     said = {term for term, _ in pairs}
     if terms and not said.intersection(terms):
         return "off-topic", "it cites a memory but says nothing about the question"
@@ -217,17 +224,19 @@ def extractive(palace: Palace, question: str, sources: list[Source], handed: lis
 
 def handed_entries(sources: list[Source]) -> list[dict]:
     """What verify is handed for the sources: memories with their token, turns and sections by id; each with the
-    text its quotes are checked against."""
+    text its quotes are checked against, and where it is (path, first line) for [path:line] citations."""
     from palace_cli.answers.checking import memory_text
 
     out = []
     for source in sources:
         if source.kind == "turn":
-            out.append({"id": source.id, "kind": "turn", "text": f"{source.speaker}: {source.text}"})
+            out.append({"id": source.id, "kind": "turn", "text": f"{source.speaker}: {source.text}",
+                        "path": source.path, "line": source.line})
         else:
             memory = source.memory
             entry = {"id": source.id, "subject": memory.subject if memory is not None else source.frame,
-                     "verify": source.token, "text": memory_text(memory) if memory is not None else source.text}
+                     "verify": source.token, "text": memory_text(memory) if memory is not None else source.text,
+                     "path": source.path, "line": source.line}
             if source.kind == "section":
                 entry["kind"] = "section"
             out.append(entry)

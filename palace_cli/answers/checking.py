@@ -18,20 +18,32 @@ def memory_text(memory) -> str:
                      if part)
 
 
+def turn_units(palace: Palace, keys: list[str]) -> dict[str, dict]:
+    """key -> what verify needs of a turn the palace holds: {id, kind: "turn", text (`Speaker: text`, what a
+    quote of it may come from), path, line}."""
+    rows = palace.index.store.turns(list(dict.fromkeys(keys))) if keys else {}
+    return {key: {"id": key, "kind": "turn", "text": f"{row['speaker']}: {row['text']}", "path": row["path"],
+                  "line": row["line"]} for key, row in rows.items()}
+
+
 def turn_texts(palace: Palace, keys: list[str]) -> dict[str, str]:
     """key -> what a quote of the turn may come from: `Speaker: text`, for the turns the palace holds."""
-    rows = palace.index.store.turns(list(dict.fromkeys(keys))) if keys else {}
-    return {key: f"{row['speaker']}: {row['text']}" for key, row in rows.items()}
+    return {key: unit["text"] for key, unit in turn_units(palace, keys).items()}
+
+
+def memory_unit(memory) -> dict:
+    """What verify needs of a memory: {id, subject, verify, text, path, line}."""
+    return {**context_entry(memory), "text": memory_text(memory), "path": memory.path, "line": memory.line}
 
 
 def handed_units(palace: Palace, refs: list[str]) -> list[dict]:
-    """What verify needs of the units handed to a model, each named exactly: a memory ({id, subject, verify,
-    text}) by id or path, a turn ({id, kind: "turn", text}) by its key `session/turn`."""
+    """What verify needs of the units handed to a model, each named exactly: a memory (memory_unit) by id or
+    path, a turn (turn_units) by its key `session/turn`."""
     out = []
-    turns = turn_texts(palace, [r for r in refs if "/" in r and not r.endswith(".md")])
+    turns = turn_units(palace, [r for r in refs if "/" in r and not r.endswith(".md")])
     for ref in dict.fromkeys(refs):
         if ref in turns:
-            out.append({"id": ref, "kind": "turn", "text": turns[ref]})
+            out.append(turns[ref])
             continue
         try:
             memory = palace.memory(ref)
@@ -39,7 +51,7 @@ def handed_units(palace: Palace, refs: list[str]) -> list[dict]:
             if "/" in ref:
                 raise NotFound(f"no memory or conversation turn {ref!r} in this palace") from None
             raise
-        out.append({**context_entry(memory), "text": memory_text(memory)})
+        out.append(memory_unit(memory))
     return out
 
 
@@ -63,22 +75,25 @@ def superseded_among(palace: Palace, ids, when: datetime | None = None) -> dict[
 
 
 def with_texts(palace: Palace, handed: list[dict]) -> list[dict]:
-    """The handed entries with the text of each unit filled in where the palace knows it (quotes are checked
-    against it)."""
-    missing_turns = [e["id"] for e in handed if e.get("kind") == "turn" and e.get("text") is None]
-    turns = turn_texts(palace, missing_turns)
+    """The handed entries with the text of each unit (quotes are checked against it) and where it is (path, line:
+    [path:line] citations name it) filled in where the palace knows them."""
+    def lacking(entry: dict) -> bool:
+        return entry.get("text") is None or entry.get("path") is None
+
+    turns = turn_units(palace, [e["id"] for e in handed if lacking(e) and e.get("kind") == "turn"])
     out = []
     for entry in handed:
-        entry = dict(entry)
-        if entry.get("text") is None:
+        if lacking(entry):
             if entry.get("kind") == "turn":
-                entry["text"] = turns.get(entry["id"])
+                known = turns.get(entry["id"], {})
             else:
                 try:
-                    entry["text"] = memory_text(palace.memory(entry["id"], refresh=False))
+                    known = memory_unit(palace.memory(entry["id"], refresh=False))
                 except NotFound:
-                    pass
-        out.append(entry)
+                    known = {}
+            entry = {**entry, **{name: known[name] for name in ("text", "path", "line")
+                                 if entry.get(name) is None and name in known}}
+        out.append(dict(entry))
     return out
 
 

@@ -15,6 +15,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from palace_cli.core.readable import readable
 from palace_cli.core.text import question_terms, split_sentences
 from palace_cli.index.turns import date_words
 
@@ -107,11 +108,12 @@ FENCE_LINE = re.compile(r"^[ \t]*(?:`{3,}|~{3,}).*$", re.MULTILINE)
 
 
 def candidates(sources: list[Source]) -> list[Sentence]:
-    """Every sentence of every source that says something in words, tagged with its position in the unit; the
-    text inside a code fence is split apart from the prose around it."""
+    """Every sentence of every source's readable text (core/readable.py: links as their labels, no callout
+    markers or block ids, a table row by row) that says something in words, tagged with its position in the
+    unit; the text inside a code fence is split apart from the prose around it."""
     out = []
     for source in sources:
-        sentences = [text for piece in FENCE_LINE.split(source.text) for text in split_sentences(piece)]
+        sentences = [text for piece in FENCE_LINE.split(readable(source.text)) for text in split_sentences(piece)]
         out += [Sentence(source, position, text) for position, text in enumerate(sentences) if says_something(text)]
     return out
 
@@ -203,13 +205,13 @@ def compose(chosen: list[Sentence]) -> str:
 
 
 def sentence_line(source: Source, sentence: str) -> int:
-    """The line of the file where `sentence` starts: in a note, searched after its Content heading (else the
-    heading's line); a turn's header line."""
+    """The line of the file where `sentence` starts: in a note, searched in its readable text (line for line
+    the body's) after its Content heading (else the heading's line); a turn's header line."""
     memory = source.memory
     if memory is None:
         return source.line
     head = " ".join(sentence.split()[:4])
-    lines = (memory.body or "").splitlines()
+    lines = readable(memory.body or "").split("\n")
     start = next((i for i, line in enumerate(lines) if re.match(r"^#{2,}\s*content\s*$", line.strip(), re.I)), 0)
     for index in range(start, len(lines)):
         if head and head in " ".join(lines[index].split()):

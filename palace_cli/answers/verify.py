@@ -1,9 +1,12 @@
 """Verify checks: did an answer cite the units it was handed, and only those, and is every quote verbatim?
 
 A memory is cited by its verify token (`[verify: token]`), a turn by `[turn ID]`, a note without a token or a
-section by `[note ID]` / `[section ID]`. A quote is text in double quotes before a citation, or, before a
-`[turn ...]`, `[note ...]` or `[section ...]` citation with no quotes, the text since the previous citation on
-its line: it must be in the cited unit word for word (case, punctuation and spacing aside). Pure functions."""
+section by `[note ID]` / `[section ID]`, and any handed unit by where it is, `[path:line]` (the unit of that file
+whose first line is the last at or before `line`: a note, its section, a session's turn). A quote is text in
+double quotes before a citation, or, before a citation other than a token with no quotes, the text since the
+previous citation on its line: it must be in the cited unit word for word (case, punctuation and spacing aside), as the unit is
+written or as it reads (core/readable.py: links as their labels, no callout markers or block ids, a table
+row as `Header: cell; Header: cell`), which is how `ask` quotes it. Pure functions."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from palace_cli.errors import PalaceError, UsageError
+from palace_cli.core.readable import readable
 from palace_cli.core.tokens import contains_phrase, find_phrases
 from palace_cli.core.text import fold, normalize, words
 
@@ -19,6 +23,8 @@ RULES = ("any", "all")
 # How a model is told to cite (see retrieve.build_context): "[verify: the token]".
 CITATION = re.compile(r"\[\s*verify\s*:\s*([^\]\n]{0,200}?)\s*\]", re.IGNORECASE)
 UNIT_CITATION = re.compile(r"\[\s*(turn|note|section)\s+([^\]\s]{1,300})\s*\]", re.IGNORECASE)
+# Where a unit is, as search and recall show it: `[notes/Weekly review.md:12]` (a Markdown file and a line).
+LOCATION_CITATION = re.compile(r"\[\s*`?([^\[\]\n`]{1,300}?\.md):(\d{1,9})`?\s*\]", re.IGNORECASE)
 QUOTE = re.compile(r'"([^"\n]+)"|\u201c([^\u201d\n]+)\u201d')
 
 
@@ -87,7 +93,8 @@ def verify_response(response: str, handed: list[dict], all_tokens: dict[str, str
     """Check `response` against the handed units and every token of the palace.
 
     `handed` holds one entry per unit: {id, verify} for a memory, {id, kind: "turn"|"note"|"section"} for the
-    others, each with its quotable "text" when quotes are to be checked. `lookup(id)` tells whether a unit
+    others, each with its quotable "text" when quotes are to be checked, and its "path" and first "line" when
+    [path:line] citations are to name it. `lookup(id)` tells whether a unit
     that was not handed exists (a [turn ID] citation of one is foreign). Grounded means: no token or
     citation of a unit outside the context, no cited memory in `superseded` (id -> {superseded_by,
     valid_until}: not valid at the moment asked about), every quote word for word in its unit, and at least
@@ -151,11 +158,33 @@ def _token_citations(verdict: Verdict, response: str, handed_tokens: dict[str, s
     return seen
 
 
+def _unit_mentions(response: str, units: dict[str, dict]) -> list[tuple[int, int, str, str]]:
+    """(start, end, kind, id) of each [turn|note|section ID] and [path:line] citation; a location names the
+    handed unit it falls in (see `located`), else the path as written."""
+    found = [(m.start(), m.end(), m.group(1).lower(), m.group(2)) for m in UNIT_CITATION.finditer(response)]
+    for match in LOCATION_CITATION.finditer(response):
+        path = match.group(1).strip()
+        unit_id = located(units, path, int(match.group(2)))
+        kind = units[unit_id].get("kind", "note") if unit_id else "note"
+        found.append((match.start(), match.end(), "note" if kind == "memory" else kind, unit_id or path))
+    return sorted(found)
+
+
+def located(units: dict[str, dict], path: str, line: int) -> str | None:
+    """The id of the handed unit of file `path` that line `line` falls in: the one whose first line is the last at
+    or before it (the file's first unit when the line is before all of them); None when no unit is of that file."""
+    of_file = sorted(((int(e.get("line") or 0), unit_id) for unit_id, e in units.items() if e.get("path") == path),
+                     key=lambda pair: pair[0])
+    if not of_file:
+        return None
+    before = [unit_id for first, unit_id in of_file if first <= line]
+    return before[-1] if before else of_file[0][1]
+
+
 def _unit_citations(verdict: Verdict, response: str, units: dict[str, dict], seen: set[str], lookup) -> None:
-    """[turn ID], [note ID], [section ID]: cited when the unit was handed, foreign when it exists but was not,
-    unknown otherwise."""
-    for match in UNIT_CITATION.finditer(response):
-        kind, unit_id = match.group(1).lower(), match.group(2)
+    """[turn ID], [note ID], [section ID], [path:line]: cited when the unit was handed, foreign when it exists but
+    was not, unknown otherwise."""
+    for _, _, kind, unit_id in _unit_mentions(response, units):
         if unit_id in units:
             if unit_id not in seen:
                 seen.add(unit_id)
@@ -169,10 +198,10 @@ def _unit_citations(verdict: Verdict, response: str, units: dict[str, dict], see
 
 def check_quotes(response: str, units: dict[str, dict], handed_tokens: dict[str, str]) -> list[dict]:
     """Every quote of the answer and whether its cited unit holds it word for word: text in double quotes before
-    a citation, or, before a [turn|note|section ...] citation without quotes, the text since the previous
-    citation on its line. Quotes of a unit whose text is not known are not checked (and not listed)."""
+    a citation, or, before a [turn|note|section ...] or [path:line] citation without quotes, the text since the
+    previous citation on its line. Quotes of a unit whose text is not known are not checked (and not listed)."""
     marks = sorted([(m.start(), m.end(), "token", m.group(1)) for m in CITATION.finditer(response)]
-                   + [(m.start(), m.end(), m.group(1).lower(), m.group(2)) for m in UNIT_CITATION.finditer(response)])
+                   + _unit_mentions(response, units))
     out: list[dict] = []
     previous = 0
     for start, end, kind, name in marks:
@@ -190,8 +219,13 @@ def check_quotes(response: str, units: dict[str, dict], handed_tokens: dict[str,
         for quote in (q.strip() for q in quotes):
             if words(quote):
                 out.append({"id": unit_id, "kind": entry.get("kind", "memory"), "quote": quote,
-                            "found": contains_phrase(entry["text"], quote)})
+                            "found": quoted_from(entry["text"], quote)})
     return out
+
+
+def quoted_from(text: str, quote: str) -> bool:
+    """Whether `quote` is in `text` word for word: as written, or as it reads (core/readable.py)."""
+    return contains_phrase(text, quote) or contains_phrase(readable(text), quote)
 
 
 def _decide(verdict: Verdict, response: str, handed_tokens: dict[str, str], units: dict[str, dict]) -> None:

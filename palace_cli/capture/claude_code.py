@@ -4,7 +4,9 @@ Claude Code runs `palace hook claude-code` with one JSON object on stdin: `sessi
 (the session's JSONL log), `cwd` and `hook_event_name`. On PreCompact, SessionEnd and Stop the transcript
 is imported into conversations/claude-code/ (new turns appended, nothing else touched; the index catches
 up at the next command that reads it, embeddings with it). On SessionStart the wake-up text is returned
-for Claude Code to add to the session's context.
+for Claude Code to add to the session's context: core memories, then the recent decisions and conventions
+distilled from sessions run in the same project (the payload's `cwd`), then the most important memories,
+within WAKE_UP_TOKENS; past SESSION_START_SECONDS the hook gives up and the session starts without it.
 
 The palace is the one given with `--palace` (written into the hook command by `palace hook install`), else
 the one found walking up from the session's `cwd`. A hook must never break the session: every failure is
@@ -14,6 +16,9 @@ a HookError (or any other exception) that the face turns into one line on stderr
 from __future__ import annotations
 
 import json
+import signal
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +26,8 @@ from palace_cli.errors import PalaceError
 
 EVENTS = ("SessionStart", "PreCompact", "SessionEnd", "Stop")
 IMPORTING = ("PreCompact", "SessionEnd", "Stop")
-WAKE_UP_TOKENS = 1200  # what SessionStart adds to the context: a fraction of any model's window
+WAKE_UP_TOKENS = 1200  # what SessionStart adds to the context: a fraction of any model's window (issue 33: < 1,500)
+SESSION_START_SECONDS = 15.0  # a new session waits this long at most for its context (Claude Code's own limit is 60)
 MAX_PAYLOAD = 1_000_000  # bytes of hook input read: Claude Code sends a few hundred
 WAIT_S = 3.0  # the longest a hook waits for a lock another palace process holds
 
@@ -68,14 +74,43 @@ def find_palace(palace_dir: str | None, payload: dict):
         raise HookError(str(exc)) from None
 
 
-def handle(payload: dict, palace_dir: str | None = None) -> HookResult:
+@contextmanager
+def deadline(seconds: float | None):
+    """HookError when the body is still running after `seconds` (a real-time alarm: on the main thread of a POSIX
+    process only; elsewhere, or with None, no limit). What was cut is a read, so nothing is left half done."""
+    if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expired(_signum, _frame):
+        raise HookError(f"no wake-up context this time: it took over {seconds:g} s (a first scan of a big palace; "
+                        "`palace index` builds its cache once)")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def handle(payload: dict, palace_dir: str | None = None, seconds: float | None = SESSION_START_SECONDS) -> HookResult:
     """Run one hook event on its palace (see the module); HookError or another PalaceError when it cannot.
 
     Every lock it takes waits at most WAIT_S (`locks.patience`): a palace another process holds longer (an
-    index build, a distill's slice) is left alone this time, and said so."""
+    index build, a distill's slice) is left alone this time, and said so. SessionStart gives up after `seconds`
+    (a HookError); imports run to the end (they write, and a rerun resumes them anyway)."""
+    event = payload["hook_event_name"]
+    if event == "SessionStart":
+        with deadline(seconds):
+            return _handle(payload, palace_dir, event)
+    return _handle(payload, palace_dir, event)
+
+
+def _handle(payload: dict, palace_dir: str | None, event: str) -> HookResult:
     from palace_cli.index.locks import Busy, patience
 
-    event = payload["hook_event_name"]
     palace = find_palace(palace_dir, payload)
     result = HookResult(event, str(palace.root))
     try:
@@ -83,7 +118,8 @@ def handle(payload: dict, palace_dir: str | None = None) -> HookResult:
             if event == "SessionStart":
                 from palace_cli.search.wakeup import wake_up
 
-                text = wake_up(palace, budget_tokens=WAKE_UP_TOKENS).text
+                cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
+                text = wake_up(palace, budget_tokens=WAKE_UP_TOKENS, cwd=cwd).text
                 result.output = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
                 result.summary = f"wake-up context: {len(text)} characters from {palace.root}"
                 return result
@@ -107,9 +143,10 @@ def import_transcript(palace, payload: dict) -> str:
     report = import_conversations(palace, path, "claude-code")
     counts = report.counts()
     refused = f", {counts['refused']} refused" if counts["refused"] else ""
+    redacted = f"; {report.redacted} secrets redacted" if report.redacted else ""
     return (f"imported {path.name} into {palace.root}: {counts['turns_written']} new turns "
             f"({counts['added']} added, {counts['appended']} appended, {counts['skipped']} unchanged, "
-            f"{counts['conflict']} conflicts{refused}){_problems(report.problems)}")
+            f"{counts['conflict']} conflicts{refused}){_problems(report.problems)}{redacted}")
 
 
 def _problems(problems: list) -> str:

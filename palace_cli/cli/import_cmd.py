@@ -33,17 +33,22 @@ def _run_with_progress(palace, path, **options):
               help="BEIR: number of domains (default: about sqrt(n/2), at most 64).")
 @click.option("--include", "include", type=click.Choice(INCLUDABLE), multiple=True,
               help="Conversations: also import what is left out by default (repeatable).")
+@click.option("--keep-secrets", is_flag=True,
+              help="Keep what looks like a secret (API keys, tokens, private keys, passwords) and <private> spans "
+                   "as they are; by default they are redacted before anything is written.")
 @click.option("--dry-run", is_flag=True, help="Validate and report what would change; write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @pass_ctx
-def import_(ctx, path, format_, domain, split, queries_path, cluster_with, clusters, include, dry_run, as_json):
+def import_(ctx, path, format_, domain, split, queries_path, cluster_with, clusters, include, keep_secrets, dry_run,
+            as_json):
     """Import memories (memory-palace JSON, Markdown, BEIR) or conversations (Claude Code, ChatGPT,
     Claude.ai, LoCoMo, chat text) into the palace; safe to rerun.
 
     Example: palace import ~/.claude/projects/-home-me-code-palace/
     """
     report = _run_with_progress(ctx.palace, path, format=format_, domain=domain, split=split, queries=queries_path,
-                                cluster_with=cluster_with, clusters=clusters, dry_run=dry_run, include=include)
+                                cluster_with=cluster_with, clusters=clusters, dry_run=dry_run, include=include,
+                                keep_secrets=keep_secrets)
     if not hasattr(report, "warnings"):
         _conversations(report, as_json)
         return
@@ -76,6 +81,7 @@ def _conversations(report, as_json: bool) -> None:
         if report.left_out:
             shown = ", ".join(f"{kind} {count}" for kind, count in report.left_out.items())
             render.out.print(f"left out (see --include): {shown}")
+        _redacted(report.redacted)
         for conflict in report.conflicts:
             render.out.print(f"[red]conflict: {conflict}[/red]", markup=True)
     if report.refresh is not None and report.refresh.dense != "on" and report.refresh.dense_reason:
@@ -102,11 +108,19 @@ def _print(report) -> None:
                          f"median {sizes[len(sizes) // 2]})")
     if report.queries_path:
         render.out.print(f"{report.queries} queries in {report.queries_path}")
+    _redacted(report.redacted)
     for conflict in report.conflicts:
         render.out.print(f"[red]conflict: {conflict}[/red]", markup=True)
     refresh = report.refresh
     if refresh is not None and refresh.dense != "on":
         render.note(refresh.dense_reason)
+
+
+
+def _redacted(count: int) -> None:
+    if count:
+        render.out.print(f"{plural(count, 'secret')} redacted before writing, private spans included "
+                         "(--keep-secrets keeps them)")
 
 
 COMMANDS = [import_]

@@ -95,15 +95,17 @@ def hook():
 
 
 @hook.command(name="claude-code")
+@click.option("--deadline", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="SessionStart: seconds to wait for the wake-up context before starting without it (default 15).")
 @click.pass_context
-def hook_claude_code(ctx):
+def hook_claude_code(ctx, deadline):
     """Run one Claude Code hook: JSON on stdin; imports the session, or prints SessionStart's context.
 
     Never fails the session: any problem is one line on stderr and exit status 0.
 
     Example: echo '{"hook_event_name": "SessionStart", "cwd": "."}' | palace hook claude-code
     """
-    from palace_cli.capture.claude_code import MAX_PAYLOAD, HookError, handle, read_payload
+    from palace_cli.capture.claude_code import MAX_PAYLOAD, SESSION_START_SECONDS, HookError, handle, read_payload
     from palace_cli.cli.inert import inert
 
     palace_dir = ctx.find_root().obj.palace_dir if ctx.find_root().obj else None
@@ -111,7 +113,7 @@ def hook_claude_code(ctx):
         raw = sys.stdin.buffer.read(MAX_PAYLOAD + 1)
         if len(raw) > MAX_PAYLOAD:
             raise HookError(f"the hook input is over {MAX_PAYLOAD:,} bytes; not read")
-        result = handle(read_payload(raw.decode("utf-8")), palace_dir)
+        result = handle(read_payload(raw.decode("utf-8")), palace_dir, deadline or SESSION_START_SECONDS)
     except Exception as exc:  # a hook must never break the session it serves
         click.echo(f"palace hook: {inert(exc)}", err=True)
         sys.exit(0)

@@ -110,6 +110,7 @@ class ReadResult:
     problems: list[ReadProblem] = field(default_factory=list)
     left_out: Counter = field(default_factory=Counter)
     bad_times: dict[str, list] = field(default_factory=dict)  # file -> [count, line and value of the first]
+    redacted: int = 0  # secrets redacted and private spans dropped (importers.chats.reading.redact_sessions)
 
     def add(self, session: Session, where: str, line: int | None = None) -> None:
         """Keep a session a reader read, made safe to write first (see `check_session`)."""

@@ -14,6 +14,7 @@ from palace_cli.core.markdown import code_ranges, conflict_blocks, outside_code
 from palace_cli.core.noteedit import check_note_size, dump_frontmatter, edit_frontmatter, edit_section, inline_yaml
 from palace_cli.core.notefile import load_note, parse_note, split_frontmatter
 from palace_cli.core.notes import ID_PATTERN, TYPES, Memory
+from palace_cli.core.secrets import without_secrets
 from palace_cli.core.text import slug, slugify, title_name, words
 from palace_cli.core.tokens import propose_token, token_problems
 from palace_cli.core.validity import Versions
@@ -308,6 +309,7 @@ def add_note(palace: Palace, text: str, domain: str | None = None, *, subject: s
                                          fields.get("note_id") or slugify(subject or capture_subject(text or ""))))
     text, image, content = (_captured(value, what) for value, what in ((text, "text"), (image, "image"),
                                                                         (content, "content")))
+    text, content = without_secrets(text.strip()), without_secrets(content)  # core/secrets.py: before any write
     _plain_names(domain, fields.get("note_id"), fields.get("supersedes") if strict else None)
     folder = palace.new_note_path(domain or palace.config.notes.inbox, "x").rpartition("/")[0]
     if folder:  # a domain linked out of the palace is refused before any work on the text (an agent's token)

@@ -17,7 +17,7 @@ from pathlib import Path
 from palace_cli.errors import UsageError
 from palace_cli.importers.formats import CONVERSATION_FORMATS, FORMATS, NOTE_FORMATS, detect_format, read
 from palace_cli.importers.records import (Batch, Conflict, ImportReport, Record, check_unique, json_line_error, map_ids,
-                                          safe_id, scrub_records)
+                                          redact_records, safe_id, scrub_records)
 from palace_cli.importers.writer import declare_domains, plan, usable_queries, write_notes, write_queries
 from palace_cli.palace import Palace
 from palace_cli.progress import Progress
@@ -29,9 +29,11 @@ __all__ = ["Batch", "CONVERSATION_FORMATS", "Conflict", "FORMATS", "ImportReport
 def import_path(palace: Palace, path, format: str | None = None, progress: Progress | None = None,
                 *, domain: str | None = None, split: str = "auto", queries: str | Path | None = None,
                 cluster_with: str = "auto", clusters: int | None = None, dry_run: bool = False,
-                include: frozenset[str] | tuple = ()):
+                include: frozenset[str] | tuple = (), keep_secrets: bool = False):
     """Import a file or directory into the palace: memories (an ImportReport; validates everything before
-    writing anything) or conversations (a ConversationImport; see palace_cli.importers.chats.writer)."""
+    writing anything) or conversations (a ConversationImport; see palace_cli.importers.chats.writer). Secrets
+    in what is read are redacted and `<private>` spans dropped before anything is written, unless `keep_secrets`
+    (core/secrets.py); the report's `redacted` counts them."""
     path = Path(path).expanduser()
     if not path.exists():
         raise UsageError(f"{path}: no such file or directory")
@@ -41,13 +43,14 @@ def import_path(palace: Palace, path, format: str | None = None, progress: Progr
     format = format or detect_format(path)
     if format in CONVERSATION_FORMATS:
         return _import_conversations(palace, path, format, include, dry_run, progress,
-                                     {"--domain": domain, "--queries": queries, "--clusters": clusters})
+                                     {"--domain": domain, "--queries": queries, "--clusters": clusters}, keep_secrets)
     if include:
         raise UsageError(f"--include is for conversation formats ({', '.join(CONVERSATION_FORMATS)}), not {format}")
     batch = read(path, format, {"domain": domain, "split": split, "cluster_with": cluster_with, "clusters": clusters})
     scrub_records(batch)
-    return _import_memories(palace, batch, ImportReport(format, str(path), warnings=list(batch.warnings),
-                                                        dry_run=dry_run), queries, progress)
+    report = ImportReport(format, str(path), warnings=list(batch.warnings), dry_run=dry_run,
+                          redacted=0 if keep_secrets else redact_records(batch))
+    return _import_memories(palace, batch, report, queries, progress)
 
 
 def _import_memories(palace: Palace, batch: Batch, report: ImportReport, queries, progress: Progress | None
@@ -107,7 +110,7 @@ def _decide(palace: Palace, records: list[Record], plans: list, report: ImportRe
 
 
 def _import_conversations(palace: Palace, path: Path, format: str, include, dry_run: bool,
-                          progress: Progress | None, note_options: dict):
+                          progress: Progress | None, note_options: dict, keep_secrets: bool = False):
     """Conversations go to conversations/<source>/, through the chat readers and the session-file writer (importers/chats)."""
     from palace_cli.importers.chats.writer import import_conversations
     from palace_cli.conversations.sessionfile import CONVERSATIONS
@@ -119,7 +122,8 @@ def _import_conversations(palace: Palace, path: Path, format: str, include, dry_
     resolved = path.resolve()
     if resolved.is_relative_to(folder) or folder.is_relative_to(resolved):
         raise UsageError(f"{path} holds or is inside this palace's {CONVERSATIONS}/; import from outside it")
-    report = import_conversations(palace, path, format, frozenset(include), dry_run=dry_run, progress=progress)
+    report = import_conversations(palace, path, format, frozenset(include), dry_run=dry_run, progress=progress,
+                                  keep_secrets=keep_secrets)
     if not dry_run:  # index the turns now (and write index/conversations.md), as a memory import does
         report.refresh = palace.refresh(progress=progress)
     return report

@@ -18,7 +18,7 @@ from palace_cli.conversations.model import INCLUDABLE, ReadResult
 from palace_cli.errors import UsageError
 from palace_cli.importers.chats import chat_text, chatgpt, claude_ai, claude_code, locomo
 from palace_cli.core.walk import files_under
-from palace_cli.importers.chats.reading import EXPORT, peek
+from palace_cli.importers.chats.reading import EXPORT, peek, redact_sessions
 
 MARKDOWN = (".md", ".markdown")
 BEIR_CORPUS = "corpus.jsonl"
@@ -179,8 +179,10 @@ def read(path: Path, format: str, options: dict):
     return getattr(importlib.import_module(module), function)(Path(path), options)
 
 
-def read_conversations(path: Path, format: str, include: frozenset[str] = frozenset()) -> ReadResult:
-    """Every session in a file or directory of the given format; unreadable records are in `.problems`."""
+def read_conversations(path: Path, format: str, include: frozenset[str] = frozenset(),
+                       keep_secrets: bool = False) -> ReadResult:
+    """Every session in a file or directory of the given format, its secrets redacted unless `keep_secrets`
+    (`.redacted` counts them); unreadable records are in `.problems`."""
     unknown = set(include) - set(INCLUDABLE)
     if unknown:
         raise UsageError(f"cannot include {', '.join(sorted(unknown))}; choose from {', '.join(INCLUDABLE)}")
@@ -189,4 +191,6 @@ def read_conversations(path: Path, format: str, include: frozenset[str] = frozen
         raise UsageError(f"unknown conversation format {format!r}; use one of {', '.join(CONVERSATION_FORMATS)}")
     result = entry.read_chats(Path(path), frozenset(include))
     result.problems += result.time_problems()
+    if not keep_secrets:
+        result.redacted = redact_sessions(result.sessions)
     return result

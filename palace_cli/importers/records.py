@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Callable
 
 from palace_cli.conversations.model import digest as data_digest, scrub
 from palace_cli.core.notes import ID_PATTERN
+from palace_cli.core.secrets import redact
 from palace_cli.core.text import slug
 from palace_cli.errors import ImportFailed
 from palace_cli.progress import Progress
@@ -93,6 +94,7 @@ class ImportReport:
     clustering: dict | None = None
     dry_run: bool = False
     refresh: object = None  # RefreshReport
+    redacted: int = 0  # secrets redacted and private spans dropped in the records (core/secrets.py)
 
     def as_dict(self) -> dict:
         """JSON-ready summary (ids listed, conflicts explained)."""
@@ -104,7 +106,7 @@ class ImportReport:
             "conflicts": [{"id": c.id, "path": c.path, "reason": c.reason} for c in self.conflicts],
             "warnings": self.warnings, "domains": self.domains, "new_domains": self.new_domains,
             "queries": {"path": self.queries_path, "count": self.queries} if self.queries_path else None,
-            "clustering": self.clustering,
+            "clustering": self.clustering, "redacted": self.redacted,
             "refresh": self.refresh.as_dict() if self.refresh is not None else None,
         }
 
@@ -167,3 +169,29 @@ def scrub_records(batch: Batch) -> None:
         if found:
             batch.warnings.append(f"{record.origin}: lone surrogate escapes (`\\ud800`) are not characters; "
                                   "read as U+FFFD")
+
+
+def redact_records(batch: Batch) -> int:
+    """Redact the secrets in every record's words (subject, anchor, Image, Content, a kept body, keywords, extra
+    fields) and drop their `<private>` spans, before anything is written; how many were (core/secrets.py)."""
+    total = 0
+    for record in batch.records:
+        for name in ("subject", "anchor", "image", "content", "body", "keywords", "fields"):
+            value, count = _redacted(getattr(record, name))
+            if count:
+                setattr(record, name, value)
+                total += count
+    return total
+
+
+def _redacted(value):
+    """(value with its strings redacted, how many were), through lists and dicts."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        pairs = [_redacted(item) for item in value]
+        return [item for item, _ in pairs], sum(count for _, count in pairs)
+    if isinstance(value, dict):
+        pairs = {key: _redacted(item) for key, item in value.items()}
+        return {key: item for key, (item, _) in pairs.items()}, sum(count for _, count in pairs.values())
+    return value, 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 
+from palace_cli.palace import Palace
 from palace_cli.search.hits import Hit
 from palace_cli.search.profiles import Profile
 
@@ -34,14 +35,33 @@ BOTH_HEADER = ("Answer from these memories and conversation turns only. Each mem
                "If they do not answer the question, say so.\n")
 
 
+# The sentence that says how to cite a memory, for a context whose notes have no verify token (an adopted vault,
+# distilled memories) or some have one and some not; a context of memories that all have one says it as above.
+PLAIN_CITE = ("Each note shows where it is after its title: when you use one, cite it there, like "
+              "[notes/Name.md:12].")
+MIXED_CITE = ("When you use a memory, quote its verify token exactly, like [verify: the token], or, for a note "
+              "without one, cite where it is (shown after its title), like [notes/Name.md:12].")
+TOKEN_CITE = ("Each memory has a verify token: when you use a memory, quote its token exactly, like "
+              "[verify: the token].")
+
+
+def _header(hits: list[Hit]) -> str:
+    """What the context asks of the model: the sentence on citing memories fits the memories handed."""
+    kinds = {"turn" if h.turn is not None else "memory" for h in hits if h.memory is not None or h.turn is not None}
+    header = MEMORY_HEADER if kinds <= {"memory"} else TURN_HEADER if kinds == {"turn"} else BOTH_HEADER
+    tokens = {bool(h.memory.verify) for h in hits if h.memory is not None}
+    if False in tokens:
+        header = header.replace(TOKEN_CITE, PLAIN_CITE if tokens == {False} else MIXED_CITE)
+    return header
+
+
 def assemble_context(hits: list[Hit], spec: Profile, budget: int | None, as_of: str = "") -> tuple[str, list[Hit]]:
     """The context block and the hits that made it in; a unit dropped for the budget is not handed over.
 
     Memories come as blocks in rank order; turns are grouped under their session (a line with its
     title, date and path, once), the sessions in the order of their best turn, the turns in the order
     they were said."""
-    kinds = {h.kind for h in hits if h.memory is not None or h.turn is not None}
-    header = MEMORY_HEADER if kinds <= {"memory"} else TURN_HEADER if kinds == {"turn"} else BOTH_HEADER
+    header = _header(hits)
     if as_of:
         header += f"The question asks about {as_of}; answer as things stood then.\n"
     blocks: list[str] = []
@@ -94,7 +114,9 @@ def _grouped(hits: list[Hit]) -> list[Hit]:
 
 def _memory_block(hit: Hit, spec: Profile) -> str:
     memory = hit.memory
-    lines = [f"## {memory.subject} ({memory.id}) {memory.location}", f"verify: {memory.verify}"]
+    lines = [f"## {memory.subject} ({memory.id}) {memory.location}"]
+    if memory.verify:  # a note without a token is cited by its place, on the line above
+        lines.append(f"verify: {memory.verify}")
     versions = _version_line(hit)
     if versions:
         lines.append(versions)
@@ -132,3 +154,26 @@ def _truncate(block: str, room: int) -> str:
     data = block.encode("utf-8")[: max(room - 4, 0)].decode("utf-8", "ignore")
     cut = data.rsplit(" ", 1)[0] if " " in data else data
     return cut + " …\n"
+
+
+AGENT_TURNS = " and quote each used conversation turn in double quotes followed by [turn ID]"
+
+
+def agent_instructions(palace: Palace) -> str:
+    """What an agent is told when it connects (the MCP server's instructions), fitted to this palace: verify tokens only where its
+    notes have them (a note without one is cited by path:line), conversation turns only when it holds some."""
+    memories = palace.index.scan(light=True).memories.values()
+    tokens = sum(1 for m in memories if m.verify)
+    turns = (palace.root / "conversations").is_dir()
+    also = ", and imported conversations" if turns else ""
+    if tokens and tokens == len(memories):
+        what, cite = f"Markdown memories, each with a verify token{also}", "cite each used memory's token as [verify: token]"
+    elif tokens:
+        what = f"Markdown notes, some with a verify token{also}"
+        cite = ("cite each used note by its verify token as [verify: token], or, when it has none, by where it is "
+                "(recall shows it after the title) as [path:line]")
+    else:
+        what = f"Markdown notes{also}"
+        cite = "cite each used note by where it is (recall shows it after the title) as [path:line]"
+    return (f"A memory palace: {what}. Call recall before answering from memory, {cite}{AGENT_TURNS if turns else ''}, "
+            "then call verify on your answer with the ids recall handed.")

@@ -195,3 +195,17 @@ def test_cli_install_project_and_user(readonly_palace, tmp_path, monkeypatch):
     assert gone.exit_code == 0 and "removed from SessionStart, PreCompact, SessionEnd, Stop" in gone.output
     assert json.loads((project / ".claude" / "settings.json").read_text(encoding="utf-8")) == {}
     assert os.path.exists(tmp_path / "home" / ".claude" / "settings.json")
+
+
+def test_the_hook_writes_no_secret_and_says_how_many(palace, tmp_path):
+    lines = claude_code_lines()
+    record = json.loads(lines[2])
+    key = "sk-live-4f9a8b7c6d5e4f3a2b1c0d9e"
+    record["message"]["content"] = f"Deploy with {key} <private>and my home address</private>please."
+    lines[2] = json.dumps(record)
+    transcript = write_claude_code(tmp_path / "project", lines)
+    done = run_hook(event("Stop", palace.root, transcript), palace.root)
+    assert done.returncode == 0 and "; 2 secrets redacted" in done.stderr, done.stderr
+    written = b"".join(session_files(palace.root).values())
+    assert key.encode() not in written and b"home address" not in written
+    assert b"Deploy with [redacted] please." in written

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 from palace_cli.importers.chats.jsonstream import MAX_RECORD_BYTES, json_records
-from palace_cli.conversations.model import ReadProblem, ReadResult
+from palace_cli.conversations.model import ReadProblem, ReadResult, Session, clean_text
+from palace_cli.core.secrets import redact
 from palace_cli.core.text import one_line
 from palace_cli.core.disk import read_capped
 from palace_cli.errors import ImportFailed, NoteError
@@ -51,6 +52,26 @@ class RecordGuard:
                        + "); left out")
         self.problems.append(ReadProblem(self.where, self.line, message))
         return True
+
+
+def redact_sessions(sessions: list[Session]) -> int:
+    """Redact the secrets in every session's title, file name and turns and drop its `<private>` spans
+    (core/secrets.py), before anything is written; a turn that was all private is left out. How many were."""
+    total = 0
+    for session in sessions:
+        session.title, titled = redact(session.title)
+        session.stem, named = redact(session.stem)
+        total += titled + named
+        kept = []
+        for turn in session.turns:
+            text, count = redact(turn.text)
+            if count:
+                turn.text = clean_text(text)
+                total += count
+            if turn.text or not count:
+                kept.append(turn)
+        session.turns = kept
+    return total
 
 
 def text_value(value, what: str) -> str | None:

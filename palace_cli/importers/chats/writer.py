@@ -91,6 +91,7 @@ class ConversationImport:
     problems: list[ReadProblem] = field(default_factory=list)
     left_out: dict[str, int] = field(default_factory=dict)
     refresh: object = None  # the RefreshReport of the refresh that indexed the imported turns
+    redacted: int = 0  # secrets redacted and private spans dropped in what was read (core/secrets.py)
 
     def counts(self) -> dict[str, int]:
         """Sessions per action, and turns written."""
@@ -104,7 +105,7 @@ class ConversationImport:
         return {"format": self.format, "source": self.source, "dry_run": self.dry_run, "counts": self.counts(),
                 "sessions": [o.as_dict() for o in self.sessions],
                 "conflicts": [c.as_dict() for c in self.conflicts],
-                "problems": [str(p) for p in self.problems], "left_out": self.left_out}
+                "problems": [str(p) for p in self.problems], "left_out": self.left_out, "redacted": self.redacted}
 
 
 def existing_sessions(root: Path) -> list[Session]:
@@ -120,16 +121,17 @@ def existing_sessions(root: Path) -> list[Session]:
 
 
 def import_conversations(palace, path, format: str, include: frozenset[str] = frozenset(), dry_run: bool = False,
-                         progress: Progress | None = None) -> ConversationImport:
-    """Import every session of a conversation source into `conversations/<source>/`; safe to rerun.
+                         progress: Progress | None = None, keep_secrets: bool = False) -> ConversationImport:
+    """Import every session of a conversation source into `conversations/<source>/`, its secrets redacted unless
+    `keep_secrets` (formats.read_conversations); safe to rerun.
 
     The source is read first; the plan (which file each session goes to) and the writes are made under the
     palace's write lock, so imports of one session at once (two hooks at the same instant) write one file: the
     second plans against the first one's file and finds its turns there."""
     path = Path(path)
-    result = read_conversations(path, format, include)
+    result = read_conversations(path, format, include, keep_secrets)
     report = ConversationImport(format, str(path), dry_run, problems=list(result.problems),
-                                left_out=dict(sorted(result.left_out.items())))
+                                left_out=dict(sorted(result.left_out.items())), redacted=result.redacted)
     if dry_run:
         _plan(palace, path, format, result.sessions, report)
         return report
