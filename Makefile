@@ -21,7 +21,7 @@ models: install
 	$(BIN)/palace models install
 
 demo: models
-	$(BIN)/palace --palace $(EXAMPLE) index
+	$(BIN)/palace --palace $(EXAMPLE) index --wait
 	$(BIN)/palace --palace $(EXAMPLE) recall "our coordinator crashed after every participant voted yes and now they all hold locks: what is going on?"
 	$(BIN)/palace --palace $(EXAMPLE) recall "why should retries wait a random amount of time?" --format prompt
 	$(BIN)/palace --palace $(EXAMPLE) lint
