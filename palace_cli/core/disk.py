@@ -15,7 +15,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NoReturn
 
 from palace_cli.errors import DiskError, NoteError
 
@@ -220,11 +220,7 @@ def _synced_temp(path: Path, raw: bytes, then: str) -> str:
             handle.flush()
             os.fsync(handle.fileno())
     except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise disk_error(exc, f"cannot write {path}", then) or exc
+        _given_up(tmp, path, exc, then)
     return tmp
 
 
@@ -249,11 +245,7 @@ def atomic_file(path: Path) -> Iterator[Path]:
         finally:
             os.close(fd)
     except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise disk_error(exc, f"cannot write {path}", "it is as it was") or exc
+        _given_up(tmp, path, exc, "it is as it was")
     _put_in_place(tmp, path)
 
 
@@ -264,11 +256,16 @@ def _put_in_place(tmp: str, path: Path) -> None:
         os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o644)
         os.replace(tmp, path)
     except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise disk_error(exc, f"cannot write {path}", "it is as it was") or exc
+        _given_up(tmp, path, exc, "it is as it was")
+
+
+def _given_up(tmp: str, path: Path, exc: BaseException, then: str) -> NoReturn:
+    """A write to `path` failed: its temp file removed, and DiskError raised (or `exc` again when it is no disk's)."""
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
+    raise disk_error(exc, f"cannot write {path}", then) or exc
 
 
 def create_new(path: Path, data: str | bytes) -> None:
