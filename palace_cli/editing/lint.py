@@ -15,7 +15,7 @@ from palace_cli.core.notes import VERSION_FIELDS, Memory
 from palace_cli.core.tokens import PhraseIndex, phrase_key, run_keys, token_problems
 from palace_cli.core.validity import Versions
 from palace_cli.errors import Ambiguous, NoteError, PalaceError
-from palace_cli.index.files import check_index_files, write_index_files
+from palace_cli.index.files import check_index_files
 from palace_cli.palace import Palace
 from palace_cli.editing.reviewlog import ReviewLog
 from palace_cli.core.smashin import weak_image_problems
@@ -415,12 +415,13 @@ def lint(palace: Palace, fix: bool = False, study: bool = False) -> LintReport:
     scan = _notes(palace)
     if fix:
         tokens, not_fixed = propose_missing_tokens(palace, scan)
-        if tokens:
-            scan = _notes(palace)
         fixed += tokens
-        report = write_index_files(palace.site, scan)
-        fixed += [f"{path}: regenerated" for path in report.written]
-        fixed += [f"{path}: removed (no such domain)" for path in report.removed]
+        # Through the refresh, under its lock and from the cache as it is then: files rendered from this scan
+        # could undo a concurrent writer's newer ones, and nothing would notice until `palace index`.
+        regenerated = palace.refresh(embedder=None, rewrite_index_files=True).index_files
+        scan = palace.index.scan()
+        fixed += [f"{path}: regenerated" if (palace.root / path).exists() else f"{path}: removed (no such domain)"
+                  for path in regenerated]
     # scan.problems holds what the refresh could not index: unreadable notes and session files, repeated ids.
     rules = palace.site.rules
     files = Files(attachment_files(palace.root, palace.rules))

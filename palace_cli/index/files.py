@@ -322,14 +322,15 @@ def _conversations_index(site: Site, store: NoteStore, domains) -> tuple[str, st
 
 
 def refresh_index_files(site: Site, store: NoteStore, report: RefreshReport, version_before: int,
-                         changed_domains: set[str], losers: set[str]) -> None:
-    """Regenerate INDEX.md and index/*.md when notes, palace.toml or the files themselves changed.
+                         changed_domains: set[str], losers: set[str], every: bool = False) -> None:
+    """Regenerate INDEX.md and index/*.md when notes, palace.toml or the files themselves changed (`every`: all of
+    them, whatever changed). Runs under the refresh lock, the only place that writes them.
 
     When only notes changed since the files were last right, only the touched domains are rendered;
     the other domains' INDEX.md sections come from the cache.
     """
     version = store.version()
-    recorded = store.get_meta("index_files") or ""
+    recorded = "" if every else store.get_meta("index_files") or ""
     signature = _generated_signature(site)
     if recorded == f"{version}:{signature}":
         return

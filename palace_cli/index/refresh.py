@@ -135,25 +135,27 @@ class _Stages:
 
 
 def refresh(index: Index, embedder=AUTO, progress: Progress | None = None, rebuild: bool = False,
-            index_files: bool = True, vectors: str = "wait") -> RefreshReport:
+            index_files: bool = True, vectors: str = "wait", rewrite_index_files: bool = False) -> RefreshReport:
     """Bring every cache up to date with the notes on disk, doing work only for what changed.
 
     `embedder`: AUTO (palace.toml's), None (no vectors) or one to embed with now. `vectors` (with AUTO): "wait"
     embeds what is missing before returning, "background" starts a worker for it (index/worker.py) unless one
     runs, "later" leaves it to the caller (report.waiting says whether anything waits).
     A disk that refuses a cache write (full, failing) raises DiskError; the notes are never touched, and what
-    the refresh had not committed is found and redone by the next one."""
+    the refresh had not committed is found and redone by the next one. `rewrite_index_files` renders every
+    generated file again (a hand edit that kept a file's size and time is undone too), under the lock like every
+    write of them: a file rendered from a scan taken outside it could undo another writer's newer one."""
     if vectors not in VECTOR_MODES:
         raise ValueError(f"vectors must be one of {', '.join(VECTOR_MODES)}, not {vectors!r}")
     try:
-        return _refresh(index, embedder, progress, rebuild, index_files, vectors)
+        return _refresh(index, embedder, progress, rebuild, index_files, vectors, rewrite_index_files)
     except Exception as exc:
         raise disk_error(exc, f"cannot update the cache under {index.site.cache_dir}", "the notes are untouched",
                          where=index.site.cache_dir) or exc
 
 
 def _refresh(idx: Index, embedder, progress: Progress | None, rebuild: bool, index_files: bool,
-             vectors: str) -> RefreshReport:
+             vectors: str, rewrite_index_files: bool = False) -> RefreshReport:
     site = idx.site
     report = RefreshReport()
     stages = _Stages(report)
@@ -177,11 +179,12 @@ def _refresh(idx: Index, embedder, progress: Progress | None, rebuild: bool, ind
         stages.done("problems")
         _refresh_lexical(idx, report, progress, rebuild)
         stages.done("lexical")
-        if index_files:
+        if index_files or rewrite_index_files:
             if progress:
                 progress("index files", 0, 1)
             try:
-                refresh_index_files(site, idx.store, report, version_before, changed_domains, losers)
+                refresh_index_files(site, idx.store, report, version_before, changed_domains, losers,
+                                    every=rewrite_index_files)
             except OSError as exc:
                 if exc.errno not in REFUSED:
                     raise
