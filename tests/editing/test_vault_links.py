@@ -10,7 +10,6 @@ import json
 import os
 import posixpath
 import re
-import shutil
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -21,6 +20,7 @@ import yaml
 from click.testing import CliRunner
 
 from conftest import SHARED
+from test_vault import writable_copy
 from palace_cli.cli import cli
 from palace_cli.editing.curate import backlinks
 from palace_cli.palace import Palace
@@ -38,11 +38,7 @@ def run(root: Path, *args, code: int | None = 0):
 
 def adopted(source: Path, target: Path) -> Path:
     """A writable copy of a vault, in a git repository of its own, adopted by `palace init`."""
-    shutil.copytree(source, target)
-    for folder, _dirs, names in os.walk(target):
-        os.chmod(folder, 0o755)
-        for name in names:
-            os.chmod(os.path.join(folder, name), 0o644)
+    writable_copy(source, target)
     git = ["git", "-c", "user.email=t@example.org", "-c", "user.name=t"]
     subprocess.run([*git, "init", "-q"], cwd=target, check=True)
     subprocess.run([*git, "add", "-A"], cwd=target, check=True)
