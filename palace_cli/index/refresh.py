@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 AUTO = object()
 COMMIT_EVERY = 2000  # notes per SQLite transaction on a big build: a killed build keeps what it committed
 CONVERSATIONS_PREFIX = "conversations/"
+MAX_PROCS = 8
+PARALLEL_UNITS = 20_000  # lexical documents from which a full build is written by a process per core (segments.py)
 REBUILD_SHARE = 0.3  # rebuild the lexical index instead of updating it when this share of notes changed
 VECTOR_MODES = ("wait", "background", "later")
 
@@ -359,6 +361,36 @@ def _owner_docs(store: NoteStore):
         yield from (_turn_doc(row) for row in store.turn_docs(paths[start : start + 200]))
 
 
+def _slices(store: NoteStore, units: int) -> list[tuple[list[str], list[str]]]:
+    """The owner notes and session files cut into one contiguous slice of about equal bytes per process, in
+    `_owner_docs`'s order (their documents keep their numbers across the segments); none for a build too small to
+    be worth starting processes, or on one core."""
+    procs = min(os.cpu_count() or 1, MAX_PROCS)
+    if units < PARALLEL_UNITS or procs < 2:
+        return []
+    items = [(kind, path, size or 0) for kind, path, size in store.build_order()]
+    share, slices, total, done = sum(i[2] for i in items) / procs, [], 0, 0
+    for index in range(procs):
+        end = done
+        while end < len(items) and (index == procs - 1 or total + items[end][2] <= share * (index + 1)):
+            total += items[end][2]
+            end += 1
+        part = items[done:end]
+        slices.append(([p for kind, p, _ in part if kind == 0], [p for kind, p, _ in part if kind == 1]))
+        done = end
+    return [part for part in slices if part[0] or part[1]]
+
+
+def _slice_docs(db_path: str, notes: list[str], sessions: list[str]):
+    """In a build worker: the lexical documents of these owner notes and session files, as `_owner_docs` gives them."""
+    store = NoteStore(Path(db_path))
+    for start in range(0, len(notes), 200):
+        yield from _note_docs(store, sorted(store.memories(notes[start : start + 200]), key=lambda m: m.path))
+    for start in range(0, len(sessions), 200):
+        yield from (_turn_doc(row) for row in store.turn_docs(sessions[start : start + 200]))
+    store.close()
+
+
 def _turn_doc(row: tuple) -> Doc:
     key, path, session, speaker, time, text, context = row
     return Doc(path, key, "", speaker, date_words(time), "", "", text, kind="turn", time=time, session=session,
@@ -393,7 +425,11 @@ def _refresh_lexical(idx: Index, report: RefreshReport, progress: Progress | Non
     total = store.count() + store.section_count() + store.turn_count()
     if progress:
         progress("lexical index", 0, total)
-    text.rebuild(_owner_docs(store), progress, total)
+    slices = _slices(store, total)
+    if slices:
+        text.rebuild_parallel([(_slice_docs, (str(store.path), *part)) for part in slices], progress, total)
+    else:
+        text.rebuild(_owner_docs(store), progress, total)
     if progress:
         progress("lexical index", total, total)
     _record_lexical(store, text, None)

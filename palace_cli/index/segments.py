@@ -1,0 +1,187 @@
+"""Writing the lexical index's documents fast: analysed once, straight into whoosh's posting pool, and a big
+build cut into contiguous slices that a pool of processes writes as one segment each.
+
+Whoosh's own `add_document` analyses a field through a generator of Token objects, sizes each posting as it
+pools it, and its segment flush reads every posting's document length back from the file it has just written:
+half of a vault's build (docs/benchmarks.md, "Where the time goes"). This writes the same postings, stored
+fields and lengths (tests/index/test_segments.py compares the files' contents with whoosh's) from terms counted
+once (text.py `term_counts`). Whoosh's multiprocessing writer is not used: its forked children wait on a queue
+with no timeout and outlive a killed parent, holding the refresh lock. Here the workers are spawned (they inherit
+no lock), die with their parent (PR_SET_PDEATHSIG), and write segments that only the parent's commit lists:
+a build killed half-way leaves files that the next commit deletes, and an index the next refresh rebuilds.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from whoosh.codec.whoosh3 import _lenfield
+from whoosh.system import pack_uint
+from whoosh.util.numeric import byte_to_length, length_to_byte
+
+from palace_cli.errors import PalaceError
+
+PR_SET_PDEATHSIG = 1
+# whoosh's PostingPool.add sizes a posting as 150 bytes plus its field name, twice its term and its value
+POSTING_BYTES = 150
+
+
+class FastAdder:
+    """Adds pre-analysed documents to an open whoosh SegmentWriter, recording each field's length byte so that
+    the segment's flush need not read them back (`finish`)."""
+
+    def __init__(self, writer):
+        self.writer = writer
+        self.lengths: dict[str, bytearray] = {}
+        self.base = writer.docnum
+
+    def add(self, plain: dict[str, str], counted: dict[str, tuple[dict, int]]) -> None:
+        """One document: `plain` fields (ID, STORED) as whoosh indexes them, `counted` text fields as
+        (term -> (frequency, weight), length)."""
+        writer = self.writer
+        writer._check_state()
+        schema, pool, docnum = writer.schema, writer.pool, writer.docnum
+        perdoc = writer.perdocwriter
+        postings = pool.current
+        size = 0
+        perdoc.start_doc(docnum)
+        for name in sorted([*plain, *counted]):
+            field = schema[name]
+            length = 0
+            if name in counted:
+                terms, length = counted[name]
+                if not terms:
+                    continue
+                for term, (frequency, weight) in terms.items():
+                    tbytes = term.encode("utf-8")
+                    value = pack_uint(frequency)
+                    postings.append((name, tbytes, docnum, weight, value))
+                    size += POSTING_BYTES + len(name) + 2 * len(tbytes) + len(value)
+                pool.fieldnames.add(name)
+                self._length(name, docnum, length)
+            else:
+                value = plain[name]
+                if field.indexed:
+                    for tbytes, _freq, weight, vbytes in field.index(value):
+                        postings.append((name, tbytes, docnum, weight, vbytes))
+                        size += POSTING_BYTES + len(name) + 2 * len(tbytes) + len(vbytes or b"")
+                        pool.fieldnames.add(name)
+            perdoc.add_field(name, field, value if field.stored and name not in counted else None, length)
+        perdoc.finish_doc()
+        pool.currentsize += size
+        if pool.currentsize > pool.limit:
+            pool.save()
+        writer._added = True
+        writer.docnum += 1
+
+    def _length(self, name: str, docnum: int, length: int) -> None:
+        column = self.lengths.setdefault(name, bytearray())
+        index = docnum - self.base
+        if len(column) < index:
+            column.extend(bytes(index - len(column)))
+        column.append(length_to_byte(length) if length else 0)
+
+    def doc_field_length(self, docnum: int, fieldname: str, default: int = 0) -> int:
+        """What whoosh's per-document reader answers, from the bytes recorded while adding."""
+        column = self.lengths.get(fieldname)
+        index = docnum - self.base
+        lbyte = column[index] if column is not None and 0 <= index < len(column) else 0
+        return byte_to_length(lbyte) if lbyte else default
+
+    def finish(self):
+        """Flush, close and assemble the segment as whoosh's `_finalize_segment` does; returns the segment.
+        Only for a writer that added nothing but through this adder (no merged segments)."""
+        writer = self.writer
+        writer.perdocwriter.close()
+        lengths = self if writer.codec.length_stats else None
+        writer.fieldwriter.add_postings(writer.schema, lengths, writer.pool.iter_postings())
+        writer.fieldwriter.close()
+        writer._close_segment()
+        writer._assemble_segment()
+        return writer.get_segment()
+
+
+def write_segment(directory: str, function, args: tuple, limitmb: int, progress=None, total: int = 0) -> tuple:
+    """Write the documents `function(*args)` yields as a segment of the index in `directory`, not listed in it
+    until a writer commits it (TextIndex.rebuild_parallel); returns (the segment, how many documents it holds)."""
+    from whoosh.writing import SegmentWriter
+
+    from palace_cli.index.text import TextIndex, _cancel
+
+    text = TextIndex(Path(directory))
+    writer = SegmentWriter(text.open(create=False), _lk=False, limitmb=limitmb)
+    try:
+        adder = FastAdder(writer)
+        written = text._add_all(adder, function(*args), progress, total)
+        segment = adder.finish()
+    except BaseException:
+        _cancel(writer)
+        raise
+    return segment, written
+
+
+def commit_segments(writer, segments: list) -> None:
+    """Replace every segment of the index with these (written by FastAdder.finish), in one commit of the writer."""
+    if not writer._added:
+        writer._close_segment()  # the writer's own segment is empty; `segments` were finished apart
+    writer._commit_toc(segments)
+    writer._finish()
+
+
+class Workers:
+    """One worker process per job, each writing a segment (`write_segment`): started at once, results in job
+    order. A plain interpreter (`python -m palace_cli.index.segments`), not multiprocessing: nothing of this
+    process is inherited (its locks, its main module), and it is killed when this process dies."""
+
+    def __init__(self, jobs: list[tuple]):
+        command = [sys.executable, "-m", "palace_cli.index.segments", str(os.getpid())]
+        self.procs = []
+        for job in jobs:
+            errors = tempfile.TemporaryFile()  # read after the worker ends: a pipe it filled would block it
+            proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors)
+            proc.errors = errors
+            self.procs.append(proc)
+            proc.stdin.write(pickle.dumps(job))
+            proc.stdin.close()
+
+    def results(self) -> list:
+        out = []
+        for proc in self.procs:
+            data = proc.stdout.read()
+            if proc.wait() != 0:
+                proc.errors.seek(0)
+                lines = proc.errors.read().decode("utf-8", "replace").strip().splitlines()
+                raise PalaceError(f"a lexical index worker failed ({lines[-1] if lines else proc.returncode})")
+            out.append(pickle.loads(data))
+        return out
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            proc.stdout.close()
+            proc.errors.close()
+
+
+def _die_with_parent(parent: int) -> None:
+    """In a worker: be killed when the process that started it dies (a kill -9 leaves no worker behind)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the parent's kill leaves the worker to finish its slice
+        pass
+    if os.getppid() != parent:  # the parent died before the prctl took effect
+        os._exit(1)
+
+
+if __name__ == "__main__":
+    _die_with_parent(int(sys.argv[1]))
+    result = write_segment(*pickle.load(sys.stdin.buffer))
+    sys.stdout.buffer.write(pickle.dumps(result))
