@@ -20,9 +20,12 @@ import signal
 import subprocess
 import sys
 import tempfile
+from array import array
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
 
-from whoosh.codec.whoosh3 import _lenfield
+from whoosh.codec.whoosh3 import W3FieldWriter
 from whoosh.system import pack_uint
 from whoosh.util.numeric import byte_to_length, length_to_byte
 
@@ -34,23 +37,27 @@ POSTING_BYTES = 150
 
 
 class FastAdder:
-    """Adds pre-analysed documents to an open whoosh SegmentWriter, recording each field's length byte so that
-    the segment's flush need not read them back (`finish`)."""
+    """Adds pre-analysed documents to an open whoosh SegmentWriter. `pooled`: into whoosh's posting pool, for the
+    writer's own commit (it may merge other segments in); else kept as each term's arrays of document numbers,
+    frequencies and weights, already in order, which `finish` writes as the segment (no sort of every posting, no
+    length read back from the file)."""
 
-    def __init__(self, writer):
+    def __init__(self, writer, pooled: bool = True):
         self.writer = writer
+        self.pooled = pooled
         self.lengths: dict[str, bytearray] = {}
         self.base = writer.docnum
+        self.terms: dict[tuple[str, bytes], tuple[array, array, array]] = {}
+        self.valued: set[str] = set()  # fields whose postings carry their frequency (not whoosh's Existence)
+        self._bytes: dict[str, bytes] = {}
 
     def add(self, plain: dict[str, str], counted: dict[str, tuple[dict, int]]) -> None:
         """One document: `plain` fields (ID, STORED) as whoosh indexes them, `counted` text fields as
         (term -> (frequency, weight), length)."""
         writer = self.writer
         writer._check_state()
-        schema, pool, docnum = writer.schema, writer.pool, writer.docnum
+        schema, docnum = writer.schema, writer.docnum
         perdoc = writer.perdocwriter
-        postings = pool.current
-        size = 0
         perdoc.start_doc(docnum)
         for name in sorted([*plain, *counted]):
             field = schema[name]
@@ -59,27 +66,45 @@ class FastAdder:
                 terms, length = counted[name]
                 if not terms:
                     continue
-                for term, (frequency, weight) in terms.items():
-                    tbytes = term.encode("utf-8")
-                    value = pack_uint(frequency)
-                    postings.append((name, tbytes, docnum, weight, value))
-                    size += POSTING_BYTES + len(name) + 2 * len(tbytes) + len(value)
-                pool.fieldnames.add(name)
+                self._post(name, docnum, terms.items(), True)
                 self._length(name, docnum, length)
             else:
                 value = plain[name]
                 if field.indexed:
-                    for tbytes, _freq, weight, vbytes in field.index(value):
-                        postings.append((name, tbytes, docnum, weight, vbytes))
-                        size += POSTING_BYTES + len(name) + 2 * len(tbytes) + len(vbytes or b"")
-                        pool.fieldnames.add(name)
+                    self._post(name, docnum, [(t.decode("utf-8"), (f, w)) for t, f, w, _ in field.index(value)],
+                               False)
             perdoc.add_field(name, field, value if field.stored and name not in counted else None, length)
         perdoc.finish_doc()
-        pool.currentsize += size
-        if pool.currentsize > pool.limit:
-            pool.save()
         writer._added = True
         writer.docnum += 1
+
+    def _post(self, name: str, docnum: int, terms, valued: bool) -> None:
+        """The postings of one field of one document: term -> (frequency, weight)."""
+        encoded = self._bytes
+        if self.pooled:
+            pool = self.writer.pool
+            size = 0
+            for term, (frequency, weight) in terms:
+                tbytes = encoded.get(term) or encoded.setdefault(term, term.encode("utf-8"))
+                value = pack_uint(frequency) if valued else b""
+                pool.current.append((name, tbytes, docnum, weight, value))
+                size += POSTING_BYTES + len(name) + 2 * len(tbytes) + len(value)
+            pool.fieldnames.add(name)
+            pool.currentsize += size
+            if pool.currentsize > pool.limit:
+                pool.save()
+            return
+        if valued:
+            self.valued.add(name)
+        kept = self.terms
+        for term, (frequency, weight) in terms:
+            tbytes = encoded.get(term) or encoded.setdefault(term, term.encode("utf-8"))
+            arrays = kept.get((name, tbytes))
+            if arrays is None:
+                arrays = kept[(name, tbytes)] = (array("I"), array("I"), array("f"))
+            arrays[0].append(docnum)
+            arrays[1].append(frequency)
+            arrays[2].append(weight)
 
     def _length(self, name: str, docnum: int, length: int) -> None:
         column = self.lengths.setdefault(name, bytearray())
@@ -88,20 +113,47 @@ class FastAdder:
             column.extend(bytes(index - len(column)))
         column.append(length_to_byte(length) if length else 0)
 
-    def doc_field_length(self, docnum: int, fieldname: str, default: int = 0) -> int:
-        """What whoosh's per-document reader answers, from the bytes recorded while adding."""
-        column = self.lengths.get(fieldname)
-        index = docnum - self.base
-        lbyte = column[index] if column is not None and 0 <= index < len(column) else 0
-        return byte_to_length(lbyte) if lbyte else default
+    def _write_postings(self, fieldwriter) -> None:
+        """What whoosh's FieldWriter.add_postings writes with the W3 codec, a block of a term's postings at a time
+        instead of a method call per posting: the same blocks, block statistics and term infos."""
+        field, column, packed = None, b"", {}
+        for key in sorted(self.terms):
+            name, btext = key
+            if name != field:
+                if field is not None:
+                    fieldwriter.finish_field()
+                fieldwriter.start_field(name, self.writer.schema[name])
+                field, column = name, self.lengths.get(name, b"")
+            ids, frequencies, weights = self.terms.pop(key)
+            fieldwriter.start_term(btext)
+            block_writer = fieldwriter._postwriter
+            limit = block_writer._blocklimit
+            for start in range(0, len(ids), limit):
+                if start:
+                    block_writer._write_block()  # whoosh writes a full block when the next posting comes
+                block_ids = ids[start : start + limit]
+                block_weights = weights[start : start + limit]
+                block_writer._ids = block_ids
+                block_writer._weights = block_weights
+                block_writer._values = [packed.get(f) or packed.setdefault(f, pack_uint(f))
+                                        for f in frequencies[start : start + limit]] if name in self.valued else []
+                lbytes = [column[d - self.base] for d in block_ids if d - self.base < len(column)]
+                lbytes = list(filter(None, lbytes))  # whoosh leaves a length of 0 out of the block's minimum
+                block_writer._minlength = byte_to_length(min(lbytes)) if lbytes else None
+                block_writer._maxlength = byte_to_length(max(lbytes)) if lbytes else 0
+                block_writer._maxweight = max(0, max(block_weights))
+            fieldwriter.finish_term()
+        if field is not None:
+            fieldwriter.finish_field()
 
     def finish(self):
         """Flush, close and assemble the segment as whoosh's `_finalize_segment` does; returns the segment.
         Only for a writer that added nothing but through this adder (no merged segments)."""
         writer = self.writer
         writer.perdocwriter.close()
-        lengths = self if writer.codec.length_stats else None
-        writer.fieldwriter.add_postings(writer.schema, lengths, writer.pool.iter_postings())
+        if not isinstance(writer.fieldwriter, W3FieldWriter) or not writer.codec.length_stats:
+            raise PalaceError("the lexical index's codec is not whoosh's W3")  # what _write_postings writes
+        self._write_postings(writer.fieldwriter)
         writer.fieldwriter.close()
         writer._close_segment()
         writer._assemble_segment()
@@ -118,7 +170,7 @@ def write_segment(directory: str, function, args: tuple, limitmb: int, progress=
     text = TextIndex(Path(directory))
     writer = SegmentWriter(text.open(create=False), _lk=False, limitmb=limitmb)
     try:
-        adder = FastAdder(writer)
+        adder = FastAdder(writer, pooled=False)
         written = text._add_all(adder, function(*args), progress, total)
         segment = adder.finish()
     except BaseException:

@@ -28,8 +28,8 @@ ODD = ("İstanbul façade naïve ÆON x*y a.b.c 3.14 don't the THE a I e-mail _u
 def docs() -> list[Doc]:
     """Units of every kind, odd words, repeats, neighbours and parts included."""
     out = []
-    for n in range(40):
-        words = f"lantern harbour {n} walnut lanterns running runs ran {ODD[n:n + 60]}"
+    for n in range(150):  # past whoosh's block of 128 postings
+        words = f"lantern harbour {n} walnut lanterns running runs ran {ODD[n % 40:n % 40 + 60]}"
         out.append(Doc(f"memories/d/n{n}.md", f"n{n}", "d" if n % 3 else "e", f"Subject {n} lantern",
                        "key words", "an anchor", f"image {words}", f"content {words} {words}",
                        time="2024-01-0%d" % (n % 9 + 1) if n % 2 else "", rest=f"rest of the body {n} harbour"))
