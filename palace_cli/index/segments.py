@@ -47,7 +47,7 @@ class FastAdder:
         self.pooled = pooled
         self.lengths: dict[str, bytearray] = {}
         self.base = writer.docnum
-        self.terms: dict[tuple[str, bytes], tuple[array, array, array]] = {}
+        self.terms: dict[str, dict[str, tuple[array, array, array]]] = {}  # field -> term -> its postings
         self.valued: set[str] = set()  # fields whose postings carry their frequency (not whoosh's Existence)
         self._bytes: dict[str, bytes] = {}
 
@@ -96,12 +96,13 @@ class FastAdder:
             return
         if valued:
             self.valued.add(name)
-        kept = self.terms
+        kept = self.terms.get(name)
+        if kept is None:
+            kept = self.terms[name] = {}
         for term, (frequency, weight) in terms:
-            tbytes = encoded.get(term) or encoded.setdefault(term, term.encode("utf-8"))
-            arrays = kept.get((name, tbytes))
+            arrays = kept.get(term)
             if arrays is None:
-                arrays = kept[(name, tbytes)] = (array("I"), array("I"), array("f"))
+                arrays = kept[term] = (array("I"), array("I"), array("f"))
             arrays[0].append(docnum)
             arrays[1].append(frequency)
             arrays[2].append(weight)
@@ -116,35 +117,35 @@ class FastAdder:
     def _write_postings(self, fieldwriter) -> None:
         """What whoosh's FieldWriter.add_postings writes with the W3 codec, a block of a term's postings at a time
         instead of a method call per posting: the same blocks, block statistics and term infos."""
-        field, column, packed = None, b"", {}
-        for key in sorted(self.terms):
-            name, btext = key
-            if name != field:
-                if field is not None:
-                    fieldwriter.finish_field()
-                fieldwriter.start_field(name, self.writer.schema[name])
-                field, column = name, self.lengths.get(name, b"")
-            ids, frequencies, weights = self.terms.pop(key)
-            fieldwriter.start_term(btext)
-            block_writer = fieldwriter._postwriter
-            limit = block_writer._blocklimit
-            for start in range(0, len(ids), limit):
-                if start:
-                    block_writer._write_block()  # whoosh writes a full block when the next posting comes
-                block_ids = ids[start : start + limit]
-                block_weights = weights[start : start + limit]
-                block_writer._ids = block_ids
-                block_writer._weights = block_weights
-                block_writer._values = [packed.get(f) or packed.setdefault(f, pack_uint(f))
-                                        for f in frequencies[start : start + limit]] if name in self.valued else []
-                lbytes = [column[d - self.base] for d in block_ids if d - self.base < len(column)]
-                lbytes = list(filter(None, lbytes))  # whoosh leaves a length of 0 out of the block's minimum
-                block_writer._minlength = byte_to_length(min(lbytes)) if lbytes else None
-                block_writer._maxlength = byte_to_length(max(lbytes)) if lbytes else 0
-                block_writer._maxweight = max(0, max(block_weights))
-            fieldwriter.finish_term()
-        if field is not None:
+        packed: dict[int, bytes] = {}
+        for name in sorted(self.terms):
+            fieldwriter.start_field(name, self.writer.schema[name])
+            column, terms = self.lengths.get(name, b""), self.terms.pop(name)
+            for btext, term in sorted((term.encode("utf-8"), term) for term in terms):
+                self._write_term(fieldwriter, name, btext, terms.pop(term), column, packed)
             fieldwriter.finish_field()
+
+    def _write_term(self, fieldwriter, name: str, btext: bytes, postings: tuple, column, packed: dict) -> None:
+        """One term's postings in whoosh's blocks of `_blocklimit`, with the statistics its add_posting keeps."""
+        ids, frequencies, weights = postings
+        fieldwriter.start_term(btext)
+        block_writer = fieldwriter._postwriter
+        limit = block_writer._blocklimit
+        for start in range(0, len(ids), limit):
+            if start:
+                block_writer._write_block()  # whoosh writes a full block when the next posting comes
+            block_ids = ids[start : start + limit]
+            block_weights = weights[start : start + limit]
+            block_writer._ids = block_ids
+            block_writer._weights = block_weights
+            block_writer._values = [packed.get(f) or packed.setdefault(f, pack_uint(f))
+                                    for f in frequencies[start : start + limit]] if name in self.valued else []
+            lbytes = [column[d - self.base] for d in block_ids if d - self.base < len(column)]
+            lbytes = list(filter(None, lbytes))  # whoosh leaves a length of 0 out of the block's minimum
+            block_writer._minlength = byte_to_length(min(lbytes)) if lbytes else None
+            block_writer._maxlength = byte_to_length(max(lbytes)) if lbytes else 0
+            block_writer._maxweight = max(0, max(block_weights))
+        fieldwriter.finish_term()
 
     def finish(self):
         """Flush, close and assemble the segment as whoosh's `_finalize_segment` does; returns the segment.
