@@ -14,6 +14,7 @@ a build killed half-way leaves files that the next commit deletes, and an index 
 from __future__ import annotations
 
 import ctypes
+import heapq
 import os
 import pickle
 import signal
@@ -34,6 +35,7 @@ from palace_cli.errors import PalaceError
 PR_SET_PDEATHSIG = 1
 # whoosh's PostingPool.add sizes a posting as 150 bytes plus its field name, twice its term and its value
 POSTING_BYTES = 150
+POSTING_MEMORY = 48  # bytes a kept posting costs, its term's share included (FastAdder's budget)
 
 
 class FastAdder:
@@ -50,6 +52,11 @@ class FastAdder:
         self.terms: dict[str, dict[str, tuple[array, array, array]]] = {}  # field -> term -> its postings
         self.valued: set[str] = set()  # fields whose postings carry their frequency (not whoosh's Existence)
         self._bytes: dict[str, bytes] = {}
+        # Past this many kept postings they are spilled to a temporary file as a sorted run, as whoosh's pool
+        # spills past its limit: a build's memory stays bounded at any size.
+        self.budget = max(1000, writer.pool.limit // POSTING_MEMORY)
+        self.kept = 0
+        self.runs: list = []
 
     def add(self, plain: dict[str, str], counted: dict[str, tuple[dict, int]]) -> None:
         """One document: `plain` fields (ID, STORED) as whoosh indexes them, `counted` text fields as
@@ -77,6 +84,8 @@ class FastAdder:
         perdoc.finish_doc()
         writer._added = True
         writer.docnum += 1
+        if self.kept > self.budget:
+            self._spill()
 
     def _post(self, name: str, docnum: int, terms, valued: bool) -> None:
         """The postings of one field of one document: term -> (frequency, weight)."""
@@ -99,6 +108,7 @@ class FastAdder:
         kept = self.terms.get(name)
         if kept is None:
             kept = self.terms[name] = {}
+        self.kept += len(terms)
         for term, (frequency, weight) in terms:
             arrays = kept.get(term)
             if arrays is None:
@@ -118,12 +128,51 @@ class FastAdder:
         """What whoosh's FieldWriter.add_postings writes with the W3 codec, a block of a term's postings at a time
         instead of a method call per posting: the same blocks, block statistics and term infos."""
         packed: dict[int, bytes] = {}
-        for name in sorted(self.terms):
-            fieldwriter.start_field(name, self.writer.schema[name])
-            column, terms = self.lengths.get(name, b""), self.terms.pop(name)
-            for btext, term in sorted((term.encode("utf-8"), term) for term in terms):
-                self._write_term(fieldwriter, name, btext, terms.pop(term), column, packed)
+        field, column = None, b""
+        for name, btext, postings in self._merged():
+            if name != field:
+                if field is not None:
+                    fieldwriter.finish_field()
+                fieldwriter.start_field(name, self.writer.schema[name])
+                field, column = name, self.lengths.get(name, b"")
+            self._write_term(fieldwriter, name, btext, postings, column, packed)
+        if field is not None:
             fieldwriter.finish_field()
+
+    def _sorted(self):
+        """(field, term bytes, postings) of the kept postings in whoosh's order (field, then the term's bytes),
+        forgetting them as they go."""
+        for name in sorted(self.terms):
+            terms = self.terms.pop(name)
+            for btext, term in sorted((term.encode("utf-8"), term) for term in terms):
+                yield name, btext, terms.pop(term)
+        self.kept = 0
+
+    def _spill(self) -> None:
+        """Write the kept postings to a temporary file (unlinked already: a kill leaves nothing) as a sorted run."""
+        run = tempfile.TemporaryFile()
+        for item in self._sorted():
+            pickle.dump(item, run, pickle.HIGHEST_PROTOCOL)
+        run.seek(0)
+        self.runs.append(run)
+
+    def _merged(self):
+        """`_sorted` over the spilled runs and what is kept: a term's postings from each run, in document order."""
+        if not self.runs:
+            yield from self._sorted()
+            return
+        self._spill()
+        merged = heapq.merge(*(_read_run(run) for run in self.runs), key=itemgetter(0, 1))  # stable: runs in order
+        for (name, btext), group in groupby(merged, key=itemgetter(0, 1)):
+            parts = [postings for _, _, postings in group]
+            postings = parts[0]
+            for more in parts[1:]:
+                for kept, added in zip(postings, more):
+                    kept.extend(added)
+            yield name, btext, postings
+        for run in self.runs:
+            run.close()
+        self.runs = []
 
     def _write_term(self, fieldwriter, name: str, btext: bytes, postings: tuple, column, packed: dict) -> None:
         """One term's postings in whoosh's blocks of `_blocklimit`, with the statistics its add_posting keeps."""
@@ -178,6 +227,14 @@ def write_segment(directory: str, function, args: tuple, limitmb: int, progress=
         _cancel(writer)
         raise
     return segment, written
+
+
+def _read_run(run):
+    while True:
+        try:
+            yield pickle.load(run)
+        except EOFError:
+            return
 
 
 def commit_segments(writer, segments: list) -> None:

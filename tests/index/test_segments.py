@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from palace_cli.bench.synth import generate_palace
-from palace_cli.index import refresh
+from palace_cli.index import refresh, segments
 from palace_cli.index.livestats import LENGTHS
 from palace_cli.index.text import (NEIGHBOURS, PARTS, Doc, PalaceAnalyzer, TextIndex, WORD, default_pattern,
                                    pairs_of, term_counts, text_of)
@@ -180,3 +180,18 @@ def test_a_killed_parallel_build_leaves_no_worker_and_is_repaired(tmp_path, asse
         time.sleep(0.1)
     assert workers_of(child.pid) == []
     assert_repaired(root, expected)
+
+
+def test_postings_spilled_to_runs_write_the_same_index(tmp_path, monkeypatch):
+    """A build past its memory budget spills sorted runs to temporary files and merges them: the same index."""
+    units = docs()
+    whole = TextIndex(tmp_path / "whole")
+    whole.rebuild(units)
+    monkeypatch.setattr(segments, "POSTING_MEMORY", 10**12)  # the smallest budget: a run every 1,000 postings
+    spilled = TextIndex(tmp_path / "spilled")
+    runs = []
+    spill = segments.FastAdder._spill
+    monkeypatch.setattr(segments.FastAdder, "_spill", lambda self: (runs.append(1), spill(self)))
+    spilled.rebuild(units)
+    assert len(runs) > 3
+    assert contents(spilled) == contents(whole)
