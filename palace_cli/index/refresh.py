@@ -46,7 +46,7 @@ AUTO = object()
 COMMIT_EVERY = 2000  # notes per SQLite transaction on a big build: a killed build keeps what it committed
 CONVERSATIONS_PREFIX = "conversations/"
 MAX_PROCS = 8
-PARALLEL_UNITS = 20_000  # lexical documents from which a full build is written by a process per core (segments.py)
+PARALLEL_UNITS = 5_000  # lexical documents from which a full build is written by a process per core (segments.py)
 REBUILD_SHARE = 0.3  # rebuild the lexical index instead of updating it when this share of notes changed
 VECTOR_MODES = ("wait", "background", "later")
 
