@@ -33,6 +33,7 @@ from palace_cli.index import Index
 from palace_cli.index.files import refresh_index_files
 from palace_cli.index.locks import file_lock
 from palace_cli.index.sections import section_title, section_units
+from palace_cli.index.segments import WorkerFailed
 from palace_cli.index.store import NoteStore
 from palace_cli.index.text import Doc, TextIndex
 from palace_cli.index.turns import date_words, refresh_sessions
@@ -426,9 +427,13 @@ def _refresh_lexical(idx: Index, report: RefreshReport, progress: Progress | Non
     if progress:
         progress("lexical index", 0, total)
     slices = _slices(store, total)
-    if slices:
-        text.rebuild_parallel([(_slice_docs, (str(store.path), *part)) for part in slices], progress, total)
-    else:
+    try:
+        if slices:
+            text.rebuild_parallel([(_slice_docs, (str(store.path), *part)) for part in slices], progress, total)
+    except WorkerFailed as exc:  # no interpreter to start, a worker killed: one process can still build it all
+        idx.site.notice(f"{exc}; building the lexical index in one process")
+        slices = []
+    if not slices:
         text.rebuild(_owner_docs(store), progress, total)
     if progress:
         progress("lexical index", total, total)

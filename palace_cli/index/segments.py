@@ -1,15 +1,15 @@
-"""Writing the lexical index's documents fast: analysed once, straight into whoosh's posting pool, and a big
-build cut into contiguous slices that a pool of processes writes as one segment each.
+"""Writing the lexical index's documents fast: each field's terms counted once and kept per term in document order,
+then written a block at a time; a big build cut into contiguous slices that worker processes write as one
+segment each.
 
-Whoosh's own `add_document` analyses a field through a generator of Token objects, sizes each posting as it
-pools it, and its segment flush reads every posting's document length back from the file it has just written:
-half of a vault's build (docs/benchmarks.md, "Where the time goes"). This writes the same postings, stored
-fields and lengths (tests/index/test_segments.py compares the files' contents with whoosh's) from terms counted
-once (text.py `term_counts`). Whoosh's multiprocessing writer is not used: its forked children wait on a queue
-with no timeout and outlive a killed parent, holding the refresh lock. Here the workers are spawned (they inherit
-no lock), die with their parent (PR_SET_PDEATHSIG), and write segments that only the parent's commit lists:
-a build killed half-way leaves files that the next commit deletes, and an index the next refresh rebuilds.
-"""
+Whoosh's own `add_document` analyses a field through a generator of Token objects and pools every posting, its
+flush sorts them all and reads every posting's document length back from the file it has just written: most of
+a vault's build (docs/benchmarks.md, "Where the time goes"). This writes the same postings, block statistics,
+stored fields and lengths (tests/index/test_segments.py compares them with whoosh's). Whoosh's multiprocessing
+writer is not used: its forked children wait on a queue with no timeout and outlive a killed parent, holding the
+refresh lock. Here the workers are new interpreters (they inherit no lock), die with their parent
+(PR_SET_PDEATHSIG), and write segments that only the parent's commit lists: a build killed half-way leaves files
+that the next commit deletes, and an index the next refresh rebuilds."""
 
 from __future__ import annotations
 
@@ -245,6 +245,10 @@ def commit_segments(writer, segments: list) -> None:
     writer._finish()
 
 
+class WorkerFailed(PalaceError):
+    """A build worker could not start or did not finish: the caller builds in this process instead."""
+
+
 class Workers:
     """One worker process per job, each writing a segment (`write_segment`): started at once, results in job
     order. A plain interpreter (`python -m palace_cli.index.segments`), not multiprocessing: nothing of this
@@ -253,13 +257,17 @@ class Workers:
     def __init__(self, jobs: list[tuple]):
         command = [sys.executable, "-m", "palace_cli.index.segments", str(os.getpid())]
         self.procs = []
-        for job in jobs:
-            errors = tempfile.TemporaryFile()  # read after the worker ends: a pipe it filled would block it
-            proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors)
-            proc.errors = errors
-            self.procs.append(proc)
-            proc.stdin.write(pickle.dumps(job))
-            proc.stdin.close()
+        try:
+            for job in jobs:
+                errors = tempfile.TemporaryFile()  # read after the worker ends: a pipe it filled would block it
+                proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors)
+                proc.errors = errors
+                self.procs.append(proc)
+                proc.stdin.write(pickle.dumps(job))
+                proc.stdin.close()
+        except BaseException as exc:
+            self.stop()
+            raise WorkerFailed(f"a lexical index worker could not start ({exc})") from exc
 
     def results(self) -> list:
         out = []
@@ -268,7 +276,7 @@ class Workers:
             if proc.wait() != 0:
                 proc.errors.seek(0)
                 lines = proc.errors.read().decode("utf-8", "replace").strip().splitlines()
-                raise PalaceError(f"a lexical index worker failed ({lines[-1] if lines else proc.returncode})")
+                raise WorkerFailed(f"a lexical index worker failed ({lines[-1] if lines else proc.returncode})")
             out.append(pickle.loads(data))
         return out
 

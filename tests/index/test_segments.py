@@ -195,3 +195,17 @@ def test_postings_spilled_to_runs_write_the_same_index(tmp_path, monkeypatch):
     spilled.rebuild(units)
     assert len(runs) > 3
     assert contents(spilled) == contents(whole)
+
+
+def test_a_worker_that_cannot_start_leaves_the_build_to_this_process(example_palace, monkeypatch):
+    palace = Palace(example_palace)
+    palace.refresh(embedder=None)
+    expected = contents(palace.index.text)
+    monkeypatch.setattr(refresh, "PARALLEL_UNITS", 0)
+    monkeypatch.setattr(sys, "executable", str(example_palace / "no-such-python"))
+    notices = []
+    monkeypatch.setattr(type(palace.site), "notice", lambda self, message: notices.append(message))
+    assert palace.refresh(embedder=None, rebuild=True).rebuilt_lexical
+    assert [n for n in notices if "lexical index worker could not start" in n]
+    assert len(list((example_palace / ".palace" / "whoosh").glob("*.seg"))) == 1
+    assert contents(palace.index.text) == expected
