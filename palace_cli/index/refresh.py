@@ -33,7 +33,7 @@ from palace_cli.index import Index
 from palace_cli.index.files import refresh_index_files
 from palace_cli.index.locks import file_lock
 from palace_cli.index.sections import section_title, section_units
-from palace_cli.index.segments import WorkerFailed
+from palace_cli.index.segments import WorkerFailed, Workers
 from palace_cli.index.store import NoteStore
 from palace_cli.index.text import Doc, TextIndex
 from palace_cli.index.turns import date_words, refresh_sessions
@@ -47,6 +47,7 @@ AUTO = object()
 COMMIT_EVERY = 2000  # notes per SQLite transaction on a big build: a killed build keeps what it committed
 CONVERSATIONS_PREFIX = "conversations/"
 MAX_PROCS = 8
+PARALLEL_NOTES = 1_000  # changed notes from which a process per core reads and parses its share of them
 PARALLEL_UNITS = 5_000  # lexical documents from which a full build is written by a process per core (segments.py)
 REBUILD_SHARE = 0.3  # rebuild the lexical index instead of updating it when this share of notes changed
 VECTOR_MODES = ("wait", "background", "later")
@@ -262,39 +263,87 @@ def _refresh_notes(site: Site, store: NoteStore, report: RefreshReport, progress
     if not work and not gone:
         return domains
 
+    results = _reads(site, work)
+
     def read(item) -> bool:
         note_file, row = item
-        if _read_one(site, store, note_file, row, report):
+        if _store_read(store, note_file, row, report, next(results)):
             domains.add(note_file.domain)
             return True
         return False
 
-    store.store_in_batches(work, COMMIT_EVERY, read, gone, store.delete, report.removed, progress, "reading notes")
+    try:
+        store.store_in_batches(work, COMMIT_EVERY, read, gone, store.delete, report.removed, progress,
+                               "reading notes")
+    finally:
+        results.close()  # stops the workers of a refresh that failed half-way
     return domains
 
 
-def _read_one(site: Site, store: NoteStore, note_file, row, report: RefreshReport) -> bool:
-    """Read one note whose stat changed; returns True when the cache row changed."""
-    listed = report.updated if row else report.added
+def _reads(site: Site, work: list):
+    """`_read` of each note of `work`, in order: from PARALLEL_NOTES notes every core's share of them is read and
+    parsed by a worker process (every n-th note), while this process reads its own and stores them all."""
+    items = [(note_file.relpath, note_file.domain, row[2] if row else None) for note_file, row in work]
+    procs = min(os.cpu_count() or 1, MAX_PROCS)
+    workers = None
+    if len(items) >= PARALLEL_NOTES and procs > 1:
+        try:
+            workers = Workers([(_read_all, (str(site.root), items[k::procs])) for k in range(1, procs)])
+        except WorkerFailed:
+            workers = None
     try:
-        text_data, warnings = read_note_text(site.root / note_file.relpath, note_file.relpath)
+        streams = [workers.stream(k) for k in range(procs - 1)] if workers else []
+        for index, item in enumerate(items):
+            share = index % procs if streams else 0
+            if share:
+                try:
+                    yield next(streams[share - 1])
+                    continue
+                except (WorkerFailed, StopIteration):
+                    site.notice("a worker reading notes failed; reading the rest in one process")
+                    streams = []
+            yield _read(str(site.root), *item)
+    finally:
+        if workers is not None:
+            workers.stop()
+
+
+def _read_all(root: str, items: list):
+    """In a worker: `_read` of each (path, domain, known hash)."""
+    for item in items:
+        yield _read(root, *item)
+
+
+def _read(root: str, relpath: str, domain: str, known: str | None) -> tuple:
+    """Read and parse one note whose stat changed: (file hash, memory, its section rows, error). The hash is None
+    when the file cannot be read; the memory None when its bytes are the known ones or it cannot be parsed (the
+    error then is (reason, line))."""
+    try:
+        text_data, warnings = read_note_text(Path(root) / relpath, relpath)
     except NoteError as exc:
-        store.put_error(note_file.relpath, note_file.mtime_ns, note_file.size, "", exc.reason, exc.line)
-        listed.append(note_file.relpath)
-        return True
+        return None, None, None, (exc.reason, exc.line)
     digest = file_hash(text_data, warnings)
-    if row and row[2] == digest:
+    if digest == known:
+        return digest, None, None, None
+    try:
+        memory = parse_note(text_data, relpath, domain, warnings)
+    except NoteError as exc:
+        return digest, None, None, (exc.reason, exc.line)
+    return digest, memory, [unit.row(memory.subject) for unit in section_units(memory)], None
+
+
+def _store_read(store: NoteStore, note_file, row, report: RefreshReport, read: tuple) -> bool:
+    """Store what `_read` gave for one note; returns True when the cache row changed."""
+    digest, memory, rows, error = read
+    if digest is not None and row and row[2] == digest:
         store.touch(note_file.relpath, note_file.mtime_ns, note_file.size)  # same bytes (touch, git checkout)
         report.unchanged += 1
         return False
-    try:
-        memory = parse_note(text_data, note_file.relpath, note_file.domain, warnings)
-    except NoteError as exc:
-        store.put_error(note_file.relpath, note_file.mtime_ns, note_file.size, digest, exc.reason, exc.line)
+    if memory is None:
+        store.put_error(note_file.relpath, note_file.mtime_ns, note_file.size, digest or "", *error)
     else:
-        rows = [unit.row(memory.subject) for unit in section_units(memory)]
         store.put_memory(memory, note_file.mtime_ns, note_file.size, digest, rows)
-    listed.append(note_file.relpath)
+    (report.updated if row else report.added).append(note_file.relpath)
     return True
 
 

@@ -14,7 +14,9 @@ that the next commit deletes, and an index the next refresh rebuilds."""
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import heapq
+import inspect
 import os
 import pickle
 import signal
@@ -33,6 +35,8 @@ from whoosh.util.numeric import byte_to_length, length_to_byte
 from palace_cli.errors import PalaceError
 
 PR_SET_PDEATHSIG = 1
+F_SETPIPE_SZ = 1031
+PIPE_BYTES = 1 << 20
 # whoosh's PostingPool.add sizes a posting as 150 bytes plus its field name, twice its term and its value
 POSTING_BYTES = 150
 POSTING_MEMORY = 48  # bytes a kept posting costs, its term's share included (FastAdder's budget)
@@ -250,8 +254,8 @@ class WorkerFailed(PalaceError):
 
 
 class Workers:
-    """One worker process per job, each writing a segment (`write_segment`): started at once, results in job
-    order. A plain interpreter (`python -m palace_cli.index.segments`), not multiprocessing: nothing of this
+    """One worker process per (function, args) job, `function(*args)` run there (a segment's `write_segment`, the
+    notes a refresh reads): started at once, read back in job order, a generator's items as they come. A plain interpreter (`python -m palace_cli.index.segments`), not multiprocessing: nothing of this
     process is inherited (its locks, its main module), and it is killed when this process dies."""
 
     def __init__(self, jobs: list[tuple]):
@@ -263,6 +267,10 @@ class Workers:
                 proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors)
                 proc.errors = errors
                 self.procs.append(proc)
+                try:  # a bigger pipe (Linux): the worker runs ahead of a reader busy with what it read before
+                    fcntl.fcntl(proc.stdout.fileno(), F_SETPIPE_SZ, PIPE_BYTES)
+                except (OSError, AttributeError):
+                    pass
                 proc.stdin.write(pickle.dumps(job))
                 proc.stdin.close()
         except BaseException as exc:
@@ -270,15 +278,22 @@ class Workers:
             raise WorkerFailed(f"a lexical index worker could not start ({exc})") from exc
 
     def results(self) -> list:
-        out = []
-        for proc in self.procs:
-            data = proc.stdout.read()
-            if proc.wait() != 0:
-                proc.errors.seek(0)
-                lines = proc.errors.read().decode("utf-8", "replace").strip().splitlines()
-                raise WorkerFailed(f"a lexical index worker failed ({lines[-1] if lines else proc.returncode})")
-            out.append(pickle.loads(data))
-        return out
+        """Each job's result, in job order."""
+        return [next(self.stream(index)) for index in range(len(self.procs))]
+
+    def stream(self, index: int):
+        """What job `index` yields, one item at a time as the worker writes it (a generator's items, or its one
+        result); raises WorkerFailed when the worker did not finish."""
+        proc = self.procs[index]
+        while True:
+            try:
+                yield pickle.load(proc.stdout)
+            except EOFError:
+                break
+        if proc.wait() != 0:
+            proc.errors.seek(0)
+            lines = proc.errors.read().decode("utf-8", "replace").strip().splitlines()
+            raise WorkerFailed(f"a lexical index worker failed ({lines[-1] if lines else proc.returncode})")
 
     def stop(self) -> None:
         for proc in self.procs:
@@ -301,5 +316,8 @@ def _die_with_parent(parent: int) -> None:
 
 if __name__ == "__main__":
     _die_with_parent(int(sys.argv[1]))
-    result = write_segment(*pickle.load(sys.stdin.buffer))
-    sys.stdout.buffer.write(pickle.dumps(result))
+    function, args = pickle.load(sys.stdin.buffer)
+    result = function(*args)
+    for item in result if inspect.isgenerator(result) else [result]:
+        pickle.dump(item, sys.stdout.buffer, pickle.HIGHEST_PROTOCOL)
+        sys.stdout.buffer.flush()

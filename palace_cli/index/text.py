@@ -390,7 +390,8 @@ class TextIndex:
         limit = max(32, SEGMENT_MB // len(jobs))
         workers = None
         try:
-            workers = Workers([(str(self.directory), function, args, limit) for function, args in jobs[1:]])
+            workers = Workers([(write_segment, (str(self.directory), function, args, limit))
+                               for function, args in jobs[1:]])
             parts = [write_segment(str(self.directory), *jobs[0], limit, progress, total)] + workers.results()
             commit_segments(writer, [segment for segment, written in parts if written])
         except BaseException:

@@ -154,9 +154,10 @@ def workers_of(parent: int) -> list[int]:
 
 
 @pytest.mark.slow
-def test_a_killed_parallel_build_leaves_no_worker_and_is_repaired(tmp_path, assert_repaired):
-    """kill -9 of the build while its workers write their segments: they die with it (none is left holding
-    anything), and the next refresh rebuilds what an uninterrupted build gives."""
+@pytest.mark.parametrize("moment", ["reading notes 400 ", "lexical index 500 "])
+def test_a_killed_parallel_build_leaves_no_worker_and_is_repaired(tmp_path, assert_repaired, moment):
+    """kill -9 of the build while its workers read notes or write their segments: they die with it (none is
+    left holding anything), and the next refresh rebuilds what an uninterrupted build gives."""
     template = generate_palace(tmp_path / "template", 1500, seed=5, embedder="none")  # a slice of 750 a process
     expected_root = tmp_path / "expected"
     shutil.copytree(template, expected_root)
@@ -164,11 +165,11 @@ def test_a_killed_parallel_build_leaves_no_worker_and_is_repaired(tmp_path, asse
     expected = {"lexical": lexical(Palace(expected_root)), "files": generated_files(expected_root)}
     root = tmp_path / "p"
     shutil.copytree(template, root)
-    child_code = CHILD.replace("r.COMMIT_EVERY = 250", "r.COMMIT_EVERY = 250; r.PARALLEL_UNITS = 0")
+    child_code = CHILD.replace("r.COMMIT_EVERY = 250", "r.COMMIT_EVERY = 250; r.PARALLEL_UNITS = r.PARALLEL_NOTES = 0")
     child = subprocess.Popen([sys.executable, "-c", child_code, str(root), "none", "0"], stdout=subprocess.PIPE,
                              text=True)
     for line in child.stdout:
-        if line.startswith("lexical index 500 "):
+        if line.startswith(moment):
             break
     assert workers_of(child.pid), "the build started no worker"
     child.send_signal(signal.SIGKILL)
@@ -209,3 +210,37 @@ def test_a_worker_that_cannot_start_leaves_the_build_to_this_process(example_pal
     assert [n for n in notices if "lexical index worker could not start" in n]
     assert len(list((example_palace / ".palace" / "whoosh").glob("*.seg"))) == 1
     assert contents(palace.index.text) == expected
+
+
+def cache_rows(palace: Palace) -> tuple:
+    """The note cache's rows but the stat time (a file written within the last 2 s is recorded as -1)."""
+    db = palace.index.store.db
+    return (db.execute("SELECT path, size, file_hash, id, domain, text_hash, data, error, error_line, light, "
+                       "vector_key FROM notes ORDER BY path").fetchall(),
+            db.execute("SELECT * FROM sections ORDER BY path, ord").fetchall())
+
+
+def test_notes_read_by_worker_processes_fill_the_cache_alike(example_palace, monkeypatch, bad_files, warned_files):
+    """Every core's share of the changed notes read and parsed in a worker: the same rows, unreadable and
+    warned-about notes included, and a note whose bytes did not change is only touched."""
+    for relpath, data, _code, _line in [*bad_files, *warned_files]:
+        (example_palace / relpath).parent.mkdir(parents=True, exist_ok=True)
+        (example_palace / relpath).write_bytes(data)
+    serial = Palace(example_palace)
+    first = serial.refresh(embedder=None)
+    expected = cache_rows(serial)
+    monkeypatch.setattr(refresh, "PARALLEL_NOTES", 0)
+    monkeypatch.setattr(os, "cpu_count", lambda: 3)
+    started = []
+    workers = refresh.Workers
+    monkeypatch.setattr(refresh, "Workers", lambda jobs: (started.append(len(jobs)), workers(jobs))[1])
+    report = serial.refresh(embedder=None, rebuild=True)
+    assert started == [2]
+    assert sorted(report.added) == sorted(first.added) and report.problems == first.problems
+    assert cache_rows(serial) == expected
+    touched = sorted(example_palace.glob("memories/*/*.md"))[:5]
+    for path in touched:
+        os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns - 10**10))
+    started.clear()
+    again = serial.refresh(embedder=None)
+    assert started == [2] and not again.changed  # read again in the workers too: the same bytes, only touched
