@@ -27,6 +27,7 @@ backslash, which the parser takes off again. See docs/conversations.md.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -56,14 +57,64 @@ STAMP_KEYS = ("from", "turns", "record", "note")
 # ---- digests: what the import stamp records -----------------------------------------------------
 
 
+# A stamp written since the import record learned to resume (importers/chats/resume.py) hashes turns one after
+# another (`chained`), so that an import that read only a source's new turns carries `record` and `note` on from
+# their values alone. A stamp without this prefix is the older form (one hash over every turn), still read.
+CHAINED = "c1."
+
+
 def turns_digest(turns: list[Turn]) -> str:
-    """Hash of turns as a source gave them: the stamp's `record` (for the first `turns` of the source)."""
+    """The older stamp's `record`: one hash of the turns as a source gave them (still compared, never written)."""
     return digest([turn.key() for turn in turns])
 
 
 def session_digest(session: Session) -> str:
-    """Hash of a session as its file holds it (frontmatter but the stamp, preamble, turns): the stamp's `note`."""
+    """The older stamp's `note`: one hash of a session as its file holds it (frontmatter but the stamp, preamble,
+    turns)."""
     return digest([session.header(), session.preamble, [turn.key() for turn in session.turns]])
+
+
+def chained(turns: list[Turn], start: str = "") -> str:
+    """The turns' keys hashed one after another onto `start`: a hash the next turns carry on from its value alone."""
+    value = start
+    for turn in turns:
+        data = "\x1f".join((value, turn.id, turn.speaker, "\x00" if turn.time is None else turn.time, turn.text))
+        value = hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return value
+
+
+def turns_record(turns: list[Turn]) -> str:
+    """The stamp's `record`: a hash of the first `turns` turns of the source as it gave them."""
+    return CHAINED + chained(turns)
+
+
+def session_note(session: Session) -> str:
+    """The stamp's `note`: a hash of a session as its file holds it (its turns chained, then the frontmatter but the
+    stamp, and the preamble)."""
+    return f"{CHAINED}{chained(session.turns)}.{digest([session.header(), session.preamble])}"
+
+
+def record_holds(record, turns: list[Turn]) -> bool:
+    """True when a stamp's `record` (either form) is the hash of these turns."""
+    if isinstance(record, str) and record.startswith(CHAINED):
+        return turns_record(turns) == record
+    return turns_digest(turns) == record
+
+
+def note_holds(note, session: Session) -> bool:
+    """True when a stamp's `note` (either form) is the hash of the session as its file now holds it: not edited."""
+    if isinstance(note, str) and note.startswith(CHAINED):
+        return session_note(session) == note
+    return session_digest(session) == note
+
+
+def carried(value: str, turns: list[Turn]) -> str | None:
+    """A chained `record` or `note` carried on over turns appended after the ones it hashes; None for the older form
+    (it cannot be carried on: the turns before must be hashed again)."""
+    if not (isinstance(value, str) and value.startswith(CHAINED)):
+        return None
+    chain, dot, rest = value[len(CHAINED):].partition(".")
+    return f"{CHAINED}{chained(turns, chain)}{dot}{rest}"
 
 
 # ---- writing ---------------------------------------------------------------------------------
@@ -236,6 +287,17 @@ def parse_session(text: str, path: str) -> Session:
     if not turns and not problems:
         problems.append(ReadProblem(path, first, "no turns (`### speaker · time · id` lines)"))
     return session
+
+
+def turn_ids(text: str) -> set[str]:
+    """The id of every turn header of a session file's text, its turns left unparsed (a quick look)."""
+    ids = set()
+    for line in text.split("\n"):
+        if line.startswith(HEAD) and SEP in line:
+            parsed = _header(line.rstrip("\r"))
+            if parsed is not None:
+                ids.add(parsed[2])
+    return ids
 
 
 def parse_header(text: str, path: str) -> Session:
