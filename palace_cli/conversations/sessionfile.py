@@ -8,7 +8,7 @@ source_id: conv-26/session_1
 title: conv-26, session 1
 started: 2023-05-08T13:56
 participants: [Caroline, Melanie]
-imported: {from: 'locomo:locomo-dev5.json', turns: 18, record: 5c0d..., note: 91aa...}
+imported: {from: 'locomo:locomo-dev5.json', turns: 18, record: c1.5c0d..., note: c1.5c0d....91aa...}
 ---
 # conv-26, session 1
 

@@ -23,6 +23,8 @@ import hashlib
 import os
 from pathlib import Path
 
+from palace_cli.conversations.model import scrub
+
 SAMPLES = 8  # blocks spread over the bytes before `at`, besides the one just before it
 BLOCK = 4096
 KEYS = ("at", "line", "file", "size", "mtime", "sample", "include", "state")
@@ -47,8 +49,10 @@ def sample(fd: int, at: int) -> tuple[str, int]:
 def mark(fd: int, at: int, line: int, include: frozenset[str], state: dict) -> dict:
     """The resume record of a read that ended at byte `at` after `line` lines of the open file `fd`."""
     stat = os.fstat(fd)
+    # A lone surrogate (a JSON `\ud800` in an id) cannot be written: the state keeps U+FFFD, which no record of the
+    # tail names, so the next read is a whole one.
     return {"at": at, "line": line, "file": identity(stat), "size": stat.st_size, "mtime": stat.st_mtime_ns,
-            "sample": sample(fd, at)[0], "include": sorted(include), "state": state}
+            "sample": sample(fd, at)[0], "include": sorted(include), "state": scrub(state)[0]}
 
 
 def is_record(value) -> bool:

@@ -17,6 +17,10 @@ last written whole (`note`). On re-import:
 
 Every file written whole has its frontmatter read back first: one that would not read back as its
 session is refused and reported, never written to come back as a duplicate.
+
+A source file a reader can read the tail of (a Claude Code transcript) leaves a `resume` record in the stamp
+(chats/resume.py): the next import reads only what was appended after it, appends those turns in place and carries
+`record` and `note` on over them (they hash turns one after another), never reading the file's turns again.
 """
 
 from __future__ import annotations
