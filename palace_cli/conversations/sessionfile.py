@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from pathlib import Path
 
 import yaml
@@ -48,6 +49,7 @@ CONVERSATIONS = "conversations"
 # A session file over this is reported and not indexed: a week of a busy agent's turns is a few MB; a file
 # of gigabytes is a mistake or an attack, and reading it would take the palace's memory down.
 MAX_SESSION_BYTES = 32_000_000
+HEADER_BYTES = 1 << 16  # what load_header reads of a session file first: its frontmatter is a few hundred bytes
 SEP = " · "
 HEAD = "### "
 NO_TIME = "-"  # the time slot of a turn without a time whose id looks like one (`### Bob · - · 2024-01-01`)
@@ -367,6 +369,35 @@ def load_session(root: Path, relpath: str) -> Session:
         session.problems[:] = [ReadProblem(relpath, None, exc.reason)]
         return session
     return session_from_bytes(data, relpath)
+
+
+def load_header(root: Path, relpath: str) -> Session:
+    """A session file's frontmatter alone (parse_header), reading only the file's first HEADER_BYTES when its
+    frontmatter closes there: an import plans against every session file's header, and a long session's turns are
+    megabytes. A file that cannot be read, or is over MAX_SESSION_BYTES, has the header its path gives."""
+    try:
+        fd = os.open(Path(root) / relpath, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO must not block
+    except OSError:
+        return parse_header("", relpath)
+    try:
+        info = os.fstat(fd)
+        regular = stat.S_ISREG(info.st_mode) and info.st_size <= MAX_SESSION_BYTES
+        head = os.pread(fd, HEADER_BYTES, 0) if regular else b""
+    except OSError:
+        regular = False
+    finally:
+        os.close(fd)
+    if not regular:
+        return parse_header("", relpath)
+    if len(head) == HEADER_BYTES:  # cut at a line's end, so that no line is taken for a shorter one
+        head = head[: head.rfind(b"\n") + 1]
+    text = head.decode("utf-8", "replace")
+    if len(head) < info.st_size and frontmatter_block(text.removeprefix("\ufeff").replace("\r\n", "\n")) is None:
+        try:  # no frontmatter closed in the head: read as a whole file is
+            text = read_session_bytes(root, relpath).decode("utf-8", "replace")
+        except NoteError:
+            text = ""
+    return parse_header(text, relpath)
 
 
 def read_session_bytes(root: Path, relpath: str) -> bytes:

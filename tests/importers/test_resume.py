@@ -4,12 +4,15 @@ inside a line or a message, and imported again once it grew, the session file ha
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from conversation_fixtures import SESSION, _cc, claude_code_lines
-from palace_cli.conversations.sessionfile import load_session, note_holds
+from palace_cli.conversations.model import Session, Turn
+from palace_cli.conversations.sessionfile import (HEADER_BYTES, load_header, load_session, note_holds, parse_header,
+                                                  render_session)
 from palace_cli.editing.authoring import init
 from palace_cli.importers.chats.writer import import_conversations
 from palace_cli.palace import Palace
@@ -107,3 +110,21 @@ def test_a_tail_read_says_what_it_read(tmp_path):
     report = _grow_and_import(tmp_path / "kb", tmp_path / "p", data[:cut], data[cut:], frozenset(), True)
     assert report.resumed_at == cut and report.read_bytes <= 9 * 4096 + len(data) - cut
     assert report.as_dict()["resumed_at"] == cut and report.counts()["appended"] == 1
+
+
+@pytest.mark.parametrize("padding", [0, HEADER_BYTES - 700, HEADER_BYTES - 300, HEADER_BYTES + 50, 3 * HEADER_BYTES])
+def test_a_header_read_from_the_head_of_a_file_is_the_whole_files(tmp_path, padding):
+    """An import plans against every session file's frontmatter, read from its first bytes when it closes there:
+    a frontmatter that ends past them (a long field) is read from the whole file, as it was."""
+    session = Session(id="chat-x", source="chat", source_id="x", title="X", meta={"note": "n" * padding},
+                      turns=[Turn(f"t{n}", "Ann", "word " * 400) for n in range(200)])
+    text = render_session(session)
+    path = tmp_path / "conversations" / "chat" / "x.md"
+    path.parent.mkdir(parents=True)
+    for data in (text, text.replace("\n", "\r\n"), "\ufeff" + text, text[: len(text) // 2]):
+        path.write_text(data, encoding="utf-8", newline="")
+        head, whole = load_header(tmp_path, "conversations/chat/x.md"), parse_header(data, "conversations/chat/x.md")
+        assert (head.header(), head.imported, head.problems) == (whole.header(), whole.imported, whole.problems)
+    path.unlink()
+    os.mkfifo(path)
+    assert load_header(tmp_path, "conversations/chat/x.md").header() == parse_header("", "conversations/chat/x.md").header()

@@ -35,10 +35,9 @@ from palace_cli.core.disk import atomic_write
 from palace_cli.core.layout import confined
 from palace_cli.conversations.model import ReadProblem, Session, Turn, participants_of
 from palace_cli.core.text import slug
-from palace_cli.conversations.sessionfile import (CONVERSATIONS, MAX_SESSION_BYTES, append_turns, carried, load_session,
-                                                  note_holds, parse_header, read_session_bytes, record_holds,
-                                                  render_session, session_files, session_note, turn_ids, turns_record)
-from palace_cli.errors import NoteError
+from palace_cli.conversations.sessionfile import (CONVERSATIONS, MAX_SESSION_BYTES, append_turns, carried, load_header,
+                                                  load_session, note_holds, parse_header, record_holds, render_session,
+                                                  session_files, session_note, turn_ids, turns_record)
 from palace_cli.index.locks import write_lock
 from palace_cli.importers.chats.reading import EXPORT
 from palace_cli.importers.chats.resume import file_identity
@@ -118,14 +117,7 @@ class ConversationImport:
 
 def existing_sessions(root: Path) -> list[Session]:
     """Every session file of a palace, its frontmatter only (no turns): what a plan matches sources against."""
-    out = []
-    for relpath, _, _ in session_files(root):
-        try:
-            data = read_session_bytes(root, relpath)
-        except NoteError:
-            data = b""
-        out.append(parse_header(data.decode("utf-8", "replace"), relpath))
-    return out
+    return [load_header(root, relpath) for relpath, _, _ in session_files(root)]
 
 
 def import_conversations(palace, path, format: str, include: frozenset[str] = frozenset(), dry_run: bool = False,
