@@ -251,3 +251,31 @@ def test_kill_9_in_a_tail_import_then_a_rerun_leaves_each_turn_once(palace, tmp_
     assert ("4 new turns" if when == "before" else "0 new turns") in said and READ.search(said)
     _, session = the_session(palace.root)
     assert [turn.key() for turn in session.turns] == whole_import(tmp_path, transcript) and holds(session)
+
+
+HOSTILE_RECORDS = [
+    "not a record",
+    {"at": -1, "line": 0, "file": "x", "size": 0, "mtime": 0, "sample": "", "include": [], "state": {}},
+    "same file, junk state",
+    "same file, at past the end",
+]
+
+
+@pytest.mark.parametrize("hostile", range(len(HOSTILE_RECORDS)))
+def test_a_hand_edited_resume_record_reads_whole_and_exits_zero(palace, tmp_path, hostile):
+    transcript = transcript_of(tmp_path, 20)
+    stop(palace.root, transcript)
+    path, session = the_session(palace.root)
+    record = dict(session.imported["resume"])
+    value = HOSTILE_RECORDS[hostile]
+    if value == "same file, junk state":
+        value = {**record, "state": {"leaf": ["a"], "pending": "u1", "message": {"x": 1}}}
+    elif value == "same file, at past the end":
+        value = {**record, "at": 10 ** 12, "line": 10 ** 9}
+    stamp = {**session.imported, "resume": value}
+    path.write_text(edit_frontmatter(path.read_text(), {"imported": stamp}, "s.md"), encoding="utf-8")
+    grow(transcript, 1)
+    said = stop(palace.root, transcript)
+    assert "2 new turns" in said and "read whole" in said, said
+    _, session = the_session(palace.root)
+    assert [turn.key() for turn in session.turns] == whole_import(tmp_path, transcript) and holds(session)

@@ -20,8 +20,8 @@ from palace_cli.conversations.sessionfile import MAX_SESSION_BYTES
 from palace_cli.conversations.model import ReadProblem, ReadResult, Session, Turn, clean_text, participants_of, session_id
 from palace_cli.core.text import one_line, slug
 from palace_cli.core.walk import files_under
-from palace_cli.importers.chats.reading import (BadRecord, RecordGuard, block_text, shown, text_value,
-                                              thinking_block, threads, tool_line)
+from palace_cli.importers.chats.reading import (RECORD_ERRORS, BadRecord, RecordGuard, block_text, shown,
+                                                text_value, thinking_block, threads, tool_line)
 from palace_cli.importers.chats.resume import mark, where_to_resume
 
 FORMAT = SOURCE = "claude-code"
@@ -79,7 +79,7 @@ def resume(path: Path, include: frozenset[str], record: dict) -> ReadResult | No
         result.read_bytes, result.resumed_at = checked + handle.tell() - at, at
         try:
             turns, state = _tail(records, include, result, where, record["state"])
-        except CannotResume:
+        except (CannotResume, *RECORD_ERRORS):  # a record that breaks the reader: the whole read reports it
             return None
         session = Session(id=session_id(SOURCE, path.stem), source=SOURCE, source_id=path.stem, turns=turns,
                           resume=mark(handle.fileno(), end, lines, include, state), resumed_from=record)
