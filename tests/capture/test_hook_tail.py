@@ -279,3 +279,22 @@ def test_a_hand_edited_resume_record_reads_whole_and_exits_zero(palace, tmp_path
     assert "2 new turns" in said and "read whole" in said, said
     _, session = the_session(palace.root)
     assert [turn.key() for turn in session.turns] == whole_import(tmp_path, transcript) and holds(session)
+
+
+def test_a_hand_edit_survives_a_tail_import_and_stays_an_edit(palace, tmp_path):
+    """Turns appended from the tail leave a hand edit as it is, and the carried `note` still tells the file was
+    edited: a later change of the source's old turns is a conflict, never written over the edit."""
+    transcript = transcript_of(tmp_path, 20)
+    stop(palace.root, transcript)
+    path, _ = the_session(palace.root)
+    path.write_text(path.read_text().replace("user turn 3 word", "user turn 3 (my note) word"), encoding="utf-8")
+    grow(transcript, 1)
+    said = stop(palace.root, transcript)
+    assert "2 new turns (0 added, 1 appended" in said and READ.search(said)
+    _, session = the_session(palace.root)
+    assert "(my note)" in session.turns[6].text and len(session.turns) == 42
+    assert not note_holds(session.imported["note"], session)
+    _rewrite_middle(transcript)
+    said = stop(palace.root, transcript)
+    assert "read whole" in said and "1 conflicts" in said, said
+    assert "(my note)" in the_session(palace.root)[1].turns[6].text
