@@ -243,4 +243,8 @@ def test_notes_read_by_worker_processes_fill_the_cache_alike(example_palace, mon
         os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns - 10**10))
     started.clear()
     again = serial.refresh(embedder=None)
-    assert started == [2] and not again.changed  # read again in the workers too: the same bytes, only touched
+    # Read again in the workers too: the same bytes are only touched; a file that cannot be read is recorded
+    # again, as one process records it.
+    assert started == [2] and not again.added and not again.removed
+    assert set(again.updated) <= {relpath for relpath, *_ in bad_files}
+    assert cache_rows(serial) == expected
