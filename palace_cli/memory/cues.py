@@ -133,6 +133,9 @@ TAKE = re.compile(r"(?:(?:please|pls|then|and|so)\s+)*(?:do (?:that|it|this|all 
 FACTS_AHEAD = cue(r"\b(facts?|context|background|fyi|for reference|setup|our stack|the stack)\b")
 # A line that says rules follow: "Style (from the comms team):", "Rules:", "Our conventions:".
 RULES_AHEAD = cue(r"\b(style|rules?|conventions?|guidelines?|standards?|policy|policies)\b")
+# An option turned down and nothing chosen in its place: "cdc is out", "No config then", "not adding Redis".
+REJECTED = cue(r"^\W*(?:[\w-]+\s+){1,3}(?:is|are) out\b|^\W*no(?:\s+[\w-]+){0,2},?\s+then\b|^\W*not (?:adding|using|"
+               r"exposing|doing|going with)\b")
 REJECT = cue(r"^\W*(?:no|nope|nah|not\b|don't|never mind|nvm|scratch that)\b")
 # Something that happened and marks the project's history.
 DONE = cue(r"\b(released|shipped|launched|went live|is live|it'?s live|(?:is|are|now) (?:live|public|in "

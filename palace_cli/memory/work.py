@@ -129,6 +129,10 @@ def _proposal_before(turns: list[Turn], index: int) -> str:
     asked = index > 1 and turns[index - 2].role == "user" and any(
         cues.is_asking(p.text) and cues.ADVICE.search(p.text) for p in pieces_of(turns[index - 2].text))
     proposal = _proposal(cues.said_text(turns[index - 1].text), asked)
+    if not proposal and _opens_accepting(pieces_of(turns[index].text)) and not any(
+            cues.is_asking(p.text) for p in pieces_of(turns[index - 1].text)[-2:]):
+        answer = _closing(cues.said_text(turns[index - 1].text))  # "yes, do that" takes what was said last
+        proposal = answer if len(_informative(answer)) >= 6 else ""
     if proposal and (len(_informative(proposal)) < 10 or cues.POINTS_BACK.search(proposal)):
         for earlier in reversed(turns[max(0, index - 5):index - 1]):
             if earlier.role == "assistant":
@@ -148,6 +152,9 @@ def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project
         return []
     pieces = [part for piece in pieces for part in _facts_apart(piece)]
     kinds = _label_lists([_kind_of(p.text) for p in pieces], pieces)
+    accepting = bool(proposal) and _opens_accepting(pieces)
+    if accepting:  # "ok, do like this. but the backfill only at night": a condition on what was taken
+        kinds = ["decision" if k == "fact" and CONDITION.match(p.text) else k for p, k in zip(pieces, kinds)]
     context = {"item": 0.0, "first_turn": float(first), "after_proposal": float(bool(proposal)), "accepted": 0.0,
                "answers": float(asked)}
     groups = _groups(pieces, kinds)
@@ -156,11 +163,13 @@ def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project
     if proposal and _accepts(pieces[0].text) and not any(p.item for p in pieces) and (
             not any(cues.is_asking(p.text) for p in pieces)
             or any(cues.TAKE.search(p.text) and not cues.is_asking(p.text) for p in pieces)) and not any(
-            k in ("milestone", "fact", "solution") for k in others):
+            k in ("milestone", "fact", "solution") for k in others) and not any(
+            cues.REJECTED.search(cues.opened(p.text)) for p in pieces):  # "Fair. No config then": turned down
         units += _accepted_units(turn, pieces, groups, proposal, name, project, said, context)
         groups = [g for g in groups if g[0] not in ("decision", "convention", "")]
     for kind, members in groups:
-        unit = _group_unit(kind, members, turn, proposal, recent, name, project, said, context) if kind else None
+        unit = _group_unit(kind, members, turn, proposal, recent, name, project, said, context, accepting) \
+            if kind else None
         if unit is not None:
             units.append(unit)
     return units
@@ -199,14 +208,17 @@ def _accepted_units(turn: Turn, pieces, groups, proposal: str, name: str, projec
 
 
 def _group_unit(kind: str, members, turn: Turn, proposal: str, recent: list[str], name: str, project: str,
-                said: str | None, context: dict) -> Unit | None:
-    """One group of pieces of a kind as a memory (None for a choice made only for the task at hand)."""
+                said: str | None, context: dict, accepting: bool = False) -> Unit | None:
+    """One group of pieces of a kind as a memory (None for a choice made only for the task at hand); in a turn
+    that opens by taking the agent's proposal, a choice reads with the proposal it takes."""
     words = " ".join(p.text for p in members)
     core = " ".join(cues.opened(p.text) for p in members)
     if kind in ("decision", "convention") and not _standing(core, proposal):
         return None
     if kind in ("decision", "convention") and (proposal or recent):
         backing = _cleaned_proposal(proposal) if proposal and _refers_back(core) else _related(core, recent)
+        if not backing and accepting and kind == "decision":
+            backing = _cleaned_proposal(proposal)  # "yep go with the protocol": the protocol as proposed
         core = f"{core} ({backing})" if backing else core
     about = name if kind in ("decision", "convention") and cues.FIRST_SINGULAR.search(words) \
         and not cues.FIRST_PLURAL.search(words) else project or name
@@ -243,6 +255,26 @@ def _facts_apart(piece: Piece) -> list[Piece]:
     if len(parts) > 1 and all(len(p.split()) >= 3 and _kind_of(p) == "fact" for p in parts):
         return [Piece(p, piece.item, piece.paragraph) for p in parts]
     return [piece]
+
+
+def _opens_accepting(pieces) -> bool:
+    """True for a turn that opens by taking what the agent said: "yes", "ok, do like this", "yep go with the
+    protocol", "Ooh, that's neater. Yes, ..." (a reaction first)."""
+    for piece in pieces[:2]:
+        if cues.is_asking(piece.text):
+            return False
+        if cues.TAKE.match(cues.opened(piece.text)) and not cues.TAKE.fullmatch(cues.opened(piece.text).strip(" .!")) \
+                or cues.TAKE.fullmatch(cues.opened(piece.text).strip(" .!")) and YES.match(piece.text) \
+                or REFERS_BACK.match(cues.opened(piece.text)):
+            return True
+        said_yes = YES.match(piece.text)
+        if said_yes:  # "yes, suggest expiry at ...": a yes and what to do with it, not "yes, rtgw is ..."
+            rest = piece.text[said_yes.end():].strip()
+            return bool(cues.imperative(rest) or cues.CHOICE.match(rest) or _refers_back(rest))
+        if not _empty(cues.opened(piece.text)) and not (len(piece.text.split()) <= 4 and cues.EVALUATIVE.search(
+                piece.text)):  # a reaction first: "Ooh, that's neater."
+            return False
+    return False
 
 
 def _accepts(sentence: str) -> bool:
@@ -282,6 +314,8 @@ def _kind_of(sentence: str) -> str:
     if cues.is_asking(sentence) or _empty(core) or cues.HYPOTHETICAL.search(core) or \
             (len(core.split()) < 2 and not cues.SETTLED.search(sentence)):
         return ""
+    if cues.REJECTED.search(core) and not cues.RULE.search(core):
+        return ""  # a rejected option on its own: the choice made, when said, is the memory
     if cues.RECAP.search(sentence):
         return "solution"
     if cues.RESTATED.search(sentence):
@@ -317,6 +351,8 @@ def _fact_like(core: str) -> bool:
     return True
 
 
+YES = re.compile(r"^\W*(?:yes|yeah|yep|yup|sure|sí|si|agreed)\b[\s,.:;!—–-]*", re.I)
+CONDITION = re.compile(r"^\W*(?:but|only|except|as long as|provided)\b", re.I)
 REFERS_BACK = re.compile(r"\b(do (?:that|it|this|like this|both|all)|make (?:that|it|this)|add that|that'?s how|like "
                          r"(?:that|this)|as (?:described|proposed|suggested)|your (?:plan|proposal|suggestion)|"
                          r"both|all three|that too)\b", re.I)
@@ -404,6 +440,16 @@ def _proposal(before: str, asked: bool) -> str:
     if asked:
         return " ".join(p.text for p in pieces[:4] if not cues.is_asking(p.text) and not cues.NARRATION.match(p.text))
     return ""
+
+
+def _closing(before: str, most: int = 8) -> str:
+    """The last paragraph of an agent's turn (a list with its lead-in is one), or its last four sentences, its
+    questions and narration left out: what a bare "yes, do that" takes when no sentence of the turn proposes in
+    so many words ("Alternative: entries expire at ...", "The zero-downtime approach: 1. ... 2. ...")."""
+    kept = [p for p in pieces_of(before) if not cues.is_asking(p.text) and not cues.NARRATION.match(p.text)
+            and not cues.has_secret(p.text)]
+    last = [p.text for p in kept if p.paragraph == kept[-1].paragraph] if kept else []
+    return " ".join(last[-most:] if len(last) >= 4 else [p.text for p in kept[-4:]])
 
 
 def _enumerated(proposal: str) -> list[str]:

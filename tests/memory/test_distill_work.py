@@ -252,6 +252,46 @@ def test_what_is_said_outright_is_kept(text, kind):
     assert [c.kind for c in candidates] == [kind]
 
 
+def _work_session(*turns):
+    session = Session("cc", "claude-code", "x", started="2026-05-04T09:00:00Z", participants=["user", "assistant"])
+    session.turns = [Turn(f"t{i}", role, text) for i, (role, text) in enumerate(turns)]
+    return session
+
+
+def test_a_yes_takes_what_the_agent_said_without_proposal_words():
+    from palace_cli.memory.work import work_units
+
+    plan = ("An in-place ALTER rewrites the table under an exclusive lock. The zero-downtime approach:\n"
+            "1. add `created_at_tz timestamptz`,\n2. a trigger fills it on insert,\n3. backfill old rows in batches,"
+            "\n4. switch reads, then writes, to the new column.")
+    units = work_units(_work_session(("assistant", plan), ("user", "ok, do like this. but the backfill only in the "
+                                                                   "night, 01:00 to 05:00.")), "Mei")
+    assert [u.kind for u in units] == ["decision"]
+    assert "Mei agreed" in units[0].text and "trigger" in units[0].text and "01:00 to 05:00" in units[0].text
+    facade = "A `PaymentProvider` Protocol with one class per provider, and core.py as a facade picking by region."
+    units = work_units(_work_session(("assistant", facade), ("user", "yep go with the protocol.")), "Tom")
+    assert [u.kind for u in units] == ["decision"] and "facade" in units[0].text
+
+
+def test_a_yes_that_answers_a_question_takes_nothing_of_the_agent():
+    from palace_cli.memory.work import work_units
+
+    asked = "Three commits. The heartbeat one is the likely suspect. Can you get a goroutine profile?"
+    units = work_units(_work_session(("assistant", asked), ("user", "Yes. rtgw is the websocket gateway.")), "Kenji")
+    assert units and all("agreed" not in u.text and "suspect" not in u.text for u in units)
+    status = "orderhub 4.2.0 is rolled out on staging, all pods ready, error rate unchanged."
+    units = work_units(_work_session(("assistant", status), ("user", "great. commit the chart changes")), "Sam")
+    assert all("agreed" not in u.text for u in units)
+
+
+@pytest.mark.parametrize("text", ["cdc is out.", "Fair. No config then.", "not adding Redis, one process is fine"])
+def test_a_rejected_option_on_its_own_is_no_candidate(text):
+    from palace_cli.memory.work import work_units
+
+    offer = "I'd make the expiry configurable through a setting, or we could add Redis or CDC for the cache."
+    assert work_units(_work_session(("assistant", offer), ("user", text)), "Oliver") == []
+
+
 def test_the_scoring_rule_of_the_agent_session_set():
     from palace_cli.bench.worksessions import Label, LabelledSession, Produced, score
 
