@@ -191,6 +191,8 @@ FUTURE = cue(r"\b(will|'ll|going to|gonna)\b")
 DATED = cue(r"\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday|next (?:week|month|year)|tomorrow|"
             r"\d{4}-\d\d-\d\d|\d{1,2} (?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)\w*|end of)\b")
 # Someone's own start in the team: "I'm new on the team, started Monday as a backend engineer".
+# What someone needs or wants done: the task at hand ("we need migrate X", "i want a plan"), not a fact.
+WANTED = cue(r"\b(need|needs|want|wants|wanna|please|pls)\b")
 JOINED = cue(r"\b(i'?m new|started (?:on )?\w+ as|joined|i'?m the|i'?m a|i work (?:on|as|in))\b")
 # Transient state of the moment: what is happening now, not what holds.
 TRANSIENT = cue(r"\b(now|again|still|currently|at the moment|right now|earlier|just|yesterday|this morning|"

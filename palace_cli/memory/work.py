@@ -150,7 +150,7 @@ def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project
     pieces = [p for p in pieces_of(turn.text) if not cues.has_secret(p.text)]
     if not pieces:
         return []
-    pieces = [part for piece in pieces for part in _facts_apart(piece)]
+    pieces = [part for piece in pieces for split in _rule_apart(piece) for part in _facts_apart(split)]
     kinds = _label_lists([_kind_of(p.text) for p in pieces], pieces)
     accepting = bool(proposal) and _opens_accepting(pieces)
     if accepting:  # "ok, do like this. but the backfill only at night": a condition on what was taken
@@ -216,7 +216,10 @@ def _group_unit(kind: str, members, turn: Turn, proposal: str, recent: list[str]
     if kind in ("decision", "convention") and not _standing(core, proposal):
         return None
     if kind in ("decision", "convention") and (proposal or recent):
-        backing = _cleaned_proposal(proposal) if proposal and _refers_back(core) else _related(core, recent)
+        backing = _related(core, recent)
+        if proposal and _refers_back(core):  # the proposal it takes, and the earlier option it names
+            taken = _cleaned_proposal(proposal)
+            backing = f"{taken} {backing}" if backing and backing not in proposal else taken
         if not backing and accepting and kind == "decision":
             backing = _cleaned_proposal(proposal)  # "yep go with the protocol": the protocol as proposed
         core = f"{core} ({backing})" if backing else core
@@ -246,6 +249,18 @@ def _standing(core: str, proposal: str) -> bool:
         return bool(cues.SCOPE.search(core) or cues.REASON.search(core) or cues.CHOICE.search(core)
                     or cues.SETTLED.search(core) or cues.RULE.search(core))
     return True
+
+
+def _rule_apart(piece: Piece) -> list[Piece]:
+    """A sentence that gives a one-off instruction and the standing rule behind it ("don't drop today, we drop
+    indexes only after one week of observation"), as the instruction and the rule; any other sentence as it is."""
+    parts = [p.strip(" ,") for p in re.split(r",\s+(?:but\s+)?|\s+[—–]\s+|;\s+", piece.text) if p.strip(" ,")]
+    standing = [p for p in parts if cues.RULE.search(p) and not cues.ONE_OFF.search(p) and len(p.split()) >= 4]
+    if len(parts) > 1 and standing and any(cues.ONE_OFF.search(p) for p in parts):
+        rest = [p for p in parts if p not in standing]  # the rule first: the instruction never joins it
+        return [Piece(", ".join(standing), piece.item, piece.paragraph), Piece(", ".join(rest), piece.item,
+                                                                               piece.paragraph)]
+    return [piece]
 
 
 def _facts_apart(piece: Piece) -> list[Piece]:
@@ -346,6 +361,8 @@ def _fact_like(core: str) -> bool:
     if cues.POINTING.match(core) or cues.PROBLEM.search(core) or cues.TRANSIENT_NOW.search(core) \
             or cues.FUTURE.search(core) and not cues.DATED.search(core):
         return False
+    if cues.WANTED.search(core) or cues.ONE_OFF.search(core):
+        return False  # what someone needs or wants done, or how it went this time: the task at hand
     if cues.FIRST_SINGULAR.match(core) and not cues.OWNER.search(core) and not cues.JOINED.search(core):
         return False
     return True

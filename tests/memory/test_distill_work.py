@@ -292,6 +292,23 @@ def test_a_rejected_option_on_its_own_is_no_candidate(text):
     assert work_units(_work_session(("assistant", offer), ("user", text)), "Oliver") == []
 
 
+def test_a_rule_said_beside_a_one_off_instruction_is_kept_apart():
+    from palace_cli.memory.work import work_units
+
+    units = work_units(_work_session(("assistant", "The old index has had no scans in 30 days. Want me to check?"),
+                                     ("user", "yes check, but don't drop today, we drop indexes only after one "
+                                              "week of observation.")), "Inês")
+    assert [u.kind for u in units] == ["convention"] and "today" not in units[0].text
+
+
+@pytest.mark.parametrize("text", ["we need to migrate shipments.created_at to timestamptz.",
+                                  "i want a plan to get rid of the redux store", "API was normal this time."])
+def test_what_someone_wants_done_is_no_fact(text):
+    from palace_cli.memory.work import work_units
+
+    assert [u.kind for u in work_units(_work_session(("user", text)), "Mei")] == []
+
+
 def test_the_scoring_rule_of_the_agent_session_set():
     from palace_cli.bench.worksessions import Label, LabelledSession, Produced, score
 
