@@ -339,7 +339,7 @@ def _kind_of(sentence: str) -> str:
         return "decision"
     if cues.DONE.search(core) and not cues.REQUEST.match(core) and not cues.imperative(core) and not cues.RULE.search(core):
         return "milestone"
-    if cues.RULE.search(core):
+    if cues.RULE.search(core) and not (cues.HAPPENING.search(core) and not cues.FIRST_PLURAL.match(core)):
         return "convention"
     if cues.CHOICE.search(core) or cues.SETTLED.search(sentence):
         return "decision"

@@ -309,6 +309,14 @@ def test_what_someone_wants_done_is_no_fact(text):
     assert [u.kind for u in work_units(_work_session(("user", text)), "Mei")] == []
 
 
+@pytest.mark.parametrize("text", ["The memory of rtgw is growing always, after about 6 hours the pod restarts.",
+                                  "never touched elixir before honestly."])
+def test_always_or_never_in_a_report_is_no_rule(text):
+    from palace_cli.memory.work import work_units
+
+    assert all(u.kind != "convention" for u in work_units(_work_session(("user", text)), "Kenji"))
+
+
 def test_the_scoring_rule_of_the_agent_session_set():
     from palace_cli.bench.worksessions import Label, LabelledSession, Produced, score
 
