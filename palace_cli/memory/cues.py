@@ -163,6 +163,11 @@ PROBLEM = cue(r"\b(fail(?:s|ed|ing|ure)?|errors?|stopped|slow(?:er|ed)?|leak\w*|
 FIX = cue(r"\b(fix(?:ed|es)?|changed|change|switch(?:ed|ing)? to|moved?|moving|replac\w+|raised?|set|added|"
                  r"adding|now (?:uses|use|stores|selects)|instead of|rather than|with (?:the|a)\b|using|uses|"
                  r"enabled?|updated?|rebuilt|pinned|restored|restore)\b")
+# A check's result, as a turn reporting one opens: "Staging is healthy on 8e41c7a", "Build and image jobs pass".
+CHECKED = cue(r"\b(pass(?:es|ed)?|green|healthy|all good|succeed(?:s|ed)?|is clean)\b")
+# The agent saying what it changed: "Switched the workflow to ...", "Set `prepared_statements: false` ...".
+APPLIED = cue(r"^\W*(?:switched|changed|set|added|moved|replaced|enabled|updated|pinned|raised|lowered|removed|"
+              r"rebuilt|restored|bumped|rewrote|renamed|dropped)\b")
 # A user's own note that a fix is worth keeping.
 RECAP = cue(r"\b(for the record|note (?:that|this)|remember (?:this|that)|good to know|is the (?:fix|answer|"
                    r"solution|trick)|was (?:just|only)|bit(?:ten)? us|writing (?:that|it) (?:in|down)|in my notes|"

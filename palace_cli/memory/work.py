@@ -112,7 +112,8 @@ def work_units(session: Session, user: str = "") -> list[Unit]:
                 cues.is_asking(p.text) for p in pieces_of(turns[index - 1].text)[-2:])
             found = _user_units(turn, proposal, recent, name, project, said, index == first_user, asked)
         else:
-            found = _agent_units(turn, name, project, said)
+            earlier = next((t.text for t in reversed(turns[max(0, index - 3):index]) if t.role == "assistant"), "")
+            found = _agent_units(turn, name, project, said, earlier)
         for unit in found:
             if unit.kind == "solution":
                 unit.text = _solution_text(turns, index, unit, max(last_solution + 1, index - WINDOW), project)
@@ -517,7 +518,10 @@ def _accepted(name: str, proposal: str, extra: list[str], said: str | None) -> s
 # ---- the agent's turns ---------------------------------------------------------------------------------
 
 
-def _agent_units(turn: Turn, name: str, project: str, said: str | None) -> list[Unit]:
+def _agent_units(turn: Turn, name: str, project: str, said: str | None, earlier: str = "") -> list[Unit]:
+    """The agent's report of what shipped (milestone) and of a fix it checked (solution): the fix said in this turn,
+    or in its turn just before when this one opens with the check ("Build and image jobs pass on the ARC
+    runners")."""
     pieces = [p for p in pieces_of(turn.text) if not cues.has_secret(p.text)]
     if not pieces:
         return []
@@ -529,8 +533,12 @@ def _agent_units(turn: Turn, name: str, project: str, said: str | None) -> list[
         units.append(_unit("milestone", turn, project or name, _with_project(shipped[0], project, "milestone", said),
                            shipped[0], context))
     told = " ".join(p.text for p in pieces)
-    if cues.FIXED.search(told) and cues.VERIFIED.search(told) and not cues.is_asking(pieces[-1].text) \
-            and (not cues.PROPOSAL.search(told) or cues.SUMMARY.search(told)):
+    checked = bool(cues.CHECKED.search(pieces[0].text)) and not cues.is_asking(pieces[0].text)
+    fixed = cues.FIXED.search(told) or checked and any(
+        (cues.FIXED.search(p.text) or cues.APPLIED.match(p.text)) and not cues.is_asking(p.text)
+        for p in pieces_of(cues.said_text(earlier)))
+    if fixed and cues.VERIFIED.search(told) and not cues.is_asking(pieces[-1].text) \
+            and (not cues.PROPOSAL.search(told) or cues.SUMMARY.search(told) or checked):
         units.append(_unit("solution", turn, project or name, told, told, context))
     return units
 

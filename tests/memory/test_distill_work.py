@@ -317,6 +317,20 @@ def test_always_or_never_in_a_report_is_no_rule(text):
     assert all(u.kind != "convention" for u in work_units(_work_session(("user", text)), "Kenji"))
 
 
+def test_a_check_that_passes_after_the_change_the_agent_made_is_a_solution():
+    from palace_cli.memory.work import work_units
+
+    units = work_units(_work_session(
+        ("user", "The Gradle build fails on Actions: it can't resolve nexus.internal."),
+        ("assistant", "Switched the workflow to `runs-on: harbor-vpc` and re-ran."),
+        ("assistant", "Build and image jobs pass on the ARC runners: inside the VPC `nexus.internal` resolves, "
+                      "which it couldn't from GitHub-hosted runners.")), "Kwame")
+    assert [u.kind for u in units] == ["solution"] and "ARC runners" in units[0].text
+    fixes = ("Staging is healthy on 8e41c7a. The two fixes: the chart's probes now use `/actuator/health/readiness`, "
+             "and the AnalysisTemplate selects `application`.")
+    assert [u.kind for u in work_units(_work_session(("assistant", fixes)), "Sam")] == ["solution"]
+
+
 def test_the_scoring_rule_of_the_agent_session_set():
     from palace_cli.bench.worksessions import Label, LabelledSession, Produced, score
 
