@@ -173,7 +173,21 @@ def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project
             if kind else None
         if unit is not None:
             units.append(unit)
+    if recent and CONFIRMS.match(pieces[0].text) and not any(u.kind == "fact" for u in units):
+        units += _confirmed_unit(turn, pieces[1:], kinds[1:], recent[-1], name, project, context)
     return units
+
+
+def _confirmed_unit(turn: Turn, pieces, kinds, before: str, name: str, project: str, context: dict) -> list[Unit]:
+    """The agent's reading the user confirms and adds to ("Yes, that's right ... 600 requests per minute per
+    token, burst 100"): a fact, in the agent's sentence with the user's words; nothing for a bare "correct"."""
+    added = [cues.opened(p.text) for p, k in zip(pieces, kinds) if k in ("", "fact") and not cues.is_asking(p.text)
+             and not cues.REQUEST.match(cues.opened(p.text)) and len(_informative(p.text)) >= 2]
+    read = _related(" ".join(added), [before], least=1) if added else ""
+    if not read:
+        return []
+    text = _with_project(f"{' '.join(added)} ({read})", project, "fact", None)
+    return [_unit("fact", turn, project or name, text, " ".join(added), {**context, "answers": 1.0})]
 
 
 def _label_lists(kinds: list[str], pieces) -> list[str]:
@@ -370,6 +384,7 @@ def _fact_like(core: str) -> bool:
 
 
 YES = re.compile(r"^\W*(?:yes|yeah|yep|yup|sure|sí|si|agreed)\b[\s,.:;!—–-]*", re.I)
+CONFIRMS = re.compile(r"^\W*(?:(?:yes|yeah|yep)\W+)?(?:that'?s (?:right|correct)|correct|exactly)\b", re.I)
 CONDITION = re.compile(r"^\W*(?:but|only|except|as long as|provided)\b", re.I)
 REFERS_BACK = re.compile(r"\b(do (?:that|it|this|like this|both|all)|make (?:that|it|this)|add that|that'?s how|like "
                          r"(?:that|this)|as (?:described|proposed|suggested)|your (?:plan|proposal|suggestion)|"

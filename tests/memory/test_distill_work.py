@@ -331,6 +331,17 @@ def test_a_check_that_passes_after_the_change_the_agent_made_is_a_solution():
     assert [u.kind for u in work_units(_work_session(("assistant", fixes)), "Sam")] == ["solution"]
 
 
+def test_what_the_agent_read_is_a_fact_once_the_user_confirms_and_adds_to_it():
+    from palace_cli.memory.work import work_units
+
+    read = "I saw the rate limiter: `rate_limit.per_token = 600` per minute with a burst of 100, returning 429."
+    units = work_units(_work_session(("assistant", read), ("user", "Yes, that's right, customers ask about it "
+                                                                   "constantly. 600 requests per minute per token, "
+                                                                   "burst 100.")), "Helen")
+    assert [u.kind for u in units] == ["fact"] and "429" in units[0].text and "burst 100" in units[0].text
+    assert work_units(_work_session(("assistant", read), ("user", "correct.")), "Helen") == []
+
+
 def test_the_scoring_rule_of_the_agent_session_set():
     from palace_cli.bench.worksessions import Label, LabelledSession, Produced, score
 
