@@ -164,8 +164,7 @@ def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project
     if proposal and _accepts(pieces[0].text) and not any(p.item for p in pieces) and (
             not any(cues.is_asking(p.text) for p in pieces)
             or any(cues.TAKE.search(p.text) and not cues.is_asking(p.text) for p in pieces)) and not any(
-            k in ("milestone", "fact", "solution") for k in others) and not any(
-            cues.REJECTED.search(cues.opened(p.text)) for p in pieces):  # "Fair. No config then": turned down
+            k in ("milestone", "fact", "solution") for k in others) and _takes_a_choice(pieces, proposal):
         units += _accepted_units(turn, pieces, groups, proposal, name, project, said, context)
         groups = [g for g in groups if g[0] not in ("decision", "convention", "")]
     for kind, members in groups:
@@ -188,6 +187,18 @@ def _confirmed_unit(turn: Turn, pieces, kinds, before: str, name: str, project: 
         return []
     text = _with_project(f"{' '.join(added)} ({read})", project, "fact", None)
     return [_unit("fact", turn, project or name, text, " ".join(added), {**context, "answers": 1.0})]
+
+
+def _takes_a_choice(pieces, proposal: str) -> bool:
+    """Whether an acceptance settles something: not a bare reaction ("fine", "good": acknowledged, not chosen), not
+    a "yes please" to an offer to do something now ("Want me to go through a request end to end?"), not a turn
+    that turns the proposal down ("Fair. No config then")."""
+    if len(pieces) == 1 and not YES.match(pieces[0].text) and not cues.TAKE.search(cues.opened(pieces[0].text)):
+        return False
+    if any(cues.REJECTED.search(cues.opened(p.text)) for p in pieces):
+        return False
+    offered = split_sentences(proposal, lowercase=True)
+    return not offered or not all(cues.is_asking(s) and cues.OFFER.search(s) for s in offered)
 
 
 def _label_lists(kinds: list[str], pieces) -> list[str]:

@@ -342,6 +342,17 @@ def test_what_the_agent_read_is_a_fact_once_the_user_confirms_and_adds_to_it():
     assert work_units(_work_session(("assistant", read), ("user", "correct.")), "Helen") == []
 
 
+@pytest.mark.parametrize("before, text", [
+    ("The request filter already puts the principal in a RequestContext; AuditWriter can read the actor there.",
+     "fine"),
+    ("lumen is a Phoenix app with LiveView and Oban. Want me to go through a request end to end?", "yes please"),
+])
+def test_an_acknowledgement_or_a_yes_to_an_offer_is_no_decision(before, text):
+    from palace_cli.memory.work import work_units
+
+    assert work_units(_work_session(("assistant", before), ("user", text)), "Marcus") == []
+
+
 def test_the_scoring_rule_of_the_agent_session_set():
     from palace_cli.bench.worksessions import Label, LabelledSession, Produced, score
 
