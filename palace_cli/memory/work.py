@@ -155,17 +155,18 @@ def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project
     kinds = _label_lists([_kind_of(p.text) for p in pieces], pieces)
     accepting = bool(proposal) and _opens_accepting(pieces)
     if accepting:  # "ok, do like this. but the backfill only at night": a condition on what was taken
-        kinds = ["decision" if k == "fact" and CONDITION.match(p.text) else k for p, k in zip(pieces, kinds)]
+        kinds = ["decision" if k == "fact" and (CONDITION.match(p.text) or len(
+            _informative(p.text) & _informative(proposal)) >= 2) else k for p, k in zip(pieces, kinds)]
     context = {"item": 0.0, "first_turn": float(first), "after_proposal": float(bool(proposal)), "accepted": 0.0,
                "answers": float(asked)}
     groups = _groups(pieces, kinds)
     units = []
     others = [k for p, k in zip(pieces[1:], kinds[1:]) if not _empty(cues.opened(p.text))]
-    if proposal and _accepts(pieces[0].text) and not any(p.item for p in pieces) and (
+    if proposal and (_accepts(pieces[0].text) or accepting) and not any(p.item for p in pieces) and (
             not any(cues.is_asking(p.text) for p in pieces)
             or any(cues.TAKE.search(p.text) and not cues.is_asking(p.text) for p in pieces)) and not any(
             k in ("milestone", "fact", "solution") for k in others) and _takes_a_choice(pieces, proposal):
-        units += _accepted_units(turn, pieces, groups, proposal, name, project, said, context)
+        units += _accepted_units(turn, pieces, groups, proposal, name, project, said, context, recent)
         groups = [g for g in groups if g[0] not in ("decision", "convention", "")]
     for kind, members in groups:
         unit = _group_unit(kind, members, turn, proposal, recent, name, project, said, context, accepting) \
@@ -217,12 +218,16 @@ def _label_lists(kinds: list[str], pieces) -> list[str]:
 
 
 def _accepted_units(turn: Turn, pieces, groups, proposal: str, name: str, project: str, said: str | None,
-                    context: dict) -> list[Unit]:
-    """An accepted proposal: the decision (or rule) in the proposal's own words, one per enumerated item."""
+                    context: dict, recent: list[str] = ()) -> list[Unit]:
+    """An accepted proposal: the decision (or rule) in the proposal's own words, one per enumerated item, with
+    what the user added (and the earlier option it names: "and the composite index")."""
     taken = [p for kind, members in groups if kind in ("decision", "convention", "") for p in members
              if not cues.is_asking(p.text) and not _empty(cues.opened(p.text))
              and not (kind == "" and cues.REQUEST.match(cues.opened(p.text)))]
     extra = [cues.opened(p.text) for p in taken if not _accepts(p.text)]
+    named = _related(" ".join(extra), list(recent)) if extra and recent else ""
+    if named and named not in proposal:
+        extra.append(f"({named})")
     kind = "convention" if cues.RULE.search(" ".join(extra)) else "decision"
     items = _enumerated(proposal) if cues.EACH.search(turn.text) else []
     units = []
@@ -311,7 +316,8 @@ def _opens_accepting(pieces) -> bool:
         said_yes = YES.match(piece.text)
         if said_yes:  # "yes, suggest expiry at ...": a yes and what to do with it, not "yes, rtgw is ..."
             rest = piece.text[said_yes.end():].strip()
-            return bool(cues.imperative(rest) or cues.CHOICE.match(rest) or _refers_back(rest))
+            return bool(cues.imperative(rest) or cues.CHOICE.match(rest) or _refers_back(rest) or (
+                re.search(r"\d", rest) and not cues.TELLING.search(rest)))  # "yes, 80% for 5 min, page on-call"
         if not _empty(cues.opened(piece.text)) and not (len(piece.text.split()) <= 4 and cues.EVALUATIVE.search(
                 piece.text)):  # a reaction first: "Ooh, that's neater."
             return False

@@ -273,6 +273,21 @@ def test_a_yes_takes_what_the_agent_said_without_proposal_words():
     assert [u.kind for u in units] == ["decision"] and "facade" in units[0].text
 
 
+@pytest.mark.parametrize("proposal, text, words", [
+    ("I'd add an alert when connections exceed 80% of max_connections for 5 minutes, paging the on-call.",
+     "yes, 80% for 5 min, page on-call. do it", ["max_connections", "80% for 5 min"]),
+    ("Proposal: a `PaymentProvider` Protocol, `StripeProvider` and `AdyenProvider`, and core.py as a facade that "
+     "picks the provider by customer region.", "yep go with the protocol. one class per provider, core picks by "
+                                               "region.", ["AdyenProvider", "one class per provider"]),
+])
+def test_a_yes_with_the_users_own_details_is_one_decision_in_the_proposals_words(proposal, text, words):
+    from palace_cli.memory.work import work_units
+
+    units = work_units(_work_session(("assistant", proposal), ("user", text)), "Rafael")
+    assert [u.kind for u in units] == ["decision"] and "Rafael agreed" in units[0].text
+    assert all(word in units[0].text for word in words)
+
+
 def test_a_yes_that_answers_a_question_takes_nothing_of_the_agent():
     from palace_cli.memory.work import work_units
 
