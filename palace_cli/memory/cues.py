@@ -52,7 +52,8 @@ RULE = cue(r"\b(always|never|every(?:thing|one|body)?|all (?:new|the|our|of)|fro
 STRONG = cue(r"^\W*(?:decision|decided|rule|convention|policy|standard|going forward|from now on|as a rule|"
              r"(?:i|we)(?:'ve| have)? (?:always|never|prefer|decided|use)|(?:always|never)\b|(?:i|we) (?:don'?t|do "
              r"not) (?:ever|use|do)|make (?:it|that|this) (?:a rule|the standard))|\b(?:from now on|going forward|as "
-             r"a rule|that'?s (?:our|the|a) (?:team )?rule|is our rule|no exceptions?)\b")
+             r"a rule|that'?s (?:our|the|a) (?:team )?rule|is our rule|no exceptions?|every [\w-]+(?: [\w-]+)? must|must (?:always|"
+             r"never))\b")
 SUMMARY = cue(r"\b(summary|to recap|recap|root cause|for the record)\b")
 DECLARED = cue(r"^\W*(?:decision|decided|we(?:'ve| have)? decided|i(?:'ve| have)? decided)\b")
 # A choice made for the project: a settled question.

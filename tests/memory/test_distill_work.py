@@ -368,6 +368,14 @@ def test_an_acknowledgement_or_a_yes_to_an_offer_is_no_decision(before, text):
     assert work_units(_work_session(("assistant", before), ("user", text)), "Marcus") == []
 
 
+def test_every_thing_must_is_a_rule_said_outright():
+    from palace_cli.memory.work import work_units
+
+    units = work_units(_work_session(("user", "And please every payload must have schema_version, this we always "
+                                              "forget.")), "Lucía")
+    assert [(u.kind, u.signals["strong"]) for u in units] == [("convention", 1.0)]
+
+
 def test_the_scoring_rule_of_the_agent_session_set():
     from palace_cli.bench.worksessions import Label, LabelledSession, Produced, score
 
