@@ -368,6 +368,14 @@ def test_an_acknowledgement_or_a_yes_to_an_offer_is_no_decision(before, text):
     assert work_units(_work_session(("assistant", before), ("user", text)), "Marcus") == []
 
 
+def test_every_six_hours_is_a_frequency_not_a_rule():
+    from palace_cli.memory.work import work_units
+
+    units = work_units(_work_session(("user", "Because OOM restarts happen every 6 hours, we do hotfix v1.14.3 now, "
+                                              "not wait for v1.15.")), "Kenji")
+    assert [u.kind for u in units] == ["decision"]
+
+
 def test_every_thing_must_is_a_rule_said_outright():
     from palace_cli.memory.work import work_units
 
