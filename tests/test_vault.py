@@ -318,7 +318,10 @@ def test_recall_hands_the_section_that_answers_with_its_heading_line(tmp_path):
     heading_line = long_note().splitlines().index("## Ventilation") + 1
     assert first["kind"] == "section" and first["section"] == ["Greenhouse", "Ventilation"]
     assert (first["path"], first["line"], first["note"]) == ("Garden/Greenhouse.md", heading_line, "garden.greenhouse")
-    assert result["memories"][0]["id"] == "garden.greenhouse"  # cited by its note's id
+    handed = result["memories"][0]
+    assert handed["id"] == "garden.greenhouse"  # cited by its note's id, found where the section starts
+    assert (handed["path"], handed["line"], handed["subject"]) == ("Garden/Greenhouse.md", heading_line,
+                                                                   "Greenhouse › Ventilation")
     context = run(root, "recall", "what opens the roof vents when it gets warm?", "--format", "prompt").stdout
     assert "wax piston" in context and "paraffin" not in context
     assert f"Garden/Greenhouse.md:{heading_line}" in context

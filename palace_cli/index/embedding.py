@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Callable
 from palace_cli.core.disk import atomic_write
 from palace_cli.index.sections import unit_text as section_text
 from palace_cli.index.turns import unit_text as turn_text
-from palace_cli.index.vectors import BATCH, SyncReport
+from palace_cli.index.vectors import BATCH, SyncReport, pieces_digest
 from palace_cli.progress import Progress
 
 if TYPE_CHECKING:
@@ -247,6 +247,7 @@ class _Plan:
     gone: list[str]
     kept: int
     changed_from: str | None
+    reusable: dict[str, str] | None = None  # word-piece digest -> a gone key's stored vector, listed once
 
 
 def _plan(index: Index, model) -> _Plan:
@@ -295,8 +296,10 @@ def fill(index: Index, model, key: str | None, progress: Progress | None = None,
             break
         if stop is not None and stop():
             return done
-        done.batches.append(_embed_batch(index, model, plan, tag, batch))
-        done.report.embedded += done.batches[-1]
+        embedded, reused = _embed_batch(index, model, plan, tag, batch)
+        done.batches.append(embedded)
+        done.report.embedded += embedded
+        done.report.kept += reused
         done.seconds = time.monotonic() - started
         total = done.report.embedded + len(plan.missing)
         if progress:
@@ -305,6 +308,7 @@ def fill(index: Index, model, key: str | None, progress: Progress | None = None,
             on_batch(done.report.embedded, total, done.report.embedded / max(done.seconds, 1e-6))
     if plan.gone:
         vectors.commit(plan.current, model, [], [], plan.gone, tag)
+        vectors.keep_pieces({}, plan.gone)
     elif configured_key and plan.current is not None and plan.current.key != tag:
         vectors.retag(tag)
     with store.transaction():  # the version read before listing: a refresh since then is seen as one
@@ -313,18 +317,50 @@ def fill(index: Index, model, key: str | None, progress: Progress | None = None,
     return done
 
 
-def _embed_batch(index: Index, model, plan: _Plan, tag: str | None, batch: int) -> int:
-    """Embed the next `batch` missing units of the plan and commit them (with the rows gone); returns how many."""
+def _embed_batch(index: Index, model, plan: _Plan, tag: str | None, batch: int) -> tuple[int, int]:
+    """Embed the next `batch` missing units of the plan and commit them; returns how many the model embedded and
+    how many took a stored vector.
+
+    A unit whose word pieces (after the model's cut) are those of a unit gone with this change gets the gone
+    unit's vector: the model would compute the same one. That is an edit past the cut of a long note's own unit,
+    which otherwise re-embeds with every one-line edit of its sections. The rows gone are dropped with the last
+    batch, so each batch before it can still take from them."""
     import numpy as np
 
     chunk, plan.missing = plan.missing[:batch], plan.missing[batch:]
     found = [(k, text_of(index.store, *plan.wanted[k][1:])) for k in chunk]
     found = [(k, text) for k, text in found if text is not None]  # gone since listed: the next plan drops them
-    rows = [np.asarray(model.embed_batch([text for _k, text in found]), dtype=np.float32)] if found else []
-    if found or plan.gone:
-        index.vectors.commit(plan.current, model, [k for k, _t in found], rows, plan.gone, tag)
-        plan.gone, plan.current = [], index.vectors.snapshot()
-    return len(found)
+    digests = _digests(model, found)
+    reusable = _reusable(index, plan)
+    reused = {k: reusable[digests[k]] for k, _t in found if digests.get(k) in reusable}
+    fresh = [(k, text) for k, text in found if k not in reused]
+    keys = [k for k, _t in fresh] + list(reused)
+    rows = [np.asarray(model.embed_batch([text for _k, text in fresh]), dtype=np.float32)] if fresh else []
+    if reused:
+        rows.append(plan.current.gather(list(reused.values())))
+    gone = plan.gone if not plan.missing else []  # with the last batch: one segment for a one-line edit
+    if keys or gone:
+        index.vectors.commit(plan.current, model, keys, rows, gone, tag)
+        plan.current = index.vectors.snapshot()
+        index.vectors.keep_pieces({k: digests[k] for k in keys if k in digests}, gone)
+        plan.gone = [] if gone else plan.gone
+    return len(fresh), len(reused)
+
+
+def _digests(model, found: list[tuple[str, str]]) -> dict[str, str]:
+    """The word-piece digest of each text, when the model says how it cuts texts into pieces."""
+    tokenize = getattr(model, "tokenize", None)
+    if tokenize is None:
+        return {}
+    return {key: pieces_digest(model.model_id, tokenize(text)) for key, text in found}
+
+
+def _reusable(index: Index, plan: _Plan) -> dict[str, str]:
+    """Word-piece digest -> key, for the plan's gone units whose vectors are still stored."""
+    if plan.reusable is None:
+        where = plan.current.where if plan.current is not None else {}
+        plan.reusable = {digest: key for key, digest in index.vectors.pieces_of(plan.gone).items() if key in where}
+    return plan.reusable
 
 
 def measured(site: Site, filled: Filled) -> None:

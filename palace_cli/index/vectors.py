@@ -29,6 +29,7 @@ FORMAT = 2  # manifests without "format" are the one-generation layout before de
 MAX_DELTAS = 8  # segments a reader opens besides the base before the next write compacts
 COMPACT_SHARE = 0.05  # ...or rows added plus keys gone in the segments, as a share of the live rows
 COMPACT_MIN_ROWS = 64  # below this many pending rows a small store keeps appending segments too
+PIECES = "pieces.json"  # stored key -> digest of the word pieces its vector was computed from
 
 
 def vector_key(text: str) -> str:
@@ -36,6 +37,14 @@ def vector_key(text: str) -> str:
     that a rename rewriting `[[Old]]` to `[[New]]` in the notes linking to it re-embeds none of them (the vector of
     such a text is its text's, embedded before the rename). A text without links keys as its text hash."""
     return hashlib.sha256(without_link_targets(text).encode("utf-8")).hexdigest()[:20]
+
+
+def pieces_digest(model_id: str, pieces: list[int]) -> str:
+    """Names what a model reads of a text: its word pieces after the cut. Two texts with one digest have one vector
+    (an edit past a long note's cut changes its text and its key, not what the model reads)."""
+    digest = hashlib.sha256(model_id.encode("utf-8"))
+    digest.update(b"\0" + b",".join(str(piece).encode("ascii") for piece in pieces))
+    return digest.hexdigest()[:20]
 
 
 @dataclass
@@ -305,6 +314,31 @@ class VectorStore:
         for path in self.directory.glob(".*.tmp"):
             if not path.name.endswith(f".{os.getpid()}.tmp"):
                 path.unlink(missing_ok=True)
+
+    def pieces_of(self, keys: Iterable[str]) -> dict[str, str]:
+        """The word-piece digest each of `keys` was embedded from, where it was kept (keys embedded before the
+        digests were kept have none: they are embedded again when their text changes, as before)."""
+        kept = self._pieces()
+        return {key: kept[key] for key in keys if key in kept}
+
+    def keep_pieces(self, digests: Mapping[str, str], gone: Iterable[str] = ()) -> None:
+        """Keep the word-piece digest of each newly stored key and forget those of keys gone (one file, replaced
+        whole: a killed writer leaves the old one, which costs at most some re-embedding)."""
+        kept = self._pieces()
+        changed = {**kept, **digests}
+        for key in gone:
+            changed.pop(key, None)
+        if changed != kept:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            atomic_write(self.directory / PIECES, json.dumps(changed, separators=(",", ":")))
+
+    def _pieces(self) -> dict[str, str]:
+        """The kept digests; none when the file is missing or unreadable (only re-embedding is lost with it)."""
+        try:
+            found = json.loads((self.directory / PIECES).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return found if isinstance(found, dict) else {}
 
     def clear(self) -> None:
         """Remove every stored vector (the manifest first, so no reader sees a manifest without its files)."""

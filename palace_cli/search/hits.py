@@ -198,5 +198,7 @@ def attach_section(hit: Hit, memory: Memory | None, row: dict | None) -> None:
 
 
 def context_entry(memory: Memory) -> dict:
-    """What `verify --context` needs of a handed-over memory: its id and verify token."""
-    return {"id": memory.id, "subject": memory.subject, "verify": memory.verify}
+    """A handed-over memory as `verify --context` needs it (id, verify token) and as a reader finds it: `path` and
+    `line` of the part handed (a section's heading line; a note's first line)."""
+    return {"id": memory.id, "subject": memory.subject, "verify": memory.verify, "path": memory.path,
+            "line": memory.line or 1}

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from palace_cli.index import vectors as vectors_module
-from palace_cli.index.vectors import MAX_DELTAS, VectorStore
+from palace_cli.index.vectors import MAX_DELTAS, PIECES, VectorStore, pieces_digest
 
 DIM = 16
 
@@ -301,3 +301,18 @@ def test_dense_search_is_the_same_from_segments_and_after_compaction(small_palac
     assert np.array_equal(palace.index.catalog().matrix, matrix)
     assert [[(h.id, h.score) for h in search(palace, q, mode="dense", k=3).hits] for q in queries] == segmented
     assert segmented[0][0][0] == "two-phase-commit" and segmented[2][0][0] == "bloom-filter"
+
+
+def test_word_piece_digests_are_kept_forgotten_and_a_broken_file_made_afresh(tmp_path):
+    store = VectorStore(tmp_path / "vectors")
+    assert store.pieces_of(["a"]) == {}  # nothing kept yet: no file is made by asking
+    assert not (tmp_path / "vectors").exists()
+    store.keep_pieces({"a": pieces_digest("m", [1, 2]), "b": pieces_digest("m", [1, 2, 3])})
+    assert store.pieces_of(["a", "b", "c"]) == {"a": pieces_digest("m", [1, 2]), "b": pieces_digest("m", [1, 2, 3])}
+    assert pieces_digest("m", [1, 2]) != pieces_digest("other model", [1, 2])  # a digest is one model's reading
+    assert pieces_digest("m", [1, 23]) != pieces_digest("m", [12, 3])
+    store.keep_pieces({}, gone=["a"])
+    assert store.pieces_of(["a", "b"]) == {"b": pieces_digest("m", [1, 2, 3])}
+    (tmp_path / "vectors" / PIECES).write_bytes(b"\x00 not JSON at all" * 100)
+    store.keep_pieces({"c": "d"})  # only re-embedding is lost with the file
+    assert store.pieces_of(["b", "c"]) == {"c": "d"}

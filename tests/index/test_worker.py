@@ -217,3 +217,32 @@ def test_a_new_cut_of_the_default_embedder_re_embeds_every_unit(example_palace, 
     again = Palace(example_palace)
     assert again.embedding().counts.embedded == 0  # the vectors of the old cut rank nothing now
     assert again.refresh().vectors.embedded == first.vectors.embedded
+
+
+@pytest.mark.slow
+def test_a_one_line_edit_in_a_long_note_re_embeds_its_section_and_keeps_the_notes_own_vector(tmp_path, with_models):
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    opening = " ".join(f"Tide pool fact {n} says anemones close at low water on rock {n}." for n in range(60))
+    middle = " ".join(f"Barnacle {n} feeds with its feet when the tide covers rock {n}." for n in range(8))
+    last = " ".join(f"Limpet {n} grazes algae on rock {n} and returns home." for n in range(8))
+    (vault / "Tides.md").write_text(f"# Tides\n\n## Opening\n\n{opening}\n\n## Middle\n\n{middle}\n\n## Last\n\n{last}\n"
+                                    "The last line about limpets.\n")
+    cli(vault, "init", str(vault))
+    cli(vault, "index", "--wait")
+    store = Palace(vault).index.store
+    note_key = next(key for key, _h, kind, _p, _o in store.vector_units() if kind == "note")
+    before = stored(vault)
+
+    note = vault / "Tides.md"
+    note.write_text(note.read_text().replace("about limpets", "about limpets and whelks"))
+    report = cli_json(vault, "index", "--wait")
+    assert report["embedded"] == 1  # the edited section; the note's own unit reads only its first 256 pieces
+    after = stored(vault)
+    new_note_key = next(key for key, _h, kind, _p, _o in Palace(vault).index.store.vector_units() if kind == "note")
+    assert new_note_key != note_key  # its text changed past the cut...
+    assert after[new_note_key] == before[note_key]  # ...and it took the vector the model would compute again
+    assert note_key not in after  # the old rows are dropped once the pass ends
+
+    note.write_text(note.read_text().replace("Tide pool fact 0 says", "Tide pool fact zero says"))
+    assert cli_json(vault, "index", "--wait")["embedded"] == 2  # an edit the model reads: the section and the note
