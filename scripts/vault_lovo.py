@@ -1,7 +1,8 @@
 """Leave-one-vault-out choice of what is fitted for adopted vaults (issue 35): the fusion weight, the share of a
-long note's whole-note unit (its opening, for the embedder) against its sections, and how a note's section
-scores add up. Each setting is scored on every vault; the setting best on all vaults but one is reported on
-the one left out, which is the figure that counts. Never fitted on one vault's own questions.
+long note's whole-note unit (its opening, for the embedder) against its sections, how a note's section scores
+add up (its second best, a penalty for how many units it has), and a section's cosine blended with its note's
+opening. Each setting is scored on every vault; the setting best on all vaults but one is reported on the one
+left out, which is the figure that counts. Never fitted on one vault's own questions.
 
 usage: python scripts/vault_lovo.py PALACE QUERIES [PALACE QUERIES ...]
        python scripts/vault_lovo.py --names PALACE ...   (each note's first alias, else its title, recalled: rank 1 / top 3)
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -18,12 +20,14 @@ from pathlib import Path
 from palace_cli.bench.retrieval import load_queries, resolve_paths
 from palace_cli.core.dates import parse_moment
 from palace_cli.palace import Palace
-from palace_cli.search.ranking import CANDIDATES, _dense, _lexical
+from palace_cli.search.ranking import CANDIDATES, SECTION_CONTEXT, SECTION_DRAWS, _lexical
 
 WEIGHTS = (0.3, 0.4, 0.5, 0.6, 0.7)           # lexical's share of min-max fusion (dense has the rest)
-OPENING = (0.0, 0.5, 0.8, 1.0, 1.2)           # a sectioned note's whole-note unit, times this
-SECOND = (0.0, 0.1, 0.2, 0.3)                 # a note's score: its best unit + this x its second best
-DEPTHS = (100, 300)                           # each ranker's list that min-max normalises (its floor)
+OPENING = (0.5, 1.0)                          # a sectioned note's whole-note unit, times this (0-1.2 never helped)
+SECOND = (0.0, 0.1)                           # a note's score: its best unit + this x its second best
+DEPTHS = (100, 310)                           # each ranker's list that min-max normalises (310: recall's, sections)
+PENALTY = (0.0, 0.02, 0.05)                   # a note's score minus this x ln(1 + its sections): more draws, higher max
+CONTEXT = (0.0, 0.2, 0.3)                     # a section's cosine: (1 - this) x its own + this x its note's opening
 
 
 def _norm(ranking):
@@ -33,10 +37,33 @@ def _norm(ranking):
     return {i: (s - low) / (high - low) if high > low else 1.0 for i, s in ranking}
 
 
+def _cosines(palace: Palace, catalog, query: str, hidden) -> dict[str, float]:
+    """Every embedded unit's cosine to the query, the hidden notes and their sections left out."""
+    vector = palace.index.query_vector(query)
+    if catalog.matrix is None or vector is None:
+        return {}
+    scores = catalog.cosines(vector)
+    return {unit: float(scores[row]) for unit, row in catalog.row_of.items()
+            if math.isfinite(scores[row]) and catalog.note_of.get(unit, unit) not in hidden}
+
+
+def _dense_lists(cosines: dict[str, float], note_of: dict[str, str]) -> dict:
+    """{(context, depth): normalised dense list}: each section's cosine blended with its note's opening."""
+    out = {}
+    for context in CONTEXT:
+        blended = {u: (1 - context) * s + context * cosines[note_of[u]] if context and note_of.get(u) in cosines else s
+                   for u, s in cosines.items()}
+        ranked = sorted(blended.items(), key=lambda p: (-p[1], p[0]))
+        out.update({(context, d): _norm(ranked[:d]) for d in DEPTHS})
+    return out
+
+
 def lists(palace_dir: str, queries_file: str):
-    """Per answerable query: (expected note ids, {unit: normalised lexical}, {unit: normalised dense})."""
+    """Per answerable query: (expected note ids, {depth: normalised lexical}, {(context, depth): normalised dense}),
+    each unit's note, the sectioned notes and each note's count of sections."""
     palace = Palace(Path(palace_dir))
     queries = resolve_paths(palace, load_queries(Path(queries_file)))
+    palace.refresh()
     catalog = palace.index.catalog()
     out = []
     for q in queries:
@@ -44,16 +71,17 @@ def lists(palace_dir: str, queries_file: str):
             continue
         hidden = catalog.hidden(parse_moment(q.as_of) if q.as_of else None)
         lex = _lexical(palace, catalog, q.query, max(DEPTHS), None, hidden)
-        den = _dense(palace, catalog, q.query, max(DEPTHS), None, hidden)
-        out.append((q.expected, {d: (_norm(lex[:d]), _norm(den[:d])) for d in DEPTHS}))
-    return out, catalog.note_of, set(catalog.sections_of)
+        dense = _dense_lists(_cosines(palace, catalog, q.query, hidden), catalog.note_of)
+        out.append((q.expected, {d: _norm(lex[:d]) for d in DEPTHS}, dense))
+    return out, catalog.note_of, set(catalog.sections_of), {n: len(s) for n, s in catalog.sections_of.items()}
 
 
-def recall3(data, w: float, opening: float, second: float, depth: int) -> float:
-    rows, note_of, sectioned = data
+def recall3(data, w: float, opening: float, second: float, depth: int, penalty: float = 0.0,
+            context: float = 0.0) -> float:
+    rows, note_of, sectioned, units = data
     total = 0.0
-    for expected, by_depth in rows:
-        lex, den = by_depth[depth]
+    for expected, lexical, dense in rows:
+        lex, den = lexical[depth], dense[(context, depth)]
         per_note = defaultdict(list)
         for unit in lex.keys() | den.keys():
             score = w * lex.get(unit, 0.0) + (1 - w) * den.get(unit, 0.0)
@@ -64,12 +92,11 @@ def recall3(data, w: float, opening: float, second: float, depth: int) -> float:
         scored = {}
         for note, scores in per_note.items():
             scores.sort(reverse=True)
-            scored[note] = scores[0] + second * (scores[1] if len(scores) > 1 else 0.0)
+            scored[note] = (scores[0] + second * (scores[1] if len(scores) > 1 else 0.0)
+                            - penalty * math.log(1 + units.get(note, 0)))
         top = [n for n, _ in sorted(scored.items(), key=lambda p: (-p[1], p[0]))[:3]]
         total += len(set(expected) & set(top)) / len(expected)
     return total / len(rows)
-
-
 def names_first(palace_dir: str) -> dict:
     """Each note valid now asked for by its first alias (its title when it has none), when that name is its own
     (a link by it resolves to this note alone): the share that `recall` ranks first, and in the top 3."""
@@ -102,18 +129,37 @@ def main(args: list[str]) -> None:
         print(json.dumps({Path(a).name: names_first(a) for a in args[1:]}, indent=1))
         return
     vaults = {Path(args[i]).name: lists(args[i], args[i + 1]) for i in range(0, len(args), 2)}
-    grid = list(itertools.product(WEIGHTS, OPENING, SECOND, DEPTHS))
-    table = {name: {s: recall3(data, *s) for s in grid} for name, data in vaults.items()}
-    default = (0.5, 1.0, 0.0, CANDIDATES)
+    depth = {name: 310 if data[2] else CANDIDATES for name, data in vaults.items()}  # recall's: deeper() with sections
+    before = {name: (0.5, 1.0, 0.0, depth[name], 0.0, 0.0) for name in vaults}     # issue 16's ranking
+    adopted = {name: (0.5, 1.0, 0.0, depth[name], SECTION_DRAWS, SECTION_CONTEXT) for name in vaults}
+    full = list(itertools.product(WEIGHTS, OPENING, SECOND, DEPTHS, PENALTY, CONTEXT))
+    table = {name: {s: recall3(data, *s) for s in full} for name, data in vaults.items()}
+    print(json.dumps({
+        "before_recall@3": {n: round(table[n][before[n]], 4) for n in vaults},
+        "adopted_recall@3": {n: round(table[n][adopted[n]], 4) for n in vaults},
+        # the adopted family alone (sections in context, draws discounted; fusion as before), then every knob
+        "sections": _left_out(vaults, table, before, lambda n: {(p, c): (0.5, 1.0, 0.0, depth[n], p, c)
+                                                               for p, c in itertools.product(PENALTY, CONTEXT)}),
+        "every_knob": _left_out(vaults, table, before, lambda n: {s: s for s in full})}, indent=1))
+
+
+def _left_out(vaults: dict, table: dict, before: dict, grid_of) -> dict:
+    """Each vault held out in turn: the setting best on the others (ties: the fewest changes from before, then
+    the smaller), and its recall@3 on the held-out vault beside before's. grid_of(vault): {knobs: its setting}."""
+    def changes(s):
+        return sum(a != b for a, b in zip(s, (0.5, 1.0, 0.0, s[3], 0.0, 0.0)))
+
     report = {}
     for held in vaults:
         fit = [n for n in vaults if n != held]
-        best = max(grid, key=lambda s: (round(sum(table[n][s] for n in fit), 6), s == default))
-        report[held] = {"fitted_on": fit, "setting": best, "held_out_recall@3": round(table[held][best], 4),
-                        "default_recall@3": round(table[held][default], 4),
-                        "fit_recall@3": {n: round(table[n][best], 4) for n in fit}}
-    print(json.dumps(report, indent=1))
-
+        same = {n: grid_of(n) for n in vaults}
+        keys = list(same[held])
+        best = max(keys, key=lambda k: (round(sum(table[n][same[n][k]] for n in fit), 6), -changes(same[held][k])))
+        report[held] = {"fitted_on": fit, "setting": same[held][best],
+                        "held_out_recall@3": round(table[held][same[held][best]], 4),
+                        "before_recall@3": round(table[held][before[held]], 4),
+                        "fit_recall@3": {n: round(table[n][same[n][best]], 4) for n in fit}}
+    return report
 
 if __name__ == "__main__":
     main(sys.argv[1:])

@@ -98,8 +98,8 @@ OTHER_WRITES = {
     "backends/static.py:save_table": "the static embedder's table of vectors, in the models folder (not a note)",
     "backends/cache.py:CachedGenerator.complete": "a generator's response, cached in a file of its own (not a note)",
     "capture/settings.py:_save": "Claude Code's settings.json, where `palace hook install` puts the hook",
-    "importers/chats/writer.py:import_conversations": "session files under conversations/, confined to it: imported "
-                                                      "chats, read by the session walk, never notes; in bulk, on threads",
+    "importers/chats/writer.py:_write": "session files under conversations/, confined to it: imported "
+                                         "chats, read by the session walk, never notes; in bulk, on threads",
     "importers/writer.py:declare_domains": "palace.toml, which gains the [domains.*] tables of an import",
     "importers/writer.py:write_queries": "the benchmark queries of an import (queries.jsonl, or the path given)",
     "study/evolver.py:_save_proposal": "the Image `evolve` showed, under .palace/proposals/, so --accept writes it",

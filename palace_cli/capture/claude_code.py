@@ -144,9 +144,11 @@ def import_transcript(palace, payload: dict) -> str:
     counts = report.counts()
     refused = f", {counts['refused']} refused" if counts["refused"] else ""
     redacted = f"; {report.redacted} secrets redacted" if report.redacted else ""
+    read = (f"read {report.read_bytes:,} bytes from byte {report.resumed_at:,}" if report.resumed_at is not None
+            else f"read whole, {report.read_bytes:,} bytes")
     return (f"imported {path.name} into {palace.root}: {counts['turns_written']} new turns "
             f"({counts['added']} added, {counts['appended']} appended, {counts['skipped']} unchanged, "
-            f"{counts['conflict']} conflicts{refused}){_problems(report.problems)}{redacted}")
+            f"{counts['conflict']} conflicts{refused}; {read}){_problems(report.problems)}{redacted}")
 
 
 def _problems(problems: list) -> str:

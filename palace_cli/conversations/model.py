@@ -70,7 +70,9 @@ class Session:
     turns: list[Turn] = field(default_factory=list)
     meta: dict = field(default_factory=dict)  # other frontmatter fields (cwd, conversation ...), in order
     preamble: str = ""  # text between the title and the first turn (a person's note about the session)
-    imported: dict | None = None  # the import stamp: from, turns, record, note
+    imported: dict | None = None  # the import stamp: from, turns, record, note (and resume)
+    resume: dict | None = None  # where the read that gave this session ended (importers/chats/resume.py)
+    resumed_from: dict | None = None  # a tail read: the record it carried on from (its turns are the new ones)
     path: str = ""  # where it is (relative to the palace root) or came from
     stem: str = ""  # the file name a reader suggests (without .md)
     problems: list[ReadProblem] = field(default_factory=list)  # what parse_session could not read
@@ -111,6 +113,8 @@ class ReadResult:
     left_out: Counter = field(default_factory=Counter)
     bad_times: dict[str, list] = field(default_factory=dict)  # file -> [count, line and value of the first]
     redacted: int = 0  # secrets redacted and private spans dropped (importers.chats.reading.redact_sessions)
+    read_bytes: int = 0  # bytes of the source read (a tail read: the tail, and the blocks that checked it)
+    resumed_at: int | None = None  # a tail read: the byte it started at (None: read whole)
 
     def add(self, session: Session, where: str, line: int | None = None) -> None:
         """Keep a session a reader read, made safe to write first (see `check_session`)."""

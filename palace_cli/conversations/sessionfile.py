@@ -8,7 +8,7 @@ source_id: conv-26/session_1
 title: conv-26, session 1
 started: 2023-05-08T13:56
 participants: [Caroline, Melanie]
-imported: {from: 'locomo:locomo-dev5.json', turns: 18, record: 5c0d..., note: 91aa...}
+imported: {from: 'locomo:locomo-dev5.json', turns: 18, record: c1.5c0d..., note: c1.5c0d....91aa...}
 ---
 # conv-26, session 1
 
@@ -27,7 +27,9 @@ backslash, which the parser takes off again. See docs/conversations.md.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import stat
 from pathlib import Path
 
 import yaml
@@ -47,6 +49,7 @@ CONVERSATIONS = "conversations"
 # A session file over this is reported and not indexed: a week of a busy agent's turns is a few MB; a file
 # of gigabytes is a mistake or an attack, and reading it would take the palace's memory down.
 MAX_SESSION_BYTES = 32_000_000
+HEADER_BYTES = 1 << 16  # what load_header reads of a session file first: its frontmatter is a few hundred bytes
 SEP = " · "
 HEAD = "### "
 NO_TIME = "-"  # the time slot of a turn without a time whose id looks like one (`### Bob · - · 2024-01-01`)
@@ -56,14 +59,64 @@ STAMP_KEYS = ("from", "turns", "record", "note")
 # ---- digests: what the import stamp records -----------------------------------------------------
 
 
+# A stamp written since the import record learned to resume (importers/chats/resume.py) hashes turns one after
+# another (`chained`), so that an import that read only a source's new turns carries `record` and `note` on from
+# their values alone. A stamp without this prefix is the older form (one hash over every turn), still read.
+CHAINED = "c1."
+
+
 def turns_digest(turns: list[Turn]) -> str:
-    """Hash of turns as a source gave them: the stamp's `record` (for the first `turns` of the source)."""
+    """The older stamp's `record`: one hash of the turns as a source gave them (still compared, never written)."""
     return digest([turn.key() for turn in turns])
 
 
 def session_digest(session: Session) -> str:
-    """Hash of a session as its file holds it (frontmatter but the stamp, preamble, turns): the stamp's `note`."""
+    """The older stamp's `note`: one hash of a session as its file holds it (frontmatter but the stamp, preamble,
+    turns)."""
     return digest([session.header(), session.preamble, [turn.key() for turn in session.turns]])
+
+
+def chained(turns: list[Turn], start: str = "") -> str:
+    """The turns' keys hashed one after another onto `start`: a hash the next turns carry on from its value alone."""
+    value = start
+    for turn in turns:
+        data = "\x1f".join((value, turn.id, turn.speaker, "\x00" if turn.time is None else turn.time, turn.text))
+        value = hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return value
+
+
+def turns_record(turns: list[Turn]) -> str:
+    """The stamp's `record`: a hash of the first `turns` turns of the source as it gave them."""
+    return CHAINED + chained(turns)
+
+
+def session_note(session: Session) -> str:
+    """The stamp's `note`: a hash of a session as its file holds it (its turns chained, then the frontmatter but the
+    stamp, and the preamble)."""
+    return f"{CHAINED}{chained(session.turns)}.{digest([session.header(), session.preamble])}"
+
+
+def record_holds(record, turns: list[Turn]) -> bool:
+    """True when a stamp's `record` (either form) is the hash of these turns."""
+    if isinstance(record, str) and record.startswith(CHAINED):
+        return turns_record(turns) == record
+    return turns_digest(turns) == record
+
+
+def note_holds(note, session: Session) -> bool:
+    """True when a stamp's `note` (either form) is the hash of the session as its file now holds it: not edited."""
+    if isinstance(note, str) and note.startswith(CHAINED):
+        return session_note(session) == note
+    return session_digest(session) == note
+
+
+def carried(value: str, turns: list[Turn]) -> str | None:
+    """A chained `record` or `note` carried on over turns appended after the ones it hashes; None for the older form
+    (it cannot be carried on: the turns before must be hashed again)."""
+    if not (isinstance(value, str) and value.startswith(CHAINED)):
+        return None
+    chain, dot, rest = value[len(CHAINED):].partition(".")
+    return f"{CHAINED}{chained(turns, chain)}{dot}{rest}"
 
 
 # ---- writing ---------------------------------------------------------------------------------
@@ -238,6 +291,17 @@ def parse_session(text: str, path: str) -> Session:
     return session
 
 
+def turn_ids(text: str) -> set[str]:
+    """The id of every turn header of a session file's text, its turns left unparsed (a quick look)."""
+    ids = set()
+    for line in text.split("\n"):
+        if line.startswith(HEAD) and SEP in line:
+            parsed = _header(line.rstrip("\r"))
+            if parsed is not None:
+                ids.add(parsed[2])
+    return ids
+
+
 def parse_header(text: str, path: str) -> Session:
     """A session file's frontmatter alone, as parse_session reads it (no turns); problems in `.problems`."""
     return _header_and_body(text.removeprefix("\ufeff").replace("\r\n", "\n"), path)[0]
@@ -305,6 +369,35 @@ def load_session(root: Path, relpath: str) -> Session:
         session.problems[:] = [ReadProblem(relpath, None, exc.reason)]
         return session
     return session_from_bytes(data, relpath)
+
+
+def load_header(root: Path, relpath: str) -> Session:
+    """A session file's frontmatter alone (parse_header), reading only the file's first HEADER_BYTES when its
+    frontmatter closes there: an import plans against every session file's header, and a long session's turns are
+    megabytes. A file that cannot be read, or is over MAX_SESSION_BYTES, has the header its path gives."""
+    try:
+        fd = os.open(Path(root) / relpath, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO must not block
+    except OSError:
+        return parse_header("", relpath)
+    try:
+        info = os.fstat(fd)
+        regular = stat.S_ISREG(info.st_mode) and info.st_size <= MAX_SESSION_BYTES
+        head = os.pread(fd, HEADER_BYTES, 0) if regular else b""
+    except OSError:
+        regular = False
+    finally:
+        os.close(fd)
+    if not regular:
+        return parse_header("", relpath)
+    if len(head) == HEADER_BYTES:  # cut at a line's end, so that no line is taken for a shorter one
+        head = head[: head.rfind(b"\n") + 1]
+    text = head.decode("utf-8", "replace")
+    if len(head) < info.st_size and frontmatter_block(text.removeprefix("\ufeff").replace("\r\n", "\n")) is None:
+        try:  # no frontmatter closed in the head: read as a whole file is
+            text = read_session_bytes(root, relpath).decode("utf-8", "replace")
+        except NoteError:
+            text = ""
+    return parse_header(text, relpath)
 
 
 def read_session_bytes(root: Path, relpath: str) -> bytes:

@@ -134,12 +134,14 @@ class Format:
     read_chats: Callable[[Path, frozenset[str]], ReadResult] | None = None  # conversations: the reader's `read`
     suffixes: tuple[str, ...] = ()  # conversations: the file suffixes the reader reads
     sniff: Callable[[str], bool] | None = None  # conversations: a look at a file's first megabyte
+    # conversations a source appends to: the reader's `resume`, the turns after a resume record (chats/resume.py)
+    resume: Callable[[Path, frozenset[str], dict], ReadResult | None] | None = None
 
 
 def _chats(module, claims: Callable[[Look], bool]) -> Format:
     """The row of a conversation reader module (FORMAT, SUFFIXES, sniff, read)."""
     return Format(module.FORMAT, "conversations", claims, read_chats=module.read, suffixes=module.SUFFIXES,
-                  sniff=module.sniff)
+                  sniff=module.sniff, resume=getattr(module, "resume", None))
 
 
 TABLE: dict[str, Format] = {f.name: f for f in (
@@ -183,13 +185,32 @@ def read_conversations(path: Path, format: str, include: frozenset[str] = frozen
                        keep_secrets: bool = False) -> ReadResult:
     """Every session in a file or directory of the given format, its secrets redacted unless `keep_secrets`
     (`.redacted` counts them); unreadable records are in `.problems`."""
+    result = _chat_format(format, include).read_chats(Path(path), frozenset(include))
+    return _finished(result, keep_secrets)
+
+
+def resume_conversations(path: Path, format: str, include: frozenset[str], record: dict) -> ReadResult | None:
+    """The turns appended to a source file since the read that left a resume record (chats/resume.py), their
+    secrets redacted, as read_conversations gives them; None when the file must be read whole (or the format
+    cannot read a tail)."""
+    entry = _chat_format(format, include)
+    if entry.resume is None or not Path(path).is_file():
+        return None
+    result = entry.resume(Path(path), frozenset(include), record)
+    return None if result is None else _finished(result, False)
+
+
+def _chat_format(format: str, include: frozenset[str]) -> Format:
     unknown = set(include) - set(INCLUDABLE)
     if unknown:
         raise UsageError(f"cannot include {', '.join(sorted(unknown))}; choose from {', '.join(INCLUDABLE)}")
     entry = TABLE.get(format)
     if entry is None or entry.kind != "conversations":
         raise UsageError(f"unknown conversation format {format!r}; use one of {', '.join(CONVERSATION_FORMATS)}")
-    result = entry.read_chats(Path(path), frozenset(include))
+    return entry
+
+
+def _finished(result: ReadResult, keep_secrets: bool) -> ReadResult:
     result.problems += result.time_problems()
     if not keep_secrets:
         result.redacted = redact_sessions(result.sessions)

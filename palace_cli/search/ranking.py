@@ -6,6 +6,7 @@ candidates by domain lost recall on some corpus, so there is one ranking, flat, 
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 from palace_cli.core.names import Names
@@ -23,6 +24,13 @@ CANDIDATES = 100  # each ranker's list that fusion sees
 # (docs/ranking-experiments.md, "Fusion"); RRF k=60 was the weakest on three of them.
 FUSION_WEIGHTS = {"lexical": 0.5, "dense": 0.5}
 NAME_CHARS = 200  # a longer query is a question, never a note's name: not looked up among the names
+# A long note cut into sections (index/sections.py), in the fused ranking: each section's cosine is blended with
+# its note's own (the whole-note unit, the note's opening), so that one section of a note about something else
+# does not pass for the answer; and the note's units lose SECTION_DRAWS x ln(1 + its sections), as a note ranked
+# by the best of n units has n draws at a high score where a short note has one. Chosen leaving one vault out
+# (scripts/vault_lovo.py, docs/benchmarks.md "Two adopted vaults"); no effect on a palace without sections.
+SECTION_CONTEXT = 0.2
+SECTION_DRAWS = 0.02
 
 
 def _lexical(palace: Palace, catalog: Catalog, query: str, limit: int, scope: Scope | None = None,
@@ -35,7 +43,9 @@ def _lexical(palace: Palace, catalog: Catalog, query: str, limit: int, scope: Sc
 
 
 def _dense(palace: Palace, catalog: Catalog, query: str, limit: int, scope: Scope | None = None,
-           hidden: frozenset[str] = frozenset()) -> list[tuple[str, float]]:
+           hidden: frozenset[str] = frozenset(), context: float = 0.0) -> list[tuple[str, float]]:
+    """The `limit` best units by cosine; with `context`, a section's cosine blended with its note's
+    (SECTION_CONTEXT)."""
     if catalog.matrix is None:
         return []
     vector = palace.index.query_vector(query)
@@ -44,6 +54,8 @@ def _dense(palace: Palace, catalog: Catalog, query: str, limit: int, scope: Scop
     import numpy as np
 
     scores = catalog.cosines(vector)  # -inf for a unit not embedded yet
+    if context and catalog.note_of:
+        scores = in_context(catalog, scores, context)
     mask = catalog.mask(scope)
     if mask is not None:
         scores = np.where(mask, scores, -np.inf)
@@ -56,6 +68,42 @@ def _dense(palace: Palace, catalog: Catalog, query: str, limit: int, scope: Scop
     top = np.argpartition(-scores, limit - 1)[:limit]
     top = top[np.argsort(-scores[top], kind="stable")]
     return [(catalog.ids[i], float(scores[i])) for i in top if np.isfinite(scores[i])]
+
+
+_NOTE_ROWS: dict[int, tuple] = {}  # id(catalog) -> (catalog, its section rows, their notes' rows)
+
+
+def in_context(catalog: Catalog, scores, context: float):
+    """The cosines with each section's blended with its note's: (1 - context) x its own + context x the note's,
+    where both were embedded (a section whose note has no vector yet keeps its own)."""
+    import numpy as np
+
+    cached = _NOTE_ROWS.get(id(catalog))
+    if cached is None or cached[0] is not catalog:
+        pairs = [(row, catalog.row_of[catalog.note_of[unit]]) for unit, row in catalog.row_of.items()
+                 if catalog.note_of.get(unit) in catalog.row_of]
+        cached = (catalog, np.array([a for a, _ in pairs], dtype=np.int64), np.array([b for _, b in pairs], dtype=np.int64))
+        _NOTE_ROWS.clear()  # one catalog at a time: a refresh makes a new one
+        _NOTE_ROWS[id(catalog)] = cached
+    _, sections, notes = cached
+    out = np.array(scores, copy=True)
+    own, note = out[sections], out[notes]
+    both = np.isfinite(own) & np.isfinite(note)
+    out[sections[both]] = (1 - context) * own[both] + context * note[both]
+    return out
+
+
+def penalise_draws(catalog: Catalog, ranked: list[tuple[str, float, dict]],
+                   share: float) -> list[tuple[str, float, dict]]:
+    """The fused ranking with each unit of a note cut into n sections lowered by share x ln(1 + n), re-sorted
+    (ties by id); units of other notes and turns keep their score."""
+    if not share or not catalog.sections_of:
+        return ranked
+    out = []
+    for unit, score, parts in ranked:
+        sections = len(catalog.sections_of.get(catalog.note_of.get(unit, unit), ()))
+        out.append((unit, score - share * math.log1p(sections) if sections else score, parts))
+    return sorted(out, key=lambda t: (-t[1], t[0]))
 
 
 def _bm25(palace: Palace, query: str):
@@ -137,9 +185,7 @@ def rank(palace: Palace, catalog: Catalog, query: str, mode: str, k: int, scope:
         ranked = [(i, s, {"dense": s}) for i, s in _dense(palace, catalog, query, k, scope, hidden)]
         used = "dense"
     else:
-        depth = max(CANDIDATES, k)
-        ranked = fuse_minmax({"lexical": _lexical(palace, catalog, query, depth, scope, hidden),
-                              "dense": _dense(palace, catalog, query, depth, scope, hidden)})[:k]
+        ranked = _fused(palace, catalog, query, max(CANDIDATES, k), scope, hidden)[:k]
         used = "fused"
     hits = []
     for unit_id, score, parts in ranked[:k]:
@@ -149,6 +195,20 @@ def rank(palace: Palace, catalog: Catalog, query: str, mode: str, k: int, scope:
         hits.append(Hit(unit_id, "", catalog.domains[row], catalog.paths[row], 0, score, parts,
                         kind=catalog.kinds[row], time=catalog.times[row]))
     return hits, used
+
+
+def _fused(palace: Palace, catalog: Catalog, query: str, depth: int, scope: Scope | None,
+           hidden: frozenset[str]) -> list[tuple[str, float, dict[str, float]]]:
+    """Min-max fusion of BM25 and the cosines (sections in their note's context), each unit's parts keeping its
+    own cosine, then the draws of a note cut into sections discounted."""
+    dense = _dense(palace, catalog, query, depth, scope, hidden, SECTION_CONTEXT)
+    ranked = fuse_minmax({"lexical": _lexical(palace, catalog, query, depth, scope, hidden), "dense": dense})
+    if catalog.note_of and dense:
+        own = _cosines(palace, catalog, query)([unit for unit, _ in dense if unit in catalog.note_of])
+        for unit, _score, parts in ranked:
+            if unit in own and "dense" in parts:
+                parts["dense"] = own[unit]  # the trim and the confidence read a unit's own cosine
+    return penalise_draws(catalog, ranked, SECTION_DRAWS)
 
 
 def named_first(hits: list[Hit], names: Names, query: str, catalog: Catalog, scope: Scope | None = None,

@@ -74,7 +74,8 @@ def test_each_format_lands_under_conversations_source(empty, tmp_path):
     session = load_session(empty.root, "conversations/claude-code/2025-06-02-fix-the-flaky-clock-test-0c3b1a52.md")
     assert session.problems == [] and [t.id for t in session.turns] == ["u1", "a1", "a5", "u4"]
     assert session.imported == {"from": "claude-code:project", "turns": 4, "record": session.imported["record"],
-                                "note": session.imported["note"]}
+                                "note": session.imported["note"], "resume": session.imported["resume"]}
+    assert session.imported["resume"]["at"] == next((tmp_path / "project").rglob("*.jsonl")).stat().st_size
     assert lint(empty).problems == []  # session files are not stray notes, and they read cleanly
 
 

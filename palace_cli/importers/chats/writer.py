@@ -17,6 +17,10 @@ last written whole (`note`). On re-import:
 
 Every file written whole has its frontmatter read back first: one that would not read back as its
 session is refused and reported, never written to come back as a duplicate.
+
+A source file a reader can read the tail of (a Claude Code transcript) leaves a `resume` record in the stamp
+(chats/resume.py): the next import reads only what was appended after it, appends those turns in place and carries
+`record` and `note` on over them (they hash turns one after another), never reading the file's turns again.
 """
 
 from __future__ import annotations
@@ -29,15 +33,15 @@ from typing import Callable, NamedTuple
 from palace_cli.core.noteedit import edit_frontmatter
 from palace_cli.core.disk import atomic_write
 from palace_cli.core.layout import confined
-from palace_cli.conversations.model import ReadProblem, Session, Turn
+from palace_cli.conversations.model import ReadProblem, Session, Turn, participants_of
 from palace_cli.core.text import slug
-from palace_cli.conversations.sessionfile import (CONVERSATIONS, MAX_SESSION_BYTES, append_turns, load_session, parse_header,
-                                                  read_session_bytes, render_session, session_digest, session_files,
-                                                  turns_digest)
-from palace_cli.errors import NoteError
+from palace_cli.conversations.sessionfile import (CONVERSATIONS, MAX_SESSION_BYTES, append_turns, carried, load_header,
+                                                  load_session, note_holds, parse_header, record_holds, render_session,
+                                                  session_files, session_note, turn_ids, turns_record)
 from palace_cli.index.locks import write_lock
 from palace_cli.importers.chats.reading import EXPORT
-from palace_cli.importers.formats import read_conversations
+from palace_cli.importers.chats.resume import file_identity
+from palace_cli.importers.formats import read_conversations, resume_conversations
 
 WRITERS = 8
 Progress = Callable[[str, int, int], None]
@@ -92,6 +96,8 @@ class ConversationImport:
     left_out: dict[str, int] = field(default_factory=dict)
     refresh: object = None  # the RefreshReport of the refresh that indexed the imported turns
     redacted: int = 0  # secrets redacted and private spans dropped in what was read (core/secrets.py)
+    read_bytes: int = 0  # bytes of the source read (a tail read: the tail and the blocks that checked it)
+    resumed_at: int | None = None  # a tail read: the byte it started at; None when the source was read whole
 
     def counts(self) -> dict[str, int]:
         """Sessions per action, and turns written."""
@@ -105,19 +111,13 @@ class ConversationImport:
         return {"format": self.format, "source": self.source, "dry_run": self.dry_run, "counts": self.counts(),
                 "sessions": [o.as_dict() for o in self.sessions],
                 "conflicts": [c.as_dict() for c in self.conflicts],
-                "problems": [str(p) for p in self.problems], "left_out": self.left_out, "redacted": self.redacted}
+                "problems": [str(p) for p in self.problems], "left_out": self.left_out, "redacted": self.redacted,
+                "read_bytes": self.read_bytes, "resumed_at": self.resumed_at}
 
 
 def existing_sessions(root: Path) -> list[Session]:
     """Every session file of a palace, its frontmatter only (no turns): what a plan matches sources against."""
-    out = []
-    for relpath, _, _ in session_files(root):
-        try:
-            data = read_session_bytes(root, relpath)
-        except NoteError:
-            data = b""
-        out.append(parse_header(data.decode("utf-8", "replace"), relpath))
-    return out
+    return [load_header(root, relpath) for relpath, _, _ in session_files(root)]
 
 
 def import_conversations(palace, path, format: str, include: frozenset[str] = frozenset(), dry_run: bool = False,
@@ -125,26 +125,66 @@ def import_conversations(palace, path, format: str, include: frozenset[str] = fr
     """Import every session of a conversation source into `conversations/<source>/`, its secrets redacted unless
     `keep_secrets` (formats.read_conversations); safe to rerun.
 
-    The source is read first; the plan (which file each session goes to) and the writes are made under the
+    The source is read first: only its tail when a session's import stamp holds a resume record for the file
+    (chats/resume.py), else whole. The plan (which file each session goes to) and the writes are made under the
     palace's write lock, so imports of one session at once (two hooks at the same instant) write one file: the
-    second plans against the first one's file and finds its turns there."""
+    second plans against the first one's file and finds its turns there. A tail whose record another import
+    moved meanwhile is read again from where that one ended; one the plan cannot take, whole."""
     path = Path(path)
-    result = read_conversations(path, format, include, keep_secrets)
-    report = ConversationImport(format, str(path), dry_run, problems=list(result.problems),
-                                left_out=dict(sorted(result.left_out.items())), redacted=result.redacted)
-    if dry_run:
-        _plan(palace, path, format, result.sessions, report)
-        return report
-    with write_lock(palace.site, f"import of {path.name}"):
-        plan = _plan(palace, path, format, result.sessions, report)
-        if plan.writes:
-            for target, _text in plan.writes:  # no session file is written through a link out of conversations/
-                confined(palace.root, palace.rel(target), "session file", under=CONVERSATIONS)
-            with ThreadPoolExecutor(max_workers=WRITERS) as pool:  # each write fsyncs; threads overlap them
-                for done, _ in enumerate(pool.map(lambda item: atomic_write(*item), plan.writes), 1):
-                    if progress:
-                        progress("writing sessions", done, len(plan.writes))
-    return report
+    whole = keep_secrets  # a read that keeps secrets leaves no resume record and never reads a tail
+    for attempt in range(3):
+        result = None if whole or attempt == 2 else _tail(palace, path, format, include)
+        if result is None:
+            result, whole = read_conversations(path, format, include, keep_secrets), True
+            if keep_secrets:
+                for session in result.sessions:
+                    session.resume = None
+        report = ConversationImport(format, str(path), dry_run, problems=list(result.problems),
+                                    left_out=dict(sorted(result.left_out.items())), redacted=result.redacted,
+                                    read_bytes=result.read_bytes, resumed_at=result.resumed_at)
+        try:
+            if dry_run:
+                _plan(palace, path, format, result.sessions, report)
+                return report
+            with write_lock(palace.site, f"import of {path.name}"):
+                _write(palace, _plan(palace, path, format, result.sessions, report), progress)
+            return report
+        except _Stale as stale:
+            whole = whole or stale.whole
+    raise AssertionError("a whole read is never stale")  # the third attempt reads whole
+
+
+def _tail(palace, path: Path, format: str, include: frozenset[str]):
+    """The tail of a source file after the resume record a session's stamp holds for it; None: read it whole."""
+    if not path.is_file():
+        return None
+    file = file_identity(path)
+    for session in existing_sessions(palace.root):
+        record = (session.imported or {}).get("resume")
+        if isinstance(record, dict) and record.get("file") == file:
+            return resume_conversations(path, format, include, record)
+    return None
+
+
+def _write(palace, plan: "_Plan", progress: Progress | None) -> None:
+    """Write what a plan holds (each file atomically; threads overlap their fsyncs)."""
+    if not plan.writes:
+        return
+    for target, _text in plan.writes:  # no session file is written through a link out of conversations/
+        confined(palace.root, palace.rel(target), "session file", under=CONVERSATIONS)
+    with ThreadPoolExecutor(max_workers=WRITERS) as pool:
+        for done, _ in enumerate(pool.map(lambda item: atomic_write(*item), plan.writes), 1):
+            if progress:
+                progress("writing sessions", done, len(plan.writes))
+
+
+class _Stale(Exception):
+    """A tail read the plan cannot take: its record moved (another import wrote since: read the tail again) or
+    `whole` (the file must be read whole)."""
+
+    def __init__(self, whole: bool):
+        super().__init__("whole" if whole else "moved")
+        self.whole = whole
 
 
 def _plan(palace, path: Path, format: str, sessions: list[Session], report: ConversationImport) -> "_Plan":
@@ -185,6 +225,9 @@ class _Plan:
 
     def take(self, session: Session) -> None:
         """Plan one session of the source: added, merged into its file, or kept apart from another export's."""
+        if session.resumed_from is not None:
+            self._take_tail(session)
+            return
         old = self._match(session)
         if old is not None:
             old = load_session(self.root, old.path)  # the match was made on frontmatter; merging needs the turns
@@ -202,10 +245,35 @@ class _Plan:
                                                     f"{session.source} is also in {old.imported.get('from')}, with "
                                                     f"{apart}; this import's is kept apart, as {relpath}"))
         session.imported = None
-        session.imported = _stamp(self.stamp_from, session.turns, session_digest(session))
+        session.imported = _stamp(self.stamp_from, session.turns, session_note(session), session.resume)
         self.report.sessions.append(SessionOutcome(session.id, relpath, "added", len(session.turns),
                                                    len(session.turns)))
         self._write(relpath, render_session(session), session)
+
+    def _take_tail(self, session: Session) -> None:
+        """Plan the turns a tail read found after its file's resume record: appended in place, every byte before
+        them left as it is, the stamp carried on over them. _Stale when another import moved the record, or when
+        the file cannot take them so (a turn id it has, a new speaker, a stamp of the older form)."""
+        old = next((s for s in self.by_key.get((session.source, session.source_id), [])
+                    if (s.imported or {}).get("resume") == session.resumed_from), None)
+        if old is None:
+            raise _Stale(whole=False)
+        stamp, fresh = old.imported, session.turns
+        record = carried(stamp.get("record"), fresh)
+        if record is None or not _is_count(stamp.get("turns")):
+            raise _Stale(whole=True)
+        total = int(stamp["turns"]) + len(fresh)
+        self.report.sessions.append(SessionOutcome(old.id, old.path, "appended" if fresh else "skipped", total,
+                                                   len(fresh)))
+        if not fresh:
+            return
+        if not set(participants_of(fresh)) <= set(old.participants):
+            raise _Stale(whole=True)
+        if turn_ids(_read(self.root, old.path)[1]) & {turn.id for turn in fresh}:
+            raise _Stale(whole=True)
+        note = carried(stamp.get("note"), fresh) or stamp.get("note")  # the older form: kept (an edited file's)
+        new_stamp = {"from": self.stamp_from, "turns": total, "record": record, "note": note, "resume": session.resume}
+        self._write(old.path, _in_place(self.root, old.path, new_stamp, fresh), None)
 
     def _match(self, session: Session) -> Session | None:
         """The file of this session (its frontmatter): the one this export wrote, else one whose turns it still
@@ -263,7 +331,7 @@ def _still_has(old: Session, new: Session) -> bool:
     if not _is_count(stamp.get("turns")):
         return False
     imported = int(stamp["turns"])
-    return 0 <= imported <= len(new.turns) and turns_digest(new.turns[:imported]) == stamp.get("record")
+    return 0 <= imported <= len(new.turns) and record_holds(stamp.get("record"), new.turns[:imported])
 
 
 def _claimed_elsewhere(old: Session, new: Session, stamp_from: str) -> str | None:
@@ -286,8 +354,9 @@ def _revises(mine: Turn, theirs: Turn) -> bool:
     return mine.speaker == theirs.speaker and (mine.text in theirs.text or theirs.text in mine.text)
 
 
-def _stamp(stamp_from: str, turns: list[Turn], note: str) -> dict:
-    return {"from": stamp_from, "turns": len(turns), "record": turns_digest(turns), "note": note}
+def _stamp(stamp_from: str, turns: list[Turn], note: str, resume: dict | None) -> dict:
+    stamp = {"from": stamp_from, "turns": len(turns), "record": turns_record(turns), "note": note}
+    return {**stamp, "resume": resume} if resume is not None else stamp
 
 
 def _new_path(root: Path, session: Session, ids: set[str], paths: set[str]) -> str:
@@ -334,7 +403,7 @@ def _merge(root: Path, old: Session, new: Session, stamp_from: str, problems: li
     if reason is not None:
         return _Merged(_outcome(old, new, "conflict"), None, [TurnConflict(old.id, None, old.path, 1,
                                                                             reason + "; left as it is")])
-    untouched = stamp.get("note") == session_digest(old)
+    untouched = note_holds(stamp.get("note"), old)
     if _still_has(old, new):
         return _grown(root, old, new, int(stamp["turns"]), untouched, stamp_from)
     return _changed(root, old, new, untouched, stamp_from, problems)
@@ -375,20 +444,30 @@ def _grown(root: Path, old: Session, new: Session, imported: int, untouched: boo
         return _Merged(_outcome(old, new, "conflict"), None, conflicts)
     header_moved = untouched and new.header() != old.header()
     if not fresh and not header_moved:
-        return _Merged(_outcome(old, new, "skipped"))
+        if new.resume is None or old.imported.get("resume") == new.resume:
+            return _Merged(_outcome(old, new, "skipped"))
+        # Nothing new, but the file was read whole: its resume record is written, so the next read is a tail.
+        note = session_note(old) if untouched else old.imported.get("note")
+        return _Merged(_outcome(old, new, "skipped"), _in_place(root, old.path, _stamp(stamp_from, new.turns, note,
+                                                                                      new.resume), []))
     if untouched:
         merged = _whole(new, old.turns + fresh, old.preamble)
-        merged.imported = _stamp(stamp_from, new.turns, session_digest(merged))
+        merged.imported = _stamp(stamp_from, new.turns, session_note(merged), new.resume)
         return _Merged(_outcome(old, new, "appended" if fresh else "updated", len(fresh)), render_session(merged),
                        session=merged)
-    bom, text = _read(root, old.path)
-    text = edit_frontmatter(text, {"imported": {**_stamp(stamp_from, new.turns, ""), "note": old.imported.get("note")}},
-                            old.path)
+    stamp = _stamp(stamp_from, new.turns, old.imported.get("note"), new.resume)
+    return _Merged(_outcome(old, new, "appended", len(fresh)), _in_place(root, old.path, stamp, fresh))
+
+
+def _in_place(root: Path, relpath: str, stamp: dict, fresh: list[Turn]) -> str:
+    """A session file's text with its import stamp replaced and turns appended, every other byte as it is."""
+    bom, text = _read(root, relpath)
+    text = edit_frontmatter(text, {"imported": stamp}, relpath)
     plain = text.replace("\r\n", "\n")
     full = append_turns(plain, fresh)
     if plain != text:  # a file with CRLF line ends: its bytes as they are, the new lines with CRLF too
         full = text + full[len(plain):].replace("\n", "\r\n")
-    return _Merged(_outcome(old, new, "appended", len(fresh)), bom + full)
+    return bom + full
 
 
 def _changed(root: Path, old: Session, new: Session, untouched: bool, stamp_from: str,
@@ -400,7 +479,7 @@ def _changed(root: Path, old: Session, new: Session, untouched: bool, stamp_from
     missing = [t for t in new.turns if t.id not in have]
     if untouched:
         merged = _whole(new, _interleave(old.turns, new.turns), old.preamble)
-        merged.imported = _stamp(stamp_from, new.turns, session_digest(merged))
+        merged.imported = _stamp(stamp_from, new.turns, session_note(merged), new.resume)
         if changed:
             problems.append(ReadProblem(old.path, changed[0][0].line or None, f"{len(changed)} turn"
                                         f"{'' if len(changed) == 1 else 's'} changed in the source since the last "
@@ -417,10 +496,8 @@ def _changed(root: Path, old: Session, new: Session, untouched: bool, stamp_from
                                    "(deleted there?); not added") for turn in missing]
         return _Merged(_outcome(old, new, "conflict"), None, conflicts)
     # Edited, and the source only lost turns the file still has: record the source as it now is.
-    bom, text = _read(root, old.path)
-    text = edit_frontmatter(text, {"imported": {**_stamp(stamp_from, new.turns, ""), "note": old.imported.get("note")}},
-                            old.path)
-    return _Merged(_outcome(old, new, "updated"), bom + text)
+    stamp = _stamp(stamp_from, new.turns, old.imported.get("note"), new.resume)
+    return _Merged(_outcome(old, new, "updated"), _in_place(root, old.path, stamp, []))
 
 
 def _whole(header: Session, turns: list[Turn], preamble: str) -> Session:
