@@ -43,7 +43,7 @@ def cue(pattern: str) -> Cue:
     return Cue(pattern)
 
 # A standing rule: how a recurring thing is done, said with the words that make a rule general.
-RULE = cue(r"\b(always|never|every(?:thing|one|body)?|all (?:new|the|our|of)|from now on|going forward|"
+RULE = cue(r"\b(always|never|every(?:thing|one|body)?(?! \d)|all (?:new|the|our|of)|from now on|going forward|"
                   r"in general|as a rule|(?:make (?:it|that|this) )?(?:a|the|our|team|house) (?:rule|standard|"
                   r"convention|policy)|rule(?: is|:)|no exceptions?|(?:we|you) (?:don't|do not|never|always|only|"
                   r"use|prefer|keep)\b|ever\b|must(?:n't| not)?\b|is how we|that's how we|only (?:ever )?(?:from|"
@@ -52,7 +52,8 @@ RULE = cue(r"\b(always|never|every(?:thing|one|body)?|all (?:new|the|our|of)|fro
 STRONG = cue(r"^\W*(?:decision|decided|rule|convention|policy|standard|going forward|from now on|as a rule|"
              r"(?:i|we)(?:'ve| have)? (?:always|never|prefer|decided|use)|(?:always|never)\b|(?:i|we) (?:don'?t|do "
              r"not) (?:ever|use|do)|make (?:it|that|this) (?:a rule|the standard))|\b(?:from now on|going forward|as "
-             r"a rule|that'?s (?:our|the|a) (?:team )?rule|is our rule|no exceptions?)\b")
+             r"a rule|that'?s (?:our|the|a) (?:team )?rule|is our rule|no exceptions?|every [\w-]+(?: [\w-]+)? must|must (?:always|"
+             r"never))\b")
 SUMMARY = cue(r"\b(summary|to recap|recap|root cause|for the record)\b")
 DECLARED = cue(r"^\W*(?:decision|decided|we(?:'ve| have)? decided|i(?:'ve| have)? decided)\b")
 # A choice made for the project: a settled question.
@@ -133,6 +134,9 @@ TAKE = re.compile(r"(?:(?:please|pls|then|and|so)\s+)*(?:do (?:that|it|this|all 
 FACTS_AHEAD = cue(r"\b(facts?|context|background|fyi|for reference|setup|our stack|the stack)\b")
 # A line that says rules follow: "Style (from the comms team):", "Rules:", "Our conventions:".
 RULES_AHEAD = cue(r"\b(style|rules?|conventions?|guidelines?|standards?|policy|policies)\b")
+# An option turned down and nothing chosen in its place: "cdc is out", "No config then", "not adding Redis".
+REJECTED = cue(r"^\W*(?:[\w-]+\s+){1,3}(?:is|are) out\b|^\W*no(?:\s+[\w-]+){0,2},?\s+then\b|^\W*not (?:adding|using|"
+               r"exposing|doing|going with)\b")
 REJECT = cue(r"^\W*(?:no|nope|nah|not\b|don't|never mind|nvm|scratch that)\b")
 # Something that happened and marks the project's history.
 DONE = cue(r"\b(released|shipped|launched|went live|is live|it'?s live|(?:is|are|now) (?:live|public|in "
@@ -160,6 +164,11 @@ PROBLEM = cue(r"\b(fail(?:s|ed|ing|ure)?|errors?|stopped|slow(?:er|ed)?|leak\w*|
 FIX = cue(r"\b(fix(?:ed|es)?|changed|change|switch(?:ed|ing)? to|moved?|moving|replac\w+|raised?|set|added|"
                  r"adding|now (?:uses|use|stores|selects)|instead of|rather than|with (?:the|a)\b|using|uses|"
                  r"enabled?|updated?|rebuilt|pinned|restored|restore)\b")
+# A check's result, as a turn reporting one opens: "Staging is healthy on 8e41c7a", "Build and image jobs pass".
+CHECKED = cue(r"\b(pass(?:es|ed)?|green|healthy|all good|succeed(?:s|ed)?|is clean)\b")
+# The agent saying what it changed: "Switched the workflow to ...", "Set `prepared_statements: false` ...".
+APPLIED = cue(r"^\W*(?:switched|changed|set|added|moved|replaced|enabled|updated|pinned|raised|lowered|removed|"
+              r"rebuilt|restored|bumped|rewrote|renamed|dropped)\b")
 # A user's own note that a fix is worth keeping.
 RECAP = cue(r"\b(for the record|note (?:that|this)|remember (?:this|that)|good to know|is the (?:fix|answer|"
                    r"solution|trick)|was (?:just|only)|bit(?:ten)? us|writing (?:that|it) (?:in|down)|in my notes|"
@@ -188,6 +197,12 @@ FUTURE = cue(r"\b(will|'ll|going to|gonna)\b")
 DATED = cue(r"\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday|next (?:week|month|year)|tomorrow|"
             r"\d{4}-\d\d-\d\d|\d{1,2} (?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)\w*|end of)\b")
 # Someone's own start in the team: "I'm new on the team, started Monday as a backend engineer".
+# A report of what is happening or happened, whose "always" or "never" is no rule: "the memory is growing always",
+# "it's throwing 500s, everything that touches the DB", "never touched elixir before", "jenkins never used it".
+HAPPENING = cue(r"\b(?:is|are|'s|'re|am|was|were)\s+(?:\w+ing)\b|\b(?:never|always|ever)\s+(?:\w+ed|did|had|was|"
+                r"were|ran|went|got|saw|knew|wrote|made|used)\b")
+# What someone needs or wants done: the task at hand ("we need migrate X", "i want a plan"), not a fact.
+WANTED = cue(r"\b(need|needs|want|wants|wanna|please|pls)\b")
 JOINED = cue(r"\b(i'?m new|started (?:on )?\w+ as|joined|i'?m the|i'?m a|i work (?:on|as|in))\b")
 # Transient state of the moment: what is happening now, not what holds.
 TRANSIENT = cue(r"\b(now|again|still|currently|at the moment|right now|earlier|just|yesterday|this morning|"

@@ -15,7 +15,6 @@ Each unit carries the signals scorer.py weighs; distill keeps those scored at or
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -23,9 +22,11 @@ from pathlib import PurePath
 
 from palace_cli.conversations.model import Session, Turn
 from palace_cli.core.dates import resolve_relative
-from palace_cli.core.text import split_sentences
 from palace_cli.memory import cues
-from palace_cli.memory.patterns import informative_words, is_filler, rewrite
+from palace_cli.memory.patterns import is_filler, rewrite
+from palace_cli.memory.proposals import (LEAD_IN, Piece, accepted_text, accepts, cleaned_proposal, empty, enumerated,
+                                         informative, opens_accepting, pieces_of, proposal_before,
+                                         proposal_signals, refers_back, takes_a_choice)
 from palace_cli.memory.worksignals import KINDS, SIGNALS, signals_of
 
 __all__ = ["KINDS", "SIGNALS", "TYPE_OF", "Unit", "work_units", "project_of", "pieces_of", "clear_caches"]
@@ -50,49 +51,11 @@ class Unit:
     dates: list = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class Piece:
-    """One sentence or list item of a turn, with where it stands."""
-
-    text: str
-    item: bool
-    paragraph: int
-
-
 def project_of(session: Session) -> str:
     """The project a session worked on: the last folder of its `cwd`, when the source records one."""
     cwd = str(session.meta.get("cwd") or "").rstrip("/\\")
     name = PurePath(cwd.replace("\\", "/")).name if cwd else ""
     return name if name and name not in ("~", ".", "src", "code", "work", "home") else ""
-
-
-@lru_cache(maxsize=1 << 12)
-def pieces_of(text: str) -> tuple[Piece, ...]:
-    """The sentences and list items of what a turn said, in order (cached: a turn is read again as the context
-    of the turns after it)."""
-    out, paragraph, lines = [], 0, []
-
-    def flush():
-        if lines:
-            out.extend(Piece(s, False, paragraph) for s in split_sentences(" ".join(lines), lowercase=True))
-            lines.clear()
-
-    for line in cues.said_text(text).splitlines():
-        if not line.strip():
-            flush()
-            paragraph += 1
-        elif cues.LIST_ITEM.match(line):
-            flush()
-            out.append(Piece(cues.LIST_ITEM.sub("", line).strip(), True, paragraph))
-        else:
-            lines.append(line.strip())
-    flush()
-    return tuple(p for p in out if p.text)
-
-
-@lru_cache(maxsize=1 << 14)
-def _informative(text: str) -> frozenset[str]:
-    return frozenset(informative_words(text))
 
 
 def work_units(session: Session, user: str = "") -> list[Unit]:
@@ -106,36 +69,20 @@ def work_units(session: Session, user: str = "") -> list[Unit]:
     for index, turn in enumerate(turns):
         said = session.time_of(turn)
         if turn.role == "user":
-            proposal = _proposal_before(turns, index)
+            proposal = proposal_before(turns, index)
             recent = [cues.said_text(t.text) for t in turns[max(0, index - 6):index] if t.role == "assistant"]
             asked = index > 0 and turns[index - 1].role == "assistant" and any(
                 cues.is_asking(p.text) for p in pieces_of(turns[index - 1].text)[-2:])
             found = _user_units(turn, proposal, recent, name, project, said, index == first_user, asked)
         else:
-            found = _agent_units(turn, name, project, said)
+            earlier = next((t.text for t in reversed(turns[max(0, index - 3):index]) if t.role == "assistant"), "")
+            found = _agent_units(turn, name, project, said, earlier)
         for unit in found:
             if unit.kind == "solution":
                 unit.text = _solution_text(turns, index, unit, max(last_solution + 1, index - WINDOW), project)
                 last_solution = index
         units += [u for u in found if u.text]
     return units
-
-
-def _proposal_before(turns: list[Turn], index: int) -> str:
-    """What the agent proposed in the turn just before a user's turn: its proposing sentences, or its whole
-    answer when the user had asked for one; with the earlier proposal it points back to ("as described")."""
-    if not index or turns[index - 1].role != "assistant":
-        return ""
-    asked = index > 1 and turns[index - 2].role == "user" and any(
-        cues.is_asking(p.text) and cues.ADVICE.search(p.text) for p in pieces_of(turns[index - 2].text))
-    proposal = _proposal(cues.said_text(turns[index - 1].text), asked)
-    if proposal and (len(_informative(proposal)) < 10 or cues.POINTS_BACK.search(proposal)):
-        for earlier in reversed(turns[max(0, index - 5):index - 1]):
-            if earlier.role == "assistant":
-                found = _proposal(cues.said_text(earlier.text), False)
-                if found and _informative(found) & _informative(proposal):
-                    return f"{found} {proposal}"
-    return proposal
 
 
 # ---- the user's turns ----------------------------------------------------------------------------------
@@ -146,24 +93,43 @@ def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project
     pieces = [p for p in pieces_of(turn.text) if not cues.has_secret(p.text)]
     if not pieces:
         return []
-    pieces = [part for piece in pieces for part in _facts_apart(piece)]
+    pieces = [part for piece in pieces for split in _rule_apart(piece) for part in _facts_apart(split)]
     kinds = _label_lists([_kind_of(p.text) for p in pieces], pieces)
+    accepting = bool(proposal) and opens_accepting(pieces)
+    if accepting:  # "ok, do like this. but the backfill only at night": a condition on what was taken
+        kinds = ["decision" if k == "fact" and (CONDITION.match(p.text) or len(
+            informative(p.text) & informative(proposal)) >= 2) else k for p, k in zip(pieces, kinds)]
     context = {"item": 0.0, "first_turn": float(first), "after_proposal": float(bool(proposal)), "accepted": 0.0,
                "answers": float(asked)}
     groups = _groups(pieces, kinds)
     units = []
-    others = [k for p, k in zip(pieces[1:], kinds[1:]) if not _empty(cues.opened(p.text))]
-    if proposal and _accepts(pieces[0].text) and not any(p.item for p in pieces) and (
+    others = [k for p, k in zip(pieces[1:], kinds[1:]) if not empty(cues.opened(p.text))]
+    if proposal and (accepts(pieces[0].text) or accepting) and not any(p.item for p in pieces) and (
             not any(cues.is_asking(p.text) for p in pieces)
             or any(cues.TAKE.search(p.text) and not cues.is_asking(p.text) for p in pieces)) and not any(
-            k in ("milestone", "fact", "solution") for k in others):
-        units += _accepted_units(turn, pieces, groups, proposal, name, project, said, context)
+            k in ("milestone", "fact", "solution") for k in others) and takes_a_choice(pieces, proposal):
+        units += _accepted_units(turn, pieces, groups, proposal, name, project, said, context, recent)
         groups = [g for g in groups if g[0] not in ("decision", "convention", "")]
     for kind, members in groups:
-        unit = _group_unit(kind, members, turn, proposal, recent, name, project, said, context) if kind else None
+        unit = _group_unit(kind, members, turn, proposal, recent, name, project, said, context, accepting) \
+            if kind else None
         if unit is not None:
             units.append(unit)
+    if recent and CONFIRMS.match(pieces[0].text) and not any(u.kind == "fact" for u in units):
+        units += _confirmed_unit(turn, pieces[1:], kinds[1:], recent[-1], name, project, context)
     return units
+
+
+def _confirmed_unit(turn: Turn, pieces, kinds, before: str, name: str, project: str, context: dict) -> list[Unit]:
+    """The agent's reading the user confirms and adds to ("Yes, that's right ... 600 requests per minute per
+    token, burst 100"): a fact, in the agent's sentence with the user's words; nothing for a bare "correct"."""
+    added = [cues.opened(p.text) for p, k in zip(pieces, kinds) if k in ("", "fact") and not cues.is_asking(p.text)
+             and not cues.REQUEST.match(cues.opened(p.text)) and len(informative(p.text)) >= 2]
+    read = _related(" ".join(added), [before], least=1) if added else ""
+    if not read:
+        return []
+    text = _with_project(f"{' '.join(added)} ({read})", project, "fact", None)
+    return [_unit("fact", turn, project or name, text, " ".join(added), {**context, "answers": 1.0})]
 
 
 def _label_lists(kinds: list[str], pieces) -> list[str]:
@@ -182,31 +148,41 @@ def _label_lists(kinds: list[str], pieces) -> list[str]:
 
 
 def _accepted_units(turn: Turn, pieces, groups, proposal: str, name: str, project: str, said: str | None,
-                    context: dict) -> list[Unit]:
-    """An accepted proposal: the decision (or rule) in the proposal's own words, one per enumerated item."""
+                    context: dict, recent: list[str] = ()) -> list[Unit]:
+    """An accepted proposal: the decision (or rule) in the proposal's own words, one per enumerated item, with
+    what the user added (and the earlier option it names: "and the composite index")."""
     taken = [p for kind, members in groups if kind in ("decision", "convention", "") for p in members
-             if not cues.is_asking(p.text) and not _empty(cues.opened(p.text))
+             if not cues.is_asking(p.text) and not empty(cues.opened(p.text))
              and not (kind == "" and cues.REQUEST.match(cues.opened(p.text)))]
-    extra = [cues.opened(p.text) for p in taken if not _accepts(p.text)]
+    extra = [cues.opened(p.text) for p in taken if not accepts(p.text)]
+    named = _related(" ".join(extra), list(recent)) if extra and recent else ""
+    if named and named not in proposal:
+        extra.append(f"({named})")
     kind = "convention" if cues.RULE.search(" ".join(extra)) else "decision"
-    items = _enumerated(proposal) if cues.EACH.search(turn.text) else []
+    items = enumerated(proposal) if cues.EACH.search(turn.text) else []
     units = []
     for number, part in enumerate(items or [proposal]):
-        text = _accepted(name, part, extra if number == 0 else [], said)
+        text = accepted_text(name, part, extra if number == 0 else [], said)
         units.append(_unit(kind, turn, project or name, _with_project(text, project, kind, said),
-                           " ".join([*(p.text for p in pieces), part]), {**context, **_proposal_signals(part)}))
+                           " ".join([*(p.text for p in pieces), part]), {**context, **proposal_signals(part)}))
     return units
 
 
 def _group_unit(kind: str, members, turn: Turn, proposal: str, recent: list[str], name: str, project: str,
-                said: str | None, context: dict) -> Unit | None:
-    """One group of pieces of a kind as a memory (None for a choice made only for the task at hand)."""
+                said: str | None, context: dict, accepting: bool = False) -> Unit | None:
+    """One group of pieces of a kind as a memory (None for a choice made only for the task at hand); in a turn
+    that opens by taking the agent's proposal, a choice reads with the proposal it takes."""
     words = " ".join(p.text for p in members)
     core = " ".join(cues.opened(p.text) for p in members)
     if kind in ("decision", "convention") and not _standing(core, proposal):
         return None
     if kind in ("decision", "convention") and (proposal or recent):
-        backing = _cleaned_proposal(proposal) if proposal and _refers_back(core) else _related(core, recent)
+        backing = _related(core, recent)
+        if proposal and refers_back(core):  # the proposal it takes, and the earlier option it names
+            taken = cleaned_proposal(proposal)
+            backing = f"{taken} {backing}" if backing and backing not in proposal else taken
+        if not backing and accepting and kind == "decision":
+            backing = cleaned_proposal(proposal)  # "yep go with the protocol": the protocol as proposed
         core = f"{core} ({backing})" if backing else core
     about = name if kind in ("decision", "convention") and cues.FIRST_SINGULAR.search(words) \
         and not cues.FIRST_PLURAL.search(words) else project or name
@@ -223,7 +199,7 @@ def _standing(core: str, proposal: str) -> bool:
     """Whether a user's choice or rule outlives the task at hand: never when said for now or for this once, or
     hedged; an instruction ("fix the template", "tag it and push") only with a scope, a reason, a settled choice,
     or the proposal it takes."""
-    if proposal and (_refers_back(core) or _related(core, [proposal])):
+    if proposal and (refers_back(core) or _related(core, [proposal])):
         return not cues.ONE_OFF.search(core)
     strong = cues.STRONG.search(core)
     if not strong and (cues.ONE_OFF.search(core) or cues.HEDGE.search(core)
@@ -236,6 +212,18 @@ def _standing(core: str, proposal: str) -> bool:
     return True
 
 
+def _rule_apart(piece: Piece) -> list[Piece]:
+    """A sentence that gives a one-off instruction and the standing rule behind it ("don't drop today, we drop
+    indexes only after one week of observation"), as the instruction and the rule; any other sentence as it is."""
+    parts = [p.strip(" ,") for p in re.split(r",\s+(?:but\s+)?|\s+[—–]\s+|;\s+", piece.text) if p.strip(" ,")]
+    standing = [p for p in parts if cues.RULE.search(p) and not cues.ONE_OFF.search(p) and len(p.split()) >= 4]
+    if len(parts) > 1 and standing and any(cues.ONE_OFF.search(p) for p in parts):
+        rest = [p for p in parts if p not in standing]  # the rule first: the instruction never joins it
+        return [Piece(", ".join(standing), piece.item, piece.paragraph), Piece(", ".join(rest), piece.item,
+                                                                               piece.paragraph)]
+    return [piece]
+
+
 def _facts_apart(piece: Piece) -> list[Piece]:
     """A sentence that tells two facts apart ("I own ingestion, not the dbt models — those are Tomasz's"), as
     two pieces; any other sentence as it is."""
@@ -245,28 +233,14 @@ def _facts_apart(piece: Piece) -> list[Piece]:
     return [piece]
 
 
-def _accepts(sentence: str) -> bool:
-    """True for a sentence that only takes what was proposed: "yes do that", "ok, go ahead", "fine.", "do it"."""
-    rest = cues.ACCEPT.sub("", sentence.strip(), count=1)
-    if rest == sentence.strip():
-        return bool(cues.TAKE.fullmatch(sentence.strip(" .!")))
-    rest = rest.strip(" .!,;:")
-    return not rest or bool(cues.TAKE.fullmatch(rest)) or cues.OPENERS.sub("", rest).strip(" .!,") == ""
-
-
-def _empty(sentence: str) -> bool:
-    """A sentence that says nothing to keep: pleasantries and reactions, no number or name of a thing in it."""
-    return is_filler(sentence) and not cues.CODEISH.search(sentence)
-
-
 def _related(sentence: str, recent: list[str], least: int = 2) -> str:
     """The sentence of the agent's recent turns that a short choice or rule builds on (the one sharing most of
     its words, `least` at least): "same-transaction then" names the option it takes."""
-    words = _informative(sentence)
+    words = informative(sentence)
     best, shared = "", least - 1
     for text in recent:
         for piece in pieces_of(text):
-            overlap = len(words & _informative(piece.text))
+            overlap = len(words & informative(piece.text))
             if overlap <= shared or cues.is_asking(piece.text) or cues.NARRATION.match(piece.text) \
                     or cues.has_secret(piece.text):
                 continue
@@ -279,9 +253,11 @@ def _kind_of(sentence: str) -> str:
     """The kind of memory a user's sentence could be, or "" for none (a question, a pleasantry, an instruction
     with no rule in it, a hypothetical)."""
     core = cues.opened(sentence)
-    if cues.is_asking(sentence) or _empty(core) or cues.HYPOTHETICAL.search(core) or \
+    if cues.is_asking(sentence) or empty(core) or cues.HYPOTHETICAL.search(core) or \
             (len(core.split()) < 2 and not cues.SETTLED.search(sentence)):
         return ""
+    if cues.REJECTED.search(core) and not cues.RULE.search(core):
+        return ""  # a rejected option on its own: the choice made, when said, is the memory
     if cues.RECAP.search(sentence):
         return "solution"
     if cues.RESTATED.search(sentence):
@@ -290,7 +266,7 @@ def _kind_of(sentence: str) -> str:
         return "decision"
     if cues.DONE.search(core) and not cues.REQUEST.match(core) and not cues.imperative(core) and not cues.RULE.search(core):
         return "milestone"
-    if cues.RULE.search(core):
+    if cues.RULE.search(core) and not (cues.HAPPENING.search(core) and not cues.FIRST_PLURAL.match(core)):
         return "convention"
     if cues.CHOICE.search(core) or cues.SETTLED.search(sentence):
         return "decision"
@@ -312,20 +288,15 @@ def _fact_like(core: str) -> bool:
     if cues.POINTING.match(core) or cues.PROBLEM.search(core) or cues.TRANSIENT_NOW.search(core) \
             or cues.FUTURE.search(core) and not cues.DATED.search(core):
         return False
+    if cues.WANTED.search(core) or cues.ONE_OFF.search(core):
+        return False  # what someone needs or wants done, or how it went this time: the task at hand
     if cues.FIRST_SINGULAR.match(core) and not cues.OWNER.search(core) and not cues.JOINED.search(core):
         return False
     return True
 
 
-REFERS_BACK = re.compile(r"\b(do (?:that|it|this|like this|both|all)|make (?:that|it|this)|add that|that'?s how|like "
-                         r"(?:that|this)|as (?:described|proposed|suggested)|your (?:plan|proposal|suggestion)|"
-                         r"both|all three|that too)\b", re.I)
-
-
-def _refers_back(sentence: str) -> bool:
-    return bool(REFERS_BACK.search(sentence))
-
-
+CONFIRMS = re.compile(r"^\W*(?:(?:yes|yeah|yep)\W+)?(?:that'?s (?:right|correct)|correct|exactly)\b", re.I)
+CONDITION = re.compile(r"^\W*(?:but|only|except|as long as|provided)\b", re.I)
 def _groups(pieces: list[Piece], kinds: list[str]) -> list[tuple[str, list[Piece]]]:
     """Pieces grouped into units: a decision or convention takes the sentences after it in its paragraph that go
     on with it (its reason, the rule's other half); facts and list items stand alone."""
@@ -342,12 +313,12 @@ def _groups(pieces: list[Piece], kinds: list[str]) -> list[tuple[str, list[Piece
                 members.append(piece)
                 continue
             if head == "milestone" and kind in ("milestone", "") and not cues.is_asking(piece.text) \
-                    and not cues.REQUEST.match(cues.opened(piece.text)) and not _empty(cues.opened(piece.text)):
+                    and not cues.REQUEST.match(cues.opened(piece.text)) and not empty(cues.opened(piece.text)):
                 members.append(piece)  # one event a turn: "Beatriz approved and merged it!! first PR done"
                 continue
             if head == "fact" and len(members) == 1 and kind in ("fact", "") and len(piece.text.split()) <= 8 \
                     and not cues.is_asking(piece.text) and not cues.REQUEST.match(cues.opened(piece.text)) \
-                    and not _empty(cues.opened(piece.text)) and not cues.imperative(cues.opened(piece.text)):
+                    and not empty(cues.opened(piece.text)) and not cues.imperative(cues.opened(piece.text)):
                 members.append(piece)  # "max_connections is still 500 though": the fact's other half
                 continue
         groups.append((kind, [piece]))
@@ -390,71 +361,13 @@ def _unit(kind: str, turn: Turn, about: str, text: str, words: str, extra: dict)
     return unit
 
 
-# ---- proposals and what the user took ------------------------------------------------------------------
-
-
-def _proposal(before: str, asked: bool) -> str:
-    """The sentences of an agent's turn that propose something, from the first that does (a question offering a
-    choice included), or its answer when the user had asked: "" when it proposes nothing."""
-    pieces = pieces_of(before) if before else []
-    for i, piece in enumerate(pieces):
-        if cues.PROPOSAL.search(piece.text):
-            kept = [p.text for p in pieces[i:i + 5] if not (cues.is_asking(p.text) and not cues.PROPOSAL.search(p.text))]
-            return " ".join(kept)
-    if asked:
-        return " ".join(p.text for p in pieces[:4] if not cues.is_asking(p.text) and not cues.NARRATION.match(p.text))
-    return ""
-
-
-def _enumerated(proposal: str) -> list[str]:
-    """The items of a proposal that lists two or more ("(1) ...; (2) ...", or a list): each a decision of its own."""
-    parts = [p.strip(" ;,.") for p in cues.ENUMERATION.split(proposal) if p.strip(" ;,.")]
-    if len(parts) >= 3:  # the lead-in, then the items
-        return [p for p in parts[1:] if len(p.split()) > 3]
-    return []
-
-
-def _proposal_signals(proposal: str) -> dict[str, float]:
-    """What the scorer reads of an accepted proposal: a rule or a choice in it, or an offer to act now."""
-    return {"accepted": 1.0, "proposal_rule": float(bool(cues.RULE.search(proposal) or cues.CHOICE.search(proposal))),
-            "proposal_fix": float(bool(cues.FIX_PROPOSAL.search(proposal))),
-            "offer": float(bool(cues.OFFER.search(proposal))),
-            "proposal_words": math.log(len(informative_words(proposal)) + 1)}
-
-
-LEAD_IN = re.compile(r"^(?:.{0,60}?\b(?:suggestion|proposal|plan|fix(?:es)?(?: together)?|options?)\b[^:]{0,40}:\s*|"
-                     r"(?:then |so |ok[,.]? )?(?:i'?d (?:suggest|recommend)(?: that)?|i would (?:suggest|recommend)?|"
-                     r"i suggest|i recommend|we could|you could|i'?d|i would|i can|i'll|should i|shall i|want me to|"
-                     r"how about)\s+)", re.I)
-
-
-def _cleaned_proposal(proposal: str) -> str:
-    """A proposal as a decision reads: lead-ins ("I'd suggest", "we could", "Should I") dropped."""
-    out = []
-    for sentence in split_sentences(proposal, lowercase=True):
-        sentence = LEAD_IN.sub("", sentence.strip(), count=1).rstrip("?").strip()
-        if sentence:
-            out.append(sentence if sentence.endswith((".", "!", ")")) else sentence + ".")
-    return " ".join(out)
-
-
-def _accepted(name: str, proposal: str, extra: list[str], said: str | None) -> str:
-    """An accepted proposal as a decision: what was proposed, and what the user added."""
-    taken = _cleaned_proposal(proposal)
-    if cues.imperative(taken) or cues.PROPOSED_VERB.match(taken):  # "freeze time with ..." reads on from "agreed to"
-        text = f"{name} agreed to {taken[0].lower()}{taken[1:]}"
-    else:
-        text = f"{name} agreed: {taken}"
-    added = " ".join(extra)
-    if said and added:
-        added = resolve_relative(added, said)[0]
-    return f"{text} {added[0].upper() + added[1:]}" if added else text
-
-
 # ---- the agent's turns ---------------------------------------------------------------------------------
 
 
-def _agent_units(turn: Turn, name: str, project: str, said: str | None) -> list[Unit]:
+def _agent_units(turn: Turn, name: str, project: str, said: str | None, earlier: str = "") -> list[Unit]:
+    """The agent's report of what shipped (milestone) and of a fix it checked (solution): the fix said in this turn,
+    or in its turn just before when this one opens with the check ("Build and image jobs pass on the ARC
+    runners")."""
     pieces = [p for p in pieces_of(turn.text) if not cues.has_secret(p.text)]
     if not pieces:
         return []
@@ -466,8 +379,12 @@ def _agent_units(turn: Turn, name: str, project: str, said: str | None) -> list[
         units.append(_unit("milestone", turn, project or name, _with_project(shipped[0], project, "milestone", said),
                            shipped[0], context))
     told = " ".join(p.text for p in pieces)
-    if cues.FIXED.search(told) and cues.VERIFIED.search(told) and not cues.is_asking(pieces[-1].text) \
-            and (not cues.PROPOSAL.search(told) or cues.SUMMARY.search(told)):
+    checked = bool(cues.CHECKED.search(pieces[0].text)) and not cues.is_asking(pieces[0].text)
+    fixed = cues.FIXED.search(told) or checked and any(
+        (cues.FIXED.search(p.text) or cues.APPLIED.match(p.text)) and not cues.is_asking(p.text)
+        for p in pieces_of(cues.said_text(earlier)))
+    if fixed and cues.VERIFIED.search(told) and not cues.is_asking(pieces[-1].text) \
+            and (not cues.PROPOSAL.search(told) or cues.SUMMARY.search(told) or checked):
         units.append(_unit("solution", turn, project or name, told, told, context))
     return units
 
@@ -479,14 +396,14 @@ def _solution_text(turns: list[Turn], index: int, unit: Unit, start: int, projec
     for turn in turns[start:index]:
         for piece in pieces_of(turn.text):
             text = piece.text
-            if cues.is_asking(text) or cues.has_secret(text) or len(_informative(text)) < 4 \
+            if cues.is_asking(text) or cues.has_secret(text) or len(informative(text)) < 4 \
                     or (turn.role == "assistant" and cues.NARRATION.match(text)):
                 continue
             weight = (2 * bool(cues.CAUSE.search(text)) + 2 * bool(cues.FIX.search(text))
                       if turn.role == "assistant" else 0) + 2 * bool(cues.PROBLEM.search(text)) - \
                 3 * bool(cues.PROPOSAL.search(text) and not cues.FIX.search(text))
             if weight >= 2:
-                found.append((weight + len(_informative(text)) / 20, len(found), text))
+                found.append((weight + len(informative(text)) / 20, len(found), text))
     now = [p.text for p in pieces_of(unit.turn.text) if not cues.is_asking(p.text) and not cues.has_secret(p.text)]
     if unit.turn.role == "user":
         now = [cues.opened(t) for t in now if _kind_of(t) == "solution" or cues.RECAP.search(t)]
@@ -504,5 +421,5 @@ def _solution_text(turns: list[Turn], index: int, unit: Unit, start: int, projec
 
 def clear_caches() -> None:
     """Empty the caches of sentences read (what a speed measurement starts from)."""
-    for cached in (pieces_of, _informative, _kind_of, cues.has_secret, cues.is_asking, cues.said_text, cues._lower):
+    for cached in (pieces_of, informative, _kind_of, cues.has_secret, cues.is_asking, cues.said_text, cues._lower):
         cached.cache_clear()

@@ -252,6 +252,138 @@ def test_what_is_said_outright_is_kept(text, kind):
     assert [c.kind for c in candidates] == [kind]
 
 
+def _work_session(*turns):
+    session = Session("cc", "claude-code", "x", started="2026-05-04T09:00:00Z", participants=["user", "assistant"])
+    session.turns = [Turn(f"t{i}", role, text) for i, (role, text) in enumerate(turns)]
+    return session
+
+
+def test_a_yes_takes_what_the_agent_said_without_proposal_words():
+    from palace_cli.memory.work import work_units
+
+    plan = ("An in-place ALTER rewrites the table under an exclusive lock. The zero-downtime approach:\n"
+            "1. add `created_at_tz timestamptz`,\n2. a trigger fills it on insert,\n3. backfill old rows in batches,"
+            "\n4. switch reads, then writes, to the new column.")
+    units = work_units(_work_session(("assistant", plan), ("user", "ok, do like this. but the backfill only in the "
+                                                                   "night, 01:00 to 05:00.")), "Mei")
+    assert [u.kind for u in units] == ["decision"]
+    assert "Mei agreed" in units[0].text and "trigger" in units[0].text and "01:00 to 05:00" in units[0].text
+    facade = "A `PaymentProvider` Protocol with one class per provider, and core.py as a facade picking by region."
+    units = work_units(_work_session(("assistant", facade), ("user", "yep go with the protocol.")), "Tom")
+    assert [u.kind for u in units] == ["decision"] and "facade" in units[0].text
+
+
+@pytest.mark.parametrize("proposal, text, words", [
+    ("I'd add an alert when connections exceed 80% of max_connections for 5 minutes, paging the on-call.",
+     "yes, 80% for 5 min, page on-call. do it", ["max_connections", "80% for 5 min"]),
+    ("Proposal: a `PaymentProvider` Protocol, `StripeProvider` and `AdyenProvider`, and core.py as a facade that "
+     "picks the provider by customer region.", "yep go with the protocol. one class per provider, core picks by "
+                                               "region.", ["AdyenProvider", "one class per provider"]),
+])
+def test_a_yes_with_the_users_own_details_is_one_decision_in_the_proposals_words(proposal, text, words):
+    from palace_cli.memory.work import work_units
+
+    units = work_units(_work_session(("assistant", proposal), ("user", text)), "Rafael")
+    assert [u.kind for u in units] == ["decision"] and "Rafael agreed" in units[0].text
+    assert all(word in units[0].text for word in words)
+
+
+def test_a_yes_that_answers_a_question_takes_nothing_of_the_agent():
+    from palace_cli.memory.work import work_units
+
+    asked = "Three commits. The heartbeat one is the likely suspect. Can you get a goroutine profile?"
+    units = work_units(_work_session(("assistant", asked), ("user", "Yes. rtgw is the websocket gateway.")), "Kenji")
+    assert units and all("agreed" not in u.text and "suspect" not in u.text for u in units)
+    status = "orderhub 4.2.0 is rolled out on staging, all pods ready, error rate unchanged."
+    units = work_units(_work_session(("assistant", status), ("user", "great. commit the chart changes")), "Sam")
+    assert all("agreed" not in u.text for u in units)
+
+
+@pytest.mark.parametrize("text", ["cdc is out.", "Fair. No config then.", "not adding Redis, one process is fine"])
+def test_a_rejected_option_on_its_own_is_no_candidate(text):
+    from palace_cli.memory.work import work_units
+
+    offer = "I'd make the expiry configurable through a setting, or we could add Redis or CDC for the cache."
+    assert work_units(_work_session(("assistant", offer), ("user", text)), "Oliver") == []
+
+
+def test_a_rule_said_beside_a_one_off_instruction_is_kept_apart():
+    from palace_cli.memory.work import work_units
+
+    units = work_units(_work_session(("assistant", "The old index has had no scans in 30 days. Want me to check?"),
+                                     ("user", "yes check, but don't drop today, we drop indexes only after one "
+                                              "week of observation.")), "Inês")
+    assert [u.kind for u in units] == ["convention"] and "today" not in units[0].text
+
+
+@pytest.mark.parametrize("text", ["we need to migrate shipments.created_at to timestamptz.",
+                                  "i want a plan to get rid of the redux store", "API was normal this time."])
+def test_what_someone_wants_done_is_no_fact(text):
+    from palace_cli.memory.work import work_units
+
+    assert [u.kind for u in work_units(_work_session(("user", text)), "Mei")] == []
+
+
+@pytest.mark.parametrize("text", ["The memory of rtgw is growing always, after about 6 hours the pod restarts.",
+                                  "never touched elixir before honestly."])
+def test_always_or_never_in_a_report_is_no_rule(text):
+    from palace_cli.memory.work import work_units
+
+    assert all(u.kind != "convention" for u in work_units(_work_session(("user", text)), "Kenji"))
+
+
+def test_a_check_that_passes_after_the_change_the_agent_made_is_a_solution():
+    from palace_cli.memory.work import work_units
+
+    units = work_units(_work_session(
+        ("user", "The Gradle build fails on Actions: it can't resolve nexus.internal."),
+        ("assistant", "Switched the workflow to `runs-on: harbor-vpc` and re-ran."),
+        ("assistant", "Build and image jobs pass on the ARC runners: inside the VPC `nexus.internal` resolves, "
+                      "which it couldn't from GitHub-hosted runners.")), "Kwame")
+    assert [u.kind for u in units] == ["solution"] and "ARC runners" in units[0].text
+    fixes = ("Staging is healthy on 8e41c7a. The two fixes: the chart's probes now use `/actuator/health/readiness`, "
+             "and the AnalysisTemplate selects `application`.")
+    assert [u.kind for u in work_units(_work_session(("assistant", fixes)), "Sam")] == ["solution"]
+
+
+def test_what_the_agent_read_is_a_fact_once_the_user_confirms_and_adds_to_it():
+    from palace_cli.memory.work import work_units
+
+    read = "I saw the rate limiter: `rate_limit.per_token = 600` per minute with a burst of 100, returning 429."
+    units = work_units(_work_session(("assistant", read), ("user", "Yes, that's right, customers ask about it "
+                                                                   "constantly. 600 requests per minute per token, "
+                                                                   "burst 100.")), "Helen")
+    assert [u.kind for u in units] == ["fact"] and "429" in units[0].text and "burst 100" in units[0].text
+    assert work_units(_work_session(("assistant", read), ("user", "correct.")), "Helen") == []
+
+
+@pytest.mark.parametrize("before, text", [
+    ("The request filter already puts the principal in a RequestContext; AuditWriter can read the actor there.",
+     "fine"),
+    ("lumen is a Phoenix app with LiveView and Oban. Want me to go through a request end to end?", "yes please"),
+])
+def test_an_acknowledgement_or_a_yes_to_an_offer_is_no_decision(before, text):
+    from palace_cli.memory.work import work_units
+
+    assert work_units(_work_session(("assistant", before), ("user", text)), "Marcus") == []
+
+
+def test_every_six_hours_is_a_frequency_not_a_rule():
+    from palace_cli.memory.work import work_units
+
+    units = work_units(_work_session(("user", "Because OOM restarts happen every 6 hours, we do hotfix v1.14.3 now, "
+                                              "not wait for v1.15.")), "Kenji")
+    assert [u.kind for u in units] == ["decision"]
+
+
+def test_every_thing_must_is_a_rule_said_outright():
+    from palace_cli.memory.work import work_units
+
+    units = work_units(_work_session(("user", "And please every payload must have schema_version, this we always "
+                                              "forget.")), "Lucía")
+    assert [(u.kind, u.signals["strong"]) for u in units] == [("convention", 1.0)]
+
+
 def test_the_scoring_rule_of_the_agent_session_set():
     from palace_cli.bench.worksessions import Label, LabelledSession, Produced, score
 
