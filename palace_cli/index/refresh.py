@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 AUTO = object()
 COMMIT_EVERY = 2000  # notes per SQLite transaction on a big build: a killed build keeps what it committed
 CONVERSATIONS_PREFIX = "conversations/"
-MAX_PROCS = 8
+MAX_PROCS = 8  # processes a big build uses at most (one per core)
 PARALLEL_NOTES = 1_000  # changed notes from which a process per core reads and parses its share of them
 PARALLEL_UNITS = 5_000  # lexical documents from which a full build is written by a process per core (segments.py)
 REBUILD_SHARE = 0.3  # rebuild the lexical index instead of updating it when this share of notes changed
