@@ -123,8 +123,16 @@ def settled_noop_refresh_s(palace) -> float:
     return round(statistics.median(noops), 4)
 
 
-def _peak_rss_mb() -> float:
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def cpu_s() -> float:
+    """CPU seconds of this process and of its ended children (the lexical build's workers): the work done, which
+    a busy machine stretches less than the wall time."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+def _peak_rss_mb(who: int = resource.RUSAGE_SELF) -> float:
+    """Peak RSS of this process (or, with RUSAGE_CHILDREN, of its largest ended child: a build worker)."""
+    peak = resource.getrusage(who).ru_maxrss
     return round(peak / (1e6 if sys.platform == "darwin" else 1e3), 1)  # bytes on macOS, KiB on Linux
 
 

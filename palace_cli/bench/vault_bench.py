@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -22,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from palace_cli.bench.index_bench import _load, _peak_rss_mb, calibration_s, settled_noop_refresh_s
+from palace_cli.bench.index_bench import _load, _peak_rss_mb, calibration_s, cpu_s, settled_noop_refresh_s
 from palace_cli.bench.synth import generate_vault
 from palace_cli.progress import Progress
 
@@ -37,16 +38,18 @@ def measure(root: Path, recall_queries: int = 25, stand_in: bool = False) -> dic
     from palace_cli.palace import Palace
 
     (root / "palace.toml").unlink()  # `palace init` adopts the folder and writes its own palace.toml
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), cpu_s()
     done = init(root)
-    adopt = time.perf_counter() - started
+    adopt, cpu = time.perf_counter() - started, cpu_s() - cpu
     palace = Palace(root)
     palace.refresh(embedder=None)
     catalog = palace.index.catalog()
     result: dict = {"notes": done.notes, "section_units": len(catalog.note_of),
                     "notes_mb": round(sum(p.stat().st_size for p in root.rglob("*.md")
                                           if not {"_palace", ".palace-index"} & set(p.parts)) / 1e6, 2),
-                    "adopt_and_lexical_index_s": round(adopt, 3), "peak_rss_mb_after_adopt": _peak_rss_mb()}
+                    "adopt_and_lexical_index_s": round(adopt, 3), "adopt_cpu_s": round(cpu, 2),
+                    "peak_rss_mb_after_adopt": _peak_rss_mb(),
+                    "peak_rss_mb_build_worker": _peak_rss_mb(resource.RUSAGE_CHILDREN)}
     result["noop_refresh_s"] = settled_noop_refresh_s(palace)
     files = sorted(p for p in root.rglob("*.md") if not {"_palace", ".palace-index"} & set(p.parts))
     edits = []

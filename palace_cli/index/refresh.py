@@ -33,6 +33,7 @@ from palace_cli.index import Index
 from palace_cli.index.files import refresh_index_files
 from palace_cli.index.locks import file_lock
 from palace_cli.index.sections import section_title, section_units
+from palace_cli.index.segments import WorkerFailed, Workers
 from palace_cli.index.store import NoteStore
 from palace_cli.index.text import Doc, TextIndex
 from palace_cli.index.turns import date_words, refresh_sessions
@@ -45,6 +46,9 @@ if TYPE_CHECKING:
 AUTO = object()
 COMMIT_EVERY = 2000  # notes per SQLite transaction on a big build: a killed build keeps what it committed
 CONVERSATIONS_PREFIX = "conversations/"
+MAX_PROCS = 8  # processes a big build uses at most (one per core)
+PARALLEL_NOTES = 1_000  # changed notes from which a process per core reads and parses its share of them
+PARALLEL_UNITS = 5_000  # lexical documents from which a full build is written by a process per core (segments.py)
 REBUILD_SHARE = 0.3  # rebuild the lexical index instead of updating it when this share of notes changed
 VECTOR_MODES = ("wait", "background", "later")
 
@@ -259,39 +263,87 @@ def _refresh_notes(site: Site, store: NoteStore, report: RefreshReport, progress
     if not work and not gone:
         return domains
 
+    results = _reads(site, work)
+
     def read(item) -> bool:
         note_file, row = item
-        if _read_one(site, store, note_file, row, report):
+        if _store_read(store, note_file, row, report, next(results)):
             domains.add(note_file.domain)
             return True
         return False
 
-    store.store_in_batches(work, COMMIT_EVERY, read, gone, store.delete, report.removed, progress, "reading notes")
+    try:
+        store.store_in_batches(work, COMMIT_EVERY, read, gone, store.delete, report.removed, progress,
+                               "reading notes")
+    finally:
+        results.close()  # stops the workers of a refresh that failed half-way
     return domains
 
 
-def _read_one(site: Site, store: NoteStore, note_file, row, report: RefreshReport) -> bool:
-    """Read one note whose stat changed; returns True when the cache row changed."""
-    listed = report.updated if row else report.added
+def _reads(site: Site, work: list):
+    """`_read` of each note of `work`, in order: from PARALLEL_NOTES notes every core's share of them is read and
+    parsed by a worker process (every n-th note), while this process reads its own and stores them all."""
+    items = [(note_file.relpath, note_file.domain, row[2] if row else None) for note_file, row in work]
+    procs = min(os.cpu_count() or 1, MAX_PROCS)
+    workers = None
+    if len(items) >= PARALLEL_NOTES and procs > 1:
+        try:
+            workers = Workers([(_read_all, (str(site.root), items[k::procs])) for k in range(1, procs)])
+        except WorkerFailed:
+            workers = None
     try:
-        text_data, warnings = read_note_text(site.root / note_file.relpath, note_file.relpath)
+        streams = [workers.stream(k) for k in range(procs - 1)] if workers else []
+        for index, item in enumerate(items):
+            share = index % procs if streams else 0
+            if share:
+                try:
+                    yield next(streams[share - 1])
+                    continue
+                except (WorkerFailed, StopIteration):
+                    site.notice("a worker reading notes failed; reading the rest in one process")
+                    streams = []
+            yield _read(str(site.root), *item)
+    finally:
+        if workers is not None:
+            workers.stop()
+
+
+def _read_all(root: str, items: list):
+    """In a worker: `_read` of each (path, domain, known hash)."""
+    for item in items:
+        yield _read(root, *item)
+
+
+def _read(root: str, relpath: str, domain: str, known: str | None) -> tuple:
+    """Read and parse one note whose stat changed: (file hash, memory, its section rows, error). The hash is None
+    when the file cannot be read; the memory None when its bytes are the known ones or it cannot be parsed (the
+    error then is (reason, line))."""
+    try:
+        text_data, warnings = read_note_text(Path(root) / relpath, relpath)
     except NoteError as exc:
-        store.put_error(note_file.relpath, note_file.mtime_ns, note_file.size, "", exc.reason, exc.line)
-        listed.append(note_file.relpath)
-        return True
+        return None, None, None, (exc.reason, exc.line)
     digest = file_hash(text_data, warnings)
-    if row and row[2] == digest:
+    if digest == known:
+        return digest, None, None, None
+    try:
+        memory = parse_note(text_data, relpath, domain, warnings)
+    except NoteError as exc:
+        return digest, None, None, (exc.reason, exc.line)
+    return digest, memory, [unit.row(memory.subject) for unit in section_units(memory)], None
+
+
+def _store_read(store: NoteStore, note_file, row, report: RefreshReport, read: tuple) -> bool:
+    """Store what `_read` gave for one note; returns True when the cache row changed."""
+    digest, memory, rows, error = read
+    if digest is not None and row and row[2] == digest:
         store.touch(note_file.relpath, note_file.mtime_ns, note_file.size)  # same bytes (touch, git checkout)
         report.unchanged += 1
         return False
-    try:
-        memory = parse_note(text_data, note_file.relpath, note_file.domain, warnings)
-    except NoteError as exc:
-        store.put_error(note_file.relpath, note_file.mtime_ns, note_file.size, digest, exc.reason, exc.line)
+    if memory is None:
+        store.put_error(note_file.relpath, note_file.mtime_ns, note_file.size, digest or "", *error)
     else:
-        rows = [unit.row(memory.subject) for unit in section_units(memory)]
         store.put_memory(memory, note_file.mtime_ns, note_file.size, digest, rows)
-    listed.append(note_file.relpath)
+    (report.updated if row else report.added).append(note_file.relpath)
     return True
 
 
@@ -359,6 +411,36 @@ def _owner_docs(store: NoteStore):
         yield from (_turn_doc(row) for row in store.turn_docs(paths[start : start + 200]))
 
 
+def _slices(store: NoteStore, units: int) -> list[tuple[list[str], list[str]]]:
+    """The owner notes and session files cut into one contiguous slice of about equal bytes per process, in
+    `_owner_docs`'s order (their documents keep their numbers across the segments); none for a build too small to
+    be worth starting processes, or on one core."""
+    procs = min(os.cpu_count() or 1, MAX_PROCS)
+    if units < PARALLEL_UNITS or procs < 2:
+        return []
+    items = [(kind, path, size or 0) for kind, path, size in store.build_order()]
+    share, slices, total, done = sum(i[2] for i in items) / procs, [], 0, 0
+    for index in range(procs):
+        end = done
+        while end < len(items) and (index == procs - 1 or total + items[end][2] <= share * (index + 1)):
+            total += items[end][2]
+            end += 1
+        part = items[done:end]
+        slices.append(([p for kind, p, _ in part if kind == 0], [p for kind, p, _ in part if kind == 1]))
+        done = end
+    return [part for part in slices if part[0] or part[1]]
+
+
+def _slice_docs(db_path: str, notes: list[str], sessions: list[str]):
+    """In a build worker: the lexical documents of these owner notes and session files, as `_owner_docs` gives them."""
+    store = NoteStore(Path(db_path))
+    for start in range(0, len(notes), 200):
+        yield from _note_docs(store, sorted(store.memories(notes[start : start + 200]), key=lambda m: m.path))
+    for start in range(0, len(sessions), 200):
+        yield from (_turn_doc(row) for row in store.turn_docs(sessions[start : start + 200]))
+    store.close()
+
+
 def _turn_doc(row: tuple) -> Doc:
     key, path, session, speaker, time, text, context = row
     return Doc(path, key, "", speaker, date_words(time), "", "", text, kind="turn", time=time, session=session,
@@ -393,7 +475,15 @@ def _refresh_lexical(idx: Index, report: RefreshReport, progress: Progress | Non
     total = store.count() + store.section_count() + store.turn_count()
     if progress:
         progress("lexical index", 0, total)
-    text.rebuild(_owner_docs(store), progress, total)
+    slices = _slices(store, total)
+    try:
+        if slices:
+            text.rebuild_parallel([(_slice_docs, (str(store.path), *part)) for part in slices], progress, total)
+    except WorkerFailed as exc:  # no interpreter to start, a worker killed: one process can still build it all
+        idx.site.notice(f"{exc}; building the lexical index in one process")
+        slices = []
+    if not slices:
+        text.rebuild(_owner_docs(store), progress, total)
     if progress:
         progress("lexical index", total, total)
     _record_lexical(store, text, None)

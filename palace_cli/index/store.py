@@ -431,6 +431,12 @@ class NoteStore:
             out.setdefault(path, []).append((key, tuple(json.loads(heading)), line, text))
         return out
 
+    def build_order(self) -> list[tuple[int, str, int]]:
+        """(0, path, size) of each note owning its id, then (1, path, size) of each session file owning its id: the
+        lexical build's order (index/refresh.py `_owner_docs`)."""
+        notes = self.db.execute(f"SELECT 0, path, size FROM notes WHERE path IN ({self.OWNERS}) ORDER BY path")
+        return notes.fetchall() + self.db.execute("SELECT 1, min(path), size FROM sessions GROUP BY id ORDER BY 2").fetchall()
+
     def section_count(self) -> int:
         """Number of indexed section units (those of the notes that own their id)."""
         return self.db.execute(f"SELECT count(*) FROM sections WHERE path IN ({self.OWNERS})").fetchone()[0]

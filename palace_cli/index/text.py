@@ -1,6 +1,6 @@
-"""The lexical index: Whoosh BM25 over one field per unit, plus the rest of a note's body. With its two helpers,
-livestats.py (statistics of the live documents) and postings.py (the numpy scorer), the only module that
-imports whoosh.
+"""The lexical index: Whoosh BM25 over one field per unit, plus the rest of a note's body. With its helpers,
+livestats.py (statistics of the live documents), postings.py (the numpy scorer), segments.py (the build) and
+textquery.py (a search's whoosh queries), the only modules that import whoosh.
 
 A memory's subject, keywords and aliases, anchor, Image and Content are one field, `text`, saturated once by
 BM25 (k1 1.2, b 0.5, Robertson's idf); every other word of its body is a second field, `rest`, queried at
@@ -16,12 +16,14 @@ from __future__ import annotations
 import math
 import os
 import pickle
+import re
 import shutil
 import struct
 import sys
 import threading
 import time
 import zlib
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -33,8 +35,7 @@ from whoosh.analysis.tokenizers import default_pattern
 from whoosh.fields import ID, STORED, TEXT, Schema
 from whoosh.filedb.filestore import FileStorage
 from whoosh.lang.porter import stem
-from whoosh.query import And, Or, Term, TermRange
-from whoosh.writing import CLEAR
+from whoosh.query import And, Or, Term
 
 from palace_cli.errors import ConfigError, PalaceError
 from palace_cli.core.disk import atomic_write
@@ -42,6 +43,8 @@ from palace_cli.progress import Progress
 from palace_cli.index.livestats import LENGTHS, LiveBM25F, LiveStats
 from palace_cli.index.postings import PostingCache, SegmentArrays, top_k
 from palace_cli.index.scope import Scope
+from palace_cli.index.segments import FastAdder, Workers, commit_segments, write_segment
+from palace_cli.index.textquery import search_limits, ranked
 
 # Query-time field weights: `text` holds what a unit is about, `rest` every other word of a note's body
 # (notes.rest_of_body), which at full weight pulled in the topics a Links section names; 0.1 costs nothing
@@ -60,6 +63,7 @@ NEIGHBOURS = "\x1e"
 NEIGHBOUR_BOOST = 0.5
 PARTS = "\x1f"  # between the parts of the `pairs` field's value: no pair spans two parts (nor NEIGHBOURS)
 LOCK_TIMEOUT_S = 30.0
+SEGMENT_MB = 256  # whoosh's posting pool per writer before it spills sorted runs to disk
 MAX_DELETED, MAX_DELETED_SHARE = 500, 0.01  # deleted documents kept before an update merges every segment
 
 
@@ -114,6 +118,42 @@ class PalaceAnalyzer(Analyzer):
             if chars:
                 token.startchar, token.endchar = start_char + match.start(), start_char + match.end()
             yield token
+
+
+# default_pattern without its capturing group, for findall; the terms are PalaceAnalyzer's (tests/index/test_segments.py)
+WORD = re.compile(default_pattern.pattern.replace("(", "(?:"), default_pattern.flags)
+_TERMS: dict[str, str] = {}  # a lowercased word -> its term, or "" when the analyzer drops it
+
+
+def term_counts(value: str) -> tuple[dict[str, tuple[int, float]], int]:
+    """(term -> (frequency, weight), length) of a text field's value: PalaceAnalyzer's terms, counted once, the
+    words after NEIGHBOURS at NEIGHBOUR_BOOST; what whoosh's Frequency format would make of its tokens."""
+    cut = value.find(NEIGHBOURS)
+    own = _terms_of(value if cut < 0 else value[:cut])
+    counts = {term: (count, float(count)) for term, count in Counter(own).items()}
+    length = len(own)
+    if cut >= 0:
+        near = _terms_of(value[cut:])
+        length += len(near)
+        for term, count in Counter(near).items():
+            frequency, weight = counts.get(term, (0, 0.0))
+            counts[term] = (frequency + count, weight + count * NEIGHBOUR_BOOST)
+    return counts, length
+
+
+def _terms_of(text: str) -> list[str]:
+    terms = _TERMS
+    out = []
+    for word in WORD.findall(text):
+        word = word.lower()
+        term = terms.get(word)
+        if term is None:
+            term = "" if len(word) < 2 or word in STOP_WORDS else stem(word)
+            if len(terms) < 200_000:
+                terms[word] = term
+        if term:
+            out.append(term)
+    return out
 
 
 class PairAnalyzer(PalaceAnalyzer):
@@ -266,19 +306,34 @@ class TextIndex:
         """The generation of the latest commit (changes on every commit, by any process)."""
         return self.open().latest_generation()
 
-    def _add(self, writer, doc: Doc) -> None:
-        fields = dict(path=doc.path, id=doc.id, kind=doc.kind, text=text_of(doc), rest=doc.rest,
-                      pairs=pairs_of(doc) if doc.kind != "section" else "")
+    def _add(self, adder: FastAdder, doc: Doc) -> None:
+        text, rest = term_counts(text_of(doc)), term_counts(doc.rest)
+        plain = dict(path=doc.path, id=doc.id, kind=doc.kind)
+        counted = {"text": text, "rest": rest}
+        pair_length = 0
+        if doc.kind != "section":
+            pairs = pairs_of(doc)
+            counted["pairs"] = self._pair_counts(pairs)
+            # A part of n terms gives n - 1 pairs (PairAnalyzer): counted from the terms, not by pairing them again.
+            pair_length = sum(max(0, len(_terms_of(part)) - 1) for part in pairs.split(PARTS))
         if doc.domain:
-            fields["domain_key"] = doc.domain
-        # A part of n terms gives n - 1 pairs (PairAnalyzer): counted from the terms, not by pairing them again.
-        fields[LENGTHS] = (self._length(fields["text"]), self._length(doc.rest),
-                           sum(max(0, self._length(part) - 1) for part in fields["pairs"].split(PARTS)))
+            plain["domain_key"] = doc.domain
+        plain[LENGTHS] = (text[1], rest[1], pair_length)
         if doc.time:
-            fields["time"] = doc.time
+            plain["time"] = doc.time
         if doc.session:
-            fields["session"] = doc.session
-        writer.add_document(**fields)
+            plain["session"] = doc.session
+        adder.add(plain, counted)
+
+    def _pair_counts(self, value: str) -> tuple[dict[str, tuple[int, float]], int]:
+        """term_counts of the `pairs` field: PairAnalyzer's pairs."""
+        counts: dict[str, tuple[int, float]] = {}
+        length = 0
+        for token in self._pairs(value):
+            frequency, weight = counts.get(token.text, (0, 0.0))
+            counts[token.text] = (frequency + 1, weight + token.boost)
+            length += 1
+        return counts, length
 
     def apply(self, upserts: Iterable[Doc], deletes: Iterable[str], progress: Progress | None = None,
               delete_ids: Iterable[str] = ()) -> int:
@@ -287,14 +342,14 @@ class TextIndex:
         # Deleted documents stay in their segment until it is merged; past a bound, merge all (every search
         # takes them back out of the statistics, at a cost that grows with their number).
         optimize = ix.doc_count_all() - ix.doc_count() > max(MAX_DELETED, MAX_DELETED_SHARE * ix.doc_count())
-        writer = ix.writer(timeout=LOCK_TIMEOUT_S, limitmb=256)
+        writer = ix.writer(timeout=LOCK_TIMEOUT_S, limitmb=SEGMENT_MB)
         try:
             upserts = list(upserts)
             for path in sorted(set(deletes) | {doc.path for doc in upserts}):
                 writer.delete_by_term("path", path)
             for note_id in sorted(set(delete_ids)):
                 writer.delete_by_term("id", note_id)
-            written = self._add_all(writer, upserts, progress, len(upserts))
+            written = self._add_all(FastAdder(writer), upserts, progress, len(upserts))
             writer.commit(optimize=optimize)
         except BaseException:
             _cancel(writer)
@@ -302,39 +357,51 @@ class TextIndex:
         self._forget()  # reopen to see the new generation
         return written
 
-    def _add_all(self, writer, docs: Iterable[Doc], progress: Progress | None = None, total: int = 0) -> int:
+    def _add_all(self, adder: FastAdder, docs: Iterable[Doc], progress: Progress | None = None, total: int = 0) -> int:
         """Add docs to an open writer, reporting progress every 500; returns how many."""
         written = 0
         for doc in docs:
-            self._add(writer, doc)
+            self._add(adder, doc)
             written += 1
             if progress and written % 500 == 0:
                 progress("lexical index", written, total)
         return written
 
-    def rebuild(self, docs: Iterable[Doc], progress: Progress | None = None, total: int = 0) -> int:
-        """Replace every document in one commit; readers see the old index until it lands."""
+    def _fresh_index(self):
+        """The index as on disk now, a new one when it cannot be read (a cache: the caller holds the refresh lock)."""
         self._forget()  # look at the disk again: the directory may have been deleted under a cached handle
         try:
             ix = self.open()
             ix.latest_generation()
-        except Exception:  # an unreadable index is only a cache: start a new one (the caller holds the refresh lock)
+        except Exception:
             self.reset()
             ix = self.open()
-        writer = ix.writer(timeout=LOCK_TIMEOUT_S, limitmb=256)
+        return ix
+
+    def rebuild(self, docs: Iterable[Doc], progress: Progress | None = None, total: int = 0) -> int:
+        """Replace every document in one commit; readers see the old index until it lands."""
+        return self.rebuild_parallel([(iter, (docs,))], progress, total)
+
+    def rebuild_parallel(self, jobs: list[tuple], progress: Progress | None = None, total: int = 0) -> int:
+        """`rebuild` from the documents `function(*args)` yields for each (function, args) job, in job order: the
+        first job in this process, the others in worker processes (picklable jobs), one segment each (segments.py)."""
+        # Held while the workers write (no other writer commits); readers see the old index until the commit.
+        writer = self._fresh_index().writer(timeout=LOCK_TIMEOUT_S)
+        limit = max(32, SEGMENT_MB // len(jobs))
+        workers = None
         try:
-            written = self._add_all(writer, docs, progress, total)
-            writer.commit(mergetype=CLEAR)
+            workers = Workers([(write_segment, (str(self.directory), function, args, limit))
+                               for function, args in jobs[1:]])
+            parts = [write_segment(str(self.directory), *jobs[0], limit, progress, total)] + workers.results()
+            commit_segments(writer, [segment for segment, written in parts if written])
         except BaseException:
             _cancel(writer)
             raise
+        finally:
+            if workers is not None:
+                workers.stop()
         self._forget()
-        return written
-
-    def _length(self, text: str) -> int:
-        """The number of terms whoosh counts as a field's length (what the analyzer keeps)."""
-        words = (match.group().lower() for match in default_pattern.finditer(text))
-        return sum(1 for word in words if len(word) >= 2 and word not in STOP_WORDS)
+        return sum(written for _, written in parts)
 
     def stats(self, reader) -> LiveStats:
         """Statistics of the live documents of a reader of this index (field lengths kept per generation)."""
@@ -436,7 +503,7 @@ class TextIndex:
                    if weights[field] > 0]
         if weights["pairs"] > 0:
             clauses += [Term("pairs", pair, boost=weights["pairs"]) for pair in self.pair_terms(text)]
-        limits = _limits(Scope(kind="memory", domains=tuple(domains)) if domains is not None else scope, only, exclude)
+        limits = search_limits(Scope(kind="memory", domains=tuple(domains)) if domains is not None else scope, only, exclude)
         return self._search(clauses, limit, *limits) if limits is not None else []
 
     def _search(self, clauses: list[Term], limit: int | None, allowed, mask) -> list[tuple[str, float]]:
@@ -451,7 +518,7 @@ class TextIndex:
                     if _scan_wanted(searcher.doc_count()):
                         triples = [(c.fieldname, c.text, c.boost) for c in clauses]
                         return self._scanned(searcher, triples, limit, allowed, mask)
-                    return _ranked(searcher, query, limit, filter=allowed, mask=mask)
+                    return ranked(searcher, query, limit, filter=allowed, mask=mask)
             except (OSError, whoosh_index.IndexError):
                 # A concurrent commit merged away a segment this reader was opening: reopen and try again.
                 self._forget()
@@ -467,7 +534,7 @@ class TextIndex:
         return []
 
     def _scanned(self, searcher, clauses, limit: int | None, allowed, masked) -> list[tuple[str, float]]:
-        """What _ranked returns, scored by postings.top_k: [(id, score)] best first, ties in id order."""
+        """What ranked returns, scored by postings.top_k: [(id, score)] best first, ties in id order."""
         if limit is not None and limit <= 0:
             return []
         allowed = None if allowed is None else set(searcher.docs_for_query(allowed))
@@ -483,36 +550,6 @@ class TextIndex:
 
     def close(self) -> None:
         self._forget()
-
-
-def _limits(scope: Scope | None, only: Iterable[str] | None, exclude: Iterable[str]):
-    """(the filter of the documents a search may return or None for all, the mask of those it leaves out or None);
-    None when nothing can be in scope."""
-    if scope is not None and not (scope.memories or scope.turns):
-        return None
-    allowed = _filter(scope) if scope is not None and not scope.unbounded else None
-    if only is not None:
-        only = sorted(only)
-        if not only:
-            return None
-        kept = Or([Term("id", i) for i in only])
-        allowed = kept if allowed is None else And([allowed, kept])
-    exclude = sorted(exclude)
-    return allowed, (Or([Term("id", i) for i in exclude]) if exclude else None)
-
-
-def _ranked(searcher, query, limit: int | None, **options) -> list[tuple[str, float]]:
-    """[(id, score)] best first, equal scores in id order: whoosh breaks ties by document number, which differs
-    between an incrementally updated index and a fresh build, so ties at the cut are fetched whole."""
-    if limit is not None and limit <= 0:
-        return []
-    want = None if limit is None else limit + 8
-    while True:
-        results = searcher.search(query, limit=want, **options)
-        hits = sorted(((hit["id"], float(hit.score)) for hit in results), key=lambda h: (-h[1], h[0]))
-        if want is None or len(hits) < want or hits[limit - 1][1] > hits[-1][1]:
-            return hits if limit is None else hits[:limit]
-        want *= 2
 
 
 def _storage(directory: Path) -> FileStorage:
@@ -551,25 +588,6 @@ def field_weights_of(configured: dict | None) -> dict[str, float]:
                           f"the fields {', '.join(FIELDS)} (one `text` field since issue 16: subject, keywords, "
                           "anchor, Image and Content together)")
     return {**DEFAULT_FIELD_WEIGHTS, **{name: float(weight) for name, weight in configured.items()}}
-
-
-def _filter(scope: Scope):
-    """The whoosh query a scope allows: (memories in its domains | turns in its sessions) within its time window."""
-    parts = []
-    if scope.memories:
-        memory = Or([Term("kind", "memory"), Term("kind", "section")])  # a section is part of its note
-        if scope.domains is not None:
-            memory = And([memory, Or([Term("domain_key", d) for d in scope.domains])])
-        parts.append(memory)
-    if scope.turns:
-        turn = Term("kind", "turn")
-        if scope.sessions is not None:
-            turn = And([turn, Or([Term("session", s) for s in scope.sessions])])
-        parts.append(turn)
-    allowed = parts[0] if len(parts) == 1 else Or(parts)
-    if scope.timed:
-        allowed = And([allowed, TermRange("time", scope.since, scope.upper(), startexcl=False, endexcl=False)])
-    return allowed
 
 
 __all__ = ["Doc", "TextIndex", "DEFAULT_FIELD_WEIGHTS", "FIELDS", "And"]
