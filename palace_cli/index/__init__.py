@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 
 from palace_cli.index.store import NoteStore
-from palace_cli.index.text import TextIndex
 from palace_cli.index.vectors import VectorStore
 
 if TYPE_CHECKING:
@@ -25,6 +24,7 @@ if TYPE_CHECKING:
     from palace_cli.core.layout import Problem, Scan
     from palace_cli.core.validity import Versions
     from palace_cli.index.catalog import Catalog
+    from palace_cli.index.text import TextIndex
 
 
 class Dense(NamedTuple):
@@ -50,7 +50,9 @@ class Index:
             from palace_cli.core.disk import disk_error
 
             raise disk_error(exc, f"cannot open the cache under {cache}", where=cache) or exc
-        self.text = TextIndex(cache / "whoosh")
+        from palace_cli.index.text import TextIndex  # here: whoosh's import is a hook's whole budget; locks need none
+
+        self.text: TextIndex = TextIndex(cache / "whoosh")
         self.vectors = VectorStore(cache / "vectors")
         self._dense: Dense | None = None
         self._catalog: tuple[tuple, Catalog] | None = None
