@@ -170,7 +170,7 @@ def _candidate(turn: Turn, session: Session, about: str, content: str, original:
 def extract_session(session: Session, weights: Weights = FITTED, threshold: float = THRESHOLD,
                     names: dict[str, str] | None = None, uncertain_from: float | None = None,
                     work: tuple[Weights, float] | None = None) -> tuple[list[Candidate], list[Uncertain]]:
-    """The candidate memories of one session, and the turns scored in [uncertain_from, threshold) for an LLM.
+    """The candidate memories of one session, and the turns scored from `uncertain_from` up but not kept, for an LLM.
 
     `names` maps a role to the name memories use for it ({"user": "Ada"}; default "the user"); `work` the
     scorer and threshold of a user-assistant session (default: the fitted ones)."""
