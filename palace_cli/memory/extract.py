@@ -113,7 +113,7 @@ def turn_memory(turn: Turn, session: Session, about: str, to: str | None, previo
         original.append(sentence)
         dates += found
     content = " ".join(kept)
-    if content and about and not re.search(rf"\b{re.escape(about)}\b", content, re.IGNORECASE):
+    if content and about and not re.search(rf"(?<!\w){re.escape(about)}(?!\w)", content, re.IGNORECASE):
         content = f"{about}: {content}"  # who it is about, when no sentence names them ("The game was called ...")
     asked = _questions_to(previous, turn.speaker) if previous is not None and content else ""
     if asked:  # quoted as asked: "you" in a question put to the speaker is plain enough
