@@ -39,7 +39,7 @@ from palace_cli.core.layout import Problem
 from palace_cli.errors import NoteError
 from palace_cli.core.notefile import frontmatter_block, load_frontmatter
 from palace_cli.core.noteedit import dump_frontmatter
-from palace_cli.core.disk import read_capped
+from palace_cli.core.disk import read_at, read_capped
 from palace_cli.conversations.model import RESERVED, TIME, ReadProblem, Session, Turn, digest
 from palace_cli.core.text import one_line
 from palace_cli.core.dates import iso_time
@@ -382,7 +382,7 @@ def load_header(root: Path, relpath: str) -> Session:
     try:
         info = os.fstat(fd)
         regular = stat.S_ISREG(info.st_mode) and info.st_size <= MAX_SESSION_BYTES
-        head = os.pread(fd, HEADER_BYTES, 0) if regular else b""
+        head = read_at(fd, HEADER_BYTES, 0) if regular else b""
     except OSError:
         regular = False
     finally:

@@ -180,6 +180,14 @@ def sweep_temps(paths, folders=()) -> list[str]:
     return removed
 
 
+def read_at(fd: int, size: int, offset: int) -> bytes:
+    """Up to `size` bytes of an open file from `offset` (os.pread where the platform has it: Windows has not)."""
+    if hasattr(os, "pread"):
+        return os.pread(fd, size, offset)
+    os.lseek(fd, offset, os.SEEK_SET)
+    return os.read(fd, size)
+
+
 def read_capped(path: Path, shown: str, limit: int, what: str) -> bytes:
     """The bytes of a regular file of at most `limit` bytes (`what` names it in errors); NoteError otherwise,
     before reading a byte of a file that is too big, so a huge or endless file never fills memory."""

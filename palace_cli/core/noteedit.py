@@ -57,6 +57,8 @@ def inline_yaml(value) -> str:
     """One-line YAML for a value after `key: ` (plain when safe, quoted otherwise)."""
     if isinstance(value, (list, tuple, dict)):
         return _flow(value)
+    if isinstance(value, float):  # 0.0 and -0.0 are one key to a cache (equal, one hash): never cached
+        return _inline_scalar.__wrapped__(value)
     try:
         return _inline_scalar(value)
     except TypeError:  # not hashable

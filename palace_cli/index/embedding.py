@@ -286,6 +286,7 @@ def fill(index: Index, model, key: str | None, progress: Progress | None = None,
     tag = key if configured_key else None
     plan = _plan(index, model)
     done = Filled(SyncReport(0, plan.kept, len(plan.gone), plan.changed_from), False)
+    pieces = _Pieces()
     started = time.monotonic()
     if on_batch and plan.missing:
         on_batch(0, len(plan.missing), 0.0)  # what waits, before the first batch takes its time
@@ -295,8 +296,9 @@ def fill(index: Index, model, key: str | None, progress: Progress | None = None,
         if not plan.missing:
             break
         if stop is not None and stop():
+            pieces.keep(vectors)
             return done
-        embedded, reused = _embed_batch(index, model, plan, tag, batch)
+        embedded, reused = _embed_batch(index, model, plan, tag, batch, pieces)
         done.batches.append(embedded)
         done.report.embedded += embedded
         done.report.kept += reused
@@ -308,16 +310,31 @@ def fill(index: Index, model, key: str | None, progress: Progress | None = None,
             on_batch(done.report.embedded, total, done.report.embedded / max(done.seconds, 1e-6))
     if plan.gone:
         vectors.commit(plan.current, model, [], [], plan.gone, tag)
-        vectors.keep_pieces({}, plan.gone)
+        pieces.gone += plan.gone
     elif configured_key and plan.current is not None and plan.current.key != tag:
         vectors.retag(tag)
+    pieces.keep(vectors)
     with store.transaction():  # the version read before listing: a refresh since then is seen as one
         store.set_meta("vectors_state", f"{plan.version}:{key}:{vectors.generation()}")
     done.complete, done.seconds = True, time.monotonic() - started
     return done
 
 
-def _embed_batch(index: Index, model, plan: _Plan, tag: str | None, batch: int) -> tuple[int, int]:
+@dataclass
+class _Pieces:
+    """The word-piece digests a pass learned and the keys it dropped, kept once when the pass ends (a pass killed
+    before loses them: its units re-embed on their next change, as without digests)."""
+
+    learned: dict[str, str] = field(default_factory=dict)
+    gone: list[str] = field(default_factory=list)
+
+    def keep(self, vectors) -> None:
+        if self.learned or self.gone:
+            vectors.keep_pieces(self.learned, self.gone)
+            self.learned, self.gone = {}, []
+
+
+def _embed_batch(index: Index, model, plan: _Plan, tag: str | None, batch: int, pieces: _Pieces) -> tuple[int, int]:
     """Embed the next `batch` missing units of the plan and commit them; returns how many the model embedded and
     how many took a stored vector.
 
@@ -342,17 +359,20 @@ def _embed_batch(index: Index, model, plan: _Plan, tag: str | None, batch: int) 
     if keys or gone:
         index.vectors.commit(plan.current, model, keys, rows, gone, tag)
         plan.current = index.vectors.snapshot()
-        index.vectors.keep_pieces({k: digests[k] for k in keys if k in digests}, gone)
+        pieces.learned.update((k, digests[k]) for k in keys if k in digests)
+        pieces.gone += gone
         plan.gone = [] if gone else plan.gone
     return len(fresh), len(reused)
 
 
 def _digests(model, found: list[tuple[str, str]]) -> dict[str, str]:
-    """The word-piece digest of each text, when the model says how it cuts texts into pieces."""
-    tokenize = getattr(model, "tokenize", None)
-    if tokenize is None:
+    """The word-piece digest of each text the model cuts (only a cut text's vector can be another text's), when the
+    model says how it cuts texts into pieces."""
+    tokenize, cut = getattr(model, "tokenize", None), getattr(model, "max_tokens", None)
+    if tokenize is None or not cut:
         return {}
-    return {key: pieces_digest(model.model_id, tokenize(text)) for key, text in found}
+    pieces = ((key, tokenize(text)) for key, text in found)
+    return {key: pieces_digest(model.model_id, ids) for key, ids in pieces if len(ids) >= cut}
 
 
 def _reusable(index: Index, plan: _Plan) -> dict[str, str]:

@@ -14,7 +14,6 @@ that the next commit deletes, and an index the next refresh rebuilds."""
 from __future__ import annotations
 
 import ctypes
-import fcntl
 import heapq
 import inspect
 import os
@@ -249,6 +248,13 @@ def commit_segments(writer, segments: list) -> None:
     writer._finish()
 
 
+# A worker's import path is palace's own folder and the interpreter's, never the current folder: a palace's
+# `inspect.py` or `pickle.py` must not run in a worker as `python -m` would let it.
+WORKER = ("import sys; sys.path[:] = [sys.argv[1]] + [p for p in sys.path if p not in ('', '.')]; "
+          "from palace_cli.index.segments import serve; serve()")
+MISSING = object()
+
+
 class WorkerFailed(PalaceError):
     """A build worker could not start or did not finish: the caller builds in this process instead."""
 
@@ -259,7 +265,7 @@ class Workers:
     process is inherited (its locks, its main module), and it is killed when this process dies."""
 
     def __init__(self, jobs: list[tuple]):
-        command = [sys.executable, "-m", "palace_cli.index.segments", str(os.getpid())]
+        command = [sys.executable, "-c", WORKER, str(Path(__file__).resolve().parents[2]), str(os.getpid())]
         self.procs = []
         try:
             for job in jobs:
@@ -268,8 +274,10 @@ class Workers:
                 proc.errors = errors
                 self.procs.append(proc)
                 try:  # a bigger pipe (Linux): the worker runs ahead of a reader busy with what it read before
+                    import fcntl
+
                     fcntl.fcntl(proc.stdout.fileno(), F_SETPIPE_SZ, PIPE_BYTES)
-                except (OSError, AttributeError):
+                except (ImportError, OSError, AttributeError):
                     pass
                 proc.stdin.write(pickle.dumps(job))
                 proc.stdin.close()
@@ -279,7 +287,13 @@ class Workers:
 
     def results(self) -> list:
         """Each job's result, in job order."""
-        return [next(self.stream(index)) for index in range(len(self.procs))]
+        out = []
+        for index in range(len(self.procs)):
+            result = next(self.stream(index), MISSING)
+            if result is MISSING:  # exited 0 without a word: no result to build on
+                raise WorkerFailed("a lexical index worker ended without a result")
+            out.append(result)
+        return out
 
     def stream(self, index: int):
         """What job `index` yields, one item at a time as the worker writes it (a generator's items, or its one
@@ -314,8 +328,9 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-if __name__ == "__main__":
-    _die_with_parent(int(sys.argv[1]))
+def serve() -> None:
+    """A worker's whole life: read one pickled job from stdin, write what it yields to stdout."""
+    _die_with_parent(int(sys.argv[2]))
     function, args = pickle.load(sys.stdin.buffer)
     result = function(*args)
     for item in result if inspect.isgenerator(result) else [result]:

@@ -196,13 +196,14 @@ TRANSIENT_NOW = cue(r"\b(right now|at the moment|currently|again|still|so far|ye
 FUTURE = cue(r"\b(will|'ll|going to|gonna)\b")
 DATED = cue(r"\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday|next (?:week|month|year)|tomorrow|"
             r"\d{4}-\d\d-\d\d|\d{1,2} (?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)\w*|end of)\b")
-# Someone's own start in the team: "I'm new on the team, started Monday as a backend engineer".
 # A report of what is happening or happened, whose "always" or "never" is no rule: "the memory is growing always",
 # "it's throwing 500s, everything that touches the DB", "never touched elixir before", "jenkins never used it".
-HAPPENING = cue(r"\b(?:is|are|'s|'re|am|was|were)\s+(?:\w+ing)\b|\b(?:never|always|ever)\s+(?:\w+ed|did|had|was|"
-                r"were|ran|went|got|saw|knew|wrote|made|used)\b")
+# ("is nothing", "never need", "always seed" are no such report: a rule in the present stays a rule.)
+HAPPENING = cue(r"\b(?:is|are|'s|'re|am|was|were)\s+(?:(?!(?:some|no|any|every)thing\b)\w+ing)\b|"
+                r"\b(?:never|always|ever)\s+(?:\w+(?<!e)ed|did|had|was|were|ran|went|got|saw|knew|wrote|made|used)\b")
 # What someone needs or wants done: the task at hand ("we need migrate X", "i want a plan"), not a fact.
 WANTED = cue(r"\b(need|needs|want|wants|wanna|please|pls)\b")
+# Someone's own start in the team: "I'm new on the team, started Monday as a backend engineer".
 JOINED = cue(r"\b(i'?m new|started (?:on )?\w+ as|joined|i'?m the|i'?m a|i work (?:on|as|in))\b")
 # Transient state of the moment: what is happening now, not what holds.
 TRANSIENT = cue(r"\b(now|again|still|currently|at the moment|right now|earlier|just|yesterday|this morning|"

@@ -148,7 +148,8 @@ def workers_of(parent: int) -> list[int]:
             state = next(line for line in (entry / "status").read_text().splitlines() if line.startswith("State:"))
         except (OSError, StopIteration):
             continue
-        if b"palace_cli.index.segments" in argv and str(parent).encode() in argv and "zombie" not in state:
+        if any(b"palace_cli.index.segments" in arg for arg in argv) and str(parent).encode() in argv \
+                and "zombie" not in state:
             found.append(int(entry.name))
     return found
 
@@ -248,3 +249,15 @@ def test_notes_read_by_worker_processes_fill_the_cache_alike(example_palace, mon
     assert started == [2] and not again.added and not again.removed
     assert set(again.updated) <= {relpath for relpath, *_ in bad_files}
     assert cache_rows(serial) == expected
+
+
+def test_a_worker_never_imports_a_module_from_the_folder_it_runs_in(tmp_path, monkeypatch):
+    """A vault's own `inspect.py` or `pickle.py` (the folder a command runs in) is not run by a build worker."""
+    import operator
+
+    from palace_cli.index.segments import Workers
+
+    for name in ("inspect", "pickle", "tempfile"):
+        (tmp_path / f"{name}.py").write_text("raise SystemExit('a module of the vault was imported')\n")
+    monkeypatch.chdir(tmp_path)
+    assert Workers([(operator.add, (1, 2)), (operator.mul, (3, 4))]).results() == [3, 12]

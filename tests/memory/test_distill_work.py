@@ -244,6 +244,10 @@ def test_noise_is_never_a_memory(text):
     ("I prefer small commits.", "convention"),
     ("from now on every package that starts goroutines has goleak in TestMain", "convention"),
     ("let's go with Pages from CI on docs-v* tags, with --strict so broken links fail the build", "decision"),
+    ("PRs always need two approvals before merge.", "convention"),  # a rule in the present: no report of events
+    ("Never feed user input into the cache key.", "convention"),
+    ("Always seed the random generator in tests.", "convention"),
+    ("Never deploy on Fridays, there is nothing urgent enough.", "convention"),
 ])
 def test_what_is_said_outright_is_kept(text, kind):
     session = Session("cc", "claude-code", "x", started="2026-05-04T09:00:00Z", participants=["user", "assistant"])

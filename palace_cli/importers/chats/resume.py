@@ -24,6 +24,7 @@ import os
 from pathlib import Path
 
 from palace_cli.conversations.model import scrub
+from palace_cli.core.disk import read_at
 
 SAMPLES = 8  # blocks spread over the bytes before `at`, besides the one just before it
 BLOCK = 4096
@@ -40,7 +41,7 @@ def sample(fd: int, at: int) -> tuple[str, int]:
     digest = hashlib.sha256(str(at).encode())
     read = 0
     for start in sorted({k * at // SAMPLES for k in range(SAMPLES)} | {max(0, at - BLOCK)}):
-        block = os.pread(fd, min(BLOCK, at - start), start)
+        block = read_at(fd, min(BLOCK, at - start), start)
         digest.update(block)
         read += len(block)
     return digest.hexdigest()[:16], read

@@ -162,7 +162,9 @@ def _tail(palace, path: Path, format: str, include: frozenset[str]):
     for session in existing_sessions(palace.root):
         record = (session.imported or {}).get("resume")
         if isinstance(record, dict) and record.get("file") == file:
-            return resume_conversations(path, format, include, record)
+            tail = resume_conversations(path, format, include, record)
+            if tail is not None:  # else an older session whose transcript's inode was freed and given again
+                return tail
     return None
 
 
