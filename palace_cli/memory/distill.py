@@ -39,7 +39,7 @@ from palace_cli.progress import Progress
 
 DOMAIN = "distilled"
 KNOWN = 0.6  # tf-idf cosine (search.similar's lexical score) at which a fact counts as already known
-UNCERTAIN = 0.1  # turns scored from here up to the threshold go to the LLM stage, when there is one
+UNCERTAIN = 0.1  # turns scored from here up and not kept go to the LLM stage, when there is one
 
 
 @dataclass

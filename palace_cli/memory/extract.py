@@ -108,15 +108,26 @@ def turn_memory(turn: Turn, session: Session, about: str, to: str | None, previo
     for sentence in split_sentences(text):
         if is_filler(sentence, session.participants) or (is_question(sentence) and not first_person(sentence)):
             continue
-        resolved, found = resolve_relative(sentence, said) if said else (sentence, [])
+        resolved, found = _dated(sentence, said)
         kept.append(rewrite(with_subject(resolved), about, to))
         original.append(sentence)
         dates += found
     content = " ".join(kept)
+    if content and about and not re.search(rf"(?<!\w){re.escape(about)}(?!\w)", content, re.IGNORECASE):
+        content = f"{about}: {content}"  # who it is about, when no sentence names them ("The game was called ...")
     asked = _questions_to(previous, turn.speaker) if previous is not None and content else ""
     if asked:  # quoted as asked: "you" in a question put to the speaker is plain enough
         content += f' (asked by {previous.speaker}: "{asked}")'
     return content, " ".join(original), dates
+
+
+def _dated(sentence: str, said: str | None) -> tuple[str, list[RelativeDate]]:
+    """A sentence with each relative date kept as said and the date it names after it ("last week (the week of 1
+    May 2023)"): the words people use stay findable, the day is exact."""
+    found = resolve_relative(sentence, said)[1] if said else []
+    for day in reversed(found):
+        sentence = f"{sentence[:day.end]} ({day.written}){sentence[day.end:]}"
+    return sentence, found
 
 
 def _questions_to(previous: Turn, speaker: str) -> str:
@@ -124,7 +135,7 @@ def _questions_to(previous: Turn, speaker: str) -> str:
     married?"), joined; "" when there are none."""
     if previous.speaker == speaker:
         return ""
-    return " ".join(s for s in split_sentences(plain(previous.text)) if is_question(s) and YOU.search(s))
+    return " ".join(s for s in split_sentences(plain(previous.text)) if is_question(s))
 
 
 def subject_of(content: str) -> str:
@@ -159,7 +170,7 @@ def _candidate(turn: Turn, session: Session, about: str, content: str, original:
 def extract_session(session: Session, weights: Weights = FITTED, threshold: float = THRESHOLD,
                     names: dict[str, str] | None = None, uncertain_from: float | None = None,
                     work: tuple[Weights, float] | None = None) -> tuple[list[Candidate], list[Uncertain]]:
-    """The candidate memories of one session, and the turns scored in [uncertain_from, threshold) for an LLM.
+    """The candidate memories of one session, and the turns scored from `uncertain_from` up but not kept, for an LLM.
 
     `names` maps a role to the name memories use for it ({"user": "Ada"}; default "the user"); `work` the
     scorer and threshold of a user-assistant session (default: the fitted ones)."""
@@ -169,19 +180,23 @@ def extract_session(session: Session, weights: Weights = FITTED, threshold: floa
     candidates, uncertain = [], []
     spoken = [t for t in session.turns if t.role not in ("tool", "system")]
     mean_words = session_words([t.text for t in spoken])
-    previous = None
+    scored, previous = [], None
     for position, turn in enumerate(spoken):
         view = TurnView(turn.text, turn.speaker, tuple(session.participants), previous.text if previous else "",
                         position, mean_words)
-        probability = weights.probability(signals(view))
-        if probability >= threshold:
+        scored.append((turn, previous, weights.probability(signals(view))))
+        previous = turn
+    # People chatting take turns telling and answering: at most half a session's turns are kept, the likeliest.
+    ranked = sorted(range(len(scored)), key=lambda i: -scored[i][2])
+    telling = set(ranked[: (len(scored) + 1) // 2])
+    for number, (turn, previous, probability) in enumerate(scored):
+        if probability >= threshold and number in telling:
             to = addressee(session, turn.speaker)
             content, original, dates = turn_memory(turn, session, turn.speaker, to, previous)
             if content:
                 candidates.append(_candidate(turn, session, turn.speaker, content, original, dates, probability))
         elif uncertain_from is not None and probability >= uncertain_from:
             uncertain.append(Uncertain(turn, session, previous, probability))
-        previous = turn
     return candidates, uncertain
 
 

@@ -136,7 +136,9 @@ def test_a_turn_keeps_its_statements_and_the_question_it_answers():
                         ("Ada", "Thanks for asking! 5 years already! We got married in Lisbon last year. "
                                 "Do you remember the photos?")])
     content, original, dates = turn_memory(session.turns[1], session, "Ada", "Ben", session.turns[0])
-    assert content == '5 years already! We got married in Lisbon in 2022. (asked by Ben: "How long have you been married?")'
+    # The speaker named when no sentence does; "last year" kept as said, the year it names beside it.
+    assert content == ('Ada: 5 years already! We got married in Lisbon last year (2022). '
+                       '(asked by Ben: "How long have you been married?")')
     assert "Thanks" not in content and "remember" not in content
     assert [d.day for d in dates] == [date(2022, 1, 1)]
 
@@ -152,8 +154,29 @@ def test_chit_chat_scores_low_and_news_high():
     memory = candidates[0]
     assert memory.about == "Ada" and memory.attribute == "job" and memory.type == "event"
     assert memory.valid_from == date(2023, 5, 1)  # the earliest past date it names
-    assert "on 7 May 2023 their class went to the science museum" in memory.content
+    assert "yesterday (7 May 2023) their class went to the science museum" in memory.content
     assert 0 < memory.confidence <= 1
+
+
+def test_a_question_answered_is_quoted_even_without_you():
+    session = _session([("Ben", "Wow, great job! What was it called?"),
+                        ("Ada", "The game was called Counter-Strike, and the team had a blast!")])
+    content, _, _ = turn_memory(session.turns[1], session, "Ada", "Ben", session.turns[0])
+    assert content == ('Ada: The game was called Counter-Strike, and the team had a blast! '
+                       '(asked by Ben: "What was it called?")')
+
+
+def test_at_most_half_a_sessions_turns_become_memories():
+    news = ["I started a new job as a teacher at the primary school downtown last week.",
+            "My sister moved to Lisbon in March and I visited her for my birthday.",
+            "I adopted a puppy named Rex from the shelter near my flat on Saturday.",
+            "I finished my first half marathon in two hours and my knees still hurt.",
+            "I signed up for a pottery class that meets every Tuesday at the art centre.",
+            "My brother and I are planning a road trip through Portugal next summer."]
+    session = _session([("Ada" if i % 2 == 0 else "Ben", text) for i, text in enumerate(news)])
+    kept, left = extract_session(session, threshold=0.0, uncertain_from=0.0)
+    assert len(kept) == 3 and len(left) == 3  # six telling turns: the three likeliest kept, the rest left to a model
+    assert min(c.confidence for c in kept) >= round(max(u.probability for u in left), 2)
 
 
 def test_user_sessions_keep_the_users_rules_and_preferences():
