@@ -271,11 +271,12 @@ class _Plan:
             return
         if not set(participants_of(fresh)) <= set(old.participants):
             raise _Stale(whole=True)
-        if turn_ids(_read(self.root, old.path)[1]) & {turn.id for turn in fresh}:
+        read = _read(self.root, old.path)  # once: the file is megabytes in a long session, and is appended to below
+        if turn_ids(read[1]) & {turn.id for turn in fresh}:
             raise _Stale(whole=True)
         note = carried(stamp.get("note"), fresh) or stamp.get("note")  # the older form: kept (an edited file's)
         new_stamp = {"from": self.stamp_from, "turns": total, "record": record, "note": note, "resume": session.resume}
-        self._write(old.path, _in_place(self.root, old.path, new_stamp, fresh), None)
+        self._write(old.path, _in_place(self.root, old.path, new_stamp, fresh, read), None)
 
     def _match(self, session: Session) -> Session | None:
         """The file of this session (its frontmatter): the one this export wrote, else one whose turns it still
@@ -461,9 +462,10 @@ def _grown(root: Path, old: Session, new: Session, imported: int, untouched: boo
     return _Merged(_outcome(old, new, "appended", len(fresh)), _in_place(root, old.path, stamp, fresh))
 
 
-def _in_place(root: Path, relpath: str, stamp: dict, fresh: list[Turn]) -> str:
-    """A session file's text with its import stamp replaced and turns appended, every other byte as it is."""
-    bom, text = _read(root, relpath)
+def _in_place(root: Path, relpath: str, stamp: dict, fresh: list[Turn], read: tuple[str, str] | None = None) -> str:
+    """A session file's text with its import stamp replaced and turns appended, every other byte as it is (`read`:
+    the file's (BOM, text) when the caller has just read it)."""
+    bom, text = read if read is not None else _read(root, relpath)
     text = edit_frontmatter(text, {"imported": stamp}, relpath)
     plain = text.replace("\r\n", "\n")
     full = append_turns(plain, fresh)
