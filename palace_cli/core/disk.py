@@ -11,6 +11,7 @@ import re
 import shutil
 import sqlite3
 import stat
+import sys
 import tempfile
 import time
 from contextlib import contextmanager
@@ -276,11 +277,16 @@ def _given_up(tmp: str, path: Path, exc: BaseException, then: str) -> NoReturn:
     raise disk_error(exc, f"cannot write {path}", then) or exc
 
 
-def create_new(path: Path, data: str | bytes) -> None:
+def create_new(path: Path, data: str | bytes, staged: str | None = None) -> None:
     """Write a new file atomically, refusing (FileExistsError) when it already exists; DiskError when the disk
-    refuses (read-only, full), with nothing left behind."""
+    refuses (read-only, full), with nothing left behind. `staged`: a temp file beside `path` already holding
+    `data` on the disk (synced_temps), linked into place instead of a new one (and removed, whatever happens)."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    tmp = _synced_temp(path, raw, "nothing was written")
+    try:
+        tmp = staged if staged is not None else _synced_temp(path, raw, "nothing was written")
+    except BaseException:
+        _unlink(staged)
+        raise
     try:
         os.chmod(tmp, 0o644)
         try:
@@ -302,6 +308,70 @@ def create_new(path: Path, data: str | bytes) -> None:
         raise disk_error(exc, f"cannot write {path}", "nothing was written") or exc
     finally:
         os.unlink(tmp)
+
+
+def synced_temps(files: list[tuple[Path, bytes]]) -> list[str]:
+    """Temp files beside each path holding its bytes, all on the disk when this returns: what a writer of many new
+    files links into place (create_new's `staged`). One flush for them all: syncfs of their file system where Linux
+    has it (a fsync per file costs a journal commit each, ~4 ms), else a fsync per file. DiskError as _synced_temp,
+    with no temp file left behind."""
+    temps: list[str] = []
+    handles = []
+    try:
+        for path, raw in files:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=path.parent)
+            temps.append(tmp)
+            handles.append(os.fdopen(fd, "wb"))
+            handles[-1].write(raw)
+            handles[-1].flush()
+        _sync_all([h.fileno() for h in handles])
+    except BaseException as exc:
+        for tmp in temps:
+            _unlink(tmp)
+        raise disk_error(exc, f"cannot write {len(files)} new files in {files[0][0].parent}",
+                         "nothing was written") or exc
+    finally:
+        for handle in handles:
+            handle.close()
+    return temps
+
+
+def _sync_all(fds: list[int]) -> None:
+    """Flush the data of open files to the disk: one syncfs per file system they are on, or a fsync each."""
+    syncfs = _syncfs()
+    by_device = {os.fstat(fd).st_dev: fd for fd in fds} if syncfs is not None else {}
+    if syncfs is not None and all(syncfs(fd) == 0 for fd in by_device.values()):
+        return
+    for fd in fds:  # no syncfs here, or it failed (its errno is fsync's to report)
+        os.fsync(fd)
+
+
+_SYNCFS: list = []
+
+
+def _syncfs():
+    """Linux's syncfs(2) (it waits for the file system's data and reports write-back errors since Linux 5.8), or
+    None elsewhere."""
+    if not _SYNCFS:
+        found = None
+        if sys.platform.startswith("linux"):
+            import ctypes
+
+            try:
+                found = getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None)
+            except OSError:
+                found = None
+        _SYNCFS.append(found)
+    return _SYNCFS[0]
+
+
+def _unlink(path: str | None) -> None:
+    if path is not None:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
 
 
 def rename_in_place(source: Path, target: Path) -> None:

@@ -57,8 +57,8 @@ def inline_yaml(value) -> str:
     """One-line YAML for a value after `key: ` (plain when safe, quoted otherwise)."""
     if isinstance(value, (list, tuple, dict)):
         return _flow(value)
-    if isinstance(value, float):  # 0.0 and -0.0 are one key to a cache (equal, one hash): never cached
-        return _inline_scalar.__wrapped__(value)
+    if isinstance(value, float):  # 0.0 and -0.0 are one key to a cache (equal, one hash): cached by their repr
+        return _inline_float(repr(value)) if type(value) is float else _inline_scalar.__wrapped__(value)
     try:
         return _inline_scalar(value)
     except TypeError:  # not hashable
@@ -73,6 +73,11 @@ def _inline_scalar(value) -> str:
     if any(brk in dumped for brk in LINE_BREAKS):
         return _flow(value)
     return dumped
+
+
+@lru_cache(maxsize=1 << 10)
+def _inline_float(text: str) -> str:
+    return _inline_scalar.__wrapped__(float(text))  # repr gives back the very float (-0.0, nan and inf too)
 
 
 class _Unsafe(Exception):

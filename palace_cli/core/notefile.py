@@ -57,7 +57,11 @@ def decode_note(data: bytes, shown: str) -> str:
 def read_note_text(path: Path, display: str | None = None) -> tuple[str, list[Warning_]]:
     """Read a note file as text with `\\n` line ends; a BOM or CRLF is read and reported as a warning."""
     shown = display or str(path)
-    data = read_note_bytes(path, shown)
+    return note_text(read_note_bytes(path, shown), shown)
+
+
+def note_text(data: bytes, shown: str) -> tuple[str, list[Warning_]]:
+    """A note file's bytes as read_note_text reads them: text with `\\n` line ends, and the warnings."""
     warnings = []
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]

@@ -12,7 +12,7 @@ from palace_cli.core.dates import today, yaml_moment
 from palace_cli.core.layout import MEMORIES, Scan, path_id, refuse_path_tricks
 from palace_cli.core.markdown import code_ranges, conflict_blocks, outside_code
 from palace_cli.core.noteedit import check_note_size, dump_frontmatter, edit_frontmatter, edit_section, inline_yaml
-from palace_cli.core.notefile import load_note, parse_note, split_frontmatter
+from palace_cli.core.notefile import load_note, note_text, parse_note, split_frontmatter
 from palace_cli.core.notes import ID_PATTERN, TYPES, Memory
 from palace_cli.core.secrets import without_secrets
 from palace_cli.core.text import slug, slugify, title_name, words
@@ -245,6 +245,59 @@ def write_plain_memory(palace: Palace, subject: str, domain: str, content: str, 
     `-2`, `-3` ...; a given id that is taken is refused. With `supersedes`, those memories gain
     `superseded_by` and `valid_until` (frontmatter only), as `palace add --supersedes` does. `scan` (a
     light scan of the palace) saves a scan per note when many are written; it gains the new memory."""
+    with writing(palace):
+        scan = scan if scan is not None else palace.scan(light=True)
+        draft, _ = _plain_draft(palace, subject, domain, content, note_id, type, fields, supersedes, valid_from,
+                                core, scan, lambda name: palace.resolve_domain(name, allow_new=True, insist=new_domain))
+        memory = draft.save()
+        scan.memories[memory.id] = memory
+        return memory
+
+
+class PlainMemories:
+    """Plain memories written as a batch (distill's, a session's at a time, under the write lock): each planned and
+    checked as write_plain_memory does and known to `scan` at once (ids stay unique), then all written by `flush`
+    (editing.writes.apply: one flush of the disk for them all, not one per note). A memory that supersedes others
+    is written at once, after the ones before it (the old notes' edits are planned from their bytes on disk)."""
+
+    def __init__(self, palace: Palace, scan: Scan):
+        self.palace, self.scan = palace, scan
+        self.drafts: list[Draft] = []
+        self.domains: dict[str, str] = {}  # name -> the domain it resolves to; nothing on disk moves until a flush
+
+    def write(self, subject: str, domain: str, content: str, *, type: str = "", fields: dict | None = None,
+              supersedes: list[str] | None = None, valid_from=None) -> Memory:
+        """The memory as it will be written (write_plain_memory's arguments); written now when it supersedes."""
+        if supersedes:
+            self.flush()
+            return write_plain_memory(self.palace, subject, domain, content, type=type, fields=fields,
+                                      supersedes=supersedes, valid_from=valid_from, scan=self.scan)
+        with writing(self.palace):
+            draft, memory = _plain_draft(self.palace, subject, domain, content, None, type, fields, None, valid_from,
+                                         False, self.scan, self._domain)
+        self.drafts.append(draft)
+        self.scan.memories[memory.id] = memory
+        return memory
+
+    def _domain(self, name: str) -> str:
+        if name not in self.domains:
+            self.domains[name] = self.palace.resolve_domain(name, allow_new=True)
+        return self.domains[name]
+
+    def flush(self) -> None:
+        """Write the memories planned since the last flush (a file made meanwhile by someone else: Unchanged)."""
+        drafts, self.drafts = self.drafts, []
+        self.domains.clear()
+        if drafts:
+            apply(self.palace, [creating(d.relpath, d.text) for d in drafts], f"write {len(drafts)} memories",
+                  journal=False)  # each note stands alone: a killed batch leaves whole notes, and a rerun the rest
+
+
+def _plain_draft(palace: Palace, subject: str, domain: str, content: str, note_id: str | None, type: str,
+                 fields: dict | None, supersedes: list[str] | None, valid_from, core: bool, scan: Scan,
+                 resolve) -> tuple[Draft, Memory]:
+    """A plain memory planned and checked under the write lock (write_plain_memory's rules), its domain named by
+    `resolve` (name -> domain), and the memory its text parses to."""
     subject = " ".join(subject.split())
     if not subject:
         raise UsageError("a memory needs a subject")
@@ -252,33 +305,32 @@ def write_plain_memory(palace: Palace, subject: str, domain: str, content: str, 
         raise UsageError("a plain memory needs its content")
     if type and type not in TYPES:
         raise UsageError(f"type {type!r} is not one of {', '.join(TYPES)}")
-    domain = palace.resolve_domain(domain, allow_new=True, insist=new_domain)
-    with writing(palace):
-        scan = scan if scan is not None else palace.scan(light=True)
-        note_id = _free_id(palace, scan, domain, note_id, subject)
-        relpath = palace.new_note_path(domain, note_id)
-        when = moment_option(valid_from, "valid_from")
-        olds = [scan.memories.get(ref) or palace.memory(ref, refresh=False)
-                for ref in dict.fromkeys(r.strip() for r in supersedes or [] if r.strip())]
-        if olds and when is None:
-            when = today()
+    domain = resolve(domain)
+    note_id = _free_id(palace, scan, domain, note_id, subject)
+    relpath = palace.new_note_path(domain, note_id)
+    when = moment_option(valid_from, "valid_from")
+    olds = [scan.memories.get(ref) or palace.memory(ref, refresh=False)
+            for ref in dict.fromkeys(r.strip() for r in supersedes or [] if r.strip())]
+    if olds and when is None:
+        when = today()
+    if olds:
         versions = Versions.of(scan.memories.values())
         for old in olds:
             check_link(versions, old, note_id, when)
-        front = {"id": note_id, "subject": subject}
-        if type:
-            front["type"] = type
-        front.update(fields or {})
-        front.update(version_fields(when, olds, core))
-        front.setdefault("created", date.today())
-        text = plain_memory_text(front, subject, content)
-        check_note_size(text, relpath)
-        parse_note(text, relpath, domain)
-        edits = [planned_edit(palace, old, old_note_changes(old, note_id, when)) for old in olds]
-        draft = Draft(palace, note_id, domain, relpath, text, edits)
-        memory = draft.save()
-        scan.memories[memory.id] = memory
-        return memory
+    front = {"id": note_id, "subject": subject}
+    if type:
+        front["type"] = type
+    front.update(fields or {})
+    front.update(version_fields(when, olds, core))
+    front.setdefault("created", date.today())
+    text = plain_memory_text(front, subject, content)
+    check_note_size(text, relpath)
+    memory = parse_note(text, relpath, domain)  # the check: a text palace cannot read is never written
+    read, warnings = note_text(text.encode("utf-8"), relpath)
+    if read != text or warnings:
+        memory = parse_note(read, relpath, domain, warnings)  # the memory as the file will read
+    edits = [planned_edit(palace, old, old_note_changes(old, note_id, when)) for old in olds]
+    return Draft(palace, note_id, domain, relpath, text, edits), memory
 
 
 SUBJECT_CHARS = 60  # a captured thought's subject: its first line, cut at a word near this many characters

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from palace_cli.core.disk import atomic_write, create_new, rename_in_place
+from palace_cli.core.disk import atomic_write, create_new, rename_in_place, synced_temps
 from palace_cli.core.layout import BAD_NAME, BAD_NAME_MESSAGE, REVIEWS, SKIPPED_DIRS, refuse_path_tricks, within
 from palace_cli.conversations import CONVERSATIONS
 from palace_cli.core.noteedit import check_note_size, edit_frontmatter, edit_section
@@ -217,17 +217,25 @@ def apply(palace: Palace, changes: list[Change], what: str, result: dict | None 
     listing: dict = {}
     leaving = tuple(c.path for c in changes if c.after is None)
     with writing(palace):
-        for change in changes:
-            note_target(palace, change.path, new=change.before is None and change.after is not None,
-                        source=change.source, listing=listing, leaving=leaving)
+        targets = [note_target(palace, change.path, new=change.before is None and change.after is not None,
+                               source=change.source, listing=listing, leaving=leaving) for change in changes]
         logged = journal and len(changes) > 1
         if logged:
             record(palace, what, changes, result)
-        if threads > 1:
-            with ThreadPoolExecutor(max_workers=threads) as pool:
-                left = [path for path in pool.map(lambda c: put(palace, c), changes) if path]
-        else:
-            left = [path for path in (put(palace, c) for c in changes) if path]
+        staged, made = _staged(changes, targets) if threads == 1 else ({}, [])
+        try:
+            if threads > 1:
+                with ThreadPoolExecutor(max_workers=threads) as pool:
+                    left = [path for path in pool.map(lambda c: put(palace, c), changes) if path]
+            else:
+                left = [path for path in (put(palace, c, staged.get(c.path)) for c in changes) if path]
+        except BaseException:
+            for folder in reversed(made):
+                _rmdir(folder)
+            raise
+        finally:
+            for tmp in staged.values():
+                _unlink(tmp)  # linked and removed by create_new, or not used (the file holds something else)
         if logged:
             clear(palace)
     if left and strict:
@@ -236,9 +244,28 @@ def apply(palace: Palace, changes: list[Change], what: str, result: dict | None 
     return left
 
 
-def put(palace: Palace, change: Change) -> str:
+def _staged(changes: list[Change], files: list[Path]) -> tuple[dict[str, str], list[Path]]:
+    """For a write of several new notes (`files`: where each change goes): their temp files written and flushed to
+    the disk together, by path (one flush, not one per note); and the folders made for them. Empty for fewer than
+    two."""
+    pairs = [(c, f) for c, f in zip(changes, files) if c.before is None and c.after is not None and not c.source]
+    if len(pairs) < 2:
+        return {}, []
+    new, targets = [c for c, _ in pairs], [f for _, f in pairs]
+    made = [folder for path in dict.fromkeys(t.parent for t in targets) for folder in _make_folders(path)]
+    try:
+        temps = synced_temps([(target, c.after) for target, c in zip(targets, new)])
+    except BaseException:
+        for folder in reversed(made):
+            _rmdir(folder)
+        raise
+    return {c.path: tmp for c, tmp in zip(new, temps)}, made
+
+
+def put(palace: Palace, change: Change, staged: str | None = None) -> str:
     """Write one change when the file still holds what was planned (or already holds the result); returns its
-    path when it was left because it holds something else, "" otherwise."""
+    path when it was left because it holds something else, "" otherwise. `staged`: a new note's temp file,
+    already on the disk (`_staged`), linked into place; removed by the caller when not used."""
     path = note_target(palace, change.path)
     now = _now(path)
     if now == change.after and (not change.source or _exact_name(path)):
@@ -255,7 +282,7 @@ def put(palace: Palace, change: Change) -> str:
         return ""
     made = _make_folders(path.parent)
     try:
-        create_new(path, change.after)
+        create_new(path, change.after, staged)
     except FileExistsError:
         return change.path
     except BaseException:
@@ -302,6 +329,13 @@ def _make_folders(folder: Path) -> list[Path]:
     for made in reversed(missing):
         made.mkdir(exist_ok=True)
     return list(reversed(missing))
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def _rmdir(folder: Path) -> None:

@@ -10,7 +10,9 @@ the turns the heuristics were unsure of (llmstage.py, only with `[models] endpoi
   the turn in `confirmed_by` and the date in `confirmed` (consolidation reads them);
 - a newer value of a one-at-a-time attribute (a job, a home, a favourite) supersedes the memory that held
   the old value (`editing.versions` rules: frontmatter only, nothing deleted);
-- the rest is written by `editing.authoring.write_plain_memory` into memories/<[distill] domain>/.
+- the rest is written by `editing.authoring.PlainMemories` into memories/<[distill] domain>/, a session's memories
+  together (one flush of the disk for them all; each note whole, so a killed run leaves whole notes and a rerun
+  writes the rest).
 
 A memory written is known at once to the checks of the turns after it, so a fact told twice in one run is
 written once; the search index takes them all in one refresh at the end. Embeddings wait for the next refresh.
@@ -26,7 +28,7 @@ from datetime import date
 from palace_cli.conversations.sessionfile import load_session
 from palace_cli.core.dates import said_on
 from palace_cli.core.links import inert_links
-from palace_cli.editing.authoring import write_plain_memory
+from palace_cli.editing.authoring import PlainMemories
 from palace_cli.editing.writes import set_fields
 from palace_cli.errors import UsageError
 from palace_cli.index.locks import WriteSlices
@@ -221,6 +223,7 @@ def _candidates(palace: Palace, relpath: str, settings: Settings, window, genera
 def _keep(palace: Palace, settings: Settings, scan, known: Known, candidates: list[Candidate],
           report: DistillReport, done: set[str]) -> None:
     """Write, confirm or supersede each candidate of one session."""
+    batch = PlainMemories(palace, scan)
     for candidate in candidates:
         key = candidate.key
         if key in done:
@@ -230,6 +233,7 @@ def _keep(palace: Palace, settings: Settings, scan, known: Known, candidates: li
             report.known.append({"turn": key, "source": candidate.source, "memory": neighbour[0],
                                  "score": round(neighbour[1], 3)})
             if not report.dry_run and neighbour[0] in scan.memories:
+                batch.flush()  # the memory confirmed may be one of this session's, still to be written
                 _confirm(palace, scan.memories[neighbour[0]], key, candidate.said)
             done.add(key)
             continue
@@ -255,9 +259,9 @@ def _keep(palace: Palace, settings: Settings, scan, known: Known, candidates: li
             known.add(key, candidate.about, candidate.content)
             continue
         # What was said in a chat is quoted, not linked: `[[Home]]` there must not become a live link here.
-        memory = write_plain_memory(palace, inert_links(candidate.subject), settings.domain,
-                                    inert_links(candidate.content), type=candidate.type, fields=fields,
-                                    valid_from=candidate.valid_from, supersedes=[old.id] if old else None, scan=scan)
+        memory = batch.write(inert_links(candidate.subject), settings.domain, inert_links(candidate.content),
+                             type=candidate.type, fields=fields, valid_from=candidate.valid_from,
+                             supersedes=[old.id] if old else None)
         entry.update(id=memory.id, path=memory.path)
         report.written.append(entry)
         known.add(memory.id, candidate.about, candidate.content)
@@ -265,6 +269,7 @@ def _keep(palace: Palace, settings: Settings, scan, known: Known, candidates: li
             report.superseded.append({"old": old.id, "new": memory.id, "attribute": candidate.attribute})
             old.superseded_by = [*old.superseded_by, memory.id]
             known.drop(old.id)
+    batch.flush()
 
 
 def _current_holder(scan, candidate: Candidate):

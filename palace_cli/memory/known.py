@@ -24,6 +24,7 @@ class Known:
         self._people: dict[str, list[tuple[str, dict[str, float]]]] = defaultdict(list)
         # Vectors are made for a person when a candidate about them is first checked: most runs ask about few.
         self._waiting: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        self._last: tuple = ()  # (text, total, vector) of the last text checked: the memory written next says it
         for memory in memories:
             about = memory.meta.get("about")
             if about and not memory.superseded_by and memory.content:
@@ -35,9 +36,7 @@ class Known:
         held = self._people.get(person)
         if not held:
             return None
-        counts = self._terms(text)
-        self._learn(set(counts))
-        vector = self._vector(counts)
+        vector = self._text_vector(text)
         return max(((memory_id, _cosine(vector, other)) for memory_id, other in held), key=lambda p: p[1])
 
     def _ready(self, person: str) -> None:
@@ -51,14 +50,22 @@ class Known:
     def add(self, memory_id: str, person: str, text: str) -> None:
         """Remember a memory written during the run."""
         self._ready(person)
-        counts = self._terms(text)
-        self._learn(set(counts))
-        self._people[person].append((memory_id, self._vector(counts)))
+        self._people[person].append((memory_id, self._text_vector(text)))
 
     def drop(self, memory_id: str) -> None:
         """Forget a memory (superseded during the run): what it said holds no longer."""
         for held in [*self._people.values(), *self._waiting.values()]:
             held[:] = [pair for pair in held if pair[0] != memory_id]
+
+    def _text_vector(self, text: str) -> dict[str, float]:
+        """The tf-idf vector of a text (the last one's kept: a candidate checked is often written next)."""
+        if self._last[:2] == (text, self._total):
+            return self._last[2]
+        counts = self._terms(text)
+        self._learn(set(counts))
+        vector = self._vector(counts)
+        self._last = (text, self._total, vector)
+        return vector
 
     def _terms(self, text: str) -> Counter:
         return Counter(term for term, _ in self._index.words(text))

@@ -156,7 +156,7 @@ def test_a_vault_rename_into_another_folder_repoints_its_relative_links(vault):
 
 
 def test_a_rename_that_fails_to_write_leaves_no_folder(vault, monkeypatch):
-    def full(path, data):
+    def full(path, data, staged=None):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(writes, "create_new", full)

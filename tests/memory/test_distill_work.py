@@ -196,34 +196,41 @@ def test_thirty_identical_preferences_give_one_memory(tmp_path):
 
 KILLER = """
 import os, signal, sys
-import palace_cli.memory.distill as d
+import palace_cli.core.disk as disk
+import palace_cli.editing.writes as writes
+from palace_cli.memory.distill import distill
 from palace_cli.palace import Palace
-original, written = d.write_plain_memory, []
-def write(*args, **kwargs):
-    memory = original(*args, **kwargs)
-    written.append(memory.id)
-    if len(written) == int(sys.argv[2]):
-        os.kill(os.getpid(), signal.SIGKILL)
-    return memory
-d.write_plain_memory = write
-d.distill(Palace(sys.argv[1]))
+where, nth, calls = sys.argv[2], int(sys.argv[3]), []
+def killing(original):
+    def call(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == nth:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return original(*args, **kwargs)
+    return call
+if where == "link":  # the nth note about to be linked into place: those before it are whole, it and the rest absent
+    writes.create_new = killing(writes.create_new)
+else:  # the session's notes in temp files beside their names, not yet flushed to the disk
+    disk._sync_all = killing(disk._sync_all)
+distill(Palace(sys.argv[1]))
 print("finished", flush=True)
 """
 
 
-@pytest.mark.parametrize("nth", [1, 4])
-def test_kill_nine_in_the_middle_and_a_rerun_leave_no_duplicate(tmp_path, nth):
+@pytest.mark.parametrize("where, nth, kept", [("link", 1, 0), ("link", 4, 3), ("sync", 1, 0)])
+def test_kill_nine_in_the_middle_and_a_rerun_leave_no_duplicate(tmp_path, where, nth, kept):
     palace = new_palace(tmp_path)
     import_path(palace, write_transcript(tmp_path / "project"))
-    child = subprocess.run([sys.executable, "-c", KILLER, str(palace.root), str(nth)], capture_output=True, text=True,
-                           timeout=300)
+    child = subprocess.run([sys.executable, "-c", KILLER, str(palace.root), where, str(nth)], capture_output=True,
+                           text=True, timeout=300)
     assert child.returncode == -signal.SIGKILL and "finished" not in child.stdout, child.stderr
-    assert len(memories(palace)) == nth
+    assert len(memories(palace)) == kept
     distill(palace)
     found = memories(palace)
     keys = [(m.meta["turn"], m.meta.get("part", 1)) for m in found]
     assert len(keys) == len(set(keys)) == len(KINDS)
     check_session(palace)
+    assert not list((palace.root / "memories").rglob("*.tmp"))  # the killed run's temp files are swept
 
 
 @pytest.mark.parametrize("text", [
