@@ -60,3 +60,57 @@ def test_a_given_scan_is_used_and_grows(palace):
     assert scan.memories[memory.id].path == memory.path
     again = write_plain_memory(palace, "Gina has been to Rome", "people", "Gina went to Rome.", scan=scan)
     assert again.id == "gina-has-been-to-rome-2"
+
+
+BATCH = [("Gina has been to Rome", "people", "Gina has been to Rome once.", {"about": "Gina", "confidence": 0.5}),
+         ("Gina has been to Rome", "people", "Gina went to Rome.\r\nTwice.", {"about": "Gina", "confidence": -0.0}),
+         ("Jon runs a dance studio", "work", "Jon runs a dance studio.", {"about": "Jon", "turn": "D2:1"})]
+
+
+def test_a_batch_writes_the_bytes_one_by_one_writes_and_returns_the_memories_they_read_as(palace, tmp_path):
+    import shutil
+
+    from palace_cli.editing.authoring import PlainMemories
+    from palace_cli.palace import Palace
+
+    other = Palace(shutil.copytree(palace.root, tmp_path / "other"))
+    singly = [write_plain_memory(other, s, d, c, fields=f, valid_from="2023-05-07") for s, d, c, f in BATCH]
+    batch = PlainMemories(palace, palace.scan(light=True))
+    planned = [batch.write(s, d, c, fields=f, valid_from="2023-05-07") for s, d, c, f in BATCH]
+    assert not (palace.root / planned[0].path).exists()  # nothing on disk before the flush
+    batch.flush()
+    for one, many in zip(singly, planned):
+        assert (palace.root / many.path).read_bytes() == (other.root / one.path).read_bytes()
+        assert many == load_note(palace.root, many.path, many.domain)
+    assert [m.id for m in planned] == ["gina-has-been-to-rome", "gina-has-been-to-rome-2", "jon-runs-a-dance-studio"]
+
+
+def test_a_disk_that_refuses_a_batch_leaves_no_note_no_temp_file_and_no_new_folder(palace, monkeypatch):
+    import errno
+
+    import palace_cli.core.disk as disk
+    from palace_cli.editing.authoring import PlainMemories
+    from palace_cli.errors import DiskError
+
+    def full(fds):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(disk, "_sync_all", full)
+    before = sorted(p.relative_to(palace.root) for p in palace.root.rglob("*") if ".palace" not in p.parts)
+    batch = PlainMemories(palace, palace.scan(light=True))
+    for subject, domain, content, fields in BATCH:
+        batch.write(subject, "fresh-domain", content, fields=fields)
+    with pytest.raises(DiskError, match="No space left"):
+        batch.flush()
+    assert sorted(p.relative_to(palace.root) for p in palace.root.rglob("*") if ".palace" not in p.parts) == before
+
+
+@pytest.mark.parametrize("syncfs", [None, lambda fd: -1])
+def test_without_syncfs_or_when_it_fails_each_file_is_fsynced(tmp_path, monkeypatch, syncfs):
+    import palace_cli.core.disk as disk
+
+    synced = []
+    monkeypatch.setattr(disk, "_syncfs", lambda: syncfs)
+    monkeypatch.setattr(disk.os, "fsync", synced.append)
+    temps = disk.synced_temps([(tmp_path / "a.md", b"a"), (tmp_path / "b.md", b"b")])
+    assert len(synced) == 2 and [open(t, "rb").read() for t in temps] == [b"a", b"b"]
