@@ -11,7 +11,6 @@ import re
 import shutil
 import sqlite3
 import stat
-import sys
 import tempfile
 import time
 from contextlib import contextmanager
@@ -30,6 +29,7 @@ SQLITE_DISK = ("SQLITE_FULL", "SQLITE_READONLY", "SQLITE_IOERR", "SQLITE_CANTOPE
 TEMP = re.compile(r"^\.(.+?)(?:\.(\d+))?\.[a-z0-9_]{8}\.tmp$")
 UNOWNED_STALE_S = 3600  # a temp file without a pid (an older palace wrote it) is swept after an hour
 SEED_SKIP = ("lock", "*-shm", ".*.tmp")
+SYNC_THREADS = 8  # fsyncs waiting together on the disk (threads that wait, not compute)
 
 
 def temp_prefix(path: Path) -> str:
@@ -312,9 +312,9 @@ def create_new(path: Path, data: str | bytes, staged: str | None = None) -> None
 
 def synced_temps(files: list[tuple[Path, bytes]]) -> list[str]:
     """Temp files beside each path holding its bytes, all on the disk when this returns: what a writer of many new
-    files links into place (create_new's `staged`). One flush for them all: syncfs of their file system where Linux
-    has it (a fsync per file costs a journal commit each, ~4 ms), else a fsync per file. DiskError as _synced_temp,
-    with no temp file left behind."""
+    files links into place (create_new's `staged`). Written first, then fsynced together (`_sync_all`: a fsync
+    one file after the other costs a journal commit, ~4 ms, each). DiskError as _synced_temp, with no temp file
+    left behind."""
     temps: list[str] = []
     handles = []
     try:
@@ -338,32 +338,12 @@ def synced_temps(files: list[tuple[Path, bytes]]) -> list[str]:
 
 
 def _sync_all(fds: list[int]) -> None:
-    """Flush the data of open files to the disk: one syncfs per file system they are on, or a fsync each."""
-    syncfs = _syncfs()
-    by_device = {os.fstat(fd).st_dev: fd for fd in fds} if syncfs is not None else {}
-    if syncfs is not None and all(syncfs(fd) == 0 for fd in by_device.values()):
-        return
-    for fd in fds:  # no syncfs here, or it failed (its errno is fsync's to report)
-        os.fsync(fd)
+    """fsync open files all at once, from threads: the file system commits its journal once for the fsyncs that
+    wait together (a fsync at a time costs a commit each), and each file's write-back error is still its own."""
+    from concurrent.futures import ThreadPoolExecutor
 
-
-_SYNCFS: list = []
-
-
-def _syncfs():
-    """Linux's syncfs(2) (it waits for the file system's data and reports write-back errors since Linux 5.8), or
-    None elsewhere."""
-    if not _SYNCFS:
-        found = None
-        if sys.platform.startswith("linux"):
-            import ctypes
-
-            try:
-                found = getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None)
-            except OSError:
-                found = None
-        _SYNCFS.append(found)
-    return _SYNCFS[0]
+    with ThreadPoolExecutor(max_workers=min(len(fds), SYNC_THREADS)) as pool:
+        list(pool.map(os.fsync, fds))
 
 
 def _unlink(path: str | None) -> None:

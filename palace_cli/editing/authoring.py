@@ -257,7 +257,7 @@ def write_plain_memory(palace: Palace, subject: str, domain: str, content: str, 
 class PlainMemories:
     """Plain memories written as a batch (distill's, a session's at a time, under the write lock): each planned and
     checked as write_plain_memory does and known to `scan` at once (ids stay unique), then all written by `flush`
-    (editing.writes.apply: one flush of the disk for them all, not one per note). A memory that supersedes others
+    (editing.writes.apply: their fsyncs wait together, not one after the other). A memory that supersedes others
     is written at once, after the ones before it (the old notes' edits are planned from their bytes on disk)."""
 
     def __init__(self, palace: Palace, scan: Scan):

@@ -246,7 +246,7 @@ def apply(palace: Palace, changes: list[Change], what: str, result: dict | None 
 
 def _staged(changes: list[Change], files: list[Path]) -> tuple[dict[str, str], list[Path]]:
     """For a write of several new notes (`files`: where each change goes): their temp files written and flushed to
-    the disk together, by path (one flush, not one per note); and the folders made for them. Empty for fewer than
+    the disk together, by path (fsynced at once, not one after the other); and the folders made for them. Empty for fewer than
     two."""
     pairs = [(c, f) for c, f in zip(changes, files) if c.before is None and c.after is not None and not c.source]
     if len(pairs) < 2:

@@ -11,7 +11,7 @@ the turns the heuristics were unsure of (llmstage.py, only with `[models] endpoi
 - a newer value of a one-at-a-time attribute (a job, a home, a favourite) supersedes the memory that held
   the old value (`editing.versions` rules: frontmatter only, nothing deleted);
 - the rest is written by `editing.authoring.PlainMemories` into memories/<[distill] domain>/, a session's memories
-  together (one flush of the disk for them all; each note whole, so a killed run leaves whole notes and a rerun
+  together (their fsyncs at once, not one per note; each note whole, so a killed run leaves whole notes and a rerun
   writes the rest).
 
 A memory written is known at once to the checks of the turns after it, so a fact told twice in one run is

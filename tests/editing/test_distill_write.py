@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from palace_cli.core.notefile import load_note
@@ -105,12 +107,10 @@ def test_a_disk_that_refuses_a_batch_leaves_no_note_no_temp_file_and_no_new_fold
     assert sorted(p.relative_to(palace.root) for p in palace.root.rglob("*") if ".palace" not in p.parts) == before
 
 
-@pytest.mark.parametrize("syncfs", [None, lambda fd: -1])
-def test_without_syncfs_or_when_it_fails_each_file_is_fsynced(tmp_path, monkeypatch, syncfs):
+def test_a_batch_fsyncs_every_file_before_it_is_linked(tmp_path, monkeypatch):
     import palace_cli.core.disk as disk
 
     synced = []
-    monkeypatch.setattr(disk, "_syncfs", lambda: syncfs)
-    monkeypatch.setattr(disk.os, "fsync", synced.append)
+    monkeypatch.setattr(disk.os, "fsync", lambda fd: synced.append(os.fstat(fd).st_ino))
     temps = disk.synced_temps([(tmp_path / "a.md", b"a"), (tmp_path / "b.md", b"b")])
-    assert len(synced) == 2 and [open(t, "rb").read() for t in temps] == [b"a", b"b"]
+    assert sorted(synced) == sorted(os.stat(t).st_ino for t in temps) and [open(t, "rb").read() for t in temps] == [b"a", b"b"]
