@@ -45,7 +45,7 @@ def cue(pattern: str) -> Cue:
 # A standing rule: how a recurring thing is done, said with the words that make a rule general.
 RULE = cue(r"\b(always|never|every(?:thing|one|body)?(?! \d)|all (?:new|the|our|of)|from now on|going forward|"
                   r"in general|as a rule|(?:make (?:it|that|this) )?(?:a|the|our|team|house) (?:rule|standard|"
-                  r"convention|policy)|rule(?: is|:)|no exceptions?|(?:we|you) (?:don't|do not|never|always|only|"
+                  r"convention|policy)|rule(?: is|:)|no exceptions?|(?<!\bso )(?<!so that )(?:we|you) (?:don't|do not|never|always|only|"
                   r"use|prefer|keep)\b|ever\b|must(?:n't| not)?\b|is how we|that's how we|only (?:ever )?(?:from|"
                   r"by|via|through|after|when|on)\b|(?:we|i) prefer|prefer(?:s|red)? \w+ (?:over|to))")
 # A sentence that says outright what it is: a decision or a rule named as one, a preference in the first person.
@@ -65,7 +65,7 @@ CHOICE = cue(r"\b(let'?s (?:go with|use|do|keep|stick|make|not)|go(?:ing)? with|
 SETTLED = cue(r"(?:^\W*(?:(?!that|it|this|in|no|not)\S+\s+){1,3}then|^\W*(?:\S+\s+){1,4}it is|,? yes|^\W*(?:\S+\s+){1,4}it'?s)\s*[.!]?\s*$|"
                      r"^(?:yes|ok|fine)[,.:]?\s+(?:to|for)\b")
 # One turn's instruction, not a standing rule: waived, for now, only this once.
-ONE_OFF = cue(r"\b(for now|this once\b(?! every| a | per)|just this once|only for this|for this (?:one|release|pr|time|run|file)|"
+ONE_OFF = cue(r"\b(for now|(?:this|it|that) once\b(?! every| a | per)|once now|just this once|only for this|for this (?:one|release|pr|time|run|file)|"
                      r"in this pr|not this pr|this pr|today|tonight|tomorrow|right now|temporar(?:y|ily)|later\b|"
                      r"while you'?re (?:in|at)|this time|for the moment|at the moment|next session|throwaway|one-?off|"
                      r"for the lines you touch|lines you touch)")
@@ -76,6 +76,13 @@ HYPOTHETICAL = cue(r"^\W*(?:and |also |but |so )?(?:if we|if i|if you|if it|what
 # A question put as a statement, or a thought said aloud.
 HEDGE = cue(r"\b(i think|i guess|i suppose|maybe|perhaps|probably|not sure|no idea|i wonder|wondering|"
                    r"i thought|i believe|someone (?:on|in) the team|some (?:people|person)|might)\b")
+# A question that asks someone to do something ("Before guessing, can we get a profile?", "could you paste it?"):
+# what it asks for is an action, not something to know.
+ASKS_TO_ACT = cue(r"^\W*(?:[\w-]+,?\s+){0,3}?(?:can|could|would|will) (?:you|we|i)\b|^\W*(?:(?:ok|so|and|also|now|"
+                  r"then)\W+)*(?:please|pls|let me|let's)\b")
+# A turn that asks why something happens: what it states is the symptom to look into, not a fact to keep ("the
+# build takes 5 min, it took 3 before. why?", "... find out why").
+ASKS_WHY = cue(r"^\W*(?:(?:and|so|but|ok)\W+)?(?:why\b|(?:find|figure) out why|any idea why|what'?s going on)")
 # A request of the agent: what to do now.
 REQUEST = cue(r"^\W*(?:(?:ok|okay|so|and|also|then|now|pls|please|yes|good|great|nice|fine|right)\W+)*"
                      r"(?:please|pls|can you|could you|would you|will you|let me|help me|i need you|i want you|"
@@ -147,7 +154,7 @@ DONE = cue(r"\b(released|shipped|launched|went live|is live|it'?s live|(?:is|are
                   r"matches|under the budget)\b")
 # A check that a fix works: tests pass, a rollout is healthy, a load test held.
 VERIFIED = cue(r"\b(pass(?:es|ed|ing)?|green|healthy|all good|works?\b|worked|fixed|no longer|no more|stays?|"
-                      r"stayed|held|holds|normal|resolves|down from|instead of|now (?:uses|use|selects|stores|"
+                      r"stayed|held|holds|normal|resolves|down from|instead of (?=[~\d])|now (?:uses|use|selects|stores|"
                       r"goes|import|imports|returns|takes|runs)|is clean|clean again|summary|to recap|recap|"
                       r"brought|cut it|from \S+ to \S+|under the)\b")
 # What caused a problem.
@@ -232,6 +239,9 @@ EVALUATIVE = cue(r"\b(good|nice|great|bad|nasty|important|acceptable|fine|helpfu
 # What holds beyond today: a scope word.
 SCOPE = cue(r"\b(everywhere|every|all|whole|each|any|default|standard|until|always|never|from now on|going "
                    r"forward|in general|anymore|ever|only|policy|rule)\b|\bin \d+(?:\.\d+)*\b")
+# A sentence that says the one before it was said already: "Same rule as I said.", "like I said", "as usual".
+SAID_AGAIN = cue(r"\b(as i said|like i said|same rule|same as (?:before|always|last time)|as usual|as always|as "
+                 r"(?:we|i) agreed)\b")
 # A rule said again, not a new one: "remember, ...", "same rule as I said", "like I said".
 RESTATED = cue(r"\b(remember|as i said|like i said|same rule|as usual|as the rule|as our rule|per the rule|per our "
                r"rule|as always)\b")

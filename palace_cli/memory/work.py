@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import PurePath
 
 from palace_cli.conversations.model import Session, Turn
-from palace_cli.core.dates import resolve_relative
+from palace_cli.core.dates import WEEKDAYS, resolve_relative
 from palace_cli.memory import cues
 from palace_cli.memory.patterns import is_filler, rewrite
 from palace_cli.memory.proposals import (LEAD_IN, Piece, accepted_text, accepts, cleaned_proposal, empty, enumerated,
@@ -73,7 +73,8 @@ def work_units(session: Session, user: str = "") -> list[Unit]:
             recent = [cues.said_text(t.text) for t in turns[max(0, index - 6):index] if t.role == "assistant"]
             asked = index > 0 and turns[index - 1].role == "assistant" and any(
                 cues.is_asking(p.text) for p in pieces_of(turns[index - 1].text)[-2:])
-            found = _user_units(turn, proposal, recent, name, project, said, index == first_user, asked)
+            found = _user_units(turn, proposal, recent, name, project, said, index == first_user, asked,
+                                _question_before(turns, index, name))
         else:
             earlier = next((t.text for t in reversed(turns[max(0, index - 3):index]) if t.role == "assistant"), "")
             found = _agent_units(turn, name, project, said, earlier)
@@ -89,12 +90,14 @@ def work_units(session: Session, user: str = "") -> list[Unit]:
 
 
 def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project: str, said: str | None,
-                first: bool, asked: bool = False) -> list[Unit]:
+                first: bool, asked: bool = False, question: str = "") -> list[Unit]:
     pieces = [p for p in pieces_of(turn.text) if not cues.has_secret(p.text)]
     if not pieces:
         return []
     pieces = [part for piece in pieces for split in _rule_apart(piece) for part in _facts_apart(split)]
     kinds = _label_lists([_kind_of(p.text) for p in pieces], pieces)
+    if any(cues.ASKS_WHY.match(cues.opened(p.text)) for p in pieces):  # a symptom reported to be looked into
+        kinds = ["" if k == "fact" else k for k in kinds]
     accepting = bool(proposal) and opens_accepting(pieces)
     if accepting:  # "ok, do like this. but the backfill only at night": a condition on what was taken
         kinds = ["decision" if k == "fact" and (CONDITION.match(p.text) or len(
@@ -111,8 +114,8 @@ def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project
         units += _accepted_units(turn, pieces, groups, proposal, name, project, said, context, recent)
         groups = [g for g in groups if g[0] not in ("decision", "convention", "")]
     for kind, members in groups:
-        unit = _group_unit(kind, members, turn, proposal, recent, name, project, said, context, accepting) \
-            if kind else None
+        unit = _group_unit(kind, members, turn, proposal, recent, name, project, said, context, accepting,
+                           question) if kind else None
         if unit is not None:
             units.append(unit)
     if recent and CONFIRMS.match(pieces[0].text) and not any(u.kind == "fact" for u in units):
@@ -169,13 +172,15 @@ def _accepted_units(turn: Turn, pieces, groups, proposal: str, name: str, projec
 
 
 def _group_unit(kind: str, members, turn: Turn, proposal: str, recent: list[str], name: str, project: str,
-                said: str | None, context: dict, accepting: bool = False) -> Unit | None:
+                said: str | None, context: dict, accepting: bool = False, question: str = "") -> Unit | None:
     """One group of pieces of a kind as a memory (None for a choice made only for the task at hand); in a turn
     that opens by taking the agent's proposal, a choice reads with the proposal it takes."""
     words = " ".join(p.text for p in members)
     core = " ".join(cues.opened(p.text) for p in members)
-    if kind in ("decision", "convention") and not _standing(core, proposal):
-        return None
+    if kind in ("decision", "convention") and (not _standing(core, proposal) or any(
+            cues.SAID_AGAIN.search(p.text) for p in members)):
+        return None  # for the task at hand, or a rule said again ("... Same rule as I said."): made when first said
+    backing = ""
     if kind in ("decision", "convention") and (proposal or recent):
         backing = _related(core, recent)
         if proposal and refers_back(core):  # the proposal it takes, and the earlier option it names
@@ -183,16 +188,34 @@ def _group_unit(kind: str, members, turn: Turn, proposal: str, recent: list[str]
             backing = f"{taken} {backing}" if backing and backing not in proposal else taken
         if not backing and accepting and kind == "decision":
             backing = cleaned_proposal(proposal)  # "yep go with the protocol": the protocol as proposed
-        core = f"{core} ({backing})" if backing else core
+    if kind in ("decision", "convention") and not backing and cues.AT_HAND.match(core):
+        before = _said_before(turn, members[0])  # "there's a cache node. turn it on for CI": what "it" is
+        core = f"{before} {core}" if before else core
+    core = f"{core} ({backing})" if backing else core
     about = name if kind in ("decision", "convention") and cues.FIRST_SINGULAR.search(words) \
         and not cues.FIRST_PLURAL.search(words) else project or name
     resolved, dates = resolve_relative(core, said) if said else (core, [])
     text = rewrite(resolved, name) if name != "the user" else resolved
+    if question and core == " ".join(cues.opened(p.text) for p in members) and len(
+            informative(core) & informative(question.partition(": ")[2])) < 2:
+        text = f"{text.rstrip()} ({question})"  # "keep it on" says what only with what was asked
     unit = _unit(kind, turn, about, _with_project(text, project if about != name else "", kind, said), words,
                  {**context, "item": float(members[0].item), "backed": float(core != " ".join(
                      cues.opened(p.text) for p in members))})
     unit.dates = dates
     return unit
+
+
+def _said_before(turn: Turn, first: Piece) -> str:
+    """The sentence of the same paragraph just before `first`, which a pronoun in it points back to; "" when
+    there is none or it asks."""
+    pieces = pieces_of(turn.text)
+    at = next((i for i, p in enumerate(pieces) if first.text in p.text), 0)
+    before = pieces[at - 1] if at else None
+    if before is None or before.paragraph != pieces[at].paragraph or cues.is_asking(before.text) \
+            or empty(cues.opened(before.text)) or cues.has_secret(before.text):
+        return ""
+    return cues.opened(before.text)
 
 
 def _standing(core: str, proposal: str) -> bool:
@@ -210,6 +233,24 @@ def _standing(core: str, proposal: str) -> bool:
         return bool(cues.SCOPE.search(core) or cues.REASON.search(core) or cues.CHOICE.search(core)
                     or cues.SETTLED.search(core) or cues.RULE.search(core))
     return True
+
+
+def _question_before(turns: list[Turn], index: int, name: str) -> str:
+    """The question a user's turn answers, quoted with who asked it: the agent's, when its turn just before ends
+    with one (not an offer to act: "Want me to ...?"); else the user's own, two turns back, that the agent answered
+    without asking back ("should we turn X off?" ... "keep it on then"); "" when there is none."""
+    if not index or turns[index - 1].role != "assistant":
+        return ""
+    last = [p.text for p in pieces_of(turns[index - 1].text)[-2:] if cues.is_asking(p.text)]
+    if last:
+        asked = last[-1]
+        return "" if cues.OFFER.search(asked) or cues.ASKS_TO_ACT.match(asked) or cues.has_secret(asked) \
+            else f'asked by the assistant: "{asked}"'
+    if index < 2 or turns[index - 2].role != "user":
+        return ""
+    own = [p.text for p in pieces_of(turns[index - 2].text) if cues.is_asking(p.text) and not cues.ASKS_TO_ACT.match(
+        p.text) and not cues.has_secret(p.text) and len(informative(p.text)) >= 2]
+    return f'asked by {name}: "{cues.opened(own[-1])}"' if own else ""
 
 
 def _rule_apart(piece: Piece) -> list[Piece]:
@@ -341,9 +382,22 @@ def _fragment(sentence: str) -> bool:
     return not (cues.imperative(rest) or cues.TELLING.search(rest) or cues.FIRST_SINGULAR.match(rest))
 
 
+DAY = r"(mon|tue|wed|thu|fri|sat|sun)[a-z]*\.?"
+DAY_RANGE = re.compile(rf"\b{DAY}\s*(?:-|–|to|through)\s*{DAY}(?![\w-])", re.I)
+PROD = re.compile(r"(?<![\w-])prod(?![\w-])", re.I)
+
+
+def _spelled_out(text: str) -> str:
+    """Shorthand a note writes out: a range of days ("mon-thu": "Monday to Thursday"), "prod" ("production")."""
+    def days(match: re.Match) -> str:
+        first, last = (next(d for d in WEEKDAYS if d.startswith(g.lower())) for g in match.groups())
+        return f"{first.title()} to {last.title()}"
+    return PROD.sub("production", DAY_RANGE.sub(days, text))
+
+
 def _with_project(text: str, project: str, kind: str, said: str | None) -> str:
     """The memory's text, naming the project it is about when the sentence does not, and dated for a milestone."""
-    text = text.strip()
+    text = _spelled_out(text.strip())
     if text and text[0].islower():
         text = text[0].upper() + text[1:]
     if text and text[-1] not in ".!?)":
