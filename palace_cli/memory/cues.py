@@ -58,7 +58,7 @@ SUMMARY = cue(r"\b(summary|to recap|recap|root cause|for the record)\b")
 DECLARED = cue(r"^\W*(?:decision|decided|we(?:'ve| have)? decided|i(?:'ve| have)? decided)\b")
 # A choice made for the project: a settled question.
 CHOICE = cue(r"\b(let'?s (?:go with|use|do|keep|stick|make|not)|go(?:ing)? with|decided|decision|we(?:'ll| will) "
-                    r"(?:use|go|keep|do|ship|drop|move|switch)|we keep|keep (?:it|them|the|using)|it is\b|it's "
+                    r"(?:use|go|keep|do|ship|drop|move|switch)|we keep|keep (?:it|them|the|using)|it is\s*(?:[.!,;]|$)|it's "
                     r"settled|instead of|rather than|not wait|(?:choose|chose|pick|picked) |settled? on|switch(?:ing)? "
                     r"to|stay(?:ing)? (?:with|on)|stick with|the plan is|(?:we|i) do (?:a |the )?\w+ now)")
 # A choice that closes a discussion: "same-transaction then", "13 months it is", "3 days lookback, yes".
@@ -232,6 +232,9 @@ AT_HAND = cue(r"^\W*(?:\w+\s+){0,2}?(?:\w+)\s+(?:it|that|this|them|those|these|b
 # A sentence about the thing at hand: "that's from ...", "it use a lot of space", "this is acceptable".
 POINTING = cue(r"^\W*(?:it|this|that|these|those|which|there)(?:'s|\s+(?:is|was|were|are|use|uses|will|would|"
                       r"has|had|looks|seems|makes))\b")
+# "It is GET /api/listings/search, ...", "that's `billing-api`": a sentence that points at the thing before it to
+# name it (a path, an identifier, a name in capitals): what follows is a fact about that thing.
+NAMES_IT = re.compile(r"^\W*(?:[Ii]t|[Tt]his|[Tt]hat)(?:'s|\s+is|\s+was)\s+(?:`|[\w-]*[/_.:]\w|[A-Z]{3,}\b)")
 # A judgement of the moment rather than a fact: "nasty", "acceptable", "super helpful".
 EVALUATIVE = cue(r"\b(good|nice|great|bad|nasty|important|acceptable|fine|helpful|slow|fast|weird|ugly|mess|"
                         r"easy|hard|simple|simpler|better|worse|enough|scary|neat|neater|cool|annoying|obviously|"

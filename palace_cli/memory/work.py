@@ -144,7 +144,8 @@ def _label_lists(kinds: list[str], pieces) -> list[str]:
             for j in range(i + 1, len(pieces)) if ahead else ():
                 if not pieces[j].item:
                     break
-                if kinds[j] in ("", "decision", "fact") and not (ahead == "fact" and kinds[j]):
+                if kinds[j] in ("", "decision", "fact") and not (ahead == "fact" and kinds[j]) and not (
+                        ahead == "fact" and cues.WANTED.search(pieces[j].text)):  # "i want a plan": the task
                     kinds[j] = ahead
             kinds[i] = ""
     return kinds
@@ -190,6 +191,8 @@ def _group_unit(kind: str, members, turn: Turn, proposal: str, recent: list[str]
             backing = cleaned_proposal(proposal)  # "yep go with the protocol": the protocol as proposed
     if kind in ("decision", "convention") and not backing and cues.AT_HAND.match(core):
         before = _said_before(turn, members[0])  # "there's a cache node. turn it on for CI": what "it" is
+        if before and (cues.HYPOTHETICAL.search(before) or cues.HEDGE.search(before)):
+            return None  # "if we ever go multi-region we'd need X. put that under consequences": about a maybe
         core = f"{before} {core}" if before else core
     core = f"{core} ({backing})" if backing else core
     about = name if kind in ("decision", "convention") and cues.FIRST_SINGULAR.search(words) \
@@ -248,8 +251,9 @@ def _question_before(turns: list[Turn], index: int, name: str) -> str:
             else f'asked by the assistant: "{asked}"'
     if index < 2 or turns[index - 2].role != "user":
         return ""
-    own = [p.text for p in pieces_of(turns[index - 2].text) if cues.is_asking(p.text) and not cues.ASKS_TO_ACT.match(
-        p.text) and not cues.has_secret(p.text) and len(informative(p.text)) >= 2]
+    own = [p.text for p in pieces_of(turns[index - 2].text) if (cues.is_asking(p.text) or cues.QUESTION_LEAD.match(
+        cues.opened(p.text).rstrip("."))) and not cues.ASKS_TO_ACT.match(p.text) and not cues.has_secret(p.text)
+        and len(informative(p.text)) >= 2]  # asked without a question mark: "when does it start again."
     return f'asked by {name}: "{cues.opened(own[-1])}"' if own else ""
 
 
@@ -326,7 +330,7 @@ def _fact_like(core: str) -> bool:
         return False
     if cues.OWNED_BY.search(core) and not cues.FIRST_SINGULAR.match(core):
         return True
-    if cues.POINTING.match(core) or cues.PROBLEM.search(core) or cues.TRANSIENT_NOW.search(core) \
+    if cues.POINTING.match(core) and not cues.NAMES_IT.match(core) or cues.PROBLEM.search(core) or cues.TRANSIENT_NOW.search(core) \
             or cues.FUTURE.search(core) and not cues.DATED.search(core):
         return False
     if cues.WANTED.search(core) or cues.ONE_OFF.search(core):
