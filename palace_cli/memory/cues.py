@@ -47,7 +47,8 @@ RULE = cue(r"\b(always|never|every(?:thing|one|body)?(?! \d)|all (?:new|the|our|
                   r"in general|as a rule|(?:make (?:it|that|this) )?(?:a|the|our|team|house) (?:rule|standard|"
                   r"convention|policy)|rule(?: is|:)|no exceptions?|(?<!\bso )(?<!so that )(?:we|you) (?:don't|do not|never|always|only|"
                   r"use|prefer|keep)\b|ever\b|must(?:n't| not)?\b|is how we|that's how we|only (?:ever )?(?:from|"
-                  r"by|via|through|after|when|on)\b|(?:we|i) prefer|prefer(?:s|red)? \w+ (?:over|to))")
+                  r"by|via|through|after|when|on)\b|(?:we|i) prefer|prefer(?:s|red)? \w+ (?:over|to)|\bno [\w-]+(?: [\w-]+)? "
+                  r"anymore\b|\bno more [\w-]+)")
 # A sentence that says outright what it is: a decision or a rule named as one, a preference in the first person.
 STRONG = cue(r"^\W*(?:decision|decided|rule|convention|policy|standard|going forward|from now on|as a rule|"
              r"(?:i|we)(?:'ve| have)? (?:always|never|prefer|decided|use)|(?:always|never)\b|(?:i|we) (?:don'?t|do "
@@ -100,6 +101,8 @@ PROPOSAL = cue(r"\b(i'd (?!like|love|be\b|have|guess|say|think|imagine|expect|ne
                       r"(?:two|three|both) fixes|would be to)")
 # An offer to do something now, rather than a choice to make: "Want me to look at ...?", "Should I patch it?"
 OFFER = cue(r"\b(want me to|should i|shall i|i can|i could|i'll|let me|do you want)\b")
+# The agent offering to act, not asking what holds or what the user wants ("Which layout do you want?" asks).
+OFFER_TO_ACT = cue(r"\b(want me to|should i|shall i|i can|i could|i'll|let me|do you want me)\b")
 # A proposal that points back to an earlier one: "as described", "what I said above".
 POINTS_BACK = cue(r"\b(as (?:described|proposed|suggested|above|discussed)|like i said|the (?:above|same))\b")
 # A question asking the agent for advice, whose answer is a proposal: "what would you do?", "options?".

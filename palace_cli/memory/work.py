@@ -98,6 +98,9 @@ def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project
     kinds = _label_lists([_kind_of(p.text) for p in pieces], pieces)
     if any(cues.ASKS_WHY.match(cues.opened(p.text)) for p in pieces):  # a symptom reported to be looked into
         kinds = ["" if k == "fact" else k for k in kinds]
+    answer = _list_answer(turn, pieces, proposal, question, name, project, said, first)
+    if answer:
+        return answer
     accepting = bool(proposal) and opens_accepting(pieces)
     if accepting:  # "ok, do like this. but the backfill only at night": a condition on what was taken
         kinds = ["decision" if k == "fact" and (CONDITION.match(p.text) or len(
@@ -121,6 +124,26 @@ def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project
     if recent and CONFIRMS.match(pieces[0].text) and not any(u.kind == "fact" for u in units):
         units += _confirmed_unit(turn, pieces[1:], kinds[1:], recent[-1], name, project, context)
     return units
+
+
+def _list_answer(turn: Turn, pieces, proposal: str, question: str, name: str, project: str, said: str | None,
+                 first: bool) -> list[Unit]:
+    """A bare list the user answers the agent with ("- yes to X for server state - Y for the client bits - one
+    slice at a time / let's go with that"): one answer, so one memory of the whole list (a convention when it
+    says how things are done from now on); a list under its own heading ("make it a rule:") is items apart."""
+    items = [p for p in pieces if p.item]
+    if len(items) < 2 or not (proposal or question) or any(cues.is_asking(p.text) for p in pieces) or any(
+            len(informative(p.text)) >= 3 or p.text.rstrip().endswith(":") and cues.opened(p.text) != p.text.strip()
+            and not empty(cues.opened(p.text)) for p in pieces if not p.item):
+        return []
+    said_items = [cues.opened(p.text).rstrip(" .;") for p in items]
+    kind = "convention" if any(cues.RULE.search(t) for t in said_items) else "decision"
+    text = "; ".join(said_items) + (f" ({question})" if question else "")
+    resolved = resolve_relative(text, said)[0] if said else text
+    context = {"item": 1.0, "first_turn": float(first), "after_proposal": float(bool(proposal)), "accepted": 0.0,
+               "answers": float(bool(question))}
+    return [_unit(kind, turn, project or name, _with_project(resolved, project, kind, said), " ".join(said_items),
+                  context)]
 
 
 def _confirmed_unit(turn: Turn, pieces, kinds, before: str, name: str, project: str, context: dict) -> list[Unit]:
@@ -247,7 +270,7 @@ def _question_before(turns: list[Turn], index: int, name: str) -> str:
     last = [p.text for p in pieces_of(turns[index - 1].text)[-2:] if cues.is_asking(p.text)]
     if last:
         asked = last[-1]
-        return "" if cues.OFFER.search(asked) or cues.ASKS_TO_ACT.match(asked) or cues.has_secret(asked) \
+        return "" if cues.OFFER_TO_ACT.search(asked) or cues.ASKS_TO_ACT.match(asked) or cues.has_secret(asked) \
             else f'asked by the assistant: "{asked}"'
     if index < 2 or turns[index - 2].role != "user":
         return ""
