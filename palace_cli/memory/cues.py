@@ -47,7 +47,7 @@ RULE = cue(r"\b(always|never|every(?:thing|one|body)?(?! \d)|all (?:new|the|our|
                   r"in general|as a rule|(?:make (?:it|that|this) )?(?:a|the|our|team|house) (?:rule|standard|"
                   r"convention|policy)|rule(?: is|:)|no exceptions?|(?<!\bso )(?<!so that )(?:we|you) (?:don't|do not|never|always|only|"
                   r"use|prefer|keep)\b|ever\b|must(?:n't| not)?\b|is how we|that's how we|only (?:ever )?(?:from|"
-                  r"by|via|through|after|when|on)\b|(?:we|i) prefer|prefer(?:s|red)? \w+ (?:over|to)|\bno [\w-]+(?: [\w-]+)? "
+                  r"by|via|through|after|when|on)\b|(?:we|i) prefer|prefer(?:s|red)? \w+ (?:over|to)|\bno [\w-]+(?: [\w-]+){0,2} "
                   r"anymore\b|\bno more [\w-]+)")
 # A sentence that says outright what it is: a decision or a rule named as one, a preference in the first person.
 STRONG = cue(r"^\W*(?:decision|decided|rule|convention|policy|standard|going forward|from now on|as a rule|"
@@ -55,7 +55,7 @@ STRONG = cue(r"^\W*(?:decision|decided|rule|convention|policy|standard|going for
              r"not) (?:ever|use|do)|make (?:it|that|this) (?:a rule|the standard))|\b(?:from now on|going forward|as "
              r"a rule|that'?s (?:our|the|a) (?:team )?rule|is our rule|no exceptions?|every [\w-]+(?: [\w-]+)? must|must (?:always|"
              r"never))\b")
-SUMMARY = cue(r"\b(summary|to recap|recap|root cause|for the record)\b")
+SUMMARY = cue(r"\b(summary(?=[^.:]{0,30}:)|to recap|recap|root cause|for the record)\b")
 DECLARED = cue(r"^\W*(?:decision|decided|we(?:'ve| have)? decided|i(?:'ve| have)? decided)\b")
 # A choice made for the project: a settled question.
 CHOICE = cue(r"\b(let'?s (?:go with|use|do|keep|stick|make|not)|go(?:ing)? with|decided|decision|we(?:'ll| will) "
@@ -126,7 +126,7 @@ SHIPPED = cue(r"\b(fully rolled out|rolled out (?:to|on) prod\w*|(?:is|are|now) 
                      r"production is (?:healthy|deployed|running)|released|deployed (?:to|on|in) prod\w*|is the first "
                      r"\w+|first [\w-]+ (?:service|release|deploy|pr)\b)")
 # The agent stating the fix it made, not only that something passes.
-FIXED = cue(r"^\W*with\b|\b(fixed:|fix:|fixed by|summary|to recap|recap|the (?:two )?fix(?:es)? (?:is|are|was|were)|"
+FIXED = cue(r"^\W*with\b|\b(fixed:|fix:|fixed by|summary(?=[^.:]{0,30}:)|to recap|recap|the (?:two )?fix(?:es)? (?:is|are|was|were)|"
                    r"(?:now|both) (?:uses?|stores?|selects?|goes|go|imports?|returns?|takes?|runs?)|with [^.]{3,60} "
                    r"(?:raised|enabled|fixed|set|switched)|switching to|switched to|changed to|moved to|replaced|"
                    r"instead of|her change|his change|the change)\b")
@@ -158,7 +158,7 @@ DONE = cue(r"\b(released|shipped|launched|went live|is live|it'?s live|(?:is|are
 # A check that a fix works: tests pass, a rollout is healthy, a load test held.
 VERIFIED = cue(r"\b(pass(?:es|ed|ing)?|green|healthy|all good|works?\b|worked|fixed|no longer|no more|stays?|"
                       r"stayed|held|holds|normal|resolves|down from|instead of (?=[~\d])|now (?:uses|use|selects|stores|"
-                      r"goes|import|imports|returns|takes|runs)|is clean|clean again|summary|to recap|recap|"
+                      r"goes|import|imports|returns|takes|runs)|is clean|clean again|summary(?=[^.:]{0,30}:)|to recap|recap|"
                       r"brought|cut it|from \S+ to \S+|under the)\b")
 # What caused a problem.
 CAUSE = cue(r"\b(because|caused|came from|comes from|due to|that'?s the (?:leak|bug|problem|cause|issue)|"

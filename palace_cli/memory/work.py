@@ -133,8 +133,8 @@ def _list_answer(turn: Turn, pieces, proposal: str, question: str, name: str, pr
     says how things are done from now on); a list under its own heading ("make it a rule:") is items apart."""
     items = [p for p in pieces if p.item]
     if len(items) < 2 or not (proposal or question) or any(cues.is_asking(p.text) for p in pieces) or any(
-            len(informative(p.text)) >= 3 or p.text.rstrip().endswith(":") and cues.opened(p.text) != p.text.strip()
-            and not empty(cues.opened(p.text)) for p in pieces if not p.item):
+            len(informative(p.text)) >= 3 or p.text.rstrip().endswith(":") and not empty(cues.opened(p.text))
+            for p in pieces if not p.item):
         return []
     said_items = [cues.opened(p.text).rstrip(" .;") for p in items]
     kind = "convention" if any(cues.RULE.search(t) for t in said_items) else "decision"
