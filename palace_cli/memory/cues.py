@@ -248,6 +248,10 @@ SCOPE = cue(r"\b(everywhere|every|all|whole|each|any|default|standard|until|alwa
 # A sentence that says the one before it was said already: "Same rule as I said.", "like I said", "as usual".
 SAID_AGAIN = cue(r"\b(as i said|like i said|same rule|same as (?:before|always|last time)|as usual|as always|as "
                  r"(?:we|i) agreed)\b")
+# The agent naming a rule the user set already ("That would break the one-hook-per-file rule you set earlier"):
+# the user's answer keeps that rule, it does not make one.
+NAMES_A_RULE = cue(r"\b(?:rule|convention|policy|standard) (?:you|we) (?:set|made|agreed|gave|chose)|\b(?:your|our) "
+                   r"(?:own )?(?:rule|convention|policy)\b|\bthe rule you\b")
 # A rule said again, not a new one: "remember, ...", "same rule as I said", "like I said".
 RESTATED = cue(r"\b(remember|as i said|like i said|same rule|as usual|as the rule|as our rule|per the rule|per our "
                r"rule|as always)\b")

@@ -107,7 +107,8 @@ def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project
             informative(p.text) & informative(proposal)) >= 2) else k for p, k in zip(pieces, kinds)]
     context = {"item": 0.0, "first_turn": float(first), "after_proposal": float(bool(proposal)), "accepted": 0.0,
                "answers": float(asked)}
-    groups = _groups(pieces, kinds)
+    groups = [("decision" if kind == "convention" and any(cues.SETTLED.search(p.text) for p in members[1:]) else kind,
+               members) for kind, members in _groups(pieces, kinds)]  # "... we only upgrade every year. 5.2 it is."
     units = []
     others = [k for p, k in zip(pieces[1:], kinds[1:]) if not empty(cues.opened(p.text))]
     if proposal and (accepts(pieces[0].text) or accepting) and not any(p.item for p in pieces) and (
@@ -202,7 +203,7 @@ def _group_unit(kind: str, members, turn: Turn, proposal: str, recent: list[str]
     words = " ".join(p.text for p in members)
     core = " ".join(cues.opened(p.text) for p in members)
     if kind in ("decision", "convention") and (not _standing(core, proposal) or any(
-            cues.SAID_AGAIN.search(p.text) for p in members)):
+            cues.SAID_AGAIN.search(p.text) for p in members) or cues.NAMES_A_RULE.search(question)):
         return None  # for the task at hand, or a rule said again ("... Same rule as I said."): made when first said
     backing = ""
     if kind in ("decision", "convention") and (proposal or recent):
@@ -372,6 +373,9 @@ def _groups(pieces: list[Piece], kinds: list[str]) -> list[tuple[str, list[Piece
     for piece, kind in zip(pieces, kinds):
         if groups and not piece.item and not groups[-1][1][-1].item and groups[-1][1][-1].paragraph == piece.paragraph:
             head, members = groups[-1]
+            if head == "" and len(members) == 1 and kind in ("decision", "convention") and _leads_in(members[0].text):
+                groups[-1] = (kind, [*members, piece])  # "Quiet hours 22 to 8, only for marketing. X always ..."
+                continue
             going_on = head in ("decision", "convention") and len(members) < 3 and (
                 (kind in ("", "decision") or _fragment(piece.text) or cues.REASON.match(cues.opened(piece.text)))
                 and not cues.is_asking(piece.text)
@@ -391,6 +395,15 @@ def _groups(pieces: list[Piece], kinds: list[str]) -> list[tuple[str, list[Piece
                 continue
         groups.append((kind, [piece]))
     return groups
+
+
+def _leads_in(sentence: str) -> bool:
+    """A sentence with no verb of its own that names what the rule after it is about ("Quiet hours 22 to 8 in
+    the user's local time, only for marketing."): not a question, a request, a reaction or a maybe."""
+    core = cues.opened(sentence)
+    return len(informative(core)) >= 3 and _fragment(core) and not (
+        cues.is_asking(sentence) or cues.REQUEST.match(core) or empty(core) or cues.HYPOTHETICAL.search(core)
+        or cues.HEDGE.search(core) or cues.PROBLEM.search(core) or cues.EVALUATIVE.search(core))
 
 
 CONTINUES = re.compile(r"^\W*(?:always|never|no\b|not\b|and\b|but\b|so\b|because|since|that'?s|it'?s|they|we|"

@@ -121,3 +121,24 @@ def test_a_bare_list_answering_the_agent_is_one_memory():
 def test_no_x_anymore_is_a_rule():
     assert [u.kind for u in _units(("user", "no more manual version bumps, the release job sets them."))] == [
         "convention"]
+
+
+def test_a_settled_choice_after_a_rule_makes_the_group_a_decision():
+    units = _units(("user", "support matters most, we only renew vendor contracts every three years. The enterprise "
+                            "plan it is."))
+    assert [u.kind for u in units] == ["decision"] and "enterprise plan" in units[0].text
+
+
+def test_keeping_a_rule_the_agent_names_is_no_new_rule():
+    units = _units(("user", "every migration is reversible."),
+                   ("assistant", "This one drops a column, which breaks the reversible-migrations rule you set; do "
+                                 "you want an exception?"),
+                   ("user", "no, no exceptions. write the down step. keep it consistent"))
+    assert [u.turn.id for u in units if u.kind in ("decision", "convention")] == ["t0"]
+
+
+def test_a_verbless_lead_in_joins_the_rule_after_it():
+    units = _units(("assistant", "Do any of the webhooks need retries?"),
+                   ("user", "Yes. Five retries over two hours for billing events, with jitter. Audit events always "
+                            "go once, no retry."))
+    assert [u.kind for u in units] == ["convention"] and "Five retries" in units[0].text
