@@ -219,6 +219,9 @@ JOINED = cue(r"\b(i'?m new|started (?:on )?\w+ as|joined|i'?m the|i'?m a|i work 
 TRANSIENT = cue(r"\b(now|again|still|currently|at the moment|right now|earlier|just|yesterday|this morning|"
                        r"today|tonight|so far|already|sorry|slow|failing|failed|fails|broken|hanging|down|gone|"
                        r"draining|stuck|seeing|i see|looks? (?:good|like)|works?|worked|running)\b")
+# What an instruction is for ("disable it so we don't deploy twice"): its purpose this time, not a reason that
+# makes it a standing rule.
+PURPOSE = cue(r"\bso (?:that )?(?:we|it|they|you|nobody|the|there)\b[^.;]*")
 REASON = cue(r"\b(because|since|so that|as (?:the|our|we|it|they)|otherwise|that's how|which is why|"
                     r"it'?s (?:literally|what)|keeps?|they need|we need|needs?|so we|so it|so nobody|so the)\b|[—–]|"
                     r"\bcan(?:'t| ?not)\b")

@@ -223,9 +223,9 @@ def _group_unit(kind: str, members, turn: Turn, proposal: str, recent: list[str]
         and not cues.FIRST_PLURAL.search(words) else project or name
     resolved, dates = resolve_relative(core, said) if said else (core, [])
     text = rewrite(resolved, name) if name != "the user" else resolved
-    if question and core == " ".join(cues.opened(p.text) for p in members) and len(
-            informative(core) & informative(question.partition(": ")[2])) < 2:
-        text = f"{text.rstrip()} ({question})"  # "keep it on" says what only with what was asked
+    if question and core == " ".join(cues.opened(p.text) for p in members) and (len(
+            informative(core) & informative(question.partition(": ")[2])) < 2 or YES_OR_NO.match(turn.text)):
+        text = f"{text.rstrip()} ({question})"  # "keep it on", "yes, all of them" say what only with what was asked
     unit = _unit(kind, turn, about, _with_project(text, project if about != name else "", kind, said), words,
                  {**context, "item": float(members[0].item), "backed": float(core != " ".join(
                      cues.opened(p.text) for p in members))})
@@ -257,7 +257,8 @@ def _standing(core: str, proposal: str) -> bool:
         return False
     first = cues.opened(core)
     if cues.imperative(first) or cues.REQUEST.match(first):
-        return bool(cues.SCOPE.search(core) or cues.REASON.search(core) or cues.CHOICE.search(core)
+        reason = cues.REASON.search(cues.PURPOSE.pattern.sub(" ", core.lower()))  # a purpose is this time's
+        return bool(cues.SCOPE.search(core) or reason or cues.CHOICE.search(core)
                     or cues.SETTLED.search(core) or cues.RULE.search(core))
     return True
 
@@ -364,6 +365,7 @@ def _fact_like(core: str) -> bool:
     return True
 
 
+YES_OR_NO = re.compile(r"^\W*(?:yes|yeah|yep|yup|no|nope)\b", re.I)
 CONFIRMS = re.compile(r"^\W*(?:(?:yes|yeah|yep)\W+)?(?:that'?s (?:right|correct)|correct|exactly)\b", re.I)
 CONDITION = re.compile(r"^\W*(?:but|only|except|as long as|provided)\b", re.I)
 def _groups(pieces: list[Piece], kinds: list[str]) -> list[tuple[str, list[Piece]]]:

@@ -142,3 +142,15 @@ def test_a_verbless_lead_in_joins_the_rule_after_it():
                    ("user", "Yes. Five retries over two hours for billing events, with jitter. Audit events always "
                             "go once, no retry."))
     assert [u.kind for u in units] == ["convention"] and "Five retries" in units[0].text
+
+
+def test_a_yes_answer_keeps_the_question_it_confirms():
+    units = _units(("assistant", "Are all the images served through the CDN, including the thumbnails?"),
+                   ("user", "Yes, all through the CDN, thumbnails too. We use Fastly."))
+    assert units and 'asked by the assistant: "Are all the images served' in units[0].text
+
+
+def test_an_instruction_with_only_its_purpose_is_for_the_task_at_hand():
+    assert _units(("user", "turn off the old importer in cron so we don't load the files twice.")) == []
+    kept = _units(("user", "turn off the old importer in cron, we never run two importers because they race."))
+    assert [u.kind for u in kept] == ["convention"]
