@@ -223,8 +223,8 @@ def _group_unit(kind: str, members, turn: Turn, proposal: str, recent: list[str]
         and not cues.FIRST_PLURAL.search(words) else project or name
     resolved, dates = resolve_relative(core, said) if said else (core, [])
     text = rewrite(resolved, name) if name != "the user" else resolved
-    if question and core == " ".join(cues.opened(p.text) for p in members) and (len(
-            informative(core) & informative(question.partition(": ")[2])) < 2 or YES_OR_NO.match(turn.text)):
+    if question and (YES_OR_NO.match(turn.text) or core == " ".join(cues.opened(p.text) for p in members) and len(
+            informative(core) & informative(question.partition(": ")[2])) < 2):
         text = f"{text.rstrip()} ({question})"  # "keep it on", "yes, all of them" say what only with what was asked
     unit = _unit(kind, turn, about, _with_project(text, project if about != name else "", kind, said), words,
                  {**context, "item": float(members[0].item), "backed": float(core != " ".join(
@@ -392,7 +392,8 @@ def _groups(pieces: list[Piece], kinds: list[str]) -> list[tuple[str, list[Piece
                 continue
             if head == "fact" and len(members) == 1 and kind in ("fact", "") and len(piece.text.split()) <= 8 \
                     and not cues.is_asking(piece.text) and not cues.REQUEST.match(cues.opened(piece.text)) \
-                    and not empty(cues.opened(piece.text)) and not cues.imperative(cues.opened(piece.text)):
+                    and not empty(cues.opened(piece.text)) and not cues.imperative(cues.opened(piece.text)) \
+                    and not cues.WANTED.search(piece.text):
                 members.append(piece)  # "max_connections is still 500 though": the fact's other half
                 continue
         groups.append((kind, [piece]))

@@ -154,3 +154,8 @@ def test_an_instruction_with_only_its_purpose_is_for_the_task_at_hand():
     assert _units(("user", "turn off the old importer in cron so we don't load the files twice.")) == []
     kept = _units(("user", "turn off the old importer in cron, we never run two importers because they race."))
     assert [u.kind for u in kept] == ["convention"]
+
+
+def test_what_the_user_wants_done_does_not_join_the_fact_before_it():
+    units = _units(("user", "the report service is a 3,000-line Flask app. i want to split it up."))
+    assert [u.kind for u in units] == ["fact"] and "split" not in units[0].text
