@@ -159,3 +159,8 @@ def test_an_instruction_with_only_its_purpose_is_for_the_task_at_hand():
 def test_what_the_user_wants_done_does_not_join_the_fact_before_it():
     units = _units(("user", "the report service is a 3,000-line Flask app. i want to split it up."))
     assert [u.kind for u in units] == ["fact"] and "split" not in units[0].text
+
+
+def test_all_the_x_are_y_describes_it_is_no_rule():
+    assert all(u.kind != "convention" for u in _units(("user", "so all the old invoices are stored in euros.")))
+    assert [u.kind for u in _units(("user", "all new services log JSON to stdout."))] == ["convention"]
