@@ -43,7 +43,8 @@ def cue(pattern: str) -> Cue:
     return Cue(pattern)
 
 # A standing rule: how a recurring thing is done, said with the words that make a rule general.
-RULE = cue(r"\b(always|never|every(?:thing|one|body)?(?! \d)|all (?:new|our)|all (?:the|of)\b(?![^.,;]*\b(?:are|were|was|is)\b)|from now on|going forward|"
+RULE = cue(r"\b(always|never|every(?:thing|one|body)?(?! \d)|all (?:new|our)|"
+                  r"all (?:the|of)\b(?![^.,;]*\b(?:are|were|was|is)\b)|from now on|going forward|"
                   r"in general|as a rule|(?:make (?:it|that|this) )?(?:a|the|our|team|house) (?:rule|standard|"
                   r"convention|policy)|rule(?: is|:)|no exceptions?|(?<!\bso )(?<!so that )(?:we|you) (?:don't|do not|never|always|only|"
                   r"use|prefer|keep)\b|ever\b|must(?:n't| not)?\b|is how we|that's how we|only (?:ever )?(?:from|"
