@@ -62,7 +62,8 @@ DECLARED = cue(r"^\W*(?:decision|decided|we(?:'ve| have)? decided|i(?:'ve| have)
 CHOICE = cue(r"\b(let'?s (?:go with|use|do|keep|stick|make|not)|go(?:ing)? with|decided|decision|we(?:'ll| will) "
                     r"(?:use|go|keep|do|ship|drop|move|switch)|we keep|keep (?:it|them|the|using)|it is\s*(?:[.!,;]|$)|it's "
                     r"settled|instead of|rather than|not wait|(?:choose|chose|pick|picked) |settled? on|switch(?:ing)? "
-                    r"to|stay(?:ing)? (?:with|on)|stick with|the plan is|(?:we|i) do (?:a |the )?\w+ now)")
+                    r"to|stay(?:ing)? (?:with|on)|stick with|the plan is|(?:we|i) do (?:a |the )?\w+ now|(?:we|i) (?:agreed|agree) "
+                    r"(?:to|on|that)|(?:we|i)'?d rather\b|we'?re (?:going|gonna) (?:to )?(?:use|go|keep|switch|move|ship))")
 # A choice that closes a discussion: "same-transaction then", "13 months it is", "3 days lookback, yes".
 SETTLED = cue(r"(?:^\W*(?:(?!that|it|this|in|no|not)\S+\s+){1,3}then|^\W*(?:\S+\s+){1,4}it is|,? yes|^\W*(?:\S+\s+){1,4}it'?s)\s*[.!]?\s*$|"
                      r"^(?:yes|ok|fine)[,.:]?\s+(?:to|for)\b")

@@ -164,3 +164,10 @@ def test_what_the_user_wants_done_does_not_join_the_fact_before_it():
 def test_all_the_x_are_y_describes_it_is_no_rule():
     assert all(u.kind != "convention" for u in _units(("user", "so all the old invoices are stored in euros.")))
     assert [u.kind for u in _units(("user", "all new services log JSON to stdout."))] == ["convention"]
+
+
+@pytest.mark.parametrize("text", ["We agreed to keep the raw exports for 13 months, legal asked for a year.",
+                                  "I'd rather put the queue on SQS, fewer moving parts than Kafka.",
+                                  "we're going to use Terraform Cloud for the state files."])
+def test_a_choice_said_as_agreed_rather_or_going_to_use_is_a_decision(text):
+    assert [u.kind for u in _units(("user", text))] == ["decision"]
