@@ -49,11 +49,12 @@ RULE = cue(r"\b(always|never|every(?:thing|one|body)?(?! \d)|all (?:new|our)|"
                   r"convention|policy)|rule(?: is|:)|no exceptions?|(?<!\bso )(?<!so that )(?:we|you) (?:don't|do not|never|always|only|"
                   r"use|prefer|keep)\b|ever\b|must(?:n't| not)?\b|is how we|that's how we|only (?:ever )?(?:from|"
                   r"by|via|through|after|when|on)\b|(?:we|i) prefer|prefer(?:s|red)? \w+ (?:over|to)|\bno [\w-]+(?: [\w-]+){0,2} "
-                  r"anymore\b|\bno more [\w-]+)")
+                  r"anymore\b|\bno more [\w-]+|(?:are|is) (?:banned|forbidden|not allowed)\b)")
 # A sentence that says outright what it is: a decision or a rule named as one, a preference in the first person.
 STRONG = cue(r"^\W*(?:decision|decided|rule|convention|policy|standard|going forward|from now on|as a rule|"
              r"(?:i|we)(?:'ve| have)? (?:always|never|prefer|decided|use)|(?:always|never)\b|(?:i|we) (?:don'?t|do "
-             r"not) (?:ever|use|do)|make (?:it|that|this) (?:a rule|the standard))|\b(?:from now on|going forward|as "
+             r"not) (?:ever|use|do)|make (?:it|that|this) (?:a rule|the standard)|let'?s (?:go with|use)|we(?:'ll| will| are|'re) "
+             r"(?:go with|going with|use))|\b(?:from now on|going forward|as "
              r"a rule|that'?s (?:our|the|a) (?:team )?rule|is our rule|no exceptions?|every [\w-]+(?: [\w-]+)? must|must (?:always|"
              r"never))\b")
 SUMMARY = cue(r"\b(summary(?=[^.:]{0,30}:)|to recap|recap|root cause|for the record)\b")

@@ -171,3 +171,22 @@ def test_all_the_x_are_y_describes_it_is_no_rule():
                                   "we're going to use Terraform Cloud for the state files."])
 def test_a_choice_said_as_agreed_rather_or_going_to_use_is_a_decision(text):
     assert [u.kind for u in _units(("user", text))] == ["decision"]
+
+
+def test_banned_or_not_allowed_is_a_rule():
+    assert [u.kind for u in _units(("user", "force pushes to main are not allowed, open a revert PR."))] == [
+        "convention"]
+
+
+def test_lets_go_with_is_a_decision_said_outright():
+    units = _units(("user", "let's go with Tuesday for the cutover."))
+    assert [(u.kind, u.signals["strong"]) for u in units] == [("decision", 1.0)]
+    hedged = _units(("user", "let's go with Tuesday for now, maybe."))
+    assert all(not u.signals["strong"] for u in hedged)
+
+
+def test_a_choice_word_in_the_agents_report_is_no_choice():
+    units = _units(("user", "The nightly import fails on the new schema."),
+                   ("assistant", "Switched the import to the v2 reader instead of the legacy parser; the nightly "
+                                 "import passes on last night's files."))
+    assert units and all(u.signals["choice"] == 0.0 for u in units)
