@@ -152,31 +152,31 @@ WORK_FITTED = Weights(
     mean={
         "decision": 0.2011, "convention": 0.2804, "fact": 0.2646, "solution": 0.1746, "milestone": 0.0794, "agent":
         0.1587, "accepted": 0.127, "proposal_rule": 0.037, "offer": 0.0212, "proposal_words": 0.394, "rule": 0.3175,
-        "choice": 0.127, "settled": 0.0053, "one_off": 0.0212, "request": 0.0582, "imperative": 0.1587, "hedge": 0.0,
+        "choice": 0.0899, "settled": 0.0053, "one_off": 0.0212, "request": 0.0582, "imperative": 0.1587, "hedge": 0.0,
         "reason": 0.2011, "transient": 0.1023, "person": 0.291, "codeish": 0.3143, "first_singular": 0.1481,
         "first_plural": 0.2222, "words": 2.7579, "informative": 2.2557, "item": 0.0847, "first_turn": 0.1693,
         "after_proposal": 0.2381, "done": 0.0952, "verified": 0.1852, "cause": 0.1481, "backed": 0.1376, "at_hand":
         0.1217, "pointing": 0.0476, "evaluative": 0.0635, "scope": 0.3968, "reported": 0.0106, "numbers": 0.2738,
         "answers": 0.1323, "problem": 0.1376, "owner": 0.1217, "past": 0.1781, "named": 0.8254, "proposal_fix": 0.0159,
-        "strong": 0.1058},
+        "strong": 0.1217},
     scale={
         "decision": 0.4008, "convention": 0.4492, "fact": 0.4411, "solution": 0.3796, "milestone": 0.2703, "agent":
         0.3654, "accepted": 0.333, "proposal_rule": 0.1889, "offer": 0.1439, "proposal_words": 1.0397, "rule": 0.4655,
-        "choice": 0.333, "settled": 0.0725, "one_off": 0.1439, "request": 0.2341, "imperative": 0.3654, "hedge": 1.0,
+        "choice": 0.2861, "settled": 0.0725, "one_off": 0.1439, "request": 0.2341, "imperative": 0.3654, "hedge": 1.0,
         "reason": 0.4008, "transient": 0.1973, "person": 0.4542, "codeish": 0.3462, "first_singular": 0.3552,
         "first_plural": 0.4157, "words": 0.7766, "informative": 0.7521, "item": 0.2784, "first_turn": 0.375,
         "after_proposal": 0.4259, "done": 0.2935, "verified": 0.3884, "cause": 0.3552, "backed": 0.3444, "at_hand":
         0.3269, "pointing": 0.213, "evaluative": 0.2438, "scope": 0.4892, "reported": 0.1023, "numbers": 0.371,
         "answers": 0.3388, "problem": 0.3444, "owner": 0.3269, "past": 0.2733, "named": 0.3796, "proposal_fix": 0.125,
-        "strong": 0.3076},
+        "strong": 0.3269},
     weights={
-        "decision": 0.0041, "convention": -0.7428, "fact": 0.1964, "solution": -0.0984, "milestone": 1.0459, "agent":
-        -0.7635, "accepted": -0.3832, "proposal_rule": 0.6747, "offer": -0.4841, "proposal_words": -0.1753, "rule":
-        0.6114, "choice": -0.6707, "settled": -0.01, "one_off": -0.334, "request": -0.8714, "imperative": 0.2696,
-        "hedge": 0.0, "reason": -0.0681, "transient": -0.2472, "person": 0.4719, "codeish": -0.8721, "first_singular":
-        0.2287, "first_plural": -0.2902, "words": 0.7729, "informative": 2.0813, "item": 0.5046, "first_turn": -0.0077,
-        "after_proposal": 0.5907, "done": -0.2679, "verified": -0.6172, "cause": -0.1864, "backed": 0.3758, "at_hand":
-        0.5242, "pointing": 0.7521, "evaluative": -0.5263, "scope": 0.5412, "reported": 0.2379, "numbers": 0.7929,
-        "answers": 0.1007, "problem": 0.5806, "owner": -0.1173, "past": -0.2776, "named": 0.0926, "proposal_fix":
-        -0.0853, "strong": 1.1678},
-    bias=1.339)
+        "decision": -0.1276, "convention": -0.6164, "fact": 0.177, "solution": -0.1004, "milestone": 1.0656, "agent":
+        -0.8177, "accepted": -0.3271, "proposal_rule": 0.6652, "offer": -0.5523, "proposal_words": -0.132, "rule":
+        0.5965, "choice": -0.3687, "settled": -0.0128, "one_off": -0.3216, "request": -0.6325, "imperative": 0.1237,
+        "hedge": 0.0, "reason": -0.0763, "transient": -0.103, "person": 0.4125, "codeish": -0.6542, "first_singular":
+        0.2324, "first_plural": -0.2996, "words": 0.518, "informative": 1.9958, "item": 0.4206, "first_turn": 0.0595,
+        "after_proposal": 0.6417, "done": -0.3154, "verified": -0.6622, "cause": -0.054, "backed": 0.3276, "at_hand":
+        0.4296, "pointing": 0.5869, "evaluative": -0.576, "scope": 0.4961, "reported": 0.2861, "numbers": 0.6563,
+        "answers": 0.0851, "problem": 0.541, "owner": -0.0965, "past": -0.2457, "named": 0.0354, "proposal_fix":
+        -0.1035, "strong": 0.8554},
+    bias=1.2465)
