@@ -96,6 +96,9 @@ def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project
         return []
     pieces = [part for piece in pieces for split in _rule_apart(piece) for part in _facts_apart(split)]
     kinds = _label_lists([_kind_of(p.text) for p in pieces], pieces)
+    if question:  # "Keep the old order, or match the new UI?" - "match the UI": the option picked is a choice
+        kinds = ["decision" if not k and not cues.is_asking(p.text) and _picks(cues.opened(p.text), question) else k
+                 for p, k in zip(pieces, kinds)]
     if any(cues.ASKS_WHY.match(cues.opened(p.text)) for p in pieces):  # a symptom reported to be looked into
         kinds = ["" if k == "fact" else k for k in kinds]
     answer = _list_answer(turn, pieces, proposal, question, name, project, said, first)
@@ -202,7 +205,7 @@ def _group_unit(kind: str, members, turn: Turn, proposal: str, recent: list[str]
     that opens by taking the agent's proposal, a choice reads with the proposal it takes."""
     words = " ".join(p.text for p in members)
     core = " ".join(cues.opened(p.text) for p in members)
-    if kind in ("decision", "convention") and (not _standing(core, proposal) or any(
+    if kind in ("decision", "convention") and (not (_standing(core, proposal) or _picks(core, question)) or any(
             cues.SAID_AGAIN.search(p.text) for p in members) or cues.NAMES_A_RULE.search(question)):
         return None  # for the task at hand, or a rule said again ("... Same rule as I said."): made when first said
     backing = ""
@@ -223,7 +226,8 @@ def _group_unit(kind: str, members, turn: Turn, proposal: str, recent: list[str]
         and not cues.FIRST_PLURAL.search(words) else project or name
     resolved, dates = resolve_relative(core, said) if said else (core, [])
     text = rewrite(resolved, name) if name != "the user" else resolved
-    if question and (YES_OR_NO.match(turn.text) or core == " ".join(cues.opened(p.text) for p in members) and len(
+    if question and (YES_OR_NO.match(turn.text) or _picks(core, question) or core == " ".join(
+            cues.opened(p.text) for p in members) and len(
             informative(core) & informative(question.partition(": ")[2])) < 2):
         text = f"{text.rstrip()} ({question})"  # "keep it on", "yes, all of them" say what only with what was asked
     unit = _unit(kind, turn, about, _with_project(text, project if about != name else "", kind, said), words,
@@ -261,6 +265,14 @@ def _standing(core: str, proposal: str) -> bool:
         return bool(cues.SCOPE.search(core) or reason or cues.CHOICE.search(core)
                     or cues.SETTLED.search(core) or cues.RULE.search(core))
     return True
+
+
+def _picks(core: str, question: str) -> bool:
+    """Whether a short answer picks one of the options the agent's either-or question offered ("Keep the old column
+    order, or match the new UI?" - "match the UI"): a choice, unless said for now."""
+    asked = question.partition(": ")[2]
+    return question.startswith("asked by the assistant") and bool(re.search(r"\bor\b", asked)) and bool(
+        informative(core) & informative(asked)) and not cues.ONE_OFF.search(core) and not cues.HEDGE.search(core)
 
 
 def _question_before(turns: list[Turn], index: int, name: str) -> str:

@@ -190,3 +190,11 @@ def test_a_choice_word_in_the_agents_report_is_no_choice():
                    ("assistant", "Switched the import to the v2 reader instead of the legacy parser; the nightly "
                                  "import passes on last night's files."))
     assert units and all(u.signals["choice"] == 0.0 for u in units)
+
+
+def test_picking_an_option_of_an_either_or_question_is_a_choice():
+    units = _units(("assistant", "Should the report keep the old column order, or follow the new dashboard?"),
+                   ("user", "follow the dashboard. finance reads both side by side."))
+    assert [u.kind for u in units] == ["decision"] and "asked by the assistant" in units[0].text
+    assert _units(("assistant", "Should the report keep the old column order, or follow the new dashboard?"),
+                  ("user", "follow the dashboard for now.")) == []
