@@ -114,6 +114,19 @@ def _forgiving(construct):
     return forgiving
 
 
+def _construct_set(loader, node) -> list:
+    """`!!set {a, b}` as the list of its members in the order written: a Python set would iterate in an order that
+    changes with each process's hash seed, so the same note would cache (and show) differently run to run."""
+    members = [loader.construct_object(key, deep=True) for key, _ in node.value]
+    try:
+        return list(dict.fromkeys(members))
+    except TypeError:  # as PyYAML's own set: a list or mapping cannot be a member
+        raise yaml.constructor.ConstructorError("while constructing a set", node.start_mark,
+                                                "found an unhashable member", node.start_mark) from None
+
+
+LimitedLoader.add_constructor("tag:yaml.org,2002:set", _construct_set)
+
 for _tag in ("int", "float", "bool", "null", "timestamp"):
     _name = f"tag:yaml.org,2002:{_tag}"
     LimitedLoader.add_constructor(_name, _forgiving(LimitedLoader.yaml_constructors[_name]))

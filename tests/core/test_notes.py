@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -168,11 +170,28 @@ def test_alias_bomb_is_refused_fast_and_small(tmp_path, alias_bomb):
     ("flag: !!bool maybe\nn: !!int x", {"flag": "maybe", "n": "x"}),
     ("big: " + "9" * 5000, {"big": "9" * 5000}),
     ("a: .nan\nb: -.inf\nc: [.inf]", {"a": ".nan", "b": "-.inf", "c": [".inf"]}),  # JSON has no NaN
+    ("odd: !!set {b, a, b}", {"odd": ["b", "a"]}),  # a set is its members as written (JSON has no sets)
 ])
 def test_small_aliases_merges_and_odd_keys_still_read(frontmatter, expected):
     memory = parse_note(f"---\nid: x\nsubject: S\nanchor: a b\n{frontmatter}\n---\n# S\n", "n.md", "d")
     for key, value in expected.items():
         assert memory.meta[key] == value
+
+
+def test_a_yaml_set_reads_the_same_in_every_process():
+    """A Python set iterates in an order the process's hash seed decides: the cache must not depend on it."""
+    members = ", ".join(f"m{k}" for k in range(12))
+    code = ("from palace_cli.core.notefile import parse_note; "
+            f"print(parse_note('---\\nid: x\\nodd: !!set {{{members}}}\\n---\\n# S\\n', 'n.md', 'd').meta['odd'])")
+    seen = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env=dict(os.environ, PYTHONHASHSEED=str(seed))).stdout for seed in (1, 2, 3)}
+    assert seen == {str([f"m{k}" for k in range(12)]) + "\n"}
+
+
+def test_a_set_with_a_list_member_is_a_clear_error_with_its_line():
+    with pytest.raises(NoteError) as caught:
+        parse_note("---\nid: x\nodd: !!set\n  ? [1, 2]\n---\n# S\n", "n.md", "d")
+    assert caught.value.line == 3 and "unhashable" in str(caught.value)
 
 
 @pytest.mark.parametrize("body, lines", [

@@ -105,6 +105,18 @@ def state(palace: Palace) -> dict:
     }
 
 
+def differences(got, expected) -> list:
+    """What differs between two states' values, field by field for memories (a failure names the field)."""
+    if not (isinstance(got, list) and got and isinstance(got[0], dict)):
+        return [got, expected]
+    mine, theirs = ({m["path"]: m for m in side} for side in (got, expected))
+    out = [("only here", sorted(mine.keys() - theirs.keys())), ("only fresh", sorted(theirs.keys() - mine.keys()))]
+    for path in sorted(mine.keys() & theirs.keys()):
+        out += [(path, name, mine[path][name], theirs[path][name])
+                for name in theirs[path] if mine[path].get(name) != theirs[path][name]]
+    return out
+
+
 @pytest.mark.slow
 @EDITED
 @given(spec=palaces(), changes=edits(), nth=st.integers(1, 24))
@@ -127,6 +139,6 @@ def test_edits_and_a_killed_refresh_leave_what_a_fresh_build_gives(spec, changes
         theirs.refresh(embedder=None)
         got, expected = state(mine), state(theirs)
         for key in expected:
-            assert got[key] == expected[key], key
+            assert got[key] == expected[key], (key, differences(got[key], expected[key]))
         left = [p for p in root.rglob("*.tmp") if ".palace" not in p.parts]
         assert left == []

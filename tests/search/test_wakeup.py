@@ -28,7 +28,13 @@ def memory(note_id: str, subject: str, content: str, path: str = "memories/d/x.m
 @pytest.fixture(scope="module")
 def foam(tmp_path_factory) -> Palace:
     root = writable_copy(FOAM, tmp_path_factory.mktemp("adopted") / "foam")
-    done = CliRunner().invoke(cli, ["init", str(root)], catch_exceptions=False)
+    # A module fixture runs before the autouse user_dirs: without its settings `init` would start a background
+    # worker embedding Foam with the real user's models, outliving this module (and the suite).
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("PALACE_VECTORS", "wait")
+        env.setenv("PALACE_HOME", str(tmp_path_factory.mktemp("no-models")))
+        env.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
+        done = CliRunner().invoke(cli, ["init", str(root)], catch_exceptions=False)
     assert done.exit_code == 0, done.output
     return Palace(root)
 
