@@ -43,29 +43,33 @@ def cue(pattern: str) -> Cue:
     return Cue(pattern)
 
 # A standing rule: how a recurring thing is done, said with the words that make a rule general.
-RULE = cue(r"\b(always|never|every(?:thing|one|body)?(?! \d)|all (?:new|the|our|of)|from now on|going forward|"
+RULE = cue(r"\b(always|never|every(?:thing|one|body)?(?! \d)|all (?:new|our)|"
+                  r"all (?:the|of)\b(?![^.,;]*\b(?:are|were|was|is)\b)|from now on|going forward|"
                   r"in general|as a rule|(?:make (?:it|that|this) )?(?:a|the|our|team|house) (?:rule|standard|"
-                  r"convention|policy)|rule(?: is|:)|no exceptions?|(?:we|you) (?:don't|do not|never|always|only|"
+                  r"convention|policy)|rule(?: is|:)|no exceptions?|(?<!\bso )(?<!so that )(?:we|you) (?:don't|do not|never|always|only|"
                   r"use|prefer|keep)\b|ever\b|must(?:n't| not)?\b|is how we|that's how we|only (?:ever )?(?:from|"
-                  r"by|via|through|after|when|on)\b|(?:we|i) prefer|prefer(?:s|red)? \w+ (?:over|to))")
+                  r"by|via|through|after|when|on)\b|(?:we|i) prefer|prefer(?:s|red)? \w+ (?:over|to)|\bno [\w-]+(?: [\w-]+){0,2} "
+                  r"anymore\b|\bno more [\w-]+|(?:are|is) (?:banned|forbidden|not allowed)\b)")
 # A sentence that says outright what it is: a decision or a rule named as one, a preference in the first person.
 STRONG = cue(r"^\W*(?:decision|decided|rule|convention|policy|standard|going forward|from now on|as a rule|"
              r"(?:i|we)(?:'ve| have)? (?:always|never|prefer|decided|use)|(?:always|never)\b|(?:i|we) (?:don'?t|do "
-             r"not) (?:ever|use|do)|make (?:it|that|this) (?:a rule|the standard))|\b(?:from now on|going forward|as "
+             r"not) (?:ever|use|do)|make (?:it|that|this) (?:a rule|the standard)|let'?s (?:go with|use)|we(?:'ll| will| are|'re) "
+             r"(?:go with|going with|use))|\b(?:from now on|going forward|as "
              r"a rule|that'?s (?:our|the|a) (?:team )?rule|is our rule|no exceptions?|every [\w-]+(?: [\w-]+)? must|must (?:always|"
              r"never))\b")
-SUMMARY = cue(r"\b(summary|to recap|recap|root cause|for the record)\b")
+SUMMARY = cue(r"\b(summary(?=[^.:]{0,30}:)|to recap|recap|root cause|for the record)\b")
 DECLARED = cue(r"^\W*(?:decision|decided|we(?:'ve| have)? decided|i(?:'ve| have)? decided)\b")
 # A choice made for the project: a settled question.
 CHOICE = cue(r"\b(let'?s (?:go with|use|do|keep|stick|make|not)|go(?:ing)? with|decided|decision|we(?:'ll| will) "
-                    r"(?:use|go|keep|do|ship|drop|move|switch)|we keep|keep (?:it|them|the|using)|it is\b|it's "
+                    r"(?:use|go|keep|do|ship|drop|move|switch)|we keep|keep (?:it|them|the|using)|it is\s*(?:[.!,;]|$)|it's "
                     r"settled|instead of|rather than|not wait|(?:choose|chose|pick|picked) |settled? on|switch(?:ing)? "
-                    r"to|stay(?:ing)? (?:with|on)|stick with|the plan is|(?:we|i) do (?:a |the )?\w+ now)")
+                    r"to|stay(?:ing)? (?:with|on)|stick with|the plan is|(?:we|i) do (?:a |the )?\w+ now|(?:we|i) (?:agreed|agree) "
+                    r"(?:to|on|that)|(?:we|i)'?d rather\b|we'?re (?:going|gonna) (?:to )?(?:use|go|keep|switch|move|ship))")
 # A choice that closes a discussion: "same-transaction then", "13 months it is", "3 days lookback, yes".
 SETTLED = cue(r"(?:^\W*(?:(?!that|it|this|in|no|not)\S+\s+){1,3}then|^\W*(?:\S+\s+){1,4}it is|,? yes|^\W*(?:\S+\s+){1,4}it'?s)\s*[.!]?\s*$|"
                      r"^(?:yes|ok|fine)[,.:]?\s+(?:to|for)\b")
 # One turn's instruction, not a standing rule: waived, for now, only this once.
-ONE_OFF = cue(r"\b(for now|this once\b(?! every| a | per)|just this once|only for this|for this (?:one|release|pr|time|run|file)|"
+ONE_OFF = cue(r"\b(for now|(?:this|it|that) once\b(?! every| a | per)|once now|just this once|only for this|for this (?:one|release|pr|time|run|file)|"
                      r"in this pr|not this pr|this pr|today|tonight|tomorrow|right now|temporar(?:y|ily)|later\b|"
                      r"while you'?re (?:in|at)|this time|for the moment|at the moment|next session|throwaway|one-?off|"
                      r"for the lines you touch|lines you touch)")
@@ -76,6 +80,13 @@ HYPOTHETICAL = cue(r"^\W*(?:and |also |but |so )?(?:if we|if i|if you|if it|what
 # A question put as a statement, or a thought said aloud.
 HEDGE = cue(r"\b(i think|i guess|i suppose|maybe|perhaps|probably|not sure|no idea|i wonder|wondering|"
                    r"i thought|i believe|someone (?:on|in) the team|some (?:people|person)|might)\b")
+# A question that asks someone to do something ("Before guessing, can we get a profile?", "could you paste it?"):
+# what it asks for is an action, not something to know.
+ASKS_TO_ACT = cue(r"^\W*(?:[\w-]+,?\s+){0,3}?(?:can|could|would|will) (?:you|we|i)\b|^\W*(?:(?:ok|so|and|also|now|"
+                  r"then)\W+)*(?:please|pls|let me|let's)\b")
+# A turn that asks why something happens: what it states is the symptom to look into, not a fact to keep ("the
+# build takes 5 min, it took 3 before. why?", "... find out why").
+ASKS_WHY = cue(r"^\W*(?:(?:and|so|but|ok)\W+)?(?:why\b|(?:find|figure) out why|any idea why|what'?s going on)")
 # A request of the agent: what to do now.
 REQUEST = cue(r"^\W*(?:(?:ok|okay|so|and|also|then|now|pls|please|yes|good|great|nice|fine|right)\W+)*"
                      r"(?:please|pls|can you|could you|would you|will you|let me|help me|i need you|i want you|"
@@ -93,6 +104,8 @@ PROPOSAL = cue(r"\b(i'd (?!like|love|be\b|have|guess|say|think|imagine|expect|ne
                       r"(?:two|three|both) fixes|would be to)")
 # An offer to do something now, rather than a choice to make: "Want me to look at ...?", "Should I patch it?"
 OFFER = cue(r"\b(want me to|should i|shall i|i can|i could|i'll|let me|do you want)\b")
+# The agent offering to act, not asking what holds or what the user wants ("Which layout do you want?" asks).
+OFFER_TO_ACT = cue(r"\b(want me to|should i|shall i|i can|i could|i'll|let me|do you want me)\b")
 # A proposal that points back to an earlier one: "as described", "what I said above".
 POINTS_BACK = cue(r"\b(as (?:described|proposed|suggested|above|discussed)|like i said|the (?:above|same))\b")
 # A question asking the agent for advice, whose answer is a proposal: "what would you do?", "options?".
@@ -116,7 +129,7 @@ SHIPPED = cue(r"\b(fully rolled out|rolled out (?:to|on) prod\w*|(?:is|are|now) 
                      r"production is (?:healthy|deployed|running)|released|deployed (?:to|on|in) prod\w*|is the first "
                      r"\w+|first [\w-]+ (?:service|release|deploy|pr)\b)")
 # The agent stating the fix it made, not only that something passes.
-FIXED = cue(r"^\W*with\b|\b(fixed:|fix:|fixed by|summary|to recap|recap|the (?:two )?fix(?:es)? (?:is|are|was|were)|"
+FIXED = cue(r"^\W*with\b|\b(fixed:|fix:|fixed by|summary(?=[^.:]{0,30}:)|to recap|recap|the (?:two )?fix(?:es)? (?:is|are|was|were)|"
                    r"(?:now|both) (?:uses?|stores?|selects?|goes|go|imports?|returns?|takes?|runs?)|with [^.]{3,60} "
                    r"(?:raised|enabled|fixed|set|switched)|switching to|switched to|changed to|moved to|replaced|"
                    r"instead of|her change|his change|the change)\b")
@@ -147,8 +160,8 @@ DONE = cue(r"\b(released|shipped|launched|went live|is live|it'?s live|(?:is|are
                   r"matches|under the budget)\b")
 # A check that a fix works: tests pass, a rollout is healthy, a load test held.
 VERIFIED = cue(r"\b(pass(?:es|ed|ing)?|green|healthy|all good|works?\b|worked|fixed|no longer|no more|stays?|"
-                      r"stayed|held|holds|normal|resolves|down from|instead of|now (?:uses|use|selects|stores|"
-                      r"goes|import|imports|returns|takes|runs)|is clean|clean again|summary|to recap|recap|"
+                      r"stayed|held|holds|normal|resolves|down from|instead of (?=[~\d])|now (?:uses|use|selects|stores|"
+                      r"goes|import|imports|returns|takes|runs)|is clean|clean again|summary(?=[^.:]{0,30}:)|to recap|recap|"
                       r"brought|cut it|from \S+ to \S+|under the)\b")
 # What caused a problem.
 CAUSE = cue(r"\b(because|caused|came from|comes from|due to|that'?s the (?:leak|bug|problem|cause|issue)|"
@@ -209,6 +222,9 @@ JOINED = cue(r"\b(i'?m new|started (?:on )?\w+ as|joined|i'?m the|i'?m a|i work 
 TRANSIENT = cue(r"\b(now|again|still|currently|at the moment|right now|earlier|just|yesterday|this morning|"
                        r"today|tonight|so far|already|sorry|slow|failing|failed|fails|broken|hanging|down|gone|"
                        r"draining|stuck|seeing|i see|looks? (?:good|like)|works?|worked|running)\b")
+# What an instruction is for ("disable it so we don't deploy twice"): its purpose this time, not a reason that
+# makes it a standing rule.
+PURPOSE = cue(r"\bso (?:that )?(?:we|it|they|you|nobody|the|there)\b[^.;]*")
 REASON = cue(r"\b(because|since|so that|as (?:the|our|we|it|they)|otherwise|that's how|which is why|"
                     r"it'?s (?:literally|what)|keeps?|they need|we need|needs?|so we|so it|so nobody|so the)\b|[—–]|"
                     r"\bcan(?:'t| ?not)\b")
@@ -225,6 +241,9 @@ AT_HAND = cue(r"^\W*(?:\w+\s+){0,2}?(?:\w+)\s+(?:it|that|this|them|those|these|b
 # A sentence about the thing at hand: "that's from ...", "it use a lot of space", "this is acceptable".
 POINTING = cue(r"^\W*(?:it|this|that|these|those|which|there)(?:'s|\s+(?:is|was|were|are|use|uses|will|would|"
                       r"has|had|looks|seems|makes))\b")
+# "It is GET /api/listings/search, ...", "that's `billing-api`": a sentence that points at the thing before it to
+# name it (a path, an identifier, a name in capitals): what follows is a fact about that thing.
+NAMES_IT = re.compile(r"^\W*(?:[Ii]t|[Tt]his|[Tt]hat)(?:'s|\s+is|\s+was)\s+(?:`|[\w-]*[/_.:]\w|[A-Z]{3,}\b)")
 # A judgement of the moment rather than a fact: "nasty", "acceptable", "super helpful".
 EVALUATIVE = cue(r"\b(good|nice|great|bad|nasty|important|acceptable|fine|helpful|slow|fast|weird|ugly|mess|"
                         r"easy|hard|simple|simpler|better|worse|enough|scary|neat|neater|cool|annoying|obviously|"
@@ -232,6 +251,13 @@ EVALUATIVE = cue(r"\b(good|nice|great|bad|nasty|important|acceptable|fine|helpfu
 # What holds beyond today: a scope word.
 SCOPE = cue(r"\b(everywhere|every|all|whole|each|any|default|standard|until|always|never|from now on|going "
                    r"forward|in general|anymore|ever|only|policy|rule)\b|\bin \d+(?:\.\d+)*\b")
+# A sentence that says the one before it was said already: "Same rule as I said.", "like I said", "as usual".
+SAID_AGAIN = cue(r"\b(as i said|like i said|same rule|same as (?:before|always|last time)|as usual|as always|as "
+                 r"(?:we|i) agreed)\b")
+# The agent naming a rule the user set already ("That would break the one-hook-per-file rule you set earlier"):
+# the user's answer keeps that rule, it does not make one.
+NAMES_A_RULE = cue(r"\b(?:rule|convention|policy|standard) (?:you|we) (?:set|made|agreed|gave|chose)|\b(?:your|our) "
+                   r"(?:own )?(?:rule|convention|policy)\b|\bthe rule you\b")
 # A rule said again, not a new one: "remember, ...", "same rule as I said", "like I said".
 RESTATED = cue(r"\b(remember|as i said|like i said|same rule|as usual|as the rule|as our rule|per the rule|per our "
                r"rule|as always)\b")

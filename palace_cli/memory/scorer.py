@@ -150,33 +150,33 @@ def fit(rows: list[dict[str, float]], labels: list[bool], l2: float = 1.0, names
 WORK_THRESHOLD = 0.22
 WORK_FITTED = Weights(
     mean={
-        "decision": 0.2071, "convention": 0.2778, "fact": 0.2525, "solution": 0.1869, "milestone": 0.0758,
-        "agent": 0.1717, "accepted": 0.1212, "proposal_rule": 0.0354, "offer": 0.0202, "proposal_words": 0.3761,
-        "rule": 0.303, "choice": 0.1717, "settled": 0.0101, "one_off": 0.0253, "request": 0.0556,
-        "imperative": 0.1768, "hedge": 0.0, "reason": 0.2172, "transient": 0.0993, "person": 0.2879,
-        "codeish": 0.3081, "first_singular": 0.1667, "first_plural": 0.2323, "words": 2.7493, "informative": 2.2362,
-        "item": 0.0808, "first_turn": 0.1667, "after_proposal": 0.2374, "done": 0.0909, "verified": 0.197,
-        "cause": 0.1465, "backed": 0.1364, "at_hand": 0.1313, "pointing": 0.0404, "evaluative": 0.0606,
-        "scope": 0.3788, "reported": 0.0101, "numbers": 0.2689, "answers": 0.1313, "problem": 0.1414,
-        "owner": 0.1111, "past": 0.1751, "named": 0.8333, "proposal_fix": 0.0152, "strong": 0.1111},
+        "decision": 0.2011, "convention": 0.2804, "fact": 0.2646, "solution": 0.1746, "milestone": 0.0794, "agent":
+        0.1587, "accepted": 0.127, "proposal_rule": 0.037, "offer": 0.0212, "proposal_words": 0.394, "rule": 0.3175,
+        "choice": 0.0899, "settled": 0.0053, "one_off": 0.0212, "request": 0.0582, "imperative": 0.1587, "hedge": 0.0,
+        "reason": 0.2011, "transient": 0.1023, "person": 0.291, "codeish": 0.3143, "first_singular": 0.1481,
+        "first_plural": 0.2222, "words": 2.7579, "informative": 2.2557, "item": 0.0847, "first_turn": 0.1693,
+        "after_proposal": 0.2381, "done": 0.0952, "verified": 0.1852, "cause": 0.1481, "backed": 0.1376, "at_hand":
+        0.1217, "pointing": 0.0476, "evaluative": 0.0635, "scope": 0.3968, "reported": 0.0106, "numbers": 0.2738,
+        "answers": 0.1323, "problem": 0.1376, "owner": 0.1217, "past": 0.1781, "named": 0.8254, "proposal_fix": 0.0159,
+        "strong": 0.1217},
     scale={
-        "decision": 0.4052, "convention": 0.4479, "fact": 0.4345, "solution": 0.3898, "milestone": 0.2646,
-        "agent": 0.3771, "accepted": 0.3264, "proposal_rule": 0.1847, "offer": 0.1407, "proposal_words": 1.0191,
-        "rule": 0.4596, "choice": 0.3771, "settled": 0.1, "one_off": 0.1569, "request": 0.2291, "imperative": 0.3815,
-        "hedge": 1.0, "reason": 0.4123, "transient": 0.1945, "person": 0.4528, "codeish": 0.3421,
-        "first_singular": 0.3727, "first_plural": 0.4223, "words": 0.7799, "informative": 0.761, "item": 0.2725,
-        "first_turn": 0.3727, "after_proposal": 0.4255, "done": 0.2875, "verified": 0.3977, "cause": 0.3536,
-        "backed": 0.3432, "at_hand": 0.3377, "pointing": 0.1969, "evaluative": 0.2386, "scope": 0.4851,
-        "reported": 0.1, "numbers": 0.3709, "answers": 0.3377, "problem": 0.3484, "owner": 0.3143, "past": 0.2715,
-        "named": 0.3727, "proposal_fix": 0.1222, "strong": 0.3143},
+        "decision": 0.4008, "convention": 0.4492, "fact": 0.4411, "solution": 0.3796, "milestone": 0.2703, "agent":
+        0.3654, "accepted": 0.333, "proposal_rule": 0.1889, "offer": 0.1439, "proposal_words": 1.0397, "rule": 0.4655,
+        "choice": 0.2861, "settled": 0.0725, "one_off": 0.1439, "request": 0.2341, "imperative": 0.3654, "hedge": 1.0,
+        "reason": 0.4008, "transient": 0.1973, "person": 0.4542, "codeish": 0.3462, "first_singular": 0.3552,
+        "first_plural": 0.4157, "words": 0.7766, "informative": 0.7521, "item": 0.2784, "first_turn": 0.375,
+        "after_proposal": 0.4259, "done": 0.2935, "verified": 0.3884, "cause": 0.3552, "backed": 0.3444, "at_hand":
+        0.3269, "pointing": 0.213, "evaluative": 0.2438, "scope": 0.4892, "reported": 0.1023, "numbers": 0.371,
+        "answers": 0.3388, "problem": 0.3444, "owner": 0.3269, "past": 0.2733, "named": 0.3796, "proposal_fix": 0.125,
+        "strong": 0.3269},
     weights={
-        "decision": -0.3538, "convention": -0.4235, "fact": 0.0336, "solution": 0.1109, "milestone": 1.0401,
-        "agent": -1.0313, "accepted": -0.0303, "proposal_rule": 0.6766, "offer": -0.5487, "proposal_words": 0.1476,
-        "rule": 0.2062, "choice": -0.1724, "settled": -0.4207, "one_off": -0.3069, "request": -0.433,
-        "imperative": -0.2428, "hedge": 0.0, "reason": -0.2985, "transient": -0.0146, "person": 0.3773,
-        "codeish": -0.2489, "first_singular": -0.135, "first_plural": -0.336, "words": 0.4155, "informative": 1.6434,
-        "item": 0.349, "first_turn": 0.12, "after_proposal": 0.5907, "done": -0.1285, "verified": -0.6383,
-        "cause": 0.0746, "backed": 0.6397, "at_hand": 0.2682, "pointing": 0.3645, "evaluative": -0.4991,
-        "scope": 0.7157, "reported": 0.3014, "numbers": 0.5703, "answers": -0.0001, "problem": 0.4312,
-        "owner": 0.2162, "past": -0.0333, "named": 0.0578, "proposal_fix": -0.09, "strong": 0.6773},
-    bias=0.5751)
+        "decision": -0.1276, "convention": -0.6164, "fact": 0.177, "solution": -0.1004, "milestone": 1.0656, "agent":
+        -0.8177, "accepted": -0.3271, "proposal_rule": 0.6652, "offer": -0.5523, "proposal_words": -0.132, "rule":
+        0.5965, "choice": -0.3687, "settled": -0.0128, "one_off": -0.3216, "request": -0.6325, "imperative": 0.1237,
+        "hedge": 0.0, "reason": -0.0763, "transient": -0.103, "person": 0.4125, "codeish": -0.6542, "first_singular":
+        0.2324, "first_plural": -0.2996, "words": 0.518, "informative": 1.9958, "item": 0.4206, "first_turn": 0.0595,
+        "after_proposal": 0.6417, "done": -0.3154, "verified": -0.6622, "cause": -0.054, "backed": 0.3276, "at_hand":
+        0.4296, "pointing": 0.5869, "evaluative": -0.576, "scope": 0.4961, "reported": 0.2861, "numbers": 0.6563,
+        "answers": 0.0851, "problem": 0.541, "owner": -0.0965, "past": -0.2457, "named": 0.0354, "proposal_fix":
+        -0.1035, "strong": 0.8554},
+    bias=1.2465)

@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import PurePath
 
 from palace_cli.conversations.model import Session, Turn
-from palace_cli.core.dates import resolve_relative
+from palace_cli.core.dates import WEEKDAYS, resolve_relative
 from palace_cli.memory import cues
 from palace_cli.memory.patterns import is_filler, rewrite
 from palace_cli.memory.proposals import (LEAD_IN, Piece, accepted_text, accepts, cleaned_proposal, empty, enumerated,
@@ -73,7 +73,8 @@ def work_units(session: Session, user: str = "") -> list[Unit]:
             recent = [cues.said_text(t.text) for t in turns[max(0, index - 6):index] if t.role == "assistant"]
             asked = index > 0 and turns[index - 1].role == "assistant" and any(
                 cues.is_asking(p.text) for p in pieces_of(turns[index - 1].text)[-2:])
-            found = _user_units(turn, proposal, recent, name, project, said, index == first_user, asked)
+            found = _user_units(turn, proposal, recent, name, project, said, index == first_user, asked,
+                                _question_before(turns, index, name))
         else:
             earlier = next((t.text for t in reversed(turns[max(0, index - 3):index]) if t.role == "assistant"), "")
             found = _agent_units(turn, name, project, said, earlier)
@@ -89,19 +90,28 @@ def work_units(session: Session, user: str = "") -> list[Unit]:
 
 
 def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project: str, said: str | None,
-                first: bool, asked: bool = False) -> list[Unit]:
+                first: bool, asked: bool = False, question: str = "") -> list[Unit]:
     pieces = [p for p in pieces_of(turn.text) if not cues.has_secret(p.text)]
     if not pieces:
         return []
     pieces = [part for piece in pieces for split in _rule_apart(piece) for part in _facts_apart(split)]
     kinds = _label_lists([_kind_of(p.text) for p in pieces], pieces)
+    if question:  # "Keep the old order, or match the new UI?" - "match the UI": the option picked is a choice
+        kinds = ["decision" if not k and not cues.is_asking(p.text) and _picks(cues.opened(p.text), question) else k
+                 for p, k in zip(pieces, kinds)]
+    if any(cues.ASKS_WHY.match(cues.opened(p.text)) for p in pieces):  # a symptom reported to be looked into
+        kinds = ["" if k == "fact" else k for k in kinds]
+    answer = _list_answer(turn, pieces, proposal, question, name, project, said, first)
+    if answer:
+        return answer
     accepting = bool(proposal) and opens_accepting(pieces)
     if accepting:  # "ok, do like this. but the backfill only at night": a condition on what was taken
         kinds = ["decision" if k == "fact" and (CONDITION.match(p.text) or len(
             informative(p.text) & informative(proposal)) >= 2) else k for p, k in zip(pieces, kinds)]
     context = {"item": 0.0, "first_turn": float(first), "after_proposal": float(bool(proposal)), "accepted": 0.0,
                "answers": float(asked)}
-    groups = _groups(pieces, kinds)
+    groups = [("decision" if kind == "convention" and any(cues.SETTLED.search(p.text) for p in members[1:]) else kind,
+               members) for kind, members in _groups(pieces, kinds)]  # "... we only upgrade every year. 5.2 it is."
     units = []
     others = [k for p, k in zip(pieces[1:], kinds[1:]) if not empty(cues.opened(p.text))]
     if proposal and (accepts(pieces[0].text) or accepting) and not any(p.item for p in pieces) and (
@@ -111,13 +121,33 @@ def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project
         units += _accepted_units(turn, pieces, groups, proposal, name, project, said, context, recent)
         groups = [g for g in groups if g[0] not in ("decision", "convention", "")]
     for kind, members in groups:
-        unit = _group_unit(kind, members, turn, proposal, recent, name, project, said, context, accepting) \
-            if kind else None
+        unit = _group_unit(kind, members, turn, proposal, recent, name, project, said, context, accepting,
+                           question) if kind else None
         if unit is not None:
             units.append(unit)
     if recent and CONFIRMS.match(pieces[0].text) and not any(u.kind == "fact" for u in units):
         units += _confirmed_unit(turn, pieces[1:], kinds[1:], recent[-1], name, project, context)
     return units
+
+
+def _list_answer(turn: Turn, pieces, proposal: str, question: str, name: str, project: str, said: str | None,
+                 first: bool) -> list[Unit]:
+    """A bare list the user answers the agent with ("- yes to X for server state - Y for the client bits - one
+    slice at a time / let's go with that"): one answer, so one memory of the whole list (a convention when it
+    says how things are done from now on); a list under its own heading ("make it a rule:") is items apart."""
+    items = [p for p in pieces if p.item]
+    if len(items) < 2 or not (proposal or question) or any(cues.is_asking(p.text) for p in pieces) or any(
+            len(informative(p.text)) >= 3 or p.text.rstrip().endswith(":") and not empty(cues.opened(p.text))
+            for p in pieces if not p.item):
+        return []
+    said_items = [cues.opened(p.text).rstrip(" .;") for p in items]
+    kind = "convention" if any(cues.RULE.search(t) for t in said_items) else "decision"
+    text = "; ".join(said_items) + (f" ({question})" if question else "")
+    resolved = resolve_relative(text, said)[0] if said else text
+    context = {"item": 1.0, "first_turn": float(first), "after_proposal": float(bool(proposal)), "accepted": 0.0,
+               "answers": float(bool(question))}
+    return [_unit(kind, turn, project or name, _with_project(resolved, project, kind, said), " ".join(said_items),
+                  context)]
 
 
 def _confirmed_unit(turn: Turn, pieces, kinds, before: str, name: str, project: str, context: dict) -> list[Unit]:
@@ -141,7 +171,8 @@ def _label_lists(kinds: list[str], pieces) -> list[str]:
             for j in range(i + 1, len(pieces)) if ahead else ():
                 if not pieces[j].item:
                     break
-                if kinds[j] in ("", "decision", "fact") and not (ahead == "fact" and kinds[j]):
+                if kinds[j] in ("", "decision", "fact") and not (ahead == "fact" and kinds[j]) and not (
+                        ahead == "fact" and cues.WANTED.search(pieces[j].text)):  # "i want a plan": the task
                     kinds[j] = ahead
             kinds[i] = ""
     return kinds
@@ -169,13 +200,15 @@ def _accepted_units(turn: Turn, pieces, groups, proposal: str, name: str, projec
 
 
 def _group_unit(kind: str, members, turn: Turn, proposal: str, recent: list[str], name: str, project: str,
-                said: str | None, context: dict, accepting: bool = False) -> Unit | None:
+                said: str | None, context: dict, accepting: bool = False, question: str = "") -> Unit | None:
     """One group of pieces of a kind as a memory (None for a choice made only for the task at hand); in a turn
     that opens by taking the agent's proposal, a choice reads with the proposal it takes."""
     words = " ".join(p.text for p in members)
     core = " ".join(cues.opened(p.text) for p in members)
-    if kind in ("decision", "convention") and not _standing(core, proposal):
-        return None
+    if kind in ("decision", "convention") and (not (_standing(core, proposal) or _picks(core, question)) or any(
+            cues.SAID_AGAIN.search(p.text) for p in members) or cues.NAMES_A_RULE.search(question)):
+        return None  # for the task at hand, or a rule said again ("... Same rule as I said."): made when first said
+    backing = ""
     if kind in ("decision", "convention") and (proposal or recent):
         backing = _related(core, recent)
         if proposal and refers_back(core):  # the proposal it takes, and the earlier option it names
@@ -183,16 +216,37 @@ def _group_unit(kind: str, members, turn: Turn, proposal: str, recent: list[str]
             backing = f"{taken} {backing}" if backing and backing not in proposal else taken
         if not backing and accepting and kind == "decision":
             backing = cleaned_proposal(proposal)  # "yep go with the protocol": the protocol as proposed
-        core = f"{core} ({backing})" if backing else core
+    if kind in ("decision", "convention") and not backing and cues.AT_HAND.match(core):
+        before = _said_before(turn, members[0])  # "there's a cache node. turn it on for CI": what "it" is
+        if before and (cues.HYPOTHETICAL.search(before) or cues.HEDGE.search(before)):
+            return None  # "if we ever go multi-region we'd need X. put that under consequences": about a maybe
+        core = f"{before} {core}" if before else core
+    core = f"{core} ({backing})" if backing else core
     about = name if kind in ("decision", "convention") and cues.FIRST_SINGULAR.search(words) \
         and not cues.FIRST_PLURAL.search(words) else project or name
     resolved, dates = resolve_relative(core, said) if said else (core, [])
     text = rewrite(resolved, name) if name != "the user" else resolved
+    if question and (YES_OR_NO.match(turn.text) or _picks(core, question) or core == " ".join(
+            cues.opened(p.text) for p in members) and len(
+            informative(core) & informative(question.partition(": ")[2])) < 2):
+        text = f"{text.rstrip()} ({question})"  # "keep it on", "yes, all of them" say what only with what was asked
     unit = _unit(kind, turn, about, _with_project(text, project if about != name else "", kind, said), words,
                  {**context, "item": float(members[0].item), "backed": float(core != " ".join(
                      cues.opened(p.text) for p in members))})
     unit.dates = dates
     return unit
+
+
+def _said_before(turn: Turn, first: Piece) -> str:
+    """The sentence of the same paragraph just before `first`, which a pronoun in it points back to; "" when
+    there is none or it asks."""
+    pieces = pieces_of(turn.text)
+    at = next((i for i, p in enumerate(pieces) if first.text in p.text), 0)
+    before = pieces[at - 1] if at else None
+    if before is None or before.paragraph != pieces[at].paragraph or cues.is_asking(before.text) \
+            or empty(cues.opened(before.text)) or cues.has_secret(before.text):
+        return ""
+    return cues.opened(before.text)
 
 
 def _standing(core: str, proposal: str) -> bool:
@@ -207,9 +261,37 @@ def _standing(core: str, proposal: str) -> bool:
         return False
     first = cues.opened(core)
     if cues.imperative(first) or cues.REQUEST.match(first):
-        return bool(cues.SCOPE.search(core) or cues.REASON.search(core) or cues.CHOICE.search(core)
+        reason = cues.REASON.search(cues.PURPOSE.pattern.sub(" ", core.lower()))  # a purpose is this time's
+        return bool(cues.SCOPE.search(core) or reason or cues.CHOICE.search(core)
                     or cues.SETTLED.search(core) or cues.RULE.search(core))
     return True
+
+
+def _picks(core: str, question: str) -> bool:
+    """Whether a short answer picks one of the options the agent's either-or question offered ("Keep the old column
+    order, or match the new UI?" - "match the UI"): a choice, unless said for now."""
+    asked = question.partition(": ")[2]
+    return question.startswith("asked by the assistant") and bool(re.search(r"\bor\b", asked)) and bool(
+        informative(core) & informative(asked)) and not cues.ONE_OFF.search(core) and not cues.HEDGE.search(core)
+
+
+def _question_before(turns: list[Turn], index: int, name: str) -> str:
+    """The question a user's turn answers, quoted with who asked it: the agent's, when its turn just before ends
+    with one (not an offer to act: "Want me to ...?"); else the user's own, two turns back, that the agent answered
+    without asking back ("should we turn X off?" ... "keep it on then"); "" when there is none."""
+    if not index or turns[index - 1].role != "assistant":
+        return ""
+    last = [p.text for p in pieces_of(turns[index - 1].text)[-2:] if cues.is_asking(p.text)]
+    if last:
+        asked = last[-1]
+        return "" if cues.OFFER_TO_ACT.search(asked) or cues.ASKS_TO_ACT.match(asked) or cues.has_secret(asked) \
+            else f'asked by the assistant: "{asked}"'
+    if index < 2 or turns[index - 2].role != "user":
+        return ""
+    own = [p.text for p in pieces_of(turns[index - 2].text) if (cues.is_asking(p.text) or cues.QUESTION_LEAD.match(
+        cues.opened(p.text).rstrip("."))) and not cues.ASKS_TO_ACT.match(p.text) and not cues.has_secret(p.text)
+        and len(informative(p.text)) >= 2]  # asked without a question mark: "when does it start again."
+    return f'asked by {name}: "{cues.opened(own[-1])}"' if own else ""
 
 
 def _rule_apart(piece: Piece) -> list[Piece]:
@@ -285,7 +367,7 @@ def _fact_like(core: str) -> bool:
         return False
     if cues.OWNED_BY.search(core) and not cues.FIRST_SINGULAR.match(core):
         return True
-    if cues.POINTING.match(core) or cues.PROBLEM.search(core) or cues.TRANSIENT_NOW.search(core) \
+    if cues.POINTING.match(core) and not cues.NAMES_IT.match(core) or cues.PROBLEM.search(core) or cues.TRANSIENT_NOW.search(core) \
             or cues.FUTURE.search(core) and not cues.DATED.search(core):
         return False
     if cues.WANTED.search(core) or cues.ONE_OFF.search(core):
@@ -295,6 +377,7 @@ def _fact_like(core: str) -> bool:
     return True
 
 
+YES_OR_NO = re.compile(r"^\W*(?:yes|yeah|yep|yup|no|nope)\b", re.I)
 CONFIRMS = re.compile(r"^\W*(?:(?:yes|yeah|yep)\W+)?(?:that'?s (?:right|correct)|correct|exactly)\b", re.I)
 CONDITION = re.compile(r"^\W*(?:but|only|except|as long as|provided)\b", re.I)
 def _groups(pieces: list[Piece], kinds: list[str]) -> list[tuple[str, list[Piece]]]:
@@ -304,6 +387,9 @@ def _groups(pieces: list[Piece], kinds: list[str]) -> list[tuple[str, list[Piece
     for piece, kind in zip(pieces, kinds):
         if groups and not piece.item and not groups[-1][1][-1].item and groups[-1][1][-1].paragraph == piece.paragraph:
             head, members = groups[-1]
+            if head == "" and len(members) == 1 and kind in ("decision", "convention") and _leads_in(members[0].text):
+                groups[-1] = (kind, [*members, piece])  # "Quiet hours 22 to 8, only for marketing. X always ..."
+                continue
             going_on = head in ("decision", "convention") and len(members) < 3 and (
                 (kind in ("", "decision") or _fragment(piece.text) or cues.REASON.match(cues.opened(piece.text)))
                 and not cues.is_asking(piece.text)
@@ -318,11 +404,21 @@ def _groups(pieces: list[Piece], kinds: list[str]) -> list[tuple[str, list[Piece
                 continue
             if head == "fact" and len(members) == 1 and kind in ("fact", "") and len(piece.text.split()) <= 8 \
                     and not cues.is_asking(piece.text) and not cues.REQUEST.match(cues.opened(piece.text)) \
-                    and not empty(cues.opened(piece.text)) and not cues.imperative(cues.opened(piece.text)):
+                    and not empty(cues.opened(piece.text)) and not cues.imperative(cues.opened(piece.text)) \
+                    and not cues.WANTED.search(piece.text):
                 members.append(piece)  # "max_connections is still 500 though": the fact's other half
                 continue
         groups.append((kind, [piece]))
     return groups
+
+
+def _leads_in(sentence: str) -> bool:
+    """A sentence with no verb of its own that names what the rule after it is about ("Quiet hours 22 to 8 in
+    the user's local time, only for marketing."): not a question, a request, a reaction or a maybe."""
+    core = cues.opened(sentence)
+    return len(informative(core)) >= 3 and _fragment(core) and not (
+        cues.is_asking(sentence) or cues.REQUEST.match(core) or empty(core) or cues.HYPOTHETICAL.search(core)
+        or cues.HEDGE.search(core) or cues.PROBLEM.search(core) or cues.EVALUATIVE.search(core))
 
 
 CONTINUES = re.compile(r"^\W*(?:always|never|no\b|not\b|and\b|but\b|so\b|because|since|that'?s|it'?s|they|we|"
@@ -341,9 +437,22 @@ def _fragment(sentence: str) -> bool:
     return not (cues.imperative(rest) or cues.TELLING.search(rest) or cues.FIRST_SINGULAR.match(rest))
 
 
+DAY = r"(mon|tue|wed|thu|fri|sat|sun)[a-z]*\.?"
+DAY_RANGE = re.compile(rf"\b{DAY}\s*(?:-|–|to|through)\s*{DAY}(?![\w-])", re.I)
+PROD = re.compile(r"(?<![\w-])prod(?![\w-])", re.I)
+
+
+def _spelled_out(text: str) -> str:
+    """Shorthand a note writes out: a range of days ("mon-thu": "Monday to Thursday"), "prod" ("production")."""
+    def days(match: re.Match) -> str:
+        first, last = (next(d for d in WEEKDAYS if d.startswith(g.lower())) for g in match.groups())
+        return f"{first.title()} to {last.title()}"
+    return PROD.sub("production", DAY_RANGE.sub(days, text))
+
+
 def _with_project(text: str, project: str, kind: str, said: str | None) -> str:
     """The memory's text, naming the project it is about when the sentence does not, and dated for a milestone."""
-    text = text.strip()
+    text = _spelled_out(text.strip())
     if text and text[0].islower():
         text = text[0].upper() + text[1:]
     if text and text[-1] not in ".!?)":

@@ -44,7 +44,7 @@ def signals_of(unit: Unit, extra: dict) -> dict[str, float]:
     values.update({
         "agent": float(unit.turn.role == "assistant"),
         "rule": float(bool(cues.RULE.search(core))),
-        "choice": float(bool(cues.CHOICE.search(core))),
+        "choice": float(bool(cues.CHOICE.search(core)) and unit.turn.role == "user"),  # the user choosing
         "settled": float(bool(cues.SETTLED.search(said))),
         "one_off": float(bool(cues.ONE_OFF.search(said))),
         "request": float(bool(cues.REQUEST.match(said))),
