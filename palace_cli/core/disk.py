@@ -30,6 +30,7 @@ TEMP = re.compile(r"^\.(.+?)(?:\.(\d+))?\.[a-z0-9_]{8}\.tmp$")
 UNOWNED_STALE_S = 3600  # a temp file without a pid (an older palace wrote it) is swept after an hour
 SEED_SKIP = ("lock", "*-shm", ".*.tmp")
 SYNC_THREADS = 8  # fsyncs waiting together on the disk (threads that wait, not compute)
+SYNC_CHUNK = 64  # temp files a batch keeps open at once (a soft limit on open files can be 256)
 
 
 def temp_prefix(path: Path) -> str:
@@ -313,9 +314,23 @@ def create_new(path: Path, data: str | bytes, staged: str | None = None) -> None
 def synced_temps(files: list[tuple[Path, bytes]]) -> list[str]:
     """Temp files beside each path holding its bytes, all on the disk when this returns: what a writer of many new
     files links into place (create_new's `staged`). Written first, then fsynced together (`_sync_all`: a fsync
-    one file after the other costs a journal commit, ~4 ms, each). DiskError as _synced_temp, with no temp file
-    left behind."""
+    one file after the other costs a journal commit, ~4 ms, each), SYNC_CHUNK files open at a time (a batch has no
+    size limit, open files do). DiskError as _synced_temp, with no temp file left behind."""
     temps: list[str] = []
+    try:
+        for start in range(0, len(files), SYNC_CHUNK):
+            _stage_chunk(files[start : start + SYNC_CHUNK], temps)
+    except BaseException as exc:
+        for tmp in temps:
+            _unlink(tmp)
+        raise disk_error(exc, f"cannot write {len(files)} new files in {files[0][0].parent}",
+                         "nothing was written") or exc
+    return temps
+
+
+def _stage_chunk(files: list[tuple[Path, bytes]], temps: list[str]) -> None:
+    """Write each file's temp (its name added to `temps` at once, for the caller to remove on failure), fsync them
+    together, close them; a close's error (the write-back of a buffered write) is raised like the rest."""
     handles = []
     try:
         for path, raw in files:
@@ -326,15 +341,14 @@ def synced_temps(files: list[tuple[Path, bytes]]) -> list[str]:
             handles[-1].write(raw)
             handles[-1].flush()
         _sync_all([h.fileno() for h in handles])
-    except BaseException as exc:
-        for tmp in temps:
-            _unlink(tmp)
-        raise disk_error(exc, f"cannot write {len(files)} new files in {files[0][0].parent}",
-                         "nothing was written") or exc
+        while handles:
+            handles.pop().close()
     finally:
-        for handle in handles:
-            handle.close()
-    return temps
+        for handle in handles:  # after a failure: close quietly, the first error is the one raised
+            try:
+                handle.close()
+            except OSError:
+                pass
 
 
 def _sync_all(fds: list[int]) -> None:

@@ -117,6 +117,10 @@ def _forgiving(construct):
 def _construct_set(loader, node) -> list:
     """`!!set {a, b}` as the list of its members in the order written: a Python set would iterate in an order that
     changes with each process's hash seed, so the same note would cache (and show) differently run to run."""
+    if not isinstance(node, MappingNode):  # `!!set [a, b]`, `!!set ab`: refused as PyYAML refuses them
+        raise yaml.constructor.ConstructorError(None, None, f"a set must be a mapping, not a {node.id}",
+                                                node.start_mark)
+    loader.flatten_mapping(node)  # `<<: *base` merges, as in any mapping
     members = [loader.construct_object(key, deep=True) for key, _ in node.value]
     try:
         return list(dict.fromkeys(members))

@@ -108,7 +108,13 @@ def _stamp(fd: int, what: str) -> str:
     try:
         # Padded over the whole record's bytes, not truncated first: a truncate waits on the file system's journal
         # (~3 ms each time distill takes the lock for a session); a JSON reader skips the trailing spaces.
-        os.pwrite(fd, record.encode("ascii").ljust(RECORD_BYTES), 0)
+        data = record.encode("ascii").ljust(RECORD_BYTES)
+        if os.pwrite(fd, data, 0) == len(data):
+            return token
+    except OSError:
+        pass
+    try:  # a record not written must not leave the last holder's token: a reader would think nobody wrote since
+        os.ftruncate(fd, 0)
     except OSError:
         pass  # the record only informs waiters; the flock is the lock
     return token

@@ -188,10 +188,17 @@ def test_a_yaml_set_reads_the_same_in_every_process():
     assert seen == {str([f"m{k}" for k in range(12)]) + "\n"}
 
 
-def test_a_set_with_a_list_member_is_a_clear_error_with_its_line():
+@pytest.mark.parametrize("value, says", [("!!set\n  ? [1, 2]", "unhashable"), ("!!set [a, b]", "a set must be a mapping"),
+                                          ("!!set ab", "a set must be a mapping")])
+def test_a_set_yaml_cannot_hold_is_a_clear_error_with_its_line(value, says):
     with pytest.raises(NoteError) as caught:
-        parse_note("---\nid: x\nodd: !!set\n  ? [1, 2]\n---\n# S\n", "n.md", "d")
-    assert caught.value.line == 3 and "unhashable" in str(caught.value)
+        parse_note(f"---\nid: x\nodd: {value}\n---\n# S\n", "n.md", "d")
+    assert caught.value.line == 3 and says in str(caught.value)
+
+
+def test_a_set_merges_a_mapping_as_any_mapping_does():
+    memory = parse_note("---\nid: x\nbase: &b {x, y}\nodd: !!set {<<: *b, c}\n---\n# S\n", "n.md", "d")
+    assert memory.meta["odd"] == ["x", "y", "c"]
 
 
 @pytest.mark.parametrize("body, lines", [

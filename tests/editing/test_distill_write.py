@@ -114,3 +114,51 @@ def test_a_batch_fsyncs_every_file_before_it_is_linked(tmp_path, monkeypatch):
     monkeypatch.setattr(disk.os, "fsync", lambda fd: synced.append(os.fstat(fd).st_ino))
     temps = disk.synced_temps([(tmp_path / "a.md", b"a"), (tmp_path / "b.md", b"b")])
     assert sorted(synced) == sorted(os.stat(t).st_ino for t in temps) and [open(t, "rb").read() for t in temps] == [b"a", b"b"]
+
+
+def test_a_batch_larger_than_the_open_file_limit_is_staged_in_chunks(tmp_path):
+    import subprocess
+    import sys
+
+    # In a process of its own with a soft limit of 100 open files: one temp file open per note failed near the 90th.
+    code = ("import resource, sys; from pathlib import Path; import palace_cli.core.disk as disk; "
+            "resource.setrlimit(resource.RLIMIT_NOFILE, (100, resource.getrlimit(resource.RLIMIT_NOFILE)[1])); "
+            "root = Path(sys.argv[1]); "
+            "temps = disk.synced_temps([(root / f'n{k}.md', b'x%d' % k) for k in range(200)]); "
+            "print(len(temps), sum(Path(t).read_bytes() == b'x%d' % k for k, t in enumerate(temps)))")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["200", "200"]
+
+
+def test_a_temp_write_the_disk_refuses_is_a_disk_error_and_leaves_no_temp_file(tmp_path, monkeypatch):
+    import errno
+
+    import palace_cli.core.disk as disk
+    from palace_cli.errors import DiskError
+
+    real = os.fdopen
+
+    class Full:
+        """A file whose buffered bytes never reach the disk: the flush and the close's flush both fail."""
+
+        def __init__(self, fd, mode):
+            self.raw = real(fd, mode)
+
+        def write(self, data):
+            return len(data)
+
+        def flush(self):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def fileno(self):
+            return self.raw.fileno()
+
+        def close(self):
+            self.raw.close()
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(disk.os, "fdopen", Full)
+    with pytest.raises(DiskError, match="nothing was written"):
+        disk.synced_temps([(tmp_path / "a.md", b"a"), (tmp_path / "b.md", b"b")])
+    assert list(tmp_path.iterdir()) == []

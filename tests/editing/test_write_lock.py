@@ -134,3 +134,30 @@ def test_a_long_writer_in_slices_lets_a_writer_between_and_reads_what_it_wrote(s
         assert others
     with slices.slice() as others:
         assert not others
+
+
+def test_a_holder_record_the_disk_refuses_leaves_no_earlier_token(tmp_path, monkeypatch):
+    """A slice reads the token to learn whether anyone wrote since: a record not written must not keep the last one."""
+    import errno
+
+    from palace_cli.index import locks
+
+    fd = os.open(tmp_path / "lock", os.O_RDWR | os.O_CREAT)
+    try:
+        first = locks._stamp(fd, "first")
+        assert locks._token(fd) == first
+
+        def refused(*args):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(locks.os, "pwrite", refused)
+        locks._stamp(fd, "second")
+        assert locks._token(fd) is None
+        monkeypatch.undo()
+        third = locks._stamp(fd, "third")
+        assert locks._token(fd) == third
+        monkeypatch.setattr(locks.os, "pwrite", lambda fd_, data, offset: 0)  # a short write: nothing written
+        locks._stamp(fd, "fourth")
+        assert locks._token(fd) is None
+    finally:
+        os.close(fd)
