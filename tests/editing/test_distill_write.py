@@ -107,6 +107,24 @@ def test_a_disk_that_refuses_a_batch_leaves_no_note_no_temp_file_and_no_new_fold
     assert sorted(p.relative_to(palace.root) for p in palace.root.rglob("*") if ".palace" not in p.parts) == before
 
 
+def test_a_batch_links_no_note_into_place_before_every_note_is_on_the_disk(palace, monkeypatch):
+    import palace_cli.core.disk as disk
+    from palace_cli.editing.authoring import PlainMemories
+
+    events = []
+    real_fsync, real_link = os.fsync, os.link
+    monkeypatch.setattr(disk.os, "fsync", lambda fd: (events.append(("fsync", os.fstat(fd).st_ino)), real_fsync(fd)))
+    monkeypatch.setattr(disk.os, "link", lambda src, dst, **kw: (events.append(("link", os.stat(src).st_ino)),
+                                                                  real_link(src, dst, **kw)))
+    batch = PlainMemories(palace, palace.scan(light=True))
+    planned = [batch.write(s, d, c, fields=f) for s, d, c, f in BATCH]
+    batch.flush()
+    notes = {os.stat(palace.root / m.path).st_ino for m in planned}
+    links = [i for i, (what, inode) in enumerate(events) if what == "link" and inode in notes]
+    synced = [i for i, (what, inode) in enumerate(events) if what == "fsync" and inode in notes]
+    assert len(links) == len(synced) == len(planned) and max(synced) < min(links)
+
+
 def test_a_batch_fsyncs_every_file_before_it_is_linked(tmp_path, monkeypatch):
     import palace_cli.core.disk as disk
 
