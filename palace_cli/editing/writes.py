@@ -235,7 +235,7 @@ def apply(palace: Palace, changes: list[Change], what: str, result: dict | None 
             raise
         finally:
             for tmp in staged.values():
-                _unlink(tmp)  # linked and removed by create_new, or not used (the file holds something else)
+                Path(tmp).unlink(missing_ok=True)  # linked and removed by create_new, or not used (holds another)
         if logged:
             clear(palace)
     if left and strict:
@@ -329,13 +329,6 @@ def _make_folders(folder: Path) -> list[Path]:
     for made in reversed(missing):
         made.mkdir(exist_ok=True)
     return list(reversed(missing))
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 def _rmdir(folder: Path) -> None:
