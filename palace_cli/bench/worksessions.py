@@ -16,6 +16,7 @@ intervals.
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import tempfile
 import time
@@ -67,9 +68,14 @@ class LabelledSession:
     labels: list[Label] = field(default_factory=list)
 
 
+# A possessive's or a contraction's "s" ("Shelfmark's", "it's"): split off at the apostrophe it would count as a
+# word of its own, which a memory saying "shelfmark:" or "it is" lacks; it is part of the word before it.
+APOSTROPHE_S = re.compile(r"(?<=\w)['’]s\b", re.I)
+
+
 def content(text: str) -> set[str]:
-    """The scoring rule's content words: lowercase alphanumeric runs, stopwords out."""
-    return {w for w in words(text) if w not in STOPWORDS}
+    """The scoring rule's content words: lowercase alphanumeric runs, stopwords out (a possessive's "s" is no word)."""
+    return {w for w in words(APOSTROPHE_S.sub("", text)) if w not in STOPWORDS}
 
 
 def load_set(path: Path) -> list[LabelledSession]:
