@@ -51,11 +51,22 @@ class Unit:
     dates: list = field(default_factory=list)
 
 
+# Folder names that say what part of a project a folder is, not which project: its parent names the project.
+PART_OF_A_PROJECT = frozenset("platform app apps backend frontend api server client service services web site "
+                              "infra infrastructure repo monorepo core main".split())
+NO_PROJECT = frozenset(("~", ".", "src", "code", "work", "home", "dev", "repos", "projects", "users"))
+
+
 def project_of(session: Session) -> str:
-    """The project a session worked on: the last folder of its `cwd`, when the source records one."""
+    """The project a session worked on: the last folder of its `cwd`, when the source records one; its parent when
+    the last names a part of a project ("parcelpoint/platform"), unless the parent is someone's home folder."""
     cwd = str(session.meta.get("cwd") or "").rstrip("/\\")
-    name = PurePath(cwd.replace("\\", "/")).name if cwd else ""
-    return name if name and name not in ("~", ".", "src", "code", "work", "home") else ""
+    parts = PurePath(cwd.replace("\\", "/")).parts if cwd else ()
+    name = parts[-1] if parts else ""
+    if name.lower() in PART_OF_A_PROJECT and len(parts) >= 3 and parts[-2].lower() not in NO_PROJECT \
+            and parts[-3].lower() not in ("home", "users"):
+        name = parts[-2]
+    return name if name and name.lower() not in NO_PROJECT else ""
 
 
 def work_units(session: Session, user: str = "") -> list[Unit]:
