@@ -47,7 +47,7 @@ RULE = cue(r"\b(always|never|every(?:thing|one|body)?(?! \d)|all (?:new|our)|"
                   r"all (?:the|of)\b(?![^.,;]*\b(?:are|were|was|is)\b)|from now on|going forward|"
                   r"in general|as a rule|(?:make (?:it|that|this) )?(?:a|the|our|team|house) (?:rule|standard|"
                   r"convention|policy)|rule(?: is|:)|no exceptions?|(?<!\bso )(?<!so that )(?:we|you) (?:don't|do not|never|always|only|"
-                  r"use|prefer|keep)\b|ever\b|must(?:n't| not)?\b|is how we|that's how we|only (?:ever )?(?:from|"
+                  r"use|prefer|keep)\b|(?<!time )(?<!than )(?<!best )(?<!first )ever\b(?! since)|must(?:n't| not)?\b|is how we|that's how we|only (?:ever )?(?:from|"
                   r"by|via|through|after|when|on)\b|(?:we|i) prefer|prefer(?:s|red)? \w+ (?:over|to)|\bno [\w-]+(?: [\w-]+){0,2} "
                   r"anymore\b|\bno more [\w-]+|(?:are|is) (?:banned|forbidden|not allowed)\b)")
 # A sentence that says outright what it is: a decision or a rule named as one, a preference in the first person.
@@ -124,6 +124,17 @@ NARRATION = cue(r"^\W*(?:i'll|i will|i'm going to|i am going to|let me|let's see
                        r"writing|adding|applying|watching|tracing|searching|pushing|merging|tagging|committing|"
                        r"measuring|starting|continuing|swapping|installing|making|switching|updating|moving|"
                        r"converting|creating|understood|noted|got it|ok|okay|sure|done|thanks|great|good)\b")
+# A clause that only says when something else happens ("while the site is live", "once the terraform is merged"):
+# an event it names has not happened; what it says is a condition, not a report.
+CONDITION_CLAUSE = re.compile(r"\b(?:while|until|till|once|when|whenever|before|if|unless|as soon as)\b[^.,;:!?()]*",
+                              re.I)
+
+
+def main_clause(sentence: str) -> str:
+    """The sentence without its clauses of condition or time (CONDITION_CLAUSE)."""
+    return CONDITION_CLAUSE.sub(" ", sentence)
+
+
 # The agent saying that something shipped (its own report after a deploy or a release).
 SHIPPED = cue(r"\b(fully rolled out|rolled out (?:to|on) prod\w*|(?:is|are|now) (?:live|in production)|"
                      r"production is (?:healthy|deployed|running)|released|deployed (?:to|on|in) prod\w*|is the first "

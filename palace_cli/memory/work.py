@@ -357,7 +357,7 @@ def _kind_of(sentence: str) -> str:
         return ""  # said again: the memory was made when it was first said
     if cues.DECLARED.match(core):
         return "decision"
-    if cues.DONE.search(core) and not cues.REQUEST.match(core) and not cues.imperative(core) and not cues.RULE.search(core):
+    if cues.DONE.search(cues.main_clause(core)) and not cues.REQUEST.match(core) and not cues.imperative(core) and not cues.RULE.search(core):
         return "milestone"
     if cues.RULE.search(core) and not (cues.HAPPENING.search(core) and not cues.FIRST_PLURAL.match(core)):
         return "convention"
@@ -409,7 +409,8 @@ def _groups(pieces: list[Piece], kinds: list[str]) -> list[tuple[str, list[Piece
             if going_on and (kind or _continues(piece.text)):
                 members.append(piece)
                 continue
-            if head == "milestone" and kind in ("milestone", "") and not cues.is_asking(piece.text) \
+            if head == "milestone" and (kind in ("milestone", "") or kind == "fact" and len(members) < 3) \
+                    and not cues.is_asking(piece.text) \
                     and not cues.REQUEST.match(cues.opened(piece.text)) and not empty(cues.opened(piece.text)):
                 members.append(piece)  # one event a turn: "Beatriz approved and merged it!! first PR done"
                 continue
@@ -493,11 +494,15 @@ def _agent_units(turn: Turn, name: str, project: str, said: str | None, earlier:
         return []
     context = {"item": 0.0, "first_turn": 0.0, "after_proposal": 0.0, "accepted": 0.0}
     units = []
-    shipped = [p.text for p in pieces if cues.SHIPPED.search(p.text) and not cues.is_asking(p.text)
-               and not cues.PROPOSAL.search(p.text)]
-    if shipped:
-        units.append(_unit("milestone", turn, project or name, _with_project(shipped[0], project, "milestone", said),
-                           shipped[0], context))
+    at = next((i for i, p in enumerate(pieces) if cues.SHIPPED.search(cues.main_clause(p.text))
+               and not cues.is_asking(p.text) and not cues.PROPOSAL.search(p.text)), -1)
+    if at >= 0:  # the report, and the check that shows it ("The dashboard shows p99 at 231 ms"), said right after
+        shown = [p.text for p in pieces[at + 1:at + 2] if p.paragraph == pieces[at].paragraph and (
+            cues.CHECKED.search(p.text) or re.search(r"\d", p.text)) and not cues.is_asking(p.text)
+            and not cues.NARRATION.match(p.text) and not cues.PROPOSAL.search(p.text)]
+        report = " ".join([pieces[at].text, *shown])
+        units.append(_unit("milestone", turn, project or name, _with_project(report, project, "milestone", said),
+                           report, context))
     told = " ".join(p.text for p in pieces)
     checked = bool(cues.CHECKED.search(pieces[0].text)) and not cues.is_asking(pieces[0].text)
     fixed = cues.FIXED.search(told) or checked and any(

@@ -24,3 +24,26 @@ def test_a_folder_that_names_a_part_of_a_project_takes_its_parents_name(cwd, pro
     session = Session("cc", "claude-code", "x", started="2026-03-02T10:00:00Z", participants=["user", "assistant"])
     session.meta["cwd"] = cwd
     assert project_of(session) == project
+
+
+def test_a_rollout_report_keeps_the_check_that_shows_it():
+    units = _units(("assistant", "2.4.1 is deployed to production in all three zones. The latency panel shows p95 for "
+                                 "POST /orders at 180 ms over the last ten minutes."), cwd="/home/ada/src/orchard")
+    assert [u.kind for u in units] == ["milestone"]
+    assert "2.4.1 is deployed to production" in units[0].text and "180 ms" in units[0].text
+
+
+@pytest.mark.parametrize("text", ["Then a blue-green switch fits: keep the old pool serving while the new one is live "
+                                  "on half the hosts.",
+                                  "keep the staging names in the runbook, production ones once the production "
+                                  "terraform is merged."])
+def test_an_event_in_a_clause_of_condition_is_no_milestone(text):
+    role = "assistant" if text.startswith("Then") else "user"
+    assert [u for u in _units((role, text)) if u.kind == "milestone"] == []
+
+
+def test_first_time_ever_is_no_rule():
+    units = _units(("user", "It's live in production! First time ever the signup page loads under one second. Noor "
+                            "found nothing on mobile either."))
+    assert [u.kind for u in units] == ["milestone"]
+    assert "under one second" in units[0].text
