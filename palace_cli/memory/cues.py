@@ -101,7 +101,7 @@ OPENERS = re.compile(r"^\W*(?:(?:ok(?:ay)?|yes|yeah|yep|yup|sure|right|good|grea
 PROPOSAL = cue(r"\b(i'd (?!like|love|be\b|have|guess|say|think|imagine|expect|need)[a-z]+|i would|i suggest|i recommend|my suggestion|suggestion|we could|you could|"
                       r"proposal|proposed|the (?:usual|simplest|minimal|best) (?:shape|fix|option|way)|plan:|"
                       r"(?:should|shall) i|want me to|how about|one option|options?\b|the fix is|fix(?:es)?:|"
-                      r"(?:two|three|both) fixes|would be to)")
+                      r"(?:two|three|both) fixes|would be to|i can(?!'t| ?not|\w)|i could)")
 # An offer to do something now, rather than a choice to make: "Want me to look at ...?", "Should I patch it?"
 OFFER = cue(r"\b(want me to|should i|shall i|i can|i could|i'll|let me|do you want)\b")
 # The agent offering to act, not asking what holds or what the user wants ("Which layout do you want?" asks).
@@ -140,7 +140,8 @@ SHIPPED = cue(r"\b(fully rolled out|rolled out (?:to|on) prod\w*|(?:is|are|now) 
                      r"production is (?:healthy|deployed|running)|released|deployed (?:to|on|in) prod\w*|is the first "
                      r"\w+|first [\w-]+ (?:service|release|deploy|pr)\b)")
 # The agent stating the fix it made, not only that something passes.
-FIXED = cue(r"^\W*with\b|\b(fixed:|fix:|fixed by|summary(?=[^.:]{0,30}:)|to recap|recap|the (?:two )?fix(?:es)? (?:is|are|was|were)|"
+FIXED = cue(r"^\W*with\b|^\W*(?:fixed and verified|verified|confirmed)\b(?=[^.]*\b(?:because|cause|caused|came from|"
+            r"never|so )\b)|\bnow (?!is\b|has\b|was\b)[a-z]+s\b|\b(fixed:|fix:|fixed by|summary(?=[^.:]{0,30}:)|to recap|recap|the (?:two )?fix(?:es)? (?:is|are|was|were)|"
                    r"(?:now|both) (?:uses?|stores?|selects?|goes|go|imports?|returns?|takes?|runs?)|with [^.]{3,60} "
                    r"(?:raised|enabled|fixed|set|switched)|switching to|switched to|changed to|moved to|replaced|"
                    r"instead of|her change|his change|the change)\b")
@@ -194,9 +195,9 @@ CHECKED = cue(r"\b(pass(?:es|ed)?|green|healthy|all good|succeed(?:s|ed)?|is cle
 APPLIED = cue(r"^\W*(?:switched|changed|set|added|moved|replaced|enabled|updated|pinned|raised|lowered|removed|"
               r"rebuilt|restored|bumped|rewrote|renamed|dropped)\b")
 # A user's own note that a fix is worth keeping.
-RECAP = cue(r"\b(for the record|note (?:that|this)|remember (?:this|that)|good to know|is the (?:fix|answer|"
+RECAP = cue(r"\b(for the record|note (?:that|this)|remember this(?=\s*[.:!,;]|\s*$)|remember that|good to know|is the (?:fix|answer|"
                    r"solution|trick)|was (?:just|only)|bit(?:ten)? us|writing (?:that|it) (?:in|down)|in my notes|"
-                   r"lesson|so (?:for|the) \w+[: ]|i will remember|i'll remember|when that happens again|next time)\b")
+                   r"lesson|so (?:for|the) \w+:|i will remember|i'll remember|when that happens again|next time)\b")
 # A secret, or where one was: never in a memory.
 SECRET = re.compile(r"\[redacted\]|\b(?:sk|pk|rk)[-_](?:live|test)[-_][A-Za-z0-9]{8,}|\bsk-[A-Za-z0-9]{20,}|"
                     r"\bAKIA[0-9A-Z]{16}\b|\bgh[pousr]_[A-Za-z0-9]{20,}|\bxox[abpr]-[A-Za-z0-9-]{10,}|"

@@ -47,3 +47,25 @@ def test_first_time_ever_is_no_rule():
                             "found nothing on mobile either."))
     assert [u.kind for u in units] == ["milestone"]
     assert "under one second" in units[0].text
+
+
+def test_a_verified_fix_that_says_its_cause_and_what_the_code_now_does_is_a_solution():
+    units = _units(("user", "the nightly export writes empty files since tuesday."),
+                   ("assistant", "Fixed and verified: the bucket policy never allowed the new role, so every write "
+                                 "was dropped. `export_job` now assumes the writer role, and the new test with a "
+                                 "real policy passes."))
+    assert [u.kind for u in units if u.turn.id == "t1"] == ["solution"]
+    assert "now assumes the writer role" in units[-1].text
+
+
+@pytest.mark.parametrize("text", ["Please review the PR. It adds 'remember this device' tokens for the app.",
+                                  "newest first. the whole thing runs overnight so the reports don't care"])
+def test_a_phrase_that_only_looks_like_a_recap_makes_no_solution(text):
+    assert [u for u in _units(("user", text)) if u.kind == "solution"] == []
+
+
+def test_an_offer_of_the_agent_is_no_solution():
+    units = _units(("user", "the staging table still holds yesterday's rows."),
+                   ("assistant", "It could stay, but it holds the last day loaded until the next run, and anyone with "
+                                 "read access sees it. I can truncate it at the end instead of dropping it."))
+    assert [u for u in units if u.kind == "solution"] == []
