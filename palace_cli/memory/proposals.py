@@ -101,8 +101,11 @@ def opens_accepting(pieces) -> bool:
         said_yes = YES.match(piece.text)
         if said_yes:  # "yes, suggest expiry at ...": a yes and what to do with it, not "yes, rtgw is ..."
             rest = piece.text[said_yes.end():].strip()
-            return bool(cues.imperative(rest) or cues.CHOICE.match(rest) or refers_back(rest) or (
-                re.search(r"\d", rest) and not cues.TELLING.search(rest)))  # "yes, 80% for 5 min, page on-call"
+            if not rest.strip(" .!") and piece is pieces[0] and len(pieces) > 1:
+                rest = pieces[1].text  # "yes. 2% is fine but post to the team channel": the yes, then its change
+            return bool(cues.imperative(rest) or cues.CHOICE.match(rest) or refers_back(rest) or THAT_ONE.match(rest)
+                        or AGREED_ON.match(piece.text) or FINE_BUT.match(rest) or (
+                            re.search(r"\d", rest) and not cues.TELLING.search(rest)))  # "yes, 80% for 5 min, page"
         if not empty(cues.opened(piece.text)) and not (len(piece.text.split()) <= 4 and cues.EVALUATIVE.search(
                 piece.text)):  # a reaction first: "Ooh, that's neater."
             return False
@@ -124,6 +127,12 @@ def empty(sentence: str) -> bool:
 
 
 YES = re.compile(r"^\W*(?:yes|yeah|yep|yup|sure|sí|si|agreed)\b[\s,.:;!—–-]*", re.I)
+# "Yes, that.", "that one": the yes points at what was just proposed.
+THAT_ONE = re.compile(r"^\W*(?:that|this)(?: one)?\W*$", re.I)
+# "Agreed on storing only the hash", "agreed to the weekly cadence": a part of the proposal taken by name.
+AGREED_ON = re.compile(r"^\W*agreed (?:on|to|with)\b", re.I)
+# "2% is fine but post to #ops-alerts": the proposal taken, with a change.
+FINE_BUT = re.compile(r"^[^.!?]{0,40}\b(?:is|are|sounds|looks|seems) (?:fine|ok|okay|good|great)\W+but\b", re.I)
 
 
 REFERS_BACK = re.compile(r"\b(do (?:that|it|this|like this|both|all)|make (?:that|it|this)|add that|that'?s how|like "

@@ -69,3 +69,23 @@ def test_an_offer_of_the_agent_is_no_solution():
                    ("assistant", "It could stay, but it holds the last day loaded until the next run, and anyone with "
                                  "read access sees it. I can truncate it at the end instead of dropping it."))
     assert [u for u in units if u.kind == "solution"] == []
+
+
+PROPOSED = ("assistant", "A cheap guard: at the end of the nightly import, count the rows with no region and fail the "
+                         "job when they are above 5%, posting to #data-alerts.")
+
+
+@pytest.mark.parametrize("answer", ["yes. 5% is fine but post to #billing-alerts, nobody reads #data-alerts",
+                                    "Yes, that. And post to #billing-alerts.",
+                                    "Agreed on failing the job. What about the weekend runs?"])
+def test_a_yes_then_its_change_or_a_part_taken_by_name_takes_the_proposal(answer):
+    units = _units(("user", "the import sometimes loads rows with no region."), PROPOSED, ("user", answer))
+    taken = [u for u in units if u.turn.id == "t2"]
+    assert len(taken) == 1 and taken[0].kind in ("decision", "convention") and taken[0].signals["accepted"] == 1.0
+    assert "fail the job when they are above 5%" in taken[0].text
+
+
+def test_a_yes_followed_by_a_statement_of_its_own_takes_nothing():
+    units = _units(("user", "the import sometimes loads rows with no region."), PROPOSED,
+                   ("user", "yes. the import is run by Noor's team."))
+    assert all(u.signals["accepted"] == 0.0 for u in units)
