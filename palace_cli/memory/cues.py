@@ -76,7 +76,7 @@ ONE_OFF = cue(r"\b(for now|(?:this|it|that) once\b(?! every| a | per)|once now|j
 # What is only imagined or wished: never a memory.
 HYPOTHETICAL = cue(r"^\W*(?:and |also |but |so )?(?:if we|if i|if you|if it|what if|imagine|in theory|maybe "
                           r"(?:we|later|one day)|one day)\b|\b(?:would(?:'ve| have)|could(?:'ve| have)|should(?:'ve| "
-                          r"have)|we'?d have|if we(?:'d| had| ever| moved| used| went))\b|\bjust thinking\b")
+                          r"have)(?! (?:said|mentioned|told|asked|flagged|written|warned))|we'?d have|if we(?:'d| had| ever| moved| used| went))\b|\bjust thinking\b")
 # A question put as a statement, or a thought said aloud.
 HEDGE = cue(r"\b(i think|i guess|i suppose|maybe|perhaps|probably|not sure|no idea|i wonder|wondering|"
                    r"i thought|i believe|someone (?:on|in) the team|some (?:people|person)|might)\b")

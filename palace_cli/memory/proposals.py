@@ -92,7 +92,7 @@ def opens_accepting(pieces) -> bool:
     """True for a turn that opens by taking what the agent said: "yes", "ok, do like this", "yep go with the
     protocol", "Ooh, that's neater. Yes, ..." (a reaction first)."""
     for piece in pieces[:2]:
-        if cues.is_asking(piece.text):
+        if cues.is_asking(piece.text) or NEW_REQUEST.match(cues.opened(piece.text)):
             return False
         if cues.TAKE.match(cues.opened(piece.text)) and not cues.TAKE.fullmatch(cues.opened(piece.text).strip(" .!")) \
                 or cues.TAKE.fullmatch(cues.opened(piece.text).strip(" .!")) and YES.match(piece.text) \
@@ -127,6 +127,8 @@ def empty(sentence: str) -> bool:
 
 
 YES = re.compile(r"^\W*(?:yes|yeah|yep|yup|sure|sí|si|agreed)\b[\s,.:;!—–-]*", re.I)
+# "Please write a short page on ...": a new request of the agent, not a yes to what it said.
+NEW_REQUEST = re.compile(r"^\W*(?:please|pls)\W+(?!do\b|go\b)[a-z]+", re.I)
 # "Yes, that.", "that one": the yes points at what was just proposed.
 THAT_ONE = re.compile(r"^\W*(?:that|this)(?: one)?\W*$", re.I)
 # "Agreed on storing only the hash", "agreed to the weekly cadence": a part of the proposal taken by name.

@@ -196,7 +196,8 @@ def _accepted_units(turn: Turn, pieces, groups, proposal: str, name: str, projec
     taken = [p for kind, members in groups if kind in ("decision", "convention", "") for p in members
              if not cues.is_asking(p.text) and not empty(cues.opened(p.text))
              and not (kind == "" and cues.REQUEST.match(cues.opened(p.text)))]
-    extra = [cues.opened(p.text) for p in taken if not accepts(p.text)]
+    extra = [cues.opened(p.text) for p in taken if not accepts(p.text) and not cues.HYPOTHETICAL.search(p.text)
+             and cues.OPENERS.sub("", p.text).strip(" .!,;")]  # "Anyway.": nothing added
     named = _related(" ".join(extra), list(recent)) if extra and recent else ""
     if named and named not in proposal:
         extra.append(f"({named})")

@@ -89,3 +89,23 @@ def test_a_yes_followed_by_a_statement_of_its_own_takes_nothing():
     units = _units(("user", "the import sometimes loads rows with no region."), PROPOSED,
                    ("user", "yes. the import is run by Noor's team."))
     assert all(u.signals["accepted"] == 0.0 for u in units)
+
+
+def test_i_should_have_said_is_no_hypothetical():
+    units = _units(("user", "And a team rule I should have said first: every migration that drops a column needs "
+                            "a second reviewer."))
+    assert [u.kind for u in units] == ["convention"] and "every migration that drops a column" in units[0].text
+    assert _units(("user", "we should have added a second reviewer to that migration.")) == []
+
+
+def test_please_and_a_new_verb_is_a_request_not_a_yes():
+    units = _units(("assistant", "The release is tagged as v2.3.0 and the changelog is published."),
+                   ("user", "Thank you. Please write a short page on how the release script works."))
+    assert all(u.signals["accepted"] == 0.0 for u in units)
+
+
+def test_a_maybe_said_beside_a_yes_is_not_part_of_the_decision():
+    units = _units(("assistant", "I'd store the drafts in IndexedDB so they survive a reload."),
+                   ("user", "Yes please. Honestly if we ever build the desktop app we'll redo all of this. Anyway."))
+    assert [u.kind for u in units] == ["decision"]
+    assert "desktop" not in units[0].text and "Anyway" not in units[0].text
