@@ -68,8 +68,19 @@ CHOICE = cue(r"\b(let'?s (?:go with|use|do|keep|stick|make|not)|go(?:ing)? with|
 # A choice that closes a discussion: "same-transaction then", "13 months it is", "3 days lookback, yes".
 SETTLED = cue(r"(?:^\W*(?:(?!that|it|this|in|no|not)\S+\s+){1,3}then|^\W*(?:\S+\s+){1,4}it is|,? yes|^\W*(?:\S+\s+){1,4}it'?s)\s*[.!]?\s*$|"
                      r"^(?:yes|ok|fine)[,.:]?\s+(?:to|for)\b")
+# The reason a rule is given with ("that's how we find them later"): its words say nothing of how long it holds.
+REASON_CLAUSE = re.compile(r"\b(?:that'?s how|that is how|which is how|because|so that|which is why|otherwise)\b[^.;!?]*")
+
+
+class OutsideReasons(Cue):
+    """A Cue read outside the sentence's reason clauses (REASON_CLAUSE)."""
+
+    def search(self, text: str):
+        return self.pattern.search(REASON_CLAUSE.sub(" ", _lower(text)))
+
+
 # One turn's instruction, not a standing rule: waived, for now, only this once.
-ONE_OFF = cue(r"\b(for now|(?:this|it|that) once\b(?! every| a | per)|once now|just this once|only for this|for this (?:one|release|pr|time|run|file)|"
+ONE_OFF = OutsideReasons(r"\b(for now|(?:this|it|that) once\b(?! every| a | per)|once now|just this once|only for this|for this (?:one|release|pr|time|run|file)|"
                      r"in this pr|not this pr|this pr|today|tonight|tomorrow|right now|temporar(?:y|ily)|later\b|"
                      r"while you'?re (?:in|at)|this time|for the moment|at the moment|next session|throwaway|one-?off|"
                      r"for the lines you touch|lines you touch)")

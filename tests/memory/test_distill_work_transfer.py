@@ -109,3 +109,10 @@ def test_a_maybe_said_beside_a_yes_is_not_part_of_the_decision():
                    ("user", "Yes please. Honestly if we ever build the desktop app we'll redo all of this. Anyway."))
     assert [u.kind for u in units] == ["decision"]
     assert "desktop" not in units[0].text and "Anyway" not in units[0].text
+
+
+def test_a_word_of_one_time_in_a_rules_reason_does_not_make_it_one_off():
+    units = _units(("user", "The release tag should be exactly the changelog heading, that's how we find releases "
+                            "later."))
+    assert [u.kind for u in units] == ["convention"]
+    assert _units(("user", "tag it with the changelog heading later.")) == []
