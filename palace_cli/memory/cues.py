@@ -223,20 +223,20 @@ PASTED = re.compile(r"^\s*(?:\$ |>>> |[A-Z][A-Z0-9_]{2,}=|\d\d:\d\d(?::\d\d)?\s+
 CODE_FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
 THINKING = re.compile(r"<thinking>.*?(?:</thinking>|\Z)", re.S)
 TOOL_LINE = re.compile(r"^\[tool(?: result)?: [^\n]*\]$", re.M)
-TELLING = cue(r"\b(?:is|are|was|were|runs?|owns?|maintains?|uses?|has|have|holds?|lives?|lead|leads|"
+TELLING = cue(r"\b(?:is|are|was|were|does|runs?|owns?|maintains?|uses?|has|have|holds?|lives?|lead|leads|"
                      r"manages?|starts?|arrive|arrives?|changes?|takes?|needs?|comes? from|goes|serves?|handles?|"
                      r"supports?|keeps?|moved|upgraded|joined|started|wrote|publishes|picks)\b")
 # The moment of speaking: "is slow now", "errors are gone", "the key is rotated" (a state, not a fact that lasts).
 TRANSIENT_NOW = cue(r"\b(right now|at the moment|currently|again|still|so far|yet|today|this morning|earlier|gone|"
                     r"rotated|draining|backed up|hanging|sorry|lol|nvm|ugh|phew)\b|\bnow\s*[.!]?$")
 FUTURE = cue(r"\b(will|'ll|going to|gonna)\b")
-DATED = cue(r"\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday|next (?:week|month|year)|tomorrow|"
+DATED = cue(r"\b((?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?|weekends|next (?:week|month|year)|tomorrow|"
             r"\d{4}-\d\d-\d\d|\d{1,2} (?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)\w*|end of)\b")
 # A report of what is happening or happened, whose "always" or "never" is no rule: "the memory is growing always",
 # "it's throwing 500s, everything that touches the DB", "never touched elixir before", "jenkins never used it".
 # ("is nothing", "never need", "always seed" are no such report: a rule in the present stays a rule.)
 HAPPENING = cue(r"\b(?:is|are|'s|'re|am|was|were)\s+(?:(?!(?:some|no|any|every)thing\b)\w+ing)\b|"
-                r"\b(?:never|always|ever)\s+(?:\w+(?<!e)ed|did|had|was|were|ran|went|got|saw|knew|wrote|made|used)\b")
+                r"\b(?:never|always|ever)\s+(?:\w+(?<!e)ed|did|had|was|were|been|ran|went|got|saw|knew|wrote|made|used)\b")
 # What someone needs or wants done: the task at hand ("we need migrate X", "i want a plan"), not a fact.
 WANTED = cue(r"\b(need|needs|want|wants|wanna|please|pls)\b")
 # Someone's own start in the team: "I'm new on the team, started Monday as a backend engineer".
@@ -288,7 +288,7 @@ RESTATED = cue(r"\b(remember|as i said|like i said|same rule|as usual|as the rul
 OWNER = cue(r"\b(owns?|maintains?|runs?|leads?|is (?:the|our) [\w ]{0,20}lead|wrote|in charge of|responsible for|"
                    r"'s (?:buddy|lead|manager))\b")
 # Ownership said of a person: "she runs our SOC2 audit", "Nadia owns the cache layer", "he maintains packages/ui".
-OWNED_BY = re.compile(r"\b(?:owns?|maintains?)\b|\b(?:[Ss]he|[Hh]e|[A-Z][a-z]+)\s+(?:runs|leads|wrote|is (?:the|our) "
+OWNED_BY = re.compile(r"\b(?:owns?|maintains?)\b|\b[A-Z][a-z]+ is (?:our|the team'?s) [\w-]+\b|\b(?:[Ss]he|[Hh]e|[A-Z][a-z]+)\s+(?:runs|leads|wrote|is (?:the|our) "
                       r"[\w ]{0,20}lead)\b")
 PAST = cue(r"\b(was|were|did|had|\w{3,}ed)\b")
 # Someone else's word passed on: "Ravi says", "Beatriz told me", "Wei confirmed".

@@ -360,7 +360,7 @@ def _kind_of(sentence: str) -> str:
         return "decision"
     if cues.DONE.search(cues.main_clause(core)) and not cues.REQUEST.match(core) and not cues.imperative(core) and not cues.RULE.search(core):
         return "milestone"
-    if cues.RULE.search(core) and not (cues.HAPPENING.search(core) and not cues.FIRST_PLURAL.match(core)):
+    if cues.RULE.search(core) and not (cues.HAPPENING.search(core) and not WE.match(core)):
         return "convention"
     if cues.CHOICE.search(core) or cues.SETTLED.search(sentence):
         return "decision"
@@ -389,6 +389,7 @@ def _fact_like(core: str) -> bool:
     return True
 
 
+WE = re.compile(r"^\W*we\b", re.I)  # "we never ...": a rule in a report's words; "our setup has never been" is none
 YES_OR_NO = re.compile(r"^\W*(?:yes|yeah|yep|yup|no|nope)\b", re.I)
 CONFIRMS = re.compile(r"^\W*(?:(?:yes|yeah|yep)\W+)?(?:that'?s (?:right|correct)|correct|exactly)\b", re.I)
 CONDITION = re.compile(r"^\W*(?:but|only|except|as long as|provided)\b", re.I)

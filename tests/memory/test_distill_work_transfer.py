@@ -116,3 +116,12 @@ def test_a_word_of_one_time_in_a_rules_reason_does_not_make_it_one_off():
                             "later."))
     assert [u.kind for u in units] == ["convention"]
     assert _units(("user", "tag it with the changelog heading later.")) == []
+
+
+@pytest.mark.parametrize("text, kind", [
+    ("Noor will review it, she does our load testing on Thursdays.", "fact"),
+    ("Sade is our DBA and she'll run the upgrade.", "fact"),
+    ("our partman setup has never been tested on 17.", "fact"),
+    ("we never run migrations on Fridays.", "convention")])
+def test_who_does_what_and_a_schedule_are_facts_and_never_been_is_a_report(text, kind):
+    assert [u.kind for u in _units(("user", text))] == [kind]
