@@ -42,16 +42,27 @@ def cue(pattern: str) -> Cue:
     """A Cue: `pattern` written in lowercase."""
     return Cue(pattern)
 
+# Words in quotes are mentioned, not used: "ignore Marek's 'from now on' line" makes no rule.
+QUOTED = re.compile(r"(?<!\w)['\u2018\"\u201c][^'\u2019\"\u201d\n]{1,60}['\u2019\"\u201d](?!\w)")
+
+
+class OutsideQuotes(Cue):
+    """A Cue read outside the sentence's quoted words (QUOTED)."""
+
+    def search(self, text: str):
+        return self.pattern.search(QUOTED.sub(" ", _lower(text)))
+
+
 # A standing rule: how a recurring thing is done, said with the words that make a rule general.
-RULE = cue(r"\b(always|never|every(?:thing|one|body)?(?! \d)|all (?:new|our)|"
+RULE = OutsideQuotes(r"\b(always|never|every(?:thing|one|body)?(?! \d)|all (?:new|our)|"
                   r"all (?:the|of)\b(?![^.,;]*\b(?:are|were|was|is)\b)|from now on|going forward|"
-                  r"in general|as a rule|(?:make (?:it|that|this) )?(?:a|the|our|team|house) (?:rule|standard|"
+                  r"in general|as a rule|(?:make (?:it|that|this) )?(?<!not )(?<!n't )(?:a|the|our|team|house) (?:rule|standard|"
                   r"convention|policy)|rule(?: is|:)|no exceptions?|(?<!\bso )(?<!so that )(?:we|you) (?:don't|do not|never|always|only|"
                   r"use|prefer|keep)\b|(?<!time )(?<!than )(?<!best )(?<!first )ever\b(?! since)|must(?:n't| not)?\b|is how we|that's how we|only (?:ever )?(?:from|"
                   r"by|via|through|after|when|on)\b|(?:we|i) prefer|prefer(?:s|red)? \w+ (?:over|to)|\bno [\w-]+(?: [\w-]+){0,2} "
                   r"anymore\b|\bno more [\w-]+|(?:are|is) (?:banned|forbidden|not allowed)\b)")
 # A sentence that says outright what it is: a decision or a rule named as one, a preference in the first person.
-STRONG = cue(r"^\W*(?:decision|decided|rule|convention|policy|standard|going forward|from now on|as a rule|"
+STRONG = OutsideQuotes(r"^\W*(?:decision|decided|rule|convention|policy|standard|going forward|from now on|as a rule|"
              r"(?:i|we)(?:'ve| have)? (?:always|never|prefer|decided|use)|(?:always|never)\b|(?:i|we) (?:don'?t|do "
              r"not) (?:ever|use|do)|make (?:it|that|this) (?:a rule|the standard)|let'?s (?:go with|use)|we(?:'ll| will| are|'re) "
              r"(?:go with|going with|use))|\b(?:from now on|going forward|as "
@@ -218,7 +229,7 @@ SECRET = re.compile(r"\[redacted\]|\b(?:sk|pk|rk)[-_](?:live|test)[-_][A-Za-z0-9
 KEYLIKE = re.compile(r"(?<![\w/.-])(?=[A-Za-z0-9_-]{32,}(?![\w/.-]))(?=[^\s]*[a-z])(?=[^\s]*[A-Z])(?=[^\s]*\d)"
                      r"[A-Za-z0-9_-]+")
 # Lines that are pasted material, not something said: logs, environment, commands.
-PASTED = re.compile(r"^\s*(?:\$ |>>> |[A-Z][A-Z0-9_]{2,}=|\d\d:\d\d(?::\d\d)?\s+[A-Z]{3,}|at [\w.$]+\(|Traceback|"
+PASTED = re.compile(r"^\s*(?:\$ |>>> |[A-Z][A-Z0-9_]{2,}=|\d{1,2}:\d\d(?::\d\d)?\s+\S|at [\w.$]+\(|Traceback|"
                     r"File \"|[{}\[\]]\s*$)")
 CODE_FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
 THINKING = re.compile(r"<thinking>.*?(?:</thinking>|\Z)", re.S)
@@ -332,7 +343,7 @@ IMPERATIVE = re.compile(r"^\W*(?:(?:and|also|then|now|so|just|please|pls|but)\s+
                         r"move|note|open|pin|post|push|put|raise|read|rebuild|remove|rename|replace|rerun|restart|"
                         r"revert|rewrite|rotate|run|schedule|send|set|ship|show|skip|split|start|stop|suggest|switch|"
                         r"tag|tell|test|try|turn|update|upgrade|use|wait|write|comment|include|exclude|nuke|call|"
-                        r"copy|find|get|help|bring|prepare|plan|review|retry|rollback|roll|watch|wire|sync)\b", re.I)
+                        r"copy|find|get|help|bring|prepare|plan|review|retry|rollback|roll|watch|wire|sync|log)\b", re.I)
 # Verbs a proposal starts with once its "I'd" is dropped ("freeze time with freezegun"), beyond the imperatives.
 PROPOSED_VERB = re.compile(r"^(?:freeze|export|partition|alert|cap|limit|emit|expose|route|mirror|migrate|restructure|"
                            r"isolate|pass|wrap|guard|bundle|publish|rebase|squash|pair|introduce|adopt|replace|move|"

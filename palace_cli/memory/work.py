@@ -272,6 +272,8 @@ def _standing(core: str, proposal: str) -> bool:
                        or len(core.split()) < 4 and not cues.SETTLED.search(core)):
         return False
     first = cues.opened(core)
+    if IGNORE.match(first):  # "ignore Marek's line, he was tired": about what is in front of the agent now
+        return bool(cues.RULE.search(core))
     if cues.imperative(first) or cues.REQUEST.match(first):
         reason = cues.REASON.search(cues.PURPOSE.pattern.sub(" ", core.lower()))  # a purpose is this time's
         return bool(cues.SCOPE.search(core) or reason or cues.CHOICE.search(core)
@@ -389,6 +391,7 @@ def _fact_like(core: str) -> bool:
     return True
 
 
+IGNORE = re.compile(r"^\W*(?:ignore|disregard|never mind|skip over)\b", re.I)
 WE = re.compile(r"^\W*we\b", re.I)  # "we never ...": a rule in a report's words; "our setup has never been" is none
 YES_OR_NO = re.compile(r"^\W*(?:yes|yeah|yep|yup|no|nope)\b", re.I)
 CONFIRMS = re.compile(r"^\W*(?:(?:yes|yeah|yep)\W+)?(?:that'?s (?:right|correct)|correct|exactly)\b", re.I)
@@ -402,6 +405,10 @@ def _groups(pieces: list[Piece], kinds: list[str]) -> list[tuple[str, list[Piece
             head, members = groups[-1]
             if head == "" and len(members) == 1 and kind in ("decision", "convention") and _leads_in(members[0].text):
                 groups[-1] = (kind, [*members, piece])  # "Quiet hours 22 to 8, only for marketing. X always ..."
+                continue
+            if kind == "convention" and head in ("", "fact") and len(members) <= 2 and _fragment(piece.text) \
+                    and not cues.is_asking(members[-1].text):
+                groups[-1] = (kind, [*members, piece])  # "titles here are `area: what`. always the area": its rule
                 continue
             going_on = head in ("decision", "convention") and len(members) < 3 and (
                 (kind in ("", "decision") or _fragment(piece.text) or cues.REASON.match(cues.opened(piece.text)))

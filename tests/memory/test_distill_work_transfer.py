@@ -125,3 +125,23 @@ def test_a_word_of_one_time_in_a_rules_reason_does_not_make_it_one_off():
     ("we never run migrations on Fridays.", "convention")])
 def test_who_does_what_and_a_schedule_are_facts_and_never_been_is_a_report(text, kind):
     assert [u.kind for u in _units(("user", text))] == [kind]
+
+
+def test_a_pasted_timeline_and_a_rule_word_in_quotes_are_no_rule():
+    units = _units(("user", "Can you help with the incident notes? Here's the channel log:\n\n"
+                            "09:14 alerts fire on the checkout API\n"
+                            "09:30 Ravi: from now on nobody deploys on a Friday without asking me!!\n\n"
+                            "(ignore Ravi's 'from now on' line, it's not a rule, nobody agreed to it)"))
+    assert [u for u in units if u.kind in ("convention", "decision")] == []
+
+
+def test_a_verbless_rule_completes_the_statement_before_it():
+    units = _units(("user", "branch names here are `area/what`, like `billing/round-totals`. always the area"))
+    assert [u.kind for u in units] == ["convention"]
+    assert "`area/what`" in units[0].text and "always the area" in units[0].text
+
+
+def test_a_rule_and_the_instruction_that_says_what_to_do_instead_are_one_memory():
+    units = _units(("user", "No. We never log session ids, not even a prefix. Log the request id, that is what it "
+                            "is for."))
+    assert [u.kind for u in units] == ["convention"] and "Log the request id" in units[0].text
