@@ -158,11 +158,11 @@ def main_clause(sentence: str) -> str:
 
 
 # The agent saying that something shipped (its own report after a deploy or a release).
-SHIPPED = cue(r"\b(fully rolled out|rolled out (?:to|on) prod\w*|(?:is|are|now) (?:live|in production)|"
+SHIPPED = cue(r"^\W*(?:the )?[\w-]+(?: [\w-]+)? (?:is|are) (?:complete|finished)\b|\b(fully rolled out|rolled out (?:to|on) prod\w*|(?:is|are|now) (?:live|in production)|"
                      r"production is (?:healthy|deployed|running)|released|deployed (?:to|on|in) prod\w*|is the first "
                      r"\w+|first [\w-]+ (?:service|release|deploy|pr)\b)")
 # The agent stating the fix it made, not only that something passes.
-FIXED = cue(r"^\W*with\b|^\W*(?:fixed and verified|verified|confirmed)\b(?=[^.]*\b(?:because|cause|caused|came from|"
+FIXED = cue(r"^\W*with\b|^\W*(?:fixed and verified|verified|confirmed)\b(?=.*\b(?:because|cause|caused|came from|"
             r"never|so )\b)|\bnow (?!is\b|has\b|was\b)[a-z]+s\b|\b(fixed:|fix:|fixed by|summary(?=[^.:]{0,30}:)|to recap|recap|the (?:two )?fix(?:es)? (?:is|are|was|were)|"
                    r"(?:now|both) (?:uses?|stores?|selects?|goes|go|imports?|returns?|takes?|runs?)|with [^.]{3,60} "
                    r"(?:raised|enabled|fixed|set|switched)|switching to|switched to|changed to|moved to|replaced|"
@@ -193,7 +193,7 @@ DONE = cue(r"\b(released|shipped|launched|went live|is live|it'?s live|(?:is|are
                   r"(?:is|are) (?:the first|now the first)|first \w+ (?:service|pr|release) (?:built|deployed|merged)|"
                   r"matches|under the budget)\b")
 # A check that a fix works: tests pass, a rollout is healthy, a load test held.
-VERIFIED = cue(r"\b(pass(?:es|ed|ing)?|green|healthy|all good|works?\b|worked|fixed|no longer|no more|stays?|"
+VERIFIED = cue(r"^\W*(?:fixed and )?verified\b|\b(pass(?:es|ed|ing)?|green|healthy|all good|works?\b|worked|fixed|no longer|no more|stays?|"
                       r"stayed|held|holds|normal|resolves|down from|instead of (?=[~\d])|now (?:uses|use|selects|stores|"
                       r"goes|import|imports|returns|takes|runs)|is clean|clean again|summary(?=[^.:]{0,30}:)|to recap|recap|"
                       r"brought|cut it|from \S+ to \S+|under the)\b")
@@ -228,9 +228,9 @@ SECRET = re.compile(r"\[redacted\]|\b(?:sk|pk|rk)[-_](?:live|test)[-_][A-Za-z0-9
 # A long token of mixed letters and digits, as keys are; long words, paths and hashes of one kind are not.
 KEYLIKE = re.compile(r"(?<![\w/.-])(?=[A-Za-z0-9_-]{32,}(?![\w/.-]))(?=[^\s]*[a-z])(?=[^\s]*[A-Z])(?=[^\s]*\d)"
                      r"[A-Za-z0-9_-]+")
-# Lines that are pasted material, not something said: logs, environment, commands.
+# Lines that are pasted material, not something said: logs, a timeline, environment, commands, table rows.
 PASTED = re.compile(r"^\s*(?:\$ |>>> |[A-Z][A-Z0-9_]{2,}=|\d{1,2}:\d\d(?::\d\d)?\s+\S|at [\w.$]+\(|Traceback|"
-                    r"File \"|[{}\[\]]\s*$)")
+                    r"File \"|[{}\[\]]\s*$|\|.*\|\s*$)")
 CODE_FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
 THINKING = re.compile(r"<thinking>.*?(?:</thinking>|\Z)", re.S)
 TOOL_LINE = re.compile(r"^\[tool(?: result)?: [^\n]*\]$", re.M)

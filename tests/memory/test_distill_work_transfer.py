@@ -145,3 +145,24 @@ def test_a_rule_and_the_instruction_that_says_what_to_do_instead_are_one_memory(
     units = _units(("user", "No. We never log session ids, not even a prefix. Log the request id, that is what it "
                             "is for."))
     assert [u.kind for u in units] == ["convention"] and "Log the request id" in units[0].text
+
+
+def test_a_turn_opening_verified_with_its_cause_is_a_checked_fix():
+    units = _units(("user", "the orders page got slow after the last release."),
+                   ("assistant", "Verified on staging: p95 is 180 ms (1.2 s before). Cause: the serializer started "
+                                 "loading each order's items one by one; `prefetch_related` on items brings it to two "
+                                 "queries."))
+    assert [u.kind for u in units if u.turn.id == "t1"] == ["solution"]
+
+
+def test_the_agents_report_that_a_run_is_complete_is_a_milestone():
+    units = _units(("assistant", "The dry run is complete: 9 minutes from the freeze to the new cluster serving, and "
+                                 "all smoke tests pass."))
+    assert "milestone" in [u.kind for u in units]
+
+
+def test_a_table_row_is_pasted_material():
+    units = _units(("user", "the billing job fails every night."),
+                   ("assistant", "| time | event |\n|---|---|\n| 02:10 | job fails with a timeout |\n\n"
+                                 "Raised the job's timeout to 30 minutes; last night's run passed."))
+    assert units and all("|" not in u.text for u in units)
