@@ -166,3 +166,11 @@ def test_a_table_row_is_pasted_material():
                    ("assistant", "| time | event |\n|---|---|\n| 02:10 | job fails with a timeout |\n\n"
                                  "Raised the job's timeout to 30 minutes; last night's run passed."))
     assert units and all("|" not in u.text for u in units)
+
+
+def test_a_summary_of_the_plan_is_no_checked_fix():
+    units = _units(("user", "add a rollback line to step 4."),
+                   ("assistant", "Added the rollback line. Summary of the plan as it stands: replicate to the new "
+                                 "cluster, sync the sequences, switch the app on Sunday; the smoke tests passed on "
+                                 "staging."))
+    assert [u for u in units if u.kind == "solution"] == []
