@@ -54,7 +54,7 @@ class OutsideQuotes(Cue):
 
 
 # A standing rule: how a recurring thing is done, said with the words that make a rule general.
-RULE = OutsideQuotes(r"\b(always|never|every(?:thing|one|body)?(?! \d)|all (?:new|our)|"
+RULE = OutsideQuotes(r"\b(always|never|every\b(?! \d)|all (?:new|our)|"
                   r"all (?:the|of)\b(?![^.,;]*\b(?:are|were|was|is)\b)|from now on|going forward|"
                   r"in general|as a rule|(?:make (?:it|that|this) )?(?<!not )(?<!n't )(?:a|the|our|team|house) (?:rule|standard|"
                   r"convention|policy)|rule(?: is|:)|no exceptions?|(?<!\bso )(?<!so that )(?:we|you) (?:don't|do not|never|always|only|"

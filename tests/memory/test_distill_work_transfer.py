@@ -174,3 +174,14 @@ def test_a_summary_of_the_plan_is_no_checked_fix():
                                  "cluster, sync the sequences, switch the app on Sunday; the smoke tests passed on "
                                  "staging."))
     assert [u for u in units if u.kind == "solution"] == []
+
+
+@pytest.mark.parametrize("text", ["newest first, the reports everyone reads are the last 7 days",
+                                  "drop step 4, once the operator does everything a manual checklist will rot"])
+def test_everyone_or_everything_in_a_description_is_no_rule(text):
+    assert [u for u in _units(("user", text)) if u.kind == "convention"] == []
+
+
+def test_everything_with_a_rule_word_is_still_a_rule():
+    units = _units(("user", "from now on everything goes through the connection pooler."))
+    assert [u.kind for u in units] == ["convention"]
