@@ -236,7 +236,8 @@ THINKING = re.compile(r"<thinking>.*?(?:</thinking>|\Z)", re.S)
 TOOL_LINE = re.compile(r"^\[tool(?: result)?: [^\n]*\]$", re.M)
 TELLING = cue(r"\b(?:is|are|was|were|does|runs?|owns?|maintains?|uses?|has|have|holds?|lives?|lead|leads|"
                      r"manages?|starts?|arrive|arrives?|changes?|takes?|needs?|comes? from|goes|serves?|handles?|"
-                     r"supports?|keeps?|moved|upgraded|joined|started|wrote|publishes|picks)\b")
+                     r"supports?|keeps?|moved|upgraded|joined|started|wrote|publishes|picks|renamed|deprecated|replaced|"
+                     r"introduced)\b")
 # The moment of speaking: "is slow now", "errors are gone", "the key is rotated" (a state, not a fact that lasts).
 TRANSIENT_NOW = cue(r"\b(right now|at the moment|currently|again|still|so far|yet|today|this morning|earlier|gone|"
                     r"rotated|draining|backed up|hanging|sorry|lol|nvm|ugh|phew)\b|\bnow\s*[.!]?$")

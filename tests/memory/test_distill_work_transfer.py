@@ -185,3 +185,9 @@ def test_everyone_or_everything_in_a_description_is_no_rule(text):
 def test_everything_with_a_rule_word_is_still_a_rule():
     units = _units(("user", "from now on everything goes through the connection pooler."))
     assert [u.kind for u in units] == ["convention"]
+
+
+def test_a_change_to_a_system_is_a_fact_about_it():
+    units = _units(("user", "the payments API v3 renamed amount_cents to amount_minor and our importer never noticed."))
+    assert [u.kind for u in units] == ["fact"]
+    assert _units(("user", "I renamed the helper to parse_amount.")) == []
