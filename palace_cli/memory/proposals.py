@@ -190,7 +190,7 @@ def proposal_signals(proposal: str) -> dict[str, float]:
 
 
 LEAD_IN = re.compile(r"^(?:.{0,60}?\b(?:suggestion|proposal|plan|fix(?:es)?(?: together)?|options?)\b[^:]{0,40}:\s*|"
-                     r"(?:then |so |ok[,.]? )?(?:i'?d (?:suggest|recommend)(?: that)?|i would (?:suggest|recommend)?|"
+                     r"(?:then |so |ok[,.]? |(?:for|on|in) [^,]{1,25}, )?(?:i'?d (?:suggest|recommend)(?: that)?|i would (?:suggest|recommend)?|"
                      r"i suggest|i recommend|we could|you could|i'?d|i would|i can|i'll|should i|shall i|want me to|"
                      r"how about)\s+)", re.I)
 

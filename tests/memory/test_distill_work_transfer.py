@@ -191,3 +191,10 @@ def test_a_change_to_a_system_is_a_fact_about_it():
     units = _units(("user", "the payments API v3 renamed amount_cents to amount_minor and our importer never noticed."))
     assert [u.kind for u in units] == ["fact"]
     assert _units(("user", "I renamed the helper to parse_amount.")) == []
+
+
+def test_a_proposal_loses_its_short_lead_in_before_i_would():
+    from palace_cli.memory.proposals import cleaned_proposal
+
+    assert cleaned_proposal("For the second finding, I'd hash the tokens at rest.") == "hash the tokens at rest."
+    assert cleaned_proposal("For now the job runs hourly.") == "For now the job runs hourly."
