@@ -78,6 +78,12 @@ def content(text: str) -> set[str]:
     return {w for w in words(APOSTROPHE_S.sub("", text)) if w not in STOPWORDS}
 
 
+def content_before_possessives(text: str) -> set[str]:
+    """The scoring rule's content words as they were before a possessive's "s" was left out (for figures reported
+    under both rules)."""
+    return {w for w in words(text) if w not in STOPWORDS}
+
+
 def load_set(path: Path) -> list[LabelledSession]:
     """The sessions of a labelled set (one JSON object a line)."""
     out = []
@@ -168,8 +174,9 @@ def read_sessions(sessions: list[LabelledSession]) -> dict[str, Session]:
     return out
 
 
-def score(produced: list[Produced], sessions: list[LabelledSession]) -> dict:
-    """Recall and precision per kind and overall (the set's rule), with intervals, kind agreement and secrets."""
+def score(produced: list[Produced], sessions: list[LabelledSession], content=content) -> dict:
+    """Recall and precision per kind and overall (the set's rule; `content` its content words), with intervals, kind
+    agreement and secrets."""
     labels = [label for s in sessions for label in s.labels]
     position = {(s.name, str(t["id"])): i for s in sessions for i, t in enumerate(s.turns)}
     words_of = {id(label): content(label.text) for label in labels}
