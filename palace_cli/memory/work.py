@@ -391,6 +391,8 @@ def _fact_like(core: str) -> bool:
     return True
 
 
+ANOTHER = re.compile(r"^\W*(?:and|also|plus|another)\b", re.I)
+SUBJECT = re.compile(r"^\W*(?:we|i|you|they|he|she|it)\b", re.I)  # a clause with its own subject is no fragment
 IGNORE = re.compile(r"^\W*(?:ignore|disregard|never mind|skip over)\b", re.I)
 WE = re.compile(r"^\W*we\b", re.I)  # "we never ...": a rule in a report's words; "our setup has never been" is none
 YES_OR_NO = re.compile(r"^\W*(?:yes|yeah|yep|yup|no|nope)\b", re.I)
@@ -407,14 +409,16 @@ def _groups(pieces: list[Piece], kinds: list[str]) -> list[tuple[str, list[Piece
                 groups[-1] = (kind, [*members, piece])  # "Quiet hours 22 to 8, only for marketing. X always ..."
                 continue
             if kind == "convention" and head in ("", "fact") and len(members) <= 2 and _fragment(piece.text) \
-                    and not cues.is_asking(members[-1].text):
+                    and not cues.is_asking(members[-1].text) and not ANOTHER.match(piece.text) \
+                    and not SUBJECT.match(ADVERBS.sub("", piece.text)):
                 groups[-1] = (kind, [*members, piece])  # "titles here are `area: what`. always the area": its rule
                 continue
             going_on = head in ("decision", "convention") and len(members) < 3 and (
                 (kind in ("", "decision") or _fragment(piece.text) or cues.REASON.match(cues.opened(piece.text)))
                 and not cues.is_asking(piece.text)
                 and not cues.REQUEST.match(cues.opened(piece.text)) and not cues.ONE_OFF.search(piece.text)
-                and not cues.HYPOTHETICAL.search(piece.text))
+                and not cues.HYPOTHETICAL.search(piece.text)) and not (
+                kind == "convention" and ANOTHER.match(piece.text))  # "And no names in the timeline, ever": a new rule
             if going_on and (kind or _continues(piece.text)):
                 members.append(piece)
                 continue

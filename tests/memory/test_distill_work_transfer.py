@@ -198,3 +198,16 @@ def test_a_proposal_loses_its_short_lead_in_before_i_would():
 
     assert cleaned_proposal("For the second finding, I'd hash the tokens at rest.") == "hash the tokens at rest."
     assert cleaned_proposal("For now the job runs hourly.") == "For now the job runs hourly."
+
+
+def test_and_a_second_rule_is_a_memory_of_its_own():
+    units = _units(("user", "Two things! Dates in our release notes are always ISO, never US style. And no names in "
+                            "the changelog, ever: 'a maintainer', 'a contributor', roles only."))
+    assert [u.kind for u in units] == ["convention", "convention"]
+    assert "changelog" not in units[0].text and "ISO" not in units[1].text
+
+
+def test_a_clause_with_its_own_subject_does_not_complete_the_sentence_before_it():
+    units = _units(("user", "The old key was rotated this morning. And we squash-merge everything, so that commit "
+                            "never reaches main."))
+    assert all("rotated" not in u.text for u in units if u.kind == "convention")
