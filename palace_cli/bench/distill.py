@@ -1,10 +1,10 @@
 """`palace bench distill --locomo FILE`: distilled memories scored against LoCoMo's own observation annotations.
 
 An observation ("Caroline attended an LGBTQ support group recently", turn D1:3) is recalled when a memory
-cites its turn and holds at least half of its content words (`core.text.content_words`: stopwords out,
-words reduced to their roots). `recall` is the share of observations recalled, `precision` the share of
-memories that recall at least one. Both come per conversation and per memory type, with 95% bootstrap
-intervals, and three ways:
+cites its turn and holds at least half of its content words (`scored_words`: stopwords out, words reduced to
+their roots, a contraction or a possessive read whole). `recall` is the share of observations recalled,
+`precision` the share of memories that recall at least one. Both come per conversation and per memory type,
+with 95% bootstrap intervals, and three ways:
 
 - `cross_validated`: each conversation distilled by a scorer fitted on the other conversations only (leave
   one conversation out): what to expect on conversations the weights never saw;
@@ -18,6 +18,7 @@ intervals, and three ways:
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import statistics
 import tempfile
@@ -81,6 +82,20 @@ def load_observations(path: Path) -> dict[str, list[Observation]]:
     return out
 
 
+# What a contraction or a possessive leaves when cut at its apostrophe ("Caroline's" -> caroline s, "don't" -> don t)
+# is not a word: `it's` in nearly every memory made the `s` of an observation's possessive a free match.
+CLITIC = re.compile(r"(?<=[A-Za-z])['’](?:s|m|d|ll|ve|re)\b", re.IGNORECASE)
+NEGATION = re.compile(r"\b([A-Za-z]+)n['’]t\b")
+IRREGULAR_NEGATION = {"ca": "can", "wo": "will", "sha": "shall", "ai": "am"}
+
+
+def scored_words(text: str) -> set[str]:
+    """The content words the LoCoMo rule compares: `content_words` with "don't" read as "do not" and the
+    `'s`, `'m`, `'d`, `'ll`, `'ve`, `'re` of a contraction or a possessive dropped."""
+    text = NEGATION.sub(lambda m: IRREGULAR_NEGATION.get(m.group(1).lower(), m.group(1)) + " not", text)
+    return content_words(CLITIC.sub("", text))
+
+
 def _recalls(observation: set[str], memory: set[str]) -> bool:
     return bool(observation) and 2 * len(observation & memory) >= len(observation)
 
@@ -89,14 +104,14 @@ def score(memories: list[Scored], observations: dict[str, list[Observation]]) ->
     """recall, precision (with intervals), per conversation and per memory type."""
     by_turn: dict[tuple[str, str], list[tuple[int, set[str]]]] = defaultdict(list)
     for index, memory in enumerate(memories):
-        words = content_words(memory.text)
+        words = scored_words(memory.text)
         for turn in memory.turns:
             by_turn[(memory.conversation, turn)].append((index, words))
     useful = [0] * len(memories)
     recalled: dict[str, list[float]] = defaultdict(list)
     for conversation, items in observations.items():
         for observation in items:
-            words = content_words(observation.text)
+            words = scored_words(observation.text)
             hits = [i for turn in observation.turns for i, found in by_turn.get((conversation, turn), [])
                     if _recalls(words, found)]
             for i in hits:
@@ -141,7 +156,7 @@ def labelled(sessions: list[Session], observations: list[Observation]) -> list[t
     wanted: dict[str, list[set[str]]] = defaultdict(list)
     for observation in observations:
         for turn in observation.turns:
-            wanted[turn].append(content_words(observation.text))
+            wanted[turn].append(scored_words(observation.text))
     rows = []
     for session in sessions:
         mean_words = scorer.session_words([t.text for t in session.turns])
@@ -150,7 +165,7 @@ def labelled(sessions: list[Session], observations: list[Observation]) -> list[t
             view = scorer.TurnView(turn.text, turn.speaker, tuple(session.participants),
                                    previous.text if previous else "", position, mean_words)
             content, _, _ = turn_memory(turn, session, turn.speaker, addressee(session, turn.speaker), previous)
-            words = content_words(content)
+            words = scored_words(content)
             rows.append((scorer.signals(view), any(_recalls(w, words) for w in wanted.get(turn.id, []))))
             previous = turn
     return rows
