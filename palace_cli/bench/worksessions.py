@@ -16,7 +16,6 @@ intervals.
 from __future__ import annotations
 
 import json
-import re
 import statistics
 import tempfile
 import time
@@ -24,6 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from palace_cli.bench.distill import CLITIC, IRREGULAR_NEGATION, NEGATION
 from palace_cli.bench.retrieval import bootstrap_ci
 from palace_cli.conversations.model import Session
 from palace_cli.core.text import STOPWORDS, words
@@ -68,19 +68,17 @@ class LabelledSession:
     labels: list[Label] = field(default_factory=list)
 
 
-# A possessive's or a contraction's "s" ("Shelfmark's", "it's"): split off at the apostrophe it would count as a
-# word of its own, which a memory saying "shelfmark:" or "it is" lacks; it is part of the word before it.
-APOSTROPHE_S = re.compile(r"(?<=\w)['’]s\b", re.I)
-
-
 def content(text: str) -> set[str]:
-    """The scoring rule's content words: lowercase alphanumeric runs, stopwords out (a possessive's "s" is no word)."""
-    return {w for w in words(APOSTROPHE_S.sub("", text)) if w not in STOPWORDS}
+    """The scoring rule's content words: lowercase alphanumeric runs, stopwords out; a contraction or a possessive read
+    whole as the LoCoMo rule reads it (bench.distill: "don't" is "do not", the "s" of "Shelfmark's" no word of its
+    own, which a memory saying "shelfmark:" would lack)."""
+    text = NEGATION.sub(lambda m: IRREGULAR_NEGATION.get(m.group(1).lower(), m.group(1)) + " not", text)
+    return {w for w in words(CLITIC.sub("", text)) if w not in STOPWORDS}
 
 
 def content_before_possessives(text: str) -> set[str]:
-    """The scoring rule's content words as they were before a possessive's "s" was left out (for figures reported
-    under both rules)."""
+    """The scoring rule's content words as they were before contractions and possessives were read whole (for figures
+    reported under both rules)."""
     return {w for w in words(text) if w not in STOPWORDS}
 
 
