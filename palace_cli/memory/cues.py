@@ -68,7 +68,9 @@ STRONG = OutsideQuotes(r"^\W*(?:decision|decided|rule|convention|policy|standard
              r"(?:go with|going with|use))|\b(?:from now on|going forward|as "
              r"a rule|that'?s (?:our|the|a) (?:team )?rule|is our rule|no exceptions?|every [\w-]+(?: [\w-]+)? must|must (?:always|"
              r"never))\b")
-SUMMARY = cue(r"\b(summary(?! of (?:the )?(?:plan|decisions|options|proposals?|discussion))(?=[^.:]{0,30}:)|to recap|recap|root cause|for the record)\b")
+# "Summary:" opening a recap of what was done ("Summary of the plan:" recaps a plan, not a fix).
+SUMMARY_MARK = r"summary(?! of (?:the )?(?:plan|decisions|options|proposals?|discussion))(?=[^.:]{0,30}:)"
+SUMMARY = cue(rf"\b({SUMMARY_MARK}|to recap|recap|root cause|for the record)\b")
 DECLARED = cue(r"^\W*(?:decision|decided|we(?:'ve| have)? decided|i(?:'ve| have)? decided)\b")
 # A choice made for the project: a settled question.
 CHOICE = cue(r"\b(let'?s (?:go with|use|do|keep|stick|make|not)|go(?:ing)? with|decided|decision|we(?:'ll| will) "
@@ -158,12 +160,14 @@ def main_clause(sentence: str) -> str:
 
 
 # The agent saying that something shipped (its own report after a deploy or a release).
-SHIPPED = cue(r"^\W*(?:the )?[\w-]+(?: [\w-]+)? (?:is|are) (?:complete|finished)\b|\b(fully rolled out|rolled out (?:to|on) prod\w*|(?:is|are|now) (?:live|in production)|"
+SHIPPED = cue(r"^\W*(?:the )?[\w-]+(?: [\w-]+)? (?:is|are) (?:complete|finished)\b|"
+              r"\b(fully rolled out|rolled out (?:to|on) prod\w*|(?:is|are|now) (?:live|in production)|"
                      r"production is (?:healthy|deployed|running)|released|deployed (?:to|on|in) prod\w*|is the first "
                      r"\w+|first [\w-]+ (?:service|release|deploy|pr)\b)")
 # The agent stating the fix it made, not only that something passes.
 FIXED = cue(r"^\W*with\b|^\W*(?:fixed and verified|verified|confirmed)\b(?=.*\b(?:because|cause|caused|came from|"
-            r"never|so )\b)|\bnow (?!is\b|has\b|was\b)[a-z]+s\b|\b(fixed:|fix:|fixed by|summary(?! of (?:the )?(?:plan|decisions|options|proposals?|discussion))(?=[^.:]{0,30}:)|to recap|recap|the (?:two )?fix(?:es)? (?:is|are|was|were)|"
+            r"never|so )\b)|\bnow (?!is\b|has\b|was\b)[a-z]+s\b|\b(fixed:|fix:|fixed by|" + SUMMARY_MARK +
+            r"|to recap|recap|the (?:two )?fix(?:es)? (?:is|are|was|were)|"
                    r"(?:now|both) (?:uses?|stores?|selects?|goes|go|imports?|returns?|takes?|runs?)|with [^.]{3,60} "
                    r"(?:raised|enabled|fixed|set|switched)|switching to|switched to|changed to|moved to|replaced|"
                    r"instead of|her change|his change|the change)\b")
@@ -195,7 +199,7 @@ DONE = cue(r"\b(released|shipped|launched|went live|is live|it'?s live|(?:is|are
 # A check that a fix works: tests pass, a rollout is healthy, a load test held.
 VERIFIED = cue(r"^\W*(?:fixed and )?verified\b|\b(pass(?:es|ed|ing)?|green|healthy|all good|works?\b|worked|fixed|no longer|no more|stays?|"
                       r"stayed|held|holds|normal|resolves|down from|instead of (?=[~\d])|now (?:uses|use|selects|stores|"
-                      r"goes|import|imports|returns|takes|runs)|is clean|clean again|summary(?! of (?:the )?(?:plan|decisions|options|proposals?|discussion))(?=[^.:]{0,30}:)|to recap|recap|"
+                      r"goes|import|imports|returns|takes|runs)|is clean|clean again|" + SUMMARY_MARK + r"|to recap|recap|"
                       r"brought|cut it|from \S+ to \S+|under the)\b")
 # What caused a problem.
 CAUSE = cue(r"\b(because|caused|came from|comes from|due to|that'?s the (?:leak|bug|problem|cause|issue)|"
