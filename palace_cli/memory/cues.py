@@ -119,7 +119,7 @@ REQUEST = cue(r"^\W*(?:(?:ok|okay|so|and|also|then|now|pls|please|yes|good|great
 OPENERS = re.compile(r"^\W*(?:(?:ok(?:ay)?|yes|yeah|yep|yup|sure|right|good|great|nice|fine|perfect|cool|lovely|fair|"
                      r"true|exactly|correct|makes sense|sounds good|got it|fine by me|"
                      r"brilliant|excellent|excelente|fantastic|amazing|agreed|alright|hmm+|ah+|oh|ugh|huh|so|and|"
-                     r"also|btw|fwiw|plus|anyway|well|hi|hey|hello|morning|sí|si|ja|oui|bom dia|hola|wait|one more "
+                     r"also|btw|fyi|ps|by the way|heads up|fwiw|plus|anyway|well|hi|hey|hello|morning|sí|si|ja|oui|bom dia|hola|wait|one more "
                      r"(?:thing|rule)?(?: for the future)?|another rule|also another rule)\b[\s,.:;!—–-]*)+", I)
 # The agent proposing something the user may take: "I'd ...", "we could ...", "Should I ...?", "Proposal:".
 PROPOSAL = cue(r"\b(i'd (?!like|love|be\b|have|guess|say|think|imagine|expect|need)[a-z]+|i would|i suggest|i recommend|my suggestion|suggestion|we could|you could|"

@@ -205,6 +205,22 @@ def cleaned_proposal(proposal: str) -> str:
     return " ".join(out)
 
 
+EITHER_OR = re.compile(r",?\s+or\s+(?:else\s+)?", re.IGNORECASE)
+OPTIONS_LEAD = re.compile(r"^\W*(?:(?:two|three|a few|some)\s+)?(?:options|choices|alternatives|ways)\s*:\s*", re.IGNORECASE)
+
+
+def chosen_option(offered: str, choice: str) -> str:
+    """Of an either-or the agent offered ("a CloudWatch alarm ..., or a dead-man's switch ..."), the option a
+    choice names ("go with the dead man's switch"): the only one sharing its informative words; the text as it
+    is when it offers no options or the choice names none or several."""
+    options = [o.strip(" .") for o in EITHER_OR.split(OPTIONS_LEAD.sub("", offered.strip())) if o.strip(" .")]
+    options = [re.sub(r"^either\s+", "", o, flags=re.IGNORECASE) for o in options]
+    if len(options) < 2:
+        return offered
+    named = [o for o in options if informative(o) & informative(choice)]
+    return f"{named[0][0].upper()}{named[0][1:]}." if len(named) == 1 else offered
+
+
 def accepted_text(name: str, proposal: str, extra: list[str], said: str | None) -> str:
     """An accepted proposal as a decision: what was proposed, and what the user added."""
     taken = cleaned_proposal(proposal)

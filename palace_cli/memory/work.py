@@ -24,8 +24,8 @@ from palace_cli.conversations.model import Session, Turn
 from palace_cli.core.dates import WEEKDAYS, resolve_relative
 from palace_cli.memory import cues
 from palace_cli.memory.patterns import is_filler, rewrite
-from palace_cli.memory.proposals import (LEAD_IN, Piece, accepted_text, accepts, cleaned_proposal, empty, enumerated,
-                                         informative, opens_accepting, pieces_of, proposal_before,
+from palace_cli.memory.proposals import (LEAD_IN, Piece, accepted_text, accepts, chosen_option, cleaned_proposal,
+                                         empty, enumerated, informative, opens_accepting, pieces_of, proposal_before,
                                          proposal_signals, refers_back, takes_a_choice)
 from palace_cli.memory.worksignals import KINDS, SIGNALS, signals_of
 
@@ -233,6 +233,7 @@ def _group_unit(kind: str, members, turn: Turn, proposal: str, recent: list[str]
         if before and (cues.HYPOTHETICAL.search(before) or cues.HEDGE.search(before)):
             return None  # "if we ever go multi-region we'd need X. put that under consequences": about a maybe
         core = f"{before} {core}" if before else core
+    backing = chosen_option(backing, core) if backing else ""
     core = f"{core} ({backing})" if backing else core
     about = name if kind in ("decision", "convention") and cues.FIRST_SINGULAR.search(words) \
         and not cues.FIRST_PLURAL.search(words) else project or name
