@@ -56,17 +56,19 @@ PLACEHOLDER = re.compile(r"<.*>|\$\{.*\}|\{\{.*\}\}|\$[A-Za-z_]\w*|%\(?\w*\)?s|[
 CREDENTIAL = re.compile(r"(?:api|access|secret|private|signing|encryption|master|license|recovery) key|"
                         r"(?:recovery|backup) code|pin (?:code|number)|pass code|password|passwd|passphrase|"
                         r"passcode|pwd|apikey|secret|token|pin")
-# What joins the name to its value: `=`, `:`, `->`; is / was / 's (now, still) (set to); set / changed / reset to;
-# "for staging is"; "(I) changed it to"; "to"; or nothing ("with password X"). Markup may close the name first.
-CONNECTOR = re.compile(r"""(?:\*\*|__|\*|`)?(?:
-    \s*(?:[=:]|->|=>)\s*
-  | (?:\s+(?:is|was|will\s+be|becomes|became|remains)|'s)(?:\s+(?:now|still|currently|just|actually))?
-    (?:\s+(?:set|changed|reset|updated)\s+to)?\s*:?\s+
-  | \s+(?:(?:has\s+been|had\s+been|is|was|got)\s+)?(?:set|changed|reset|updated|rotated|switched)\s+to\s+
-  | ,?\s+(?:and\s+)?(?:(?:i|we|you|they)\s+)?(?:set|changed|reset|updated|rotated|switched)\s+it\s+to\s+
-  | \s+(?:for|of|on|to)\s+(?:(?:the|my|our|your)\s+)?[\w.-]+(?:\s+[\w.-]+)?(?:\s+(?:is|was)\s+|\s*[:=]\s*)
-  | \s+to\s+
-  | \s+)(?=\S)""", re.IGNORECASE | re.VERBOSE)
+# What joins the name to its value, on one line: `=`, `:`, `->`; is / was / 's (now, still) (set to); set / changed /
+# reset to; "for staging is"; "(I) changed it to"; "to"; or nothing ("with password X": `bare`, which asks more of
+# the value). Markup may close the name first (`**Password**: X`).
+_S, _VERBS = r"[ \t]+", r"(?:set|changed|reset|updated|rotated|switched)"
+CONNECTOR = re.compile("|".join((
+    r"(?:\*\*|__|\*|`)?(?:[ \t]*(?:[=:]|->|=>)[ \t]*",
+    rf"(?:{_S}(?:is|was|will{_S}be|becomes|became|remains)|'s)(?:{_S}(?:now|still|currently|just|actually))?"
+    rf"(?:{_S}(?:set|changed|reset|updated){_S}to)?[ \t]*:?{_S}",
+    rf"{_S}(?:(?:has{_S}been|had{_S}been|is|was|got){_S})?{_VERBS}{_S}to{_S}",
+    rf",?{_S}(?:and{_S})?(?:(?:i|we|you|they){_S})?{_VERBS}{_S}it{_S}to{_S}",
+    rf"{_S}(?:for|of|on|to){_S}(?:(?:the|my|our|your){_S})?[\w.-]+(?:{_S}[\w.-]+)?"
+    rf"(?:{_S}(?:is|was){_S}|[ \t]*[:=][ \t]*)",
+    rf"{_S}to{_S}", rf"(?P<bare>{_S}))(?=\S)")), re.IGNORECASE)
 VALUE = re.compile(r"\S{1,300}")
 OPENERS, CLOSERS = "\"'`(\u201c\u2018[", "\"'`)\u201d\u2019]"
 SENTENCE_END = ".,;:?" + CLOSERS
@@ -159,7 +161,7 @@ def _said(text: str, lowered: str) -> tuple[str, int]:
             continue
         joined = CONNECTOR.match(text, end)
         value = _value_span(text, joined.end()) if joined else None
-        if value is None or not _looks_secret(text[value[0]:value[1]], name.group()):
+        if value is None or not _looks_secret(text[value[0]:value[1]], name.group(), joined.group("bare") is None):
             continue
         out += [text[last:value[0]], REDACTED]
         last = value[1]
@@ -198,22 +200,29 @@ def _closes(value: str) -> bool:
     return last in pairs and value.count(pairs[last]) >= value.count(last)
 
 
-def _looks_secret(value: str, name: str) -> bool:
+def _looks_secret(value: str, name: str, connected: bool = True) -> bool:
     """Whether a value said after a credential's name looks like a secret: mixed letters and digits or symbols,
     6 characters or more, and not words, a placeholder or a technical name (see NOT_SECRET); digits alone only
-    after a PIN, a passcode or a password (4 or more for a PIN or a code, 6 for a password)."""
+    after a PIN, a passcode or a password (4 or more for a PIN or a code, 6 for a password). A value not
+    `connected` by a word or a sign ("with password X") needs a digit."""
     if value.startswith(REDACTED) or len(value) > 200 or PLACEHOLDER.fullmatch(value):
         return False
     if value.isdigit():
         digits_ok = any(part in name for part in DIGITS_NAMES)
         return digits_ok and len(value) >= (6 if "word" in name or name == "passwd" else 4)
+    if connected and _random_letters(value):
+        return True
     if len(value) < 6 or NOT_SECRET.fullmatch(value):
-        return "phrase" in name and value.count("-") >= 2 and len(value) >= 12  # correct-horse-battery-staple
+        return connected and "phrase" in name and value.count("-") >= 2 and len(value) >= 12  # correct-horse-...
     letters = any(c.isalpha() for c in value)
     digits = any(c.isdigit() for c in value)
-    symbols = any(c in SYMBOLS for c in value)
-    if (letters and digits) or ((letters or digits) and symbols):
-        return True
+    symbols = any(c in SYMBOLS for c in value.rstrip("!?"))  # "wrong!", "right!?": a word said loud
+    return (letters and digits) or ((letters or digits) and symbols and connected)
+
+
+def _random_letters(value: str) -> bool:
+    """Whether a value of letters alone is a random key's (16 or more, three capitals or more, not words run
+    together as in `JavaScriptObjectNotation`)."""
     return value.isalpha() and len(value) >= 16 and sum(c.isupper() for c in value) >= 3 \
         and not CAMEL_WORDS.fullmatch(value)
 
