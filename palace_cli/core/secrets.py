@@ -61,7 +61,7 @@ CREDENTIAL = re.compile(r"(?:api|access|secret|private|signing|encryption|master
 # the value). Markup may close the name first (`**Password**: X`).
 _S, _VERBS = r"[ \t]+", r"(?:set|changed|reset|updated|rotated|switched)"
 CONNECTOR = re.compile("|".join((
-    r"(?:\*\*|__|\*|`)?(?:[ \t]*(?:[=:]|->|=>)[ \t]*",
+    r"(?:\*\*|__|\*|`)?(?:(?P<sign>[ \t]*(?:[=:]|->|=>)[ \t]*)",
     rf"(?:{_S}(?:is|was|will{_S}be|becomes|became|remains)|'s)(?:{_S}(?:now|still|currently|just|actually))?"
     rf"(?:{_S}(?:set|changed|reset|updated){_S}to)?[ \t]*:?{_S}",
     rf"{_S}(?:(?:has{_S}been|had{_S}been|is|was|got){_S})?{_VERBS}{_S}to{_S}",
@@ -85,6 +85,9 @@ NOT_SECRET = re.compile(rf"(?:(?:{TECH}|[A-Za-z]+)(?:[-_/+.](?:{TECH}|[A-Za-z]+)
                         r"\d+(?:\.\d+)?(?:ms|s|secs?|mins?|h|hrs?|hours?|d|days?|w|weeks?|mo|months?|y|years?|"
                         r"chars?|characters|b|bytes?|kb|mb|gb|bits?|k|m|x|px|st|nd|rd|th|%)|"
                         r"(?:/|~/|\./|\.\./)\S*|[a-z][a-z0-9+.-]*://\S*|[^@\s]+@[\w-]+(?:\.[\w-]+)+)", re.IGNORECASE)
+# After `=` or `:`, code rather than a literal (as ASSIGNED reads it): a call, an index, a format field, an
+# attribute (`token = token[:-1]`, `password = base64.b16encode(x)`, `{password!r}`).
+CODE = re.compile(r"[(\[{]|[A-Za-z_]\.[A-Za-z_]")
 DIGITS_NAMES = ("pin", "pass", "code")  # names whose value may be digits alone: a PIN, a passcode, a password
 CAMEL_WORDS = re.compile(r"[a-z]*(?:[A-Z][a-z]{2,})+")  # JavaScriptObjectNotation: words, not a random key
 
@@ -161,7 +164,8 @@ def _said(text: str, lowered: str) -> tuple[str, int]:
             continue
         joined = CONNECTOR.match(text, end)
         value = _value_span(text, joined.end()) if joined else None
-        if value is None or not _looks_secret(text[value[0]:value[1]], name.group(), joined.group("bare") is None):
+        if value is None or not _looks_secret(text[value[0]:value[1]], name.group(), joined.group("bare") is None) \
+                or (joined.group("sign") and CODE.search(text[value[0]:value[1]])):
             continue
         out += [text[last:value[0]], REDACTED]
         last = value[1]
@@ -184,9 +188,10 @@ def _value_span(text: str, start: int) -> tuple[int, int] | None:
         return None
     begin, end = run.span()
     opener = text[begin]
-    if opener in OPENERS:
+    if opener in OPENERS:  # quoted: to its closing quote on the line ('Hunter2 Secret'), or the run without it
         closer = CLOSERS[OPENERS.index(opener)]
-        inside = text.find(closer, begin + 1, end)
+        line_end = text.find("\n", begin)
+        inside = text.find(closer, begin + 1, min(begin + 202, len(text) if line_end < 0 else line_end))
         begin, end = begin + 1, (inside if inside > begin + 1 else end)
     while end > begin and text[end - 1] in SENTENCE_END and not _closes(text[begin:end]):
         end -= 1
@@ -207,6 +212,8 @@ def _looks_secret(value: str, name: str, connected: bool = True) -> bool:
     `connected` by a word or a sign ("with password X") needs a digit."""
     if value.startswith(REDACTED) or len(value) > 200 or PLACEHOLDER.fullmatch(value):
         return False
+    if any(c.isspace() for c in value):  # words in quotes: a passphrase's, not a token's ('expired at 12:00')
+        return connected and "pass" in name and _looks_secret("".join(value.split()), name)
     if value.isdigit():
         digits_ok = any(part in name for part in DIGITS_NAMES)
         return digits_ok and len(value) >= (6 if "word" in name or name == "passwd" else 4)
