@@ -1,6 +1,6 @@
 """Secrets in text that is about to be written into a palace (imports, captures, quick capture): the well-known
 shapes of keys, tokens, private keys and passwords, redacted to `[redacted]`, and `<private>...</private>` spans,
-dropped. One home for these shapes; docs/conversations.md lists them and the rule for near misses.
+dropped. One home for these shapes; docs/import.md (Secrets) lists them and the rule for near misses.
 
 The shapes are specific on purpose: a random-looking string alone (a commit hash, a UUID, a checksum) is not a
 secret, and a key's prefix in prose ("sk-learn", "ghp_ tokens") is not a key. A setting name followed by a value

@@ -123,3 +123,10 @@ def test_a_password_said_in_words_is_in_no_file_after_import_and_distill(empty, 
     for path in sorted(p for p in empty.root.rglob("*") if p.is_file()):  # notes, INDEX.md, indexes, sqlite, git
         data = path.read_bytes()
         assert PASSWORD.encode() not in data and b"tr0ub4dor" not in data.lower(), path
+
+
+def test_quick_capture_redacts_a_password_said_in_words(empty):
+    memory = add_note(empty, f"The staging redis password is {PASSWORD} until Friday")
+    text = (empty.root / memory.path).read_text()
+    assert PASSWORD not in text and "tr0ub4dor" not in memory.path.lower()
+    assert "The staging redis password is [redacted] until Friday" in text
