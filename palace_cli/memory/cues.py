@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from palace_cli.core.secrets import redact
+
 I = re.IGNORECASE
 
 
@@ -314,8 +316,9 @@ LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d+[.)]|\(\d+\))\s+")
 
 @lru_cache(maxsize=1 << 14)
 def has_secret(text: str) -> bool:
-    """True when a text holds a secret or a redaction mark (a key, a password in a URL, `[redacted]`)."""
-    return bool(SECRET.search(text) or KEYLIKE.search(text))
+    """True when a text holds a secret or a redaction mark (a key, a password in a URL, `[redacted]`), or one that
+    core/secrets.py would redact (a password said in words, in a session imported with --keep-secrets)."""
+    return bool(SECRET.search(text) or KEYLIKE.search(text)) or redact(text)[1] > 0
 
 
 @lru_cache(maxsize=1 << 12)

@@ -227,3 +227,13 @@ def test_chosen_option_narrows_an_either_or_only_to_one_named_option(offered, ch
     from palace_cli.memory.proposals import chosen_option
 
     assert chosen_option(offered, choice) == kept
+
+
+def test_a_password_said_in_words_is_a_secret_to_distill_too():
+    from palace_cli.memory.cues import has_secret
+
+    assert has_secret("We decided to use Redis with password Tr0ub4dor&3xyz for the session cache.")
+    assert not has_secret("Passwords must be 12 characters and the password reset flow mails a link.")
+    units = _units(("user", "We decided to use Redis with password Tr0ub4dor&3xyz for the session cache, because "
+                            "Memcached cannot persist."))  # a session imported with --keep-secrets
+    assert all("Tr0ub4dor" not in u.text for u in units)
