@@ -8,6 +8,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from palace_cli.conversations.model import TIME
+from palace_cli.core.dates import parse_moment
 from palace_cli.core.validity import Versions
 from palace_cli.index.scope import Scope
 
@@ -47,6 +48,26 @@ class Catalog:
         leaves out."""
         ids = self.versions.hidden(when)
         return frozenset([*ids, *(key for i in ids for key in self.sections_of.get(i, ()))])
+
+    def said_after(self, when) -> frozenset[str]:
+        """Ids of the turns said after `when` (a UTC datetime; None: now, when every turn was said): at that moment
+        they were not known yet. A turn's time reads as a memory's `created` does (no zone: UTC); one without a
+        time is kept."""
+        if when is None or not self.session_rows:
+            return frozenset()
+        return frozenset(self.ids[row] for row, moment in self._turn_moments.items() if moment > when)
+
+    @cached_property
+    def _turn_moments(self) -> dict:
+        """Row -> the moment of each turn with a time (read once per catalog)."""
+        moments = {}
+        for rows in self.session_rows.values():
+            for row in rows:
+                try:
+                    moments[row] = parse_moment(self.times[row])
+                except ValueError:
+                    continue
+        return {row: moment for row, moment in moments.items() if moment is not None}
 
     @property
     def vector_count(self) -> int:

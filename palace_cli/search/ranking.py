@@ -150,10 +150,14 @@ def fuse_rrf(rankings: dict[str, list[tuple[str, float]]], k: int = RRF_K,
     return [(item, score, parts[item]) for item, score in ordered]
 
 
-def fuse_minmax(rankings: dict[str, list[tuple[str, float]]],
-                weights: dict[str, float] | None = None) -> list[tuple[str, float, dict[str, float]]]:
+def fuse_minmax(rankings: dict[str, list[tuple[str, float]]], weights: dict[str, float] | None = None,
+                unscored: dict[str, frozenset[str]] | None = None) -> list[tuple[str, float, dict[str, float]]]:
     """Weighted sum of min-max normalised scores; a ranking whose scores are all equal gives each of its items 1,
-    an item missing from a ranking gets 0 from it; ties by id. Parts keep each raw score and rank."""
+    an item missing from a ranking gets 0 from it; ties by id. Parts keep each raw score and rank.
+
+    `unscored` names, for a ranking, the items it could not score at all (a unit with no vector yet is in no
+    cosine list): such an item is not missing from that list but unmeasured by it, so its fused score is the
+    weighted mean over the rankings that could score it, as the fusion of those alone would give it."""
     weights = FUSION_WEIGHTS if weights is None else weights
     fused: dict[str, float] = defaultdict(float)
     parts: dict[str, dict[str, float]] = defaultdict(dict)
@@ -167,8 +171,24 @@ def fuse_minmax(rankings: dict[str, list[tuple[str, float]]],
             fused[item] += weight * ((score - low) / span if span > 0 else 1.0)
             parts[item][name] = score
             parts[item][f"{name}_rank"] = rank
+    if unscored:
+        _renormalise(fused, {name: weights.get(name, 1.0) for name, ranking in rankings.items() if ranking},
+                     unscored)
     ordered = sorted(fused.items(), key=lambda pair: (-pair[1], pair[0]))
     return [(item, score, parts[item]) for item, score in ordered]
+
+
+def _renormalise(fused: dict[str, float], weights: dict[str, float], unscored: dict[str, frozenset[str]]) -> None:
+    """Scale each fused item some ranking could not score by all the weight over the weight of those that could."""
+    total = sum(weights.values())
+    lacking: dict[str, float] = defaultdict(float)
+    for name, items in unscored.items():
+        if name in weights:
+            for item in items:
+                lacking[item] += weights[name]
+    for item, weight in lacking.items():
+        if item in fused and total > weight:
+            fused[item] *= total / (total - weight)
 
 
 def rank(palace: Palace, catalog: Catalog, query: str, mode: str, k: int, scope: Scope | None = None,
@@ -202,13 +222,22 @@ def _fused(palace: Palace, catalog: Catalog, query: str, depth: int, scope: Scop
     """Min-max fusion of BM25 and the cosines (sections in their note's context), each unit's parts keeping its
     own cosine, then the draws of a note cut into sections discounted."""
     dense = _dense(palace, catalog, query, depth, scope, hidden, SECTION_CONTEXT)
-    ranked = fuse_minmax({"lexical": _lexical(palace, catalog, query, depth, scope, hidden), "dense": dense})
+    lexical = _lexical(palace, catalog, query, depth, scope, hidden)
+    ranked = fuse_minmax({"lexical": lexical, "dense": dense}, unscored={"dense": unembedded(catalog, lexical)})
     if catalog.note_of and dense:
         own = _cosines(palace, catalog, query)([unit for unit, _ in dense if unit in catalog.note_of])
         for unit, _score, parts in ranked:
             if unit in own and "dense" in parts:
                 parts["dense"] = own[unit]  # the trim and the confidence read a unit's own cosine
     return penalise_draws(catalog, ranked, SECTION_DRAWS)
+
+
+def unembedded(catalog: Catalog, ranking: list[tuple[str, float]]) -> frozenset[str]:
+    """The units of a ranking that have no vector yet (embedded in the background): no cosine list can hold them."""
+    if catalog.embedded is None:
+        return frozenset()
+    rows = ((unit, catalog.row_of.get(unit)) for unit, _ in ranking)
+    return frozenset(unit for unit, row in rows if row is not None and not catalog.has_vector(row))
 
 
 def named_first(hits: list[Hit], names: Names, query: str, catalog: Catalog, scope: Scope | None = None,

@@ -34,7 +34,8 @@ SEARCH_K = 10  # search's hits when the caller names no k (recall's k is the pro
 @dataclass
 class Prepared:
     """The steps search and recall share, done once for a Query: the refreshed catalog, the scope with its domain
-    resolved, the memories not valid at the moment asked about, and whether dense ranking is on."""
+    resolved, what is left out at the moment asked about (memories not valid then, turns not said yet), and
+    whether dense ranking is on."""
 
     query: Query
     catalog: Catalog
@@ -44,6 +45,7 @@ class Prepared:
     dense_reason: str
     started: float
     mode: str = ""  # the mode the ranking used: fused is lexical without vectors
+    left_out: int = 0  # of `hidden`, the memories not valid at the moment (the rest are turns said after it)
 
     def rank(self, palace: Palace, depth: int) -> list[Hit]:
         """The flat ranking, one hit per note, ranked deep enough that `depth` notes remain."""
@@ -60,7 +62,7 @@ class Prepared:
         """What every result says of how it was made: the query, the mode used, dense, the moment, what was left out."""
         return dict(query=self.query.text, mode=self.mode, dense=self.dense, dense_reason=self.dense_reason,
                     as_of=format_moment(self.query.when), include_superseded=self.query.include_superseded,
-                    left_out=len(self.hidden))
+                    left_out=self.left_out)
 
     def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000
@@ -77,7 +79,9 @@ def prepare(palace: Palace, query: Query, do_refresh: bool = True) -> Prepared:
         scope = replace(scope, domains=(palace.resolve_domain(query.domain),))
     hidden = frozenset() if query.include_superseded else catalog.hidden(query.when)
     _, dense, reason = palace.index.dense()
-    return Prepared(query, catalog, scope, hidden, dense, reason, started)
+    # A turn said after the moment asked about was not known then, whatever --include-superseded says of memories.
+    return Prepared(query, catalog, scope, hidden | catalog.said_after(query.when), dense, reason, started,
+                    left_out=len(hidden))
 
 
 def search(palace: Palace, query: Query | str, *, do_refresh: bool = True, **options) -> SearchResult:
