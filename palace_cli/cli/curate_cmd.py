@@ -111,6 +111,12 @@ def mv(ctx, ref, new_id, domain, new_domain, as_json):
     if move.rewritten:
         render.out.print(f"links renamed in {plural(len(move.rewritten), 'note')}: {', '.join(move.rewritten)}",
                          markup=False)
+    if move.shared:
+        render.note(f"{move.new_path} shares its file name with {', '.join(move.shared)}: the links to it are "
+                    "written with its folder, so that none reads as the other note")
+    if move.kept:
+        render.note(f"links to {', '.join(move.shared)} that the new name would have taken (Obsidian's rule) are "
+                    f"written with their path, so they name what they named, in: {', '.join(move.kept)}")
 
 
 @click.command()
