@@ -79,7 +79,7 @@ def rm(ctx, ref, force, as_json):
         render.note(f"its {plural(removal.reviews, 'review')} stay in reviews/ (the log is history; "
                     "restoring the note brings them back)")
     for link in removal.broken:
-        render.warn(f"{link.path}:{link.line}: the link to {link.target!r} is broken now ({link.field})")
+        render.warn(f"{link.where}: the link to {link.target!r} is broken now ({link.field})")
 
 
 @click.command()
@@ -124,7 +124,7 @@ def mv(ctx, ref, new_id, domain, new_domain, as_json):
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @pass_ctx
 def backlinks(ctx, ref, as_json):
-    """List the memories that link to a memory (by id, file name, alias or subject), with path:line.
+    """List the memories that link to a memory (by id, file name, alias or subject), with path:line:column.
 
     Example: palace backlinks two-phase-commit
     """
@@ -135,7 +135,7 @@ def backlinks(ctx, ref, as_json):
     if not links:
         render.note(f"no memory links to {memory.id}")
         return
-    render.table(["id", "field", "where"], [[b.id, b.field, f"{b.path}:{b.line}"] for b in links])
+    render.table(["id", "field", "where"], [[b.id, b.field, b.where] for b in links])
 
 
 @click.command()

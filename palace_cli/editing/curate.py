@@ -37,10 +37,17 @@ class Backlink:
     line: int
     field: str  # "links", "supersedes", "superseded_by", or in the body "body" (a wikilink), "embed", "markdown", "reference"
     target: str
+    column: int = 0  # where the link starts in its line (1 is the first character); 0 for a frontmatter field
+
+    @property
+    def where(self) -> str:
+        """`path:line:column` (`path:line` for a frontmatter field): two links on one line are two places."""
+        return f"{self.path}:{self.line}:{self.column}" if self.column else f"{self.path}:{self.line}"
 
     def as_dict(self) -> dict:
         """JSON-ready form."""
-        return {"id": self.id, "path": self.path, "line": self.line, "field": self.field, "target": self.target}
+        return {"id": self.id, "path": self.path, "line": self.line, "column": self.column, "field": self.field,
+                "target": self.target}
 
 
 def _links_to(target: Memory, names: Names, files: Files | None):
@@ -75,7 +82,8 @@ def _backlinks(target: Memory, memories: dict[str, Memory], names: Names, files:
         for link in note_links(memory.body, memory.body_line or memory.line, files=files is not None):
             name = link.name(memory.path)
             if not name.startswith("../") and links(name, memory.path, link.file, link.form in ("wiki", "embed")):
-                found.append(Backlink(memory.id, memory.path, link.line, BODY_FIELDS[link.form], link.target))
+                column = link.outer[0] - memory.body.rfind("\n", 0, link.outer[0])
+                found.append(Backlink(memory.id, memory.path, link.line, BODY_FIELDS[link.form], link.target, column))
         found += [Backlink(memory.id, memory.path, memory.field_line(name), name, target.id)
                   for name in VERSION_FIELDS if target.id in getattr(memory, name)]
     return found

@@ -99,3 +99,19 @@ def test_a_rename_to_a_name_no_other_note_has_writes_it_bare(tmp_path):
         "postgres tuning", "vacuum").replace("Postgres%20Tuning", "Vacuum")
     run(root, "mv", "Trial/Vacuum.md", "Postgres Tuning")
     assert (root / "Trial/Notes.md").read_text() == before
+
+
+def test_two_links_on_one_line_are_two_places(tmp_path):
+    """Backlinks (and rm's broken links) give each link its column: two links on one line are two rows that say
+    where each is, `path:line:column` (characters from 1, as editors jump to them); a frontmatter field stays
+    `path:line`."""
+    root = vault_of(tmp_path, {"Palette.md": "# Palette\n",
+                               "Command.md": "---\nup: \"[[Palette]]\"\n---\n# Command\n\n"
+                                             "In the [[Palette]] (all’s in the [[Palette|palette]]).\n"})
+    shown = json.loads(run(root, "backlinks", "Palette", "--json").stdout)["backlinks"]
+    assert [(b["line"], b["column"], b["field"]) for b in shown] == [(2, 0, "up"), (6, 8, "body"), (6, 34, "body")]
+    rows = [line.split() for line in run(root, "backlinks", "Palette").output.splitlines()]
+    assert [row[-1] for row in rows if row and row[0] == "command"] == [
+        "Command.md:2", "Command.md:6:8", "Command.md:6:34"]
+    removed = run(root, "rm", "Palette", "--force").output
+    assert "Command.md:6:8: the link" in removed and "Command.md:6:34: the link" in removed
