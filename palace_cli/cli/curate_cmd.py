@@ -115,8 +115,8 @@ def mv(ctx, ref, new_id, domain, new_domain, as_json):
         render.note(f"{move.new_path} shares its file name with {', '.join(move.shared)}: the links to it are "
                     "written with its folder, so that none reads as the other note")
     if move.kept:
-        render.note(f"links to {', '.join(move.shared)} that the new name would have taken (Obsidian's rule) are "
-                    f"written with their path, so they name what they named, in: {', '.join(move.kept)}")
+        render.note(f"links to other notes that {move.new_path} would have taken (Obsidian's rule) are written "
+                    f"with their path, so they name what they named, in: {', '.join(move.kept)}")
 
 
 @click.command()

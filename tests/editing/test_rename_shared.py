@@ -17,10 +17,11 @@ NOTES = {
                        "Also [md](Postgres%20Tuning.md) and [[Postgres Tuning.md#Top]].\n\n"
                        "| topic | link |\n|---|---|\n| db | [[Postgres Tuning\\|pg]] |\n"
                        "| md | [pg](<Postgres Tuning.md>) |\n"),
-    "Trial/Keys.md": ("---\nup: \"[[Keyboard Shortcuts]]\"\n---\n# Keys\n\n"
+    "Trial/Keys.md": ("---\nup: \"[[Keyboard Shortcuts]]\"\nlinks: [Keyboard Shortcuts]\n---\n# Keys\n\n"
                       "Read [[Keyboard Shortcuts]] and [k](../Keyboard%20Shortcuts.md).\n\n"
                       "| keys | [[Keyboard Shortcuts\\|the keys]] |\n"),
-    "Index.md": ("---\nrelated: \"[[Postgres Tuning]]\"\n---\n# Index\n\n- [[Postgres Tuning]]\n"
+    "Index.md": ("---\nrelated: \"[[Postgres Tuning]]\"\nlinks: [Postgres Tuning]\n---\n# Index\n\n"
+                 "- [[Postgres Tuning]]\n"
                  "- [[Trial/Postgres Tuning]]\n- [tuning](Trial/Postgres%20Tuning.md)\n- [[Keyboard Shortcuts]]\n"),
 }
 
@@ -28,10 +29,11 @@ NOTES_AFTER = ("# Trial notes\n\nSee [[Trial/Keyboard Shortcuts]] and [[Trial/Ke
                "Also [md](Keyboard%20Shortcuts.md) and [[Trial/Keyboard Shortcuts.md#Top]].\n\n"
                "| topic | link |\n|---|---|\n| db | [[Trial/Keyboard Shortcuts\\|pg]] |\n"
                "| md | [pg](<Keyboard Shortcuts.md>) |\n")
-KEYS_AFTER = ("---\nup: \"[[Keyboard Shortcuts.md]]\"\n---\n# Keys\n\n"
+KEYS_AFTER = ("---\nup: \"[[Keyboard Shortcuts.md]]\"\nlinks: [Keyboard Shortcuts.md]\n---\n# Keys\n\n"
               "Read [[Keyboard Shortcuts.md]] and [k](../Keyboard%20Shortcuts.md).\n\n"
               "| keys | [[Keyboard Shortcuts.md\\|the keys]] |\n")
-INDEX_AFTER = ("---\nrelated: \"[[Trial/Keyboard Shortcuts]]\"\n---\n# Index\n\n- [[Trial/Keyboard Shortcuts]]\n"
+INDEX_AFTER = ("---\nrelated: \"[[Trial/Keyboard Shortcuts]]\"\nlinks: [Trial/Keyboard Shortcuts]\n---\n# Index\n\n"
+               "- [[Trial/Keyboard Shortcuts]]\n"
                "- [[Trial/Keyboard Shortcuts]]\n- [tuning](Trial/Keyboard%20Shortcuts.md)\n- [[Keyboard Shortcuts]]\n")
 
 
@@ -51,7 +53,7 @@ def backlinks(root: Path, ref: str) -> list[tuple[str, int, str]]:
 def test_a_rename_onto_a_shared_name_keeps_every_link_on_its_note(tmp_path):
     root = vault_of(tmp_path, NOTES)
     to_moved, to_other = backlinks(root, "Trial/Postgres Tuning.md"), backlinks(root, "Keyboard Shortcuts.md")
-    assert len(to_moved) == 10 and len(to_other) == 5
+    assert len(to_moved) == 11 and len(to_other) == 6
     result = run(root, "mv", "Trial/Postgres Tuning.md", "Keyboard Shortcuts")
     assert "shares its file name with Keyboard Shortcuts.md" in result.output
     assert "in: Trial/Keys.md" in " ".join(result.output.split())  # the links the new name would have taken
@@ -64,7 +66,7 @@ def test_a_rename_onto_a_shared_name_keeps_every_link_on_its_note(tmp_path):
     problems = json.loads(run(root, "lint", "--json").stdout)["problems"]
     assert [p for p in problems if p["severity"] == "error"] == []
     removed = run(root, "rm", "Trial/Keyboard Shortcuts.md", "--force")
-    assert removed.output.count("is broken now") == 10
+    assert removed.output.count("is broken now") == 11
 
 
 def test_a_new_namesake_by_the_shortest_path_takes_no_link(tmp_path):
@@ -85,7 +87,8 @@ def test_a_file_name_takes_no_link_by_subject(tmp_path):
     root = vault_of(tmp_path, {"keys.md": "# Hotkeys\n", "Home.md": "# Home\n\nSee [[Hotkeys]].\n",
                                "Draft.md": "# Draft\n"})
     assert backlinks(root, "keys.md") == [("Home.md", 3, "body")]
-    run(root, "mv", "Draft.md", "Hotkeys")
+    result = run(root, "mv", "Draft.md", "Hotkeys")
+    assert "shares" not in result.output and "Hotkeys.md would have taken" in " ".join(result.output.split())
     assert (root / "Home.md").read_text() == "# Home\n\nSee [[keys]].\n"
     assert backlinks(root, "keys.md") == [("Home.md", 3, "body")]
 
