@@ -79,8 +79,12 @@ class _Rename:
         new = _wiki_target(written, self.memory, self.old_name, self.new_name, self.new_path)
         core = new.strip()
         source = self.new_path if source == self.memory.path else source
-        if _named(self.after, core, source) is self.after.paths[self.new_path] and ("/" in core or not self.shared):
-            return new
+        try:
+            found = self.after.resolve(core, source=source)
+        except Ambiguous:
+            found = None
+        if found is not None and found.memory.path == self.new_path and not found.shared:
+            return new  # it names the note alone: an id, a path, or a name no other note has
         lead, trail = new[: len(new) - len(new.lstrip())], new[len(new.rstrip()):]
         name = self.after.link_name(self.after.paths[self.new_path], "name", source)
         suffix = core[-3:] if core.lower().endswith(".md") and not name.lower().endswith(".md") else ""

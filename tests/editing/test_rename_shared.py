@@ -21,7 +21,7 @@ NOTES = {
                       "Read [[Keyboard Shortcuts]] and [k](../Keyboard%20Shortcuts.md).\n\n"
                       "| keys | [[Keyboard Shortcuts\\|the keys]] |\n"),
     "Index.md": ("---\nrelated: \"[[Postgres Tuning]]\"\nlinks: [Postgres Tuning]\n---\n# Index\n\n"
-                 "- [[Postgres Tuning]]\n"
+                 "- [[Postgres Tuning]]\n- [[trial.postgres-tuning]]\n"
                  "- [[Trial/Postgres Tuning]]\n- [tuning](Trial/Postgres%20Tuning.md)\n- [[Keyboard Shortcuts]]\n"),
 }
 
@@ -33,7 +33,7 @@ KEYS_AFTER = ("---\nup: \"[[Keyboard Shortcuts.md]]\"\nlinks: [Keyboard Shortcut
               "Read [[Keyboard Shortcuts.md]] and [k](../Keyboard%20Shortcuts.md).\n\n"
               "| keys | [[Keyboard Shortcuts.md\\|the keys]] |\n")
 INDEX_AFTER = ("---\nrelated: \"[[Trial/Keyboard Shortcuts]]\"\nlinks: [Trial/Keyboard Shortcuts]\n---\n# Index\n\n"
-               "- [[Trial/Keyboard Shortcuts]]\n"
+               "- [[Trial/Keyboard Shortcuts]]\n- [[trial.keyboard-shortcuts]]\n"  # an id names it alone
                "- [[Trial/Keyboard Shortcuts]]\n- [tuning](Trial/Keyboard%20Shortcuts.md)\n- [[Keyboard Shortcuts]]\n")
 
 
@@ -53,7 +53,7 @@ def backlinks(root: Path, ref: str) -> list[tuple[str, int, str]]:
 def test_a_rename_onto_a_shared_name_keeps_every_link_on_its_note(tmp_path):
     root = vault_of(tmp_path, NOTES)
     to_moved, to_other = backlinks(root, "Trial/Postgres Tuning.md"), backlinks(root, "Keyboard Shortcuts.md")
-    assert len(to_moved) == 11 and len(to_other) == 6
+    assert len(to_moved) == 12 and len(to_other) == 6
     result = run(root, "mv", "Trial/Postgres Tuning.md", "Keyboard Shortcuts")
     assert "shares its file name with Keyboard Shortcuts.md" in result.output
     assert "in: Trial/Keys.md" in " ".join(result.output.split())  # the links the new name would have taken
@@ -66,7 +66,7 @@ def test_a_rename_onto_a_shared_name_keeps_every_link_on_its_note(tmp_path):
     problems = json.loads(run(root, "lint", "--json").stdout)["problems"]
     assert [p for p in problems if p["severity"] == "error"] == []
     removed = run(root, "rm", "Trial/Keyboard Shortcuts.md", "--force")
-    assert removed.output.count("is broken now") == 11
+    assert removed.output.count("is broken now") == 12
 
 
 def test_a_new_namesake_by_the_shortest_path_takes_no_link(tmp_path):
