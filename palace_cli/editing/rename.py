@@ -19,10 +19,10 @@ from functools import cached_property
 from palace_cli.core.layout import path_id, refuse_path_tricks
 from palace_cli.core.links import BAD_LINK_CHARS, encoded_like, joined_path, note_links, property_links, renamed_target
 from palace_cli.core.names import Names
-from palace_cli.core.text import normalize
 from palace_cli.core.noteedit import apply_edits, check_note_size, edit_frontmatter
 from palace_cli.core.notefile import load_frontmatter, parse_note, split_frontmatter
 from palace_cli.core.notes import VERSION_FIELDS, Memory
+from palace_cli.core.text import normalize
 from palace_cli.errors import Ambiguous, NoteError, PalaceError, UsageError
 from palace_cli.editing.writes import Change, creating, current_bytes, note_target
 from palace_cli.palace import Palace

@@ -19,7 +19,7 @@ NOTES = {
                        "| md | [pg](<Postgres Tuning.md>) |\n"),
     "Trial/Keys.md": ("---\nup: \"[[Keyboard Shortcuts]]\"\nlinks: [Keyboard Shortcuts]\n---\n# Keys\n\n"
                       "Read [[Keyboard Shortcuts]] and [k](../Keyboard%20Shortcuts.md).\n\n"
-                      "| keys | [[Keyboard Shortcuts\\|the keys]] |\n"),
+                      "| keys | [[Keyboard Shortcuts\\|the keys]] | [by name](Keyboard%20Shortcuts.md) |\n"),
     "Index.md": ("---\nrelated: \"[[Postgres Tuning]]\"\nlinks: [Postgres Tuning]\n---\n# Index\n\n"
                  "- [[Postgres Tuning]]\n- [[trial.postgres-tuning]]\n"
                  "- [[Trial/Postgres Tuning]]\n- [tuning](Trial/Postgres%20Tuning.md)\n- [[Keyboard Shortcuts]]\n"),
@@ -31,7 +31,7 @@ NOTES_AFTER = ("# Trial notes\n\nSee [[Trial/Keyboard Shortcuts]] and [[Trial/Ke
                "| md | [pg](<Keyboard Shortcuts.md>) |\n")
 KEYS_AFTER = ("---\nup: \"[[Keyboard Shortcuts.md]]\"\nlinks: [Keyboard Shortcuts.md]\n---\n# Keys\n\n"
               "Read [[Keyboard Shortcuts.md]] and [k](../Keyboard%20Shortcuts.md).\n\n"
-              "| keys | [[Keyboard Shortcuts.md\\|the keys]] |\n")
+              "| keys | [[Keyboard Shortcuts.md\\|the keys]] | [by name](../Keyboard%20Shortcuts.md) |\n")
 INDEX_AFTER = ("---\nrelated: \"[[Trial/Keyboard Shortcuts]]\"\nlinks: [Trial/Keyboard Shortcuts]\n---\n# Index\n\n"
                "- [[Trial/Keyboard Shortcuts]]\n- [[trial.keyboard-shortcuts]]\n"  # an id names it alone
                "- [[Trial/Keyboard Shortcuts]]\n- [tuning](Trial/Keyboard%20Shortcuts.md)\n- [[Keyboard Shortcuts]]\n")
@@ -53,7 +53,7 @@ def backlinks(root: Path, ref: str) -> list[tuple[str, int, str]]:
 def test_a_rename_onto_a_shared_name_keeps_every_link_on_its_note(tmp_path):
     root = vault_of(tmp_path, NOTES)
     to_moved, to_other = backlinks(root, "Trial/Postgres Tuning.md"), backlinks(root, "Keyboard Shortcuts.md")
-    assert len(to_moved) == 12 and len(to_other) == 6
+    assert len(to_moved) == 12 and len(to_other) == 7
     result = run(root, "mv", "Trial/Postgres Tuning.md", "Keyboard Shortcuts")
     assert "shares its file name with Keyboard Shortcuts.md" in result.output
     assert "in: Trial/Keys.md" in " ".join(result.output.split())  # the links the new name would have taken
