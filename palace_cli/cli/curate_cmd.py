@@ -94,7 +94,8 @@ def mv(ctx, ref, new_id, domain, new_domain, as_json):
 
     Under memories/, NEW_ID is the new id (and file name), and its reviews follow it. In an adopted vault,
     NEW_ID is the note's new name, or a path from the root: "Irrigation plan" renames "Garden/Watering
-    schedule.md" to "Garden/Irrigation plan.md"; no other byte of any file changes.
+    schedule.md" to "Garden/Irrigation plan.md"; no other byte of any file changes. A link never changes the note
+    it names: onto a name another note has, links get the folder where a bare name could name the other note.
 
     Example: palace mv "Garden/Watering schedule.md" "Irrigation plan"
     """
@@ -113,7 +114,7 @@ def mv(ctx, ref, new_id, domain, new_domain, as_json):
                          markup=False)
     if move.shared:
         render.note(f"{move.new_path} shares its file name with {', '.join(move.shared)}: the links to it are "
-                    "written with its folder, so that none reads as the other note")
+                    "written with its folder where a bare name could read as the other note")
     if move.kept:
         render.note(f"links to other notes that {move.new_path} would have taken (Obsidian's rule) are written "
                     f"with their path, so they name what they named, in: {', '.join(move.kept)}")

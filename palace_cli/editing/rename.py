@@ -79,15 +79,15 @@ class _Rename:
         new = _wiki_target(written, self.memory, self.old_name, self.new_name, self.new_path)
         core = new.strip()
         source = self.new_path if source == self.memory.path else source
-        try:
-            found = self.after.resolve(core, source=source)
-        except Ambiguous:
-            found = None
-        if found is not None and found.memory.path == self.new_path and not found.shared:
-            return new  # it names the note alone: an id, a path, or a name no other note has
+        moved = self.after.paths[self.new_path]
+        if _names_alone(self.after, core, source, moved):
+            return new
         lead, trail = new[: len(new) - len(new.lstrip())], new[len(new.rstrip()):]
-        name = self.after.link_name(self.after.paths[self.new_path], "name", source)
+        name = self.after.link_name(moved, "name", source)
         suffix = core[-3:] if core.lower().endswith(".md") and not name.lower().endswith(".md") else ""
+        styled = name.rsplit("/", 1)[0] + "/" + core.rsplit("/", 1)[-1] if "/" in name and not suffix else ""
+        if styled and not styled.lower().endswith(".md") and _names_alone(self.after, styled, source, moved):
+            return lead + styled + trail  # the folder added, the name in the case style it was written in
         return lead + name + suffix + trail
 
     @cached_property
@@ -198,6 +198,22 @@ def _named(names: Names, target: str, source: str) -> Memory | None:
     except Ambiguous:
         return None
     return found.memory if found is not None else None
+
+
+def _names_alone(names: Names, target: str, source: str, memory: Memory) -> bool:
+    """True when a link target in the note at `source` names `memory` however a vault tool reads a name several
+    notes share: by palace's rule (the linking note's folder first: Obsidian's) and by the shortest path from
+    the root alone (as some tools, and readers, take a bare name)."""
+    for where in (source, ""):
+        try:
+            found = names.resolve(target, source=where)
+        except Ambiguous:
+            return False
+        if found is None or found.memory is not memory:
+            return False
+        if not found.shared:
+            return True
+    return True
 
 
 def _names_it(names: Names, name: str, memory: Memory, source: str = "") -> bool:

@@ -25,7 +25,7 @@ NOTES = {
                  "- [[Trial/Postgres Tuning]]\n- [tuning](Trial/Postgres%20Tuning.md)\n- [[Keyboard Shortcuts]]\n"),
 }
 
-NOTES_AFTER = ("# Trial notes\n\nSee [[Trial/Keyboard Shortcuts]] and [[Trial/Keyboard Shortcuts|the tuning page]].\n"
+NOTES_AFTER = ("# Trial notes\n\nSee [[Trial/Keyboard Shortcuts]] and [[Trial/keyboard shortcuts|the tuning page]].\n"
                "Also [md](Keyboard%20Shortcuts.md) and [[Trial/Keyboard Shortcuts.md#Top]].\n\n"
                "| topic | link |\n|---|---|\n| db | [[Trial/Keyboard Shortcuts\\|pg]] |\n"
                "| md | [pg](<Keyboard Shortcuts.md>) |\n")
