@@ -1,5 +1,6 @@
 """Distill on a labelled agent-session file with the shipped weights, scored two ways: the set's own rule (the
-labelled turn, and half of the label's content words) and the turn alone (a memory citing a labelled turn,
+labelled turn, and half of the label's content words; also with its content words as they were before
+contractions and possessives were read whole) and the turn alone (a memory citing a labelled turn,
 whatever its words). The gap between them is wording; the turn-only figure is whether distill finds what to keep.
 Used for the held-out sessions (docs/benchmarks.md, "The held-out sessions: the figure that counts").
 
@@ -52,6 +53,9 @@ def report(path: Path) -> None:
     print(f"{path.name}: {len(labels)} labels, {len(produced)} memories")
     print(f"  the set's rule: recall {result['recall']:.3f} {result['recall_ci']}, "
           f"precision {result['precision']:.3f} {result['precision_ci']}")
+    before = worksessions.score(produced, sessions, content=worksessions.content_before_possessives)
+    print(f"  the set's rule, contractions and possessives cut at the apostrophe (before): "
+          f"recall {before['recall']:.3f}, precision {before['precision']:.3f}")
     print(f"  the turn alone: recall {turn_recall:.3f}, precision {turn_precision:.3f}")
     for kind, figures in result["by_kind"].items():
         print(f"  {kind}: {figures['labels']} labels, {figures['produced']} memories, "

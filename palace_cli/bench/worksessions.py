@@ -23,6 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from palace_cli.bench.distill import CLITIC, IRREGULAR_NEGATION, NEGATION
 from palace_cli.bench.retrieval import bootstrap_ci
 from palace_cli.conversations.model import Session
 from palace_cli.core.text import STOPWORDS, words
@@ -68,7 +69,16 @@ class LabelledSession:
 
 
 def content(text: str) -> set[str]:
-    """The scoring rule's content words: lowercase alphanumeric runs, stopwords out."""
+    """The scoring rule's content words: lowercase alphanumeric runs, stopwords out; a contraction or a possessive read
+    whole as the LoCoMo rule reads it (bench.distill: "don't" is "do not", the "s" of "Shelfmark's" no word of its
+    own, which a memory saying "shelfmark:" would lack)."""
+    text = NEGATION.sub(lambda m: IRREGULAR_NEGATION.get(m.group(1).lower(), m.group(1)) + " not", text)
+    return {w for w in words(CLITIC.sub("", text)) if w not in STOPWORDS}
+
+
+def content_before_possessives(text: str) -> set[str]:
+    """The scoring rule's content words as they were before contractions and possessives were read whole (for figures
+    reported under both rules)."""
     return {w for w in words(text) if w not in STOPWORDS}
 
 
@@ -162,8 +172,9 @@ def read_sessions(sessions: list[LabelledSession]) -> dict[str, Session]:
     return out
 
 
-def score(produced: list[Produced], sessions: list[LabelledSession]) -> dict:
-    """Recall and precision per kind and overall (the set's rule), with intervals, kind agreement and secrets."""
+def score(produced: list[Produced], sessions: list[LabelledSession], content=content) -> dict:
+    """Recall and precision per kind and overall (the set's rule; `content` its content words), with intervals, kind
+    agreement and secrets."""
     labels = [label for s in sessions for label in s.labels]
     position = {(s.name, str(t["id"])): i for s in sessions for i, t in enumerate(s.turns)}
     words_of = {id(label): content(label.text) for label in labels}

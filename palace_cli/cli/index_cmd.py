@@ -19,10 +19,13 @@ def refresh_with_progress(palace, rebuild: bool = False, wait: bool = False):
         return palace.refresh(progress=progress, rebuild=rebuild, **({"vectors": "wait"} if wait else {}))
 
 
-def report_problems_once(report) -> None:
-    """One stderr line counting unreadable notes, so they are never silently skipped."""
-    if report.problems:
-        render.warn(f"{plural(len(report.problems), 'note')} could not be indexed; run `palace lint` for details")
+def report_problems_once(problems) -> None:
+    """One stderr line counting the notes that could not be indexed (so not searched either): never silently
+    skipped."""
+    if problems:
+        them = "it" if len(problems) == 1 else "them"
+        render.warn(f"{plural(len(problems), 'note')} could not be indexed, so no search sees {them}; "
+                    "run `palace lint` for details")
 
 
 def meaning_line(state) -> str:

@@ -9,6 +9,7 @@ from palace_cli.search.query import MODE_ALIASES, MODES
 from palace_cli.search.retrieve import recall as run_recall, search as run_search
 from palace_cli.core.wording import plural
 from palace_cli.cli import pass_ctx, render
+from palace_cli.cli.index_cmd import report_problems_once
 
 
 class Budget(click.ParamType):
@@ -43,9 +44,12 @@ class Mode(click.Choice):
         return super().convert(MODE_ALIASES.get(value, value), param, ctx)
 
 
-def _dense_notice(result) -> None:
+def _notices(palace, result) -> None:
+    """Stderr lines on what the ranking lacked: meaning (no vectors) and notes that could not be read, which are
+    not searched (DESIGN: reported on every refresh, never silently dropped)."""
     if result.dense != "on" and result.dense_reason:
         render.note(result.dense_reason)
+    report_problems_once(palace.index.problems)
 
 
 def _print_hits(hits, as_of: str = "") -> None:
@@ -110,7 +114,7 @@ def search(ctx, query, mode, k, domain, as_of, include_superseded, kind, since, 
     else:
         render.out.print(f"{result.mode} search" + (f" as of {result.as_of}" if result.as_of else ""), markup=False)
         _print_hits(result.hits, result.as_of)
-    _dense_notice(result)
+    _notices(ctx.palace, result)
     if not result.hits:
         click.get_current_context().exit(1)
 
@@ -156,7 +160,7 @@ def recall(ctx, query, k, turns, domain, budget, profile, fmt, as_of, include_su
         omitted = f"{plural(left, 'ranked unit')} left out (--json says why); " if left else ""
         render.out.print(f"context: {plural(tokens_of(result.context), 'token')} ({result.profile} profile); "
                          f"{omitted}confidence {result.confidence:.2f}; {result.elapsed_ms:.0f} ms")
-    _dense_notice(result)
+    _notices(ctx.palace, result)
 
 
 @click.command(name="wake-up")

@@ -69,7 +69,7 @@ def watch(ctx, debounce, as_json):
         if report is not None:
             if report.dense != "on":
                 render.note(report.dense_reason)
-            report_problems_once(report)
+            report_problems_once(report.problems)
         watcher.wait()
     except KeyboardInterrupt:
         if watcher is not None:

@@ -372,9 +372,10 @@ def _title_heading(body: str) -> re.Match | None:
     #tags comes before it. In a vault whose page name is its title (SilverBullet, many Obsidian vaults) a `# `
     heading further down is a section of the page, not its title."""
     code = code_ranges(body)
-    heading = next((m for m in TITLE.finditer(body) if outside_code(m.start(), code)), None)
-    if heading is None:
-        return None
+    headings = [m for m in TITLE.finditer(body) if outside_code(m.start(), code)][:2]
+    if len(headings) != 1:
+        return None  # none, or `# ` headings used as the page's sections ("# Context", "# Decision" of an ADR)
+    heading = headings[0]
     before = COMMENT.sub("", body[: heading.start()])
     prose = [line for line in before.splitlines() if line.strip() and TAG.sub("", line).strip()]
     return None if prose else heading

@@ -42,22 +42,35 @@ def cue(pattern: str) -> Cue:
     """A Cue: `pattern` written in lowercase."""
     return Cue(pattern)
 
+# Words in quotes are mentioned, not used: "ignore Marek's 'from now on' line" makes no rule.
+QUOTED = re.compile(r"(?<!\w)['\u2018\"\u201c][^'\u2019\"\u201d\n]{1,60}['\u2019\"\u201d](?!\w)")
+
+
+class OutsideQuotes(Cue):
+    """A Cue read outside the sentence's quoted words (QUOTED)."""
+
+    def search(self, text: str):
+        return self.pattern.search(QUOTED.sub(" ", _lower(text)))
+
+
 # A standing rule: how a recurring thing is done, said with the words that make a rule general.
-RULE = cue(r"\b(always|never|every(?:thing|one|body)?(?! \d)|all (?:new|our)|"
+RULE = OutsideQuotes(r"\b(always|never|every\b(?! \d)|all (?:new|our)|"
                   r"all (?:the|of)\b(?![^.,;]*\b(?:are|were|was|is)\b)|from now on|going forward|"
-                  r"in general|as a rule|(?:make (?:it|that|this) )?(?:a|the|our|team|house) (?:rule|standard|"
+                  r"in general|as a rule|(?:make (?:it|that|this) )?(?<!not )(?<!n't )(?:a|the|our|team|house) (?:rule|standard|"
                   r"convention|policy)|rule(?: is|:)|no exceptions?|(?<!\bso )(?<!so that )(?:we|you) (?:don't|do not|never|always|only|"
-                  r"use|prefer|keep)\b|ever\b|must(?:n't| not)?\b|is how we|that's how we|only (?:ever )?(?:from|"
+                  r"use|prefer|keep)\b|(?<!time )(?<!than )(?<!best )(?<!first )ever\b(?! since)|must(?:n't| not)?\b|is how we|that's how we|only (?:ever )?(?:from|"
                   r"by|via|through|after|when|on)\b|(?:we|i) prefer|prefer(?:s|red)? \w+ (?:over|to)|\bno [\w-]+(?: [\w-]+){0,2} "
                   r"anymore\b|\bno more [\w-]+|(?:are|is) (?:banned|forbidden|not allowed)\b)")
 # A sentence that says outright what it is: a decision or a rule named as one, a preference in the first person.
-STRONG = cue(r"^\W*(?:decision|decided|rule|convention|policy|standard|going forward|from now on|as a rule|"
+STRONG = OutsideQuotes(r"^\W*(?:decision|decided|rule|convention|policy|standard|going forward|from now on|as a rule|"
              r"(?:i|we)(?:'ve| have)? (?:always|never|prefer|decided|use)|(?:always|never)\b|(?:i|we) (?:don'?t|do "
              r"not) (?:ever|use|do)|make (?:it|that|this) (?:a rule|the standard)|let'?s (?:go with|use)|we(?:'ll| will| are|'re) "
              r"(?:go with|going with|use))|\b(?:from now on|going forward|as "
              r"a rule|that'?s (?:our|the|a) (?:team )?rule|is our rule|no exceptions?|every [\w-]+(?: [\w-]+)? must|must (?:always|"
              r"never))\b")
-SUMMARY = cue(r"\b(summary(?=[^.:]{0,30}:)|to recap|recap|root cause|for the record)\b")
+# "Summary:" opening a recap of what was done ("Summary of the plan:" recaps a plan, not a fix).
+SUMMARY_MARK = r"summary(?! of (?:the )?(?:plan|decisions|options|proposals?|discussion))(?=[^.:]{0,30}:)"
+SUMMARY = cue(rf"\b({SUMMARY_MARK}|to recap|recap|root cause|for the record)\b")
 DECLARED = cue(r"^\W*(?:decision|decided|we(?:'ve| have)? decided|i(?:'ve| have)? decided)\b")
 # A choice made for the project: a settled question.
 CHOICE = cue(r"\b(let'?s (?:go with|use|do|keep|stick|make|not)|go(?:ing)? with|decided|decision|we(?:'ll| will) "
@@ -68,15 +81,26 @@ CHOICE = cue(r"\b(let'?s (?:go with|use|do|keep|stick|make|not)|go(?:ing)? with|
 # A choice that closes a discussion: "same-transaction then", "13 months it is", "3 days lookback, yes".
 SETTLED = cue(r"(?:^\W*(?:(?!that|it|this|in|no|not)\S+\s+){1,3}then|^\W*(?:\S+\s+){1,4}it is|,? yes|^\W*(?:\S+\s+){1,4}it'?s)\s*[.!]?\s*$|"
                      r"^(?:yes|ok|fine)[,.:]?\s+(?:to|for)\b")
+# The reason a rule is given with ("that's how we find them later"): its words say nothing of how long it holds.
+REASON_CLAUSE = re.compile(r"\b(?:that'?s how|that is how|which is how|because|so that|which is why|otherwise)\b[^.;!?]*")
+
+
+class OutsideReasons(Cue):
+    """A Cue read outside the sentence's reason clauses (REASON_CLAUSE)."""
+
+    def search(self, text: str):
+        return self.pattern.search(REASON_CLAUSE.sub(" ", _lower(text)))
+
+
 # One turn's instruction, not a standing rule: waived, for now, only this once.
-ONE_OFF = cue(r"\b(for now|(?:this|it|that) once\b(?! every| a | per)|once now|just this once|only for this|for this (?:one|release|pr|time|run|file)|"
+ONE_OFF = OutsideReasons(r"\b(for now|(?:this|it|that) once\b(?! every| a | per)|once now|just this once|only for this|for this (?:one|release|pr|time|run|file)|"
                      r"in this pr|not this pr|this pr|today|tonight|tomorrow|right now|temporar(?:y|ily)|later\b|"
                      r"while you'?re (?:in|at)|this time|for the moment|at the moment|next session|throwaway|one-?off|"
                      r"for the lines you touch|lines you touch)")
 # What is only imagined or wished: never a memory.
 HYPOTHETICAL = cue(r"^\W*(?:and |also |but |so )?(?:if we|if i|if you|if it|what if|imagine|in theory|maybe "
                           r"(?:we|later|one day)|one day)\b|\b(?:would(?:'ve| have)|could(?:'ve| have)|should(?:'ve| "
-                          r"have)|we'?d have|if we(?:'d| had| ever| moved| used| went))\b|\bjust thinking\b")
+                          r"have)(?! (?:said|mentioned|told|asked|flagged|written|warned))|we'?d have|if we(?:'d| had| ever| moved| used| went))\b|\bjust thinking\b")
 # A question put as a statement, or a thought said aloud.
 HEDGE = cue(r"\b(i think|i guess|i suppose|maybe|perhaps|probably|not sure|no idea|i wonder|wondering|"
                    r"i thought|i believe|someone (?:on|in) the team|some (?:people|person)|might)\b")
@@ -95,13 +119,13 @@ REQUEST = cue(r"^\W*(?:(?:ok|okay|so|and|also|then|now|pls|please|yes|good|great
 OPENERS = re.compile(r"^\W*(?:(?:ok(?:ay)?|yes|yeah|yep|yup|sure|right|good|great|nice|fine|perfect|cool|lovely|fair|"
                      r"true|exactly|correct|makes sense|sounds good|got it|fine by me|"
                      r"brilliant|excellent|excelente|fantastic|amazing|agreed|alright|hmm+|ah+|oh|ugh|huh|so|and|"
-                     r"also|btw|fwiw|plus|anyway|well|hi|hey|hello|morning|sí|si|ja|oui|bom dia|hola|wait|one more "
+                     r"also|btw|fyi|ps|by the way|heads up|fwiw|plus|anyway|well|hi|hey|hello|morning|sí|si|ja|oui|bom dia|hola|wait|one more "
                      r"(?:thing|rule)?(?: for the future)?|another rule|also another rule)\b[\s,.:;!—–-]*)+", I)
 # The agent proposing something the user may take: "I'd ...", "we could ...", "Should I ...?", "Proposal:".
 PROPOSAL = cue(r"\b(i'd (?!like|love|be\b|have|guess|say|think|imagine|expect|need)[a-z]+|i would|i suggest|i recommend|my suggestion|suggestion|we could|you could|"
                       r"proposal|proposed|the (?:usual|simplest|minimal|best) (?:shape|fix|option|way)|plan:|"
                       r"(?:should|shall) i|want me to|how about|one option|options?\b|the fix is|fix(?:es)?:|"
-                      r"(?:two|three|both) fixes|would be to)")
+                      r"(?:two|three|both) fixes|would be to|i can(?!'t| ?not|\w)|i could)")
 # An offer to do something now, rather than a choice to make: "Want me to look at ...?", "Should I patch it?"
 OFFER = cue(r"\b(want me to|should i|shall i|i can|i could|i'll|let me|do you want)\b")
 # The agent offering to act, not asking what holds or what the user wants ("Which layout do you want?" asks).
@@ -124,12 +148,26 @@ NARRATION = cue(r"^\W*(?:i'll|i will|i'm going to|i am going to|let me|let's see
                        r"writing|adding|applying|watching|tracing|searching|pushing|merging|tagging|committing|"
                        r"measuring|starting|continuing|swapping|installing|making|switching|updating|moving|"
                        r"converting|creating|understood|noted|got it|ok|okay|sure|done|thanks|great|good)\b")
+# A clause that only says when something else happens ("while the site is live", "once the terraform is merged"):
+# an event it names has not happened; what it says is a condition, not a report.
+CONDITION_CLAUSE = re.compile(r"\b(?:while|until|till|once|when|whenever|before|if|unless|as soon as)\b[^.,;:!?()]*",
+                              re.I)
+
+
+def main_clause(sentence: str) -> str:
+    """The sentence without its clauses of condition or time (CONDITION_CLAUSE)."""
+    return CONDITION_CLAUSE.sub(" ", sentence)
+
+
 # The agent saying that something shipped (its own report after a deploy or a release).
-SHIPPED = cue(r"\b(fully rolled out|rolled out (?:to|on) prod\w*|(?:is|are|now) (?:live|in production)|"
+SHIPPED = cue(r"^\W*(?:the )?[\w-]+(?: [\w-]+)? (?:is|are) (?:complete|finished)\b|"
+              r"\b(fully rolled out|rolled out (?:to|on) prod\w*|(?:is|are|now) (?:live|in production)|"
                      r"production is (?:healthy|deployed|running)|released|deployed (?:to|on|in) prod\w*|is the first "
                      r"\w+|first [\w-]+ (?:service|release|deploy|pr)\b)")
 # The agent stating the fix it made, not only that something passes.
-FIXED = cue(r"^\W*with\b|\b(fixed:|fix:|fixed by|summary(?=[^.:]{0,30}:)|to recap|recap|the (?:two )?fix(?:es)? (?:is|are|was|were)|"
+FIXED = cue(r"^\W*with\b|^\W*(?:fixed and verified|verified|confirmed)\b(?=.*\b(?:because|cause|caused|came from|"
+            r"never|so )\b)|\bnow (?!is\b|has\b|was\b)[a-z]+s\b|\b(fixed:|fix:|fixed by|" + SUMMARY_MARK +
+            r"|to recap|recap|the (?:two )?fix(?:es)? (?:is|are|was|were)|"
                    r"(?:now|both) (?:uses?|stores?|selects?|goes|go|imports?|returns?|takes?|runs?)|with [^.]{3,60} "
                    r"(?:raised|enabled|fixed|set|switched)|switching to|switched to|changed to|moved to|replaced|"
                    r"instead of|her change|his change|the change)\b")
@@ -159,9 +197,9 @@ DONE = cue(r"\b(released|shipped|launched|went live|is live|it'?s live|(?:is|are
                   r"(?:is|are) (?:the first|now the first)|first \w+ (?:service|pr|release) (?:built|deployed|merged)|"
                   r"matches|under the budget)\b")
 # A check that a fix works: tests pass, a rollout is healthy, a load test held.
-VERIFIED = cue(r"\b(pass(?:es|ed|ing)?|green|healthy|all good|works?\b|worked|fixed|no longer|no more|stays?|"
+VERIFIED = cue(r"^\W*(?:fixed and )?verified\b|\b(pass(?:es|ed|ing)?|green|healthy|all good|works?\b|worked|fixed|no longer|no more|stays?|"
                       r"stayed|held|holds|normal|resolves|down from|instead of (?=[~\d])|now (?:uses|use|selects|stores|"
-                      r"goes|import|imports|returns|takes|runs)|is clean|clean again|summary(?=[^.:]{0,30}:)|to recap|recap|"
+                      r"goes|import|imports|returns|takes|runs)|is clean|clean again|" + SUMMARY_MARK + r"|to recap|recap|"
                       r"brought|cut it|from \S+ to \S+|under the)\b")
 # What caused a problem.
 CAUSE = cue(r"\b(because|caused|came from|comes from|due to|that'?s the (?:leak|bug|problem|cause|issue)|"
@@ -183,9 +221,9 @@ CHECKED = cue(r"\b(pass(?:es|ed)?|green|healthy|all good|succeed(?:s|ed)?|is cle
 APPLIED = cue(r"^\W*(?:switched|changed|set|added|moved|replaced|enabled|updated|pinned|raised|lowered|removed|"
               r"rebuilt|restored|bumped|rewrote|renamed|dropped)\b")
 # A user's own note that a fix is worth keeping.
-RECAP = cue(r"\b(for the record|note (?:that|this)|remember (?:this|that)|good to know|is the (?:fix|answer|"
+RECAP = cue(r"\b(for the record|note (?:that|this)|remember this(?=\s*[.:!,;]|\s*$)|remember that|good to know|is the (?:fix|answer|"
                    r"solution|trick)|was (?:just|only)|bit(?:ten)? us|writing (?:that|it) (?:in|down)|in my notes|"
-                   r"lesson|so (?:for|the) \w+[: ]|i will remember|i'll remember|when that happens again|next time)\b")
+                   r"lesson|so (?:for|the) \w+:|i will remember|i'll remember|when that happens again|next time)\b")
 # A secret, or where one was: never in a memory.
 SECRET = re.compile(r"\[redacted\]|\b(?:sk|pk|rk)[-_](?:live|test)[-_][A-Za-z0-9]{8,}|\bsk-[A-Za-z0-9]{20,}|"
                     r"\bAKIA[0-9A-Z]{16}\b|\bgh[pousr]_[A-Za-z0-9]{20,}|\bxox[abpr]-[A-Za-z0-9-]{10,}|"
@@ -194,26 +232,27 @@ SECRET = re.compile(r"\[redacted\]|\b(?:sk|pk|rk)[-_](?:live|test)[-_][A-Za-z0-9
 # A long token of mixed letters and digits, as keys are; long words, paths and hashes of one kind are not.
 KEYLIKE = re.compile(r"(?<![\w/.-])(?=[A-Za-z0-9_-]{32,}(?![\w/.-]))(?=[^\s]*[a-z])(?=[^\s]*[A-Z])(?=[^\s]*\d)"
                      r"[A-Za-z0-9_-]+")
-# Lines that are pasted material, not something said: logs, environment, commands.
-PASTED = re.compile(r"^\s*(?:\$ |>>> |[A-Z][A-Z0-9_]{2,}=|\d\d:\d\d(?::\d\d)?\s+[A-Z]{3,}|at [\w.$]+\(|Traceback|"
-                    r"File \"|[{}\[\]]\s*$)")
+# Lines that are pasted material, not something said: logs, a timeline, environment, commands, table rows.
+PASTED = re.compile(r"^\s*(?:\$ |>>> |[A-Z][A-Z0-9_]{2,}=|\d{1,2}:\d\d(?::\d\d)?\s+\S|at [\w.$]+\(|Traceback|"
+                    r"File \"|[{}\[\]]\s*$|\|.*\|\s*$)")
 CODE_FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
 THINKING = re.compile(r"<thinking>.*?(?:</thinking>|\Z)", re.S)
 TOOL_LINE = re.compile(r"^\[tool(?: result)?: [^\n]*\]$", re.M)
-TELLING = cue(r"\b(?:is|are|was|were|runs?|owns?|maintains?|uses?|has|have|holds?|lives?|lead|leads|"
+TELLING = cue(r"\b(?:is|are|was|were|does|runs?|owns?|maintains?|uses?|has|have|holds?|lives?|lead|leads|"
                      r"manages?|starts?|arrive|arrives?|changes?|takes?|needs?|comes? from|goes|serves?|handles?|"
-                     r"supports?|keeps?|moved|upgraded|joined|started|wrote|publishes|picks)\b")
+                     r"supports?|keeps?|moved|upgraded|joined|started|wrote|publishes|picks|renamed|deprecated|replaced|"
+                     r"introduced)\b")
 # The moment of speaking: "is slow now", "errors are gone", "the key is rotated" (a state, not a fact that lasts).
 TRANSIENT_NOW = cue(r"\b(right now|at the moment|currently|again|still|so far|yet|today|this morning|earlier|gone|"
                     r"rotated|draining|backed up|hanging|sorry|lol|nvm|ugh|phew)\b|\bnow\s*[.!]?$")
 FUTURE = cue(r"\b(will|'ll|going to|gonna)\b")
-DATED = cue(r"\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday|next (?:week|month|year)|tomorrow|"
+DATED = cue(r"\b((?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?|weekends|next (?:week|month|year)|tomorrow|"
             r"\d{4}-\d\d-\d\d|\d{1,2} (?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)\w*|end of)\b")
 # A report of what is happening or happened, whose "always" or "never" is no rule: "the memory is growing always",
 # "it's throwing 500s, everything that touches the DB", "never touched elixir before", "jenkins never used it".
 # ("is nothing", "never need", "always seed" are no such report: a rule in the present stays a rule.)
 HAPPENING = cue(r"\b(?:is|are|'s|'re|am|was|were)\s+(?:(?!(?:some|no|any|every)thing\b)\w+ing)\b|"
-                r"\b(?:never|always|ever)\s+(?:\w+(?<!e)ed|did|had|was|were|ran|went|got|saw|knew|wrote|made|used)\b")
+                r"\b(?:never|always|ever)\s+(?:\w+(?<!e)ed|did|had|was|were|been|ran|went|got|saw|knew|wrote|made|used)\b")
 # What someone needs or wants done: the task at hand ("we need migrate X", "i want a plan"), not a fact.
 WANTED = cue(r"\b(need|needs|want|wants|wanna|please|pls)\b")
 # Someone's own start in the team: "I'm new on the team, started Monday as a backend engineer".
@@ -265,7 +304,7 @@ RESTATED = cue(r"\b(remember|as i said|like i said|same rule|as usual|as the rul
 OWNER = cue(r"\b(owns?|maintains?|runs?|leads?|is (?:the|our) [\w ]{0,20}lead|wrote|in charge of|responsible for|"
                    r"'s (?:buddy|lead|manager))\b")
 # Ownership said of a person: "she runs our SOC2 audit", "Nadia owns the cache layer", "he maintains packages/ui".
-OWNED_BY = re.compile(r"\b(?:owns?|maintains?)\b|\b(?:[Ss]he|[Hh]e|[A-Z][a-z]+)\s+(?:runs|leads|wrote|is (?:the|our) "
+OWNED_BY = re.compile(r"\b(?:owns?|maintains?)\b|\b[A-Z][a-z]+ is (?:our|the team'?s) [\w-]+\b|\b(?:[Ss]he|[Hh]e|[A-Z][a-z]+)\s+(?:runs|leads|wrote|is (?:the|our) "
                       r"[\w ]{0,20}lead)\b")
 PAST = cue(r"\b(was|were|did|had|\w{3,}ed)\b")
 # Someone else's word passed on: "Ravi says", "Beatriz told me", "Wei confirmed".
@@ -309,7 +348,7 @@ IMPERATIVE = re.compile(r"^\W*(?:(?:and|also|then|now|so|just|please|pls|but)\s+
                         r"move|note|open|pin|post|push|put|raise|read|rebuild|remove|rename|replace|rerun|restart|"
                         r"revert|rewrite|rotate|run|schedule|send|set|ship|show|skip|split|start|stop|suggest|switch|"
                         r"tag|tell|test|try|turn|update|upgrade|use|wait|write|comment|include|exclude|nuke|call|"
-                        r"copy|find|get|help|bring|prepare|plan|review|retry|rollback|roll|watch|wire|sync)\b", re.I)
+                        r"copy|find|get|help|bring|prepare|plan|review|retry|rollback|roll|watch|wire|sync|log)\b", re.I)
 # Verbs a proposal starts with once its "I'd" is dropped ("freeze time with freezegun"), beyond the imperatives.
 PROPOSED_VERB = re.compile(r"^(?:freeze|export|partition|alert|cap|limit|emit|expose|route|mirror|migrate|restructure|"
                            r"isolate|pass|wrap|guard|bundle|publish|rebase|squash|pair|introduce|adopt|replace|move|"

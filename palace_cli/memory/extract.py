@@ -32,6 +32,9 @@ SUBJECT_WORDS = 10
 GRATITUDE = re.compile(r"\W*(thanks|thank you|thx|sorry|congrats|congratulations|wow|whoa|woah|glad|appreciate)\b",
                        re.IGNORECASE)
 YOU = re.compile(r"\b(you|your|you're|you've|yours)\b", re.IGNORECASE)
+CHOSEN = {"decision", "preference"}  # memory types that hold from the day they were chosen
+# A reason clause open before a date in its sentence: its cue, then at least a word, and no sentence end between.
+REASON_BEFORE = re.compile(r"\b(?:because|cause|since|as|given that|after)\s+\w[^.;!?]*$", re.IGNORECASE)
 
 
 @dataclass
@@ -147,12 +150,23 @@ def subject_of(content: str) -> str:
     return text + ("…" if len(words) > SUBJECT_WORDS else "")
 
 
-def _valid_from(kind: str, dates: list[RelativeDate], said: str | None) -> date | None:
-    """A past event's date when the turn names one (the earliest), else the day it was said."""
-    past = [d.day for d in dates if d.past]
+def _valid_from(kind: str, dates: list[RelativeDate], said: str | None, text: str = "") -> date | None:
+    """A past event's date when the turn names one (the earliest), else the day it was said. A choice, a rule or a
+    fix holds from the day it was made: a date in its reason ("go with Vault, because we got burned by that last
+    year") dates the reason, not the choice; a fix holds from the day it was said whatever its story names."""
+    if kind == "procedure":
+        return said_on(said) if said else None
+    past = [d.day for d in dates if d.past and not (kind in CHOSEN and _in_reason(text, d.phrase))]
     if past and kind != "plan":
         return min(past)
     return said_on(said) if said else None
+
+
+def _in_reason(text: str, phrase: str) -> bool:
+    """Whether a date phrase stands in a reason clause of its sentence ("..., because we got burned last year"),
+    not right after "since" ("squash-merged since last year" dates the rule)."""
+    at = text.find(phrase)
+    return at >= 0 and bool(REASON_BEFORE.search(text[:at]))
 
 
 def _candidate(turn: Turn, session: Session, about: str, content: str, original: str, dates: list[RelativeDate],
@@ -162,7 +176,7 @@ def _candidate(turn: Turn, session: Session, about: str, content: str, original:
     said = session.time_of(turn)
     return Candidate(about=about, type=kind, subject=subject_of(content), content=content, session=session.id,
                      path=session.path, line=turn.line, turn=turn.id, said=said,
-                     valid_from=_valid_from(kind, dates, said), confidence=round(confidence, 2),
+                     valid_from=_valid_from(kind, dates, said, f"{original} {content}"), confidence=round(confidence, 2),
                      attribute=found[0] if found else "",
                      dates=[f"{d.phrase} -> {d.day.isoformat()}" for d in dates])
 

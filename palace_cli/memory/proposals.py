@@ -92,7 +92,7 @@ def opens_accepting(pieces) -> bool:
     """True for a turn that opens by taking what the agent said: "yes", "ok, do like this", "yep go with the
     protocol", "Ooh, that's neater. Yes, ..." (a reaction first)."""
     for piece in pieces[:2]:
-        if cues.is_asking(piece.text):
+        if cues.is_asking(piece.text) or NEW_REQUEST.match(cues.opened(piece.text)):
             return False
         if cues.TAKE.match(cues.opened(piece.text)) and not cues.TAKE.fullmatch(cues.opened(piece.text).strip(" .!")) \
                 or cues.TAKE.fullmatch(cues.opened(piece.text).strip(" .!")) and YES.match(piece.text) \
@@ -101,8 +101,11 @@ def opens_accepting(pieces) -> bool:
         said_yes = YES.match(piece.text)
         if said_yes:  # "yes, suggest expiry at ...": a yes and what to do with it, not "yes, rtgw is ..."
             rest = piece.text[said_yes.end():].strip()
-            return bool(cues.imperative(rest) or cues.CHOICE.match(rest) or refers_back(rest) or (
-                re.search(r"\d", rest) and not cues.TELLING.search(rest)))  # "yes, 80% for 5 min, page on-call"
+            if not rest.strip(" .!") and piece is pieces[0] and len(pieces) > 1:
+                rest = pieces[1].text  # "yes. 2% is fine but post to the team channel": the yes, then its change
+            return bool(cues.imperative(rest) or cues.CHOICE.match(rest) or refers_back(rest) or THAT_ONE.match(rest)
+                        or AGREED_ON.match(piece.text) or FINE_BUT.match(rest) or (
+                            re.search(r"\d", rest) and not cues.TELLING.search(rest)))  # "yes, 80% for 5 min, page"
         if not empty(cues.opened(piece.text)) and not (len(piece.text.split()) <= 4 and cues.EVALUATIVE.search(
                 piece.text)):  # a reaction first: "Ooh, that's neater."
             return False
@@ -124,6 +127,14 @@ def empty(sentence: str) -> bool:
 
 
 YES = re.compile(r"^\W*(?:yes|yeah|yep|yup|sure|sí|si|agreed)\b[\s,.:;!—–-]*", re.I)
+# "Please write a short page on ...": a new request of the agent, not a yes to what it said.
+NEW_REQUEST = re.compile(r"^\W*(?:please|pls)\W+(?!do\b|go\b)[a-z]+", re.I)
+# "Yes, that.", "that one": the yes points at what was just proposed.
+THAT_ONE = re.compile(r"^\W*(?:that|this)(?: one)?\W*$", re.I)
+# "Agreed on storing only the hash", "agreed to the weekly cadence": a part of the proposal taken by name.
+AGREED_ON = re.compile(r"^\W*agreed (?:on|to|with)\b", re.I)
+# "2% is fine but post to #ops-alerts": the proposal taken, with a change.
+FINE_BUT = re.compile(r"^[^.!?]{0,40}\b(?:is|are|sounds|looks|seems) (?:fine|ok|okay|good|great)\W+but\b", re.I)
 
 
 REFERS_BACK = re.compile(r"\b(do (?:that|it|this|like this|both|all)|make (?:that|it|this)|add that|that'?s how|like "
@@ -179,7 +190,7 @@ def proposal_signals(proposal: str) -> dict[str, float]:
 
 
 LEAD_IN = re.compile(r"^(?:.{0,60}?\b(?:suggestion|proposal|plan|fix(?:es)?(?: together)?|options?)\b[^:]{0,40}:\s*|"
-                     r"(?:then |so |ok[,.]? )?(?:i'?d (?:suggest|recommend)(?: that)?|i would (?:suggest|recommend)?|"
+                     r"(?:then |so |ok[,.]? |(?:for|on|in) [^,]{1,25}, )?(?:i'?d (?:suggest|recommend)(?: that)?|i would (?:suggest|recommend)?|"
                      r"i suggest|i recommend|we could|you could|i'?d|i would|i can|i'll|should i|shall i|want me to|"
                      r"how about)\s+)", re.I)
 
@@ -192,6 +203,22 @@ def cleaned_proposal(proposal: str) -> str:
         if sentence:
             out.append(sentence if sentence.endswith((".", "!", ")")) else sentence + ".")
     return " ".join(out)
+
+
+EITHER_OR = re.compile(r",?\s+or\s+(?:else\s+)?", re.IGNORECASE)
+OPTIONS_LEAD = re.compile(r"^\W*(?:(?:two|three|a few|some)\s+)?(?:options|choices|alternatives|ways)\s*:\s*", re.IGNORECASE)
+
+
+def chosen_option(offered: str, choice: str) -> str:
+    """Of an either-or the agent offered ("a CloudWatch alarm ..., or a dead-man's switch ..."), the option a
+    choice names ("go with the dead man's switch"): the only one sharing its informative words; the text as it
+    is when it offers no options or the choice names none or several."""
+    options = [o.strip(" .") for o in EITHER_OR.split(OPTIONS_LEAD.sub("", offered.strip())) if o.strip(" .")]
+    options = [re.sub(r"^either\s+", "", o, flags=re.IGNORECASE) for o in options]
+    if len(options) < 2:
+        return offered
+    named = [o for o in options if informative(o) & informative(choice)]
+    return f"{named[0][0].upper()}{named[0][1:]}." if len(named) == 1 else offered
 
 
 def accepted_text(name: str, proposal: str, extra: list[str], said: str | None) -> str:

@@ -24,8 +24,8 @@ from palace_cli.conversations.model import Session, Turn
 from palace_cli.core.dates import WEEKDAYS, resolve_relative
 from palace_cli.memory import cues
 from palace_cli.memory.patterns import is_filler, rewrite
-from palace_cli.memory.proposals import (LEAD_IN, Piece, accepted_text, accepts, cleaned_proposal, empty, enumerated,
-                                         informative, opens_accepting, pieces_of, proposal_before,
+from palace_cli.memory.proposals import (LEAD_IN, Piece, accepted_text, accepts, chosen_option, cleaned_proposal,
+                                         empty, enumerated, informative, opens_accepting, pieces_of, proposal_before,
                                          proposal_signals, refers_back, takes_a_choice)
 from palace_cli.memory.worksignals import KINDS, SIGNALS, signals_of
 
@@ -51,11 +51,22 @@ class Unit:
     dates: list = field(default_factory=list)
 
 
+# Folder names that say what part of a project a folder is, not which project: its parent names the project.
+PART_OF_A_PROJECT = frozenset("platform app apps backend frontend api server client service services web site "
+                              "infra infrastructure repo monorepo core main".split())
+NO_PROJECT = frozenset(("~", ".", "src", "code", "work", "home", "dev", "repos", "projects", "users"))
+
+
 def project_of(session: Session) -> str:
-    """The project a session worked on: the last folder of its `cwd`, when the source records one."""
+    """The project a session worked on: the last folder of its `cwd`, when the source records one; its parent when
+    the last names a part of a project ("parcelpoint/platform"), unless the parent is someone's home folder."""
     cwd = str(session.meta.get("cwd") or "").rstrip("/\\")
-    name = PurePath(cwd.replace("\\", "/")).name if cwd else ""
-    return name if name and name not in ("~", ".", "src", "code", "work", "home") else ""
+    parts = PurePath(cwd.replace("\\", "/")).parts if cwd else ()
+    name = parts[-1] if parts else ""
+    if name.lower() in PART_OF_A_PROJECT and len(parts) >= 3 and parts[-2].lower() not in NO_PROJECT \
+            and parts[-3].lower() not in ("home", "users"):
+        name = parts[-2]
+    return name if name and name.lower() not in NO_PROJECT else ""
 
 
 def work_units(session: Session, user: str = "") -> list[Unit]:
@@ -185,7 +196,8 @@ def _accepted_units(turn: Turn, pieces, groups, proposal: str, name: str, projec
     taken = [p for kind, members in groups if kind in ("decision", "convention", "") for p in members
              if not cues.is_asking(p.text) and not empty(cues.opened(p.text))
              and not (kind == "" and cues.REQUEST.match(cues.opened(p.text)))]
-    extra = [cues.opened(p.text) for p in taken if not accepts(p.text)]
+    extra = [cues.opened(p.text) for p in taken if not accepts(p.text) and not cues.HYPOTHETICAL.search(p.text)
+             and cues.OPENERS.sub("", p.text).strip(" .!,;")]  # "Anyway.": nothing added
     named = _related(" ".join(extra), list(recent)) if extra and recent else ""
     if named and named not in proposal:
         extra.append(f"({named})")
@@ -221,6 +233,7 @@ def _group_unit(kind: str, members, turn: Turn, proposal: str, recent: list[str]
         if before and (cues.HYPOTHETICAL.search(before) or cues.HEDGE.search(before)):
             return None  # "if we ever go multi-region we'd need X. put that under consequences": about a maybe
         core = f"{before} {core}" if before else core
+    backing = chosen_option(backing, core) if backing else ""
     core = f"{core} ({backing})" if backing else core
     about = name if kind in ("decision", "convention") and cues.FIRST_SINGULAR.search(words) \
         and not cues.FIRST_PLURAL.search(words) else project or name
@@ -260,6 +273,8 @@ def _standing(core: str, proposal: str) -> bool:
                        or len(core.split()) < 4 and not cues.SETTLED.search(core)):
         return False
     first = cues.opened(core)
+    if IGNORE.match(first):  # "ignore Marek's line, he was tired": about what is in front of the agent now
+        return bool(cues.RULE.search(core))
     if cues.imperative(first) or cues.REQUEST.match(first):
         reason = cues.REASON.search(cues.PURPOSE.pattern.sub(" ", core.lower()))  # a purpose is this time's
         return bool(cues.SCOPE.search(core) or reason or cues.CHOICE.search(core)
@@ -346,9 +361,9 @@ def _kind_of(sentence: str) -> str:
         return ""  # said again: the memory was made when it was first said
     if cues.DECLARED.match(core):
         return "decision"
-    if cues.DONE.search(core) and not cues.REQUEST.match(core) and not cues.imperative(core) and not cues.RULE.search(core):
+    if cues.DONE.search(cues.main_clause(core)) and not cues.REQUEST.match(core) and not cues.imperative(core) and not cues.RULE.search(core):
         return "milestone"
-    if cues.RULE.search(core) and not (cues.HAPPENING.search(core) and not cues.FIRST_PLURAL.match(core)):
+    if cues.RULE.search(core) and not (cues.HAPPENING.search(core) and not WE.match(core)):
         return "convention"
     if cues.CHOICE.search(core) or cues.SETTLED.search(sentence):
         return "decision"
@@ -377,6 +392,10 @@ def _fact_like(core: str) -> bool:
     return True
 
 
+ANOTHER = re.compile(r"^\W*(?:and|also|plus|another)\b", re.I)
+SUBJECT = re.compile(r"^\W*(?:we|i|you|they|he|she|it)\b", re.I)  # a clause with its own subject is no fragment
+IGNORE = re.compile(r"^\W*(?:ignore|disregard|never mind|skip over)\b", re.I)
+WE = re.compile(r"^\W*we\b", re.I)  # "we never ...": a rule in a report's words; "our setup has never been" is none
 YES_OR_NO = re.compile(r"^\W*(?:yes|yeah|yep|yup|no|nope)\b", re.I)
 CONFIRMS = re.compile(r"^\W*(?:(?:yes|yeah|yep)\W+)?(?:that'?s (?:right|correct)|correct|exactly)\b", re.I)
 CONDITION = re.compile(r"^\W*(?:but|only|except|as long as|provided)\b", re.I)
@@ -390,15 +409,22 @@ def _groups(pieces: list[Piece], kinds: list[str]) -> list[tuple[str, list[Piece
             if head == "" and len(members) == 1 and kind in ("decision", "convention") and _leads_in(members[0].text):
                 groups[-1] = (kind, [*members, piece])  # "Quiet hours 22 to 8, only for marketing. X always ..."
                 continue
+            if kind == "convention" and head in ("", "fact") and len(members) <= 2 and _fragment(piece.text) \
+                    and not cues.is_asking(members[-1].text) and not ANOTHER.match(piece.text) \
+                    and not SUBJECT.match(ADVERBS.sub("", piece.text)):
+                groups[-1] = (kind, [*members, piece])  # "titles here are `area: what`. always the area": its rule
+                continue
             going_on = head in ("decision", "convention") and len(members) < 3 and (
                 (kind in ("", "decision") or _fragment(piece.text) or cues.REASON.match(cues.opened(piece.text)))
                 and not cues.is_asking(piece.text)
                 and not cues.REQUEST.match(cues.opened(piece.text)) and not cues.ONE_OFF.search(piece.text)
-                and not cues.HYPOTHETICAL.search(piece.text))
+                and not cues.HYPOTHETICAL.search(piece.text)) and not (
+                kind == "convention" and ANOTHER.match(piece.text))  # "And no names in the timeline, ever": a new rule
             if going_on and (kind or _continues(piece.text)):
                 members.append(piece)
                 continue
-            if head == "milestone" and kind in ("milestone", "") and not cues.is_asking(piece.text) \
+            if head == "milestone" and (kind in ("milestone", "") or kind == "fact" and len(members) < 3) \
+                    and not cues.is_asking(piece.text) \
                     and not cues.REQUEST.match(cues.opened(piece.text)) and not empty(cues.opened(piece.text)):
                 members.append(piece)  # one event a turn: "Beatriz approved and merged it!! first PR done"
                 continue
@@ -482,11 +508,15 @@ def _agent_units(turn: Turn, name: str, project: str, said: str | None, earlier:
         return []
     context = {"item": 0.0, "first_turn": 0.0, "after_proposal": 0.0, "accepted": 0.0}
     units = []
-    shipped = [p.text for p in pieces if cues.SHIPPED.search(p.text) and not cues.is_asking(p.text)
-               and not cues.PROPOSAL.search(p.text)]
-    if shipped:
-        units.append(_unit("milestone", turn, project or name, _with_project(shipped[0], project, "milestone", said),
-                           shipped[0], context))
+    at = next((i for i, p in enumerate(pieces) if cues.SHIPPED.search(cues.main_clause(p.text))
+               and not cues.is_asking(p.text) and not cues.PROPOSAL.search(p.text)), -1)
+    if at >= 0:  # the report, and the check that shows it ("The dashboard shows p99 at 231 ms"), said right after
+        shown = [p.text for p in pieces[at + 1:at + 2] if p.paragraph == pieces[at].paragraph and (
+            cues.CHECKED.search(p.text) or re.search(r"\d", p.text)) and not cues.is_asking(p.text)
+            and not cues.NARRATION.match(p.text) and not cues.PROPOSAL.search(p.text)]
+        report = " ".join([pieces[at].text, *shown])
+        units.append(_unit("milestone", turn, project or name, _with_project(report, project, "milestone", said),
+                           report, context))
     told = " ".join(p.text for p in pieces)
     checked = bool(cues.CHECKED.search(pieces[0].text)) and not cues.is_asking(pieces[0].text)
     fixed = cues.FIXED.search(told) or checked and any(

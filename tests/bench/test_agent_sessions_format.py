@@ -9,7 +9,7 @@ import pytest
 
 from conftest import REPO
 
-FILES = ["agent-sessions.jsonl", "agent-sessions-heldout.jsonl"]
+FILES = ["agent-sessions.jsonl", "agent-sessions-heldout.jsonl", "agent-sessions-heldout2.jsonl"]
 KINDS = {"decision", "convention", "fact", "solution", "milestone"}
 TURN_KEYS = {"id", "speaker", "time", "text", "thinking", "tool", "tool_output", "memories", "restates"}
 MEMORY_KEYS = {"id", "kind", "about", "text", "reason"}
@@ -79,10 +79,12 @@ def test_every_session_keeps_the_written_format(name):
     assert seen
 
 
-def test_the_held_out_set_is_apart_from_the_tuning_set():
-    tuning, held_out = sessions(FILES[0]), sessions(FILES[1])
-    assert not {s["session"][:3] for s in tuning} & {s["session"][:3] for s in held_out}
-    assert not {s["session"] for s in tuning} & {s["session"] for s in held_out}
+@pytest.mark.parametrize("name", FILES[1:])
+def test_each_held_out_set_is_apart_from_the_other_sets(name):
+    others = [s for other in FILES if other != name for s in sessions(other)]
+    held_out = sessions(name)
+    assert not {s["session"][:3] for s in others} & {s["session"][:3] for s in held_out}
+    assert not {s["session"] for s in others} & {s["session"] for s in held_out}
     assert len(held_out) >= 6 and sum(len(s["turns"]) for s in held_out) >= 240
     kinds = {m["kind"] for s in held_out for t in s["turns"] for m in t["memories"]}
     assert kinds == KINDS

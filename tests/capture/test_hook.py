@@ -209,3 +209,14 @@ def test_the_hook_writes_no_secret_and_says_how_many(palace, tmp_path):
     written = b"".join(session_files(palace.root).values())
     assert key.encode() not in written and b"home address" not in written
     assert b"Deploy with [redacted] please." in written
+
+
+def test_the_hook_writes_no_password_said_in_words(palace, tmp_path):
+    lines = claude_code_lines()
+    record = json.loads(lines[2])
+    record["message"]["content"] = "ok also the redis password is Tr0ub4dor&3xyz, keep it safe."
+    lines[2] = json.dumps(record)
+    done = run_hook(event("Stop", palace.root, write_claude_code(tmp_path / "project", lines)), palace.root)
+    assert done.returncode == 0 and "; 1 secret" in done.stderr, done.stderr
+    written = b"".join(session_files(palace.root).values())
+    assert b"Tr0ub4dor" not in written and b"the redis password is [redacted], keep it safe." in written

@@ -222,6 +222,9 @@ def test_one_broken_note_does_not_stop_the_others(example_palace):
     indexed = run("index", cwd=example_palace)
     assert indexed.exit_code == 0
     assert "Raft: consensus" in (example_palace / "INDEX.md").read_text()
+    for command in (["search", "raft", "--mode", "lexical"], ["recall", "how does raft elect a leader?", "--json"]):
+        searched = run(*command, cwd=example_palace)  # a note search cannot see is said on every search
+        assert searched.exit_code == 0 and "1 note could not be indexed, so no search sees it" in searched.stderr
     shown = run("show", "memories/storage-engines/broken.md", cwd=example_palace)
     assert shown.exit_code == 1 and "memories/storage-engines/broken.md:3: frontmatter is not valid YAML" in shown.stderr
     linted = run("lint", cwd=example_palace)

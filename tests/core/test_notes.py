@@ -288,6 +288,9 @@ def test_a_derived_id_the_old_slug_rule_gave_otherwise_is_a_previous_id():
     ("---\ntags: [a]\n---\n```sh\n# a shell comment\n```\n# The heading\n", "Watering schedule"),
     ("Beds are watered at dawn.\n\n# Summer\nTwice a day.\n", "Watering schedule"),
     ("Just text, no heading.\n", "Watering schedule"),
+    # `# ` headings used as the page's sections (an ADR's "# Context", "# Decision"): none of them is its title
+    ("# Context\nBeds dry out.\n\n# Decision\nWater at dawn.\n", "Watering schedule"),
+    ("# The heading\n```md\n# a heading in an example\n```\n## Sub\n", "The heading"),
 ])
 def test_the_subject_is_subject_then_title_then_leading_heading_then_file_name(text, subject):
     assert parse_note(text, "Garden/Watering schedule.md", "d").subject == subject

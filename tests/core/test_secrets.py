@@ -109,3 +109,90 @@ def test_a_near_miss_of_each_shape_stays(name):
 ])
 def test_public_keys_certificates_and_addresses_stay(text):
     assert redact(text) == (text, 0)
+
+
+# A secret said in words: a credential's name, a connector, a value that looks like one (core/secrets.py `_said`).
+SAID = "Tr0ub4dor&3xyz"
+
+
+@pytest.mark.parametrize("text, shown", [
+    (f"ok also the redis password is {SAID} and my github token ghp_0123456789abcdefghijABCDEFGHIJ012345",
+     f"ok also the redis password is {REDACTED} and my github token {REDACTED}"),
+    (f"We decided to use Redis with password {SAID} for the session cache, because Memcached cannot persist.",
+     f"We decided to use Redis with password {REDACTED} for the session cache, because Memcached cannot persist."),
+    (f"The admin password was {SAID}.", f"The admin password was {REDACTED}."),
+    (f"the Redis password's {SAID} now", f"the Redis password's {REDACTED} now"),
+    (f"the password is now set to {SAID}", f"the password is now set to {REDACTED}"),
+    (f"I changed the password to {SAID}, tell Ada", f"I changed the password to {REDACTED}, tell Ada"),
+    (f"the password was reset to {SAID} yesterday", f"the password was reset to {REDACTED} yesterday"),
+    (f"I rotated the token, and changed it to {SAID}", f"I rotated the token, and changed it to {REDACTED}"),
+    (f"the password for the staging db is {SAID}", f"the password for the staging db is {REDACTED}"),
+    (f"Passphrase: '{SAID}'", f"Passphrase: '{REDACTED}'"),
+    (f'the wifi password is "{SAID}".', f'the wifi password is "{REDACTED}".'),
+    (f"**Password**: `{SAID}`", f"**Password**: `{REDACTED}`"),
+    (f"the client secret -> {SAID}", f"the client secret -> {REDACTED}"),
+    ("my api key is 9f8e7d6c5b4a3f2e1d0c", f"my api key is {REDACTED}"),
+    ("the secret key is abc123def456 (rotate it)", f"the secret key is {REDACTED} (rotate it)"),
+    ("the access token is AbCdEfGhIjKlMnOpQrSt.", f"the access token is {REDACTED}."),  # letters, at random
+    ("I changed the PIN to 4821.", f"I changed the PIN to {REDACTED}."),
+    ("the password is 83920174", f"the password is {REDACTED}"),
+    ("the passphrase is correct-horse-battery-staple.", f"the passphrase is {REDACTED}."),
+    ("set the password to Summer2024! and tell no one", f"set the password to {REDACTED} and tell no one"),
+    ("the password (P@ssw0rd!) works", f"the password ({REDACTED}) works"),
+])
+def test_a_secret_said_in_words_is_redacted(text, shown):
+    assert redact(text) == (shown, shown.count(REDACTED))
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("password=Hunter2Secret!", f"password={REDACTED}"),                  # the ! was left out: one letter leaked
+    ("password=Hunter2Secret!!", f"password={REDACTED}"),
+    ("the password is Hunter2Secret!", f"the password is {REDACTED}"),
+    ("the password is Hunter2Secret.", f"the password is {REDACTED}."),   # a sentence's period is the sentence's
+    ("the password is Hunter2Secret?", f"the password is {REDACTED}?"),
+    ("is the password Hunter2Secret, or not", f"is the password {REDACTED}, or not"),
+    ("(the password is Hunter2Secret).", f"(the password is {REDACTED})."),
+    ("the password is Hunter(2)Secret", f"the password is {REDACTED}"),   # brackets it opened are its own
+    ("the password is 'Hunter2 Secret' now", f"the password is '{REDACTED}' now"),  # a passphrase in quotes
+    ("the token is 'expired at 12:00' now", "the token is 'expired at 12:00' now"),  # a token's is one word
+])
+def test_the_value_ends_where_its_characters_end_less_the_sentence(text, shown):
+    assert redact(text)[0] == shown
+
+
+# What notes and docs about passwords and tokens say, none of it a secret: each must survive intact.
+POLICY = [
+    "the password is stored in Vault",
+    "password reset flow",
+    "the token expires after an hour",
+    "passwords must be 12 characters",
+    "Passwords must be at least 12 characters, with 1 digit and 1 symbol (!@#$%).",
+    "The password is hashed with bcrypt before it is stored.",
+    "the password is SHA256-hashed and salted",
+    "Tokens are signed with HS256; the token is HS256-signed and base64-encoded.",
+    "the token is valid for 3600s, then the refresh token is used",
+    "The API key is sent in the X-Api-Key header, never in the URL.",
+    "password: min 12 chars, one of each class",
+    "the secret is mounted at /var/run/secrets/app and read at start",
+    "Set the secret to the value of AWS_SECRET_ACCESS_KEY in CI.",
+    "the password is wrong! try again",
+    "and are not giving anybody else the username and password (_right!?_).",
+    "Never use a password like password123 or qwerty.",
+    "The default password is changeme; change it on first login.",
+    "the PIN is 4 digits and the passcode 6",
+    "max_tokens=160000 and 4096 tokens of context; the token 50256 ends a text",
+    "I sent the password to ada2@example.com by Signal",
+    "pwd is /home/me/code2 in that shell",
+    "The token is a JWT (RS256) in the Authorization header.",
+    "the password for the account is kept in 1Password",
+    "the secret to good caching is a TTL2 policy? no: TTLs",
+    "The token is compared with `==`, which is not constant-time.",
+    "the password manager syncs every 15min",
+    "the access key ID is shown once; the secret access key is in the vault",
+    "a pin 13 drives the LED and pin code reviews are weekly",
+]
+
+
+@pytest.mark.parametrize("text", POLICY)
+def test_notes_about_passwords_and_tokens_stay(text):
+    assert redact(text) == (text, 0)

@@ -88,3 +88,45 @@ def test_quick_capture_in_an_adopted_vault_writes_no_secret(tmp_path):
     memory = add_note(Palace(vault), f"Staging key {KEY} for the demo")
     text = (vault / memory.path).read_text()
     assert KEY not in text and "Staging key [redacted] for the demo" in text and KEY not in memory.path
+
+
+PASSWORD = "Tr0ub4dor&3xyz"
+SAID_IN_WORDS = {  # the user trial's turns: a password said in plain words, once as the session's first prompt
+    "u1": f"ok also the redis password is {PASSWORD} and my github token ghp_0123456789abcdefghijABCDEFGHIJ012345",
+    "u4": f"We decided to use Redis with password {PASSWORD} for the session cache, because Memcached cannot persist. "
+          "We decided to run the clock tests with a frozen clock, because the CI runners drift by minutes.",
+}
+
+
+def said_in_words(tmp_path: Path) -> Path:
+    """The fixture session without its summary (its title is then the first prompt), its turns u1 and u4 said."""
+    lines = [line for line in claude_code_lines() if '"type": "summary"' not in line]
+    for n, line in enumerate(lines):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # the torn line
+        if record.get("uuid") in SAID_IN_WORDS:
+            record["message"]["content"] = SAID_IN_WORDS[record["uuid"]]
+            lines[n] = json.dumps(record)
+    return write_claude_code(tmp_path / "project", lines)
+
+
+def test_a_password_said_in_words_is_in_no_file_after_import_and_distill(empty, tmp_path):
+    from palace_cli.memory.distill import distill
+    report = import_path(empty, said_in_words(tmp_path).parent)
+    assert report.redacted == 5  # the password and the token in the title and in u1, the password in u4
+    session = next((empty.root / "conversations").rglob("*.md"))
+    assert "password-is-redacted" in session.name and "the redis password is [redacted]" in session.read_text()
+    done = distill(empty)
+    assert done.written and all("clock" in m["subject"].lower() for m in done.written)  # distill ran and wrote
+    for path in sorted(p for p in empty.root.rglob("*") if p.is_file()):  # notes, INDEX.md, indexes, sqlite, git
+        data = path.read_bytes()
+        assert PASSWORD.encode() not in data and b"tr0ub4dor" not in data.lower(), path
+
+
+def test_quick_capture_redacts_a_password_said_in_words(empty):
+    memory = add_note(empty, f"The staging redis password is {PASSWORD} until Friday")
+    text = (empty.root / memory.path).read_text()
+    assert PASSWORD not in text and "tr0ub4dor" not in memory.path.lower()
+    assert "The staging redis password is [redacted] until Friday" in text

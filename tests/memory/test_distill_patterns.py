@@ -9,7 +9,8 @@ import pytest
 from palace_cli.conversations.model import Session, Turn
 from palace_cli.core.dates import resolve_relative
 from palace_cli.memory import scorer
-from palace_cli.memory.extract import extract_session, subject_of, turn_memory
+from palace_cli.memory.scorer import WORK_FITTED
+from palace_cli.memory.extract import _valid_from, extract_session, subject_of, turn_memory, work_session
 from palace_cli.memory.patterns import attribute, is_filler, memory_type, rewrite, with_subject
 
 MONDAY = "2023-05-08T13:56"  # a Monday
@@ -193,3 +194,24 @@ def test_user_sessions_keep_the_users_rules_and_preferences():
 def test_the_shipped_weights_cover_every_signal():
     assert set(scorer.FITTED.weights) == set(scorer.SIGNALS) == set(scorer.FITTED.mean) == set(scorer.FITTED.scale)
     assert 0 < scorer.THRESHOLD < 1
+
+
+def test_a_choice_holds_from_the_day_it_was_made_not_from_a_date_in_its_reason():
+    session = Session("cc", "claude-code", "x", started="2026-11-20T10:00:00Z", participants=["user", "assistant"])
+    session.turns = [Turn("t1", "user", "Let's go with Vault for the shopfront secrets, because env vars leak into "
+                                        "crash reports and we got burned by that last year.")]
+    candidates, _ = work_session(session, "Kim", WORK_FITTED, 0.0)
+    decision = next(c for c in candidates if c.type == "decision")
+    assert decision.valid_from == date(2026, 11, 20)
+
+
+def test_a_date_right_after_since_dates_the_rule_and_a_fix_holds_from_its_day():
+    said = "2026-11-20T10:00:00Z"
+    reason = resolve_relative("we got burned by that last year", said)[1]
+    since = resolve_relative("we have squash-merged every PR since last year", said)[1]
+    assert _valid_from("decision", reason, said, "go with Vault because we got burned by that last year") \
+        == date(2026, 11, 20)
+    assert _valid_from("preference", since, said, "we have squash-merged every PR since last year") \
+        == date(2025, 1, 1)
+    assert _valid_from("fact", reason, said, "Kim joined because we got burned by that last year") == date(2025, 1, 1)
+    assert _valid_from("procedure", since, said, "the cert expired last year, renewed it") == date(2026, 11, 20)

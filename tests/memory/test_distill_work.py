@@ -412,6 +412,15 @@ def test_the_scoring_rule_of_the_agent_session_set():
     assert result["by_kind"]["fact"]["recall"] == 0.0 and result["precision"] == round(1 / 3, 4)
 
 
+def test_a_possessive_or_a_contraction_is_read_whole_by_the_scoring_rule():
+    from palace_cli.bench.worksessions import content
+
+    assert content("Harbor's runners keep Gradle’s cache.") == {"harbor", "runners", "keep", "gradle", "cache"}
+    assert content("it's the bus's route") == {"bus", "route"}
+    assert content("pytest-randomly 5.2, the s3 bucket") == {"pytest", "randomly", "5", "2", "s3", "bucket"}
+    assert content("Harbor doesn't deploy on Fridays") == {"harbor", "does", "deploy", "fridays"}
+
+
 def test_bench_distill_sessions(tmp_path):
     lines = (REPO / "benchmarks" / "agent-sessions.jsonl").read_text(encoding="utf-8")
     subset = tmp_path / "two.jsonl"

@@ -198,3 +198,32 @@ def test_picking_an_option_of_an_either_or_question_is_a_choice():
     assert [u.kind for u in units] == ["decision"] and "asked by the assistant" in units[0].text
     assert _units(("assistant", "Should the report keep the old column order, or follow the new dashboard?"),
                   ("user", "follow the dashboard for now.")) == []
+
+
+def test_a_choice_between_offered_options_keeps_only_the_option_chosen():
+    units = _units(("user", "the nightly sync keeps failing quietly, how do we notice next time?"),
+                   ("assistant", "Two options: a CloudWatch alarm on the task's exit code, or a heartbeat check in "
+                                 "Cronitor pinged at the end of the job."),
+                   ("user", "go with the heartbeat check, we already pay for cronitor."))
+    decision = next(u for u in units if u.kind == "decision")
+    assert "(A heartbeat check in Cronitor pinged at the end of the job.)" in decision.text
+    assert "CloudWatch" not in decision.text
+
+
+def test_a_heads_up_lead_in_is_no_part_of_the_memory():
+    units = _units(("user", "fyi Ibrahim owns the billing data contract, ask him before changing an export column."))
+    assert units and all(not u.text.lower().split(": ", 1)[-1].startswith("fyi") for u in units)
+
+
+@pytest.mark.parametrize("offered, choice, kept", [
+    ("a nightly cron, or a queue consumer.", "the queue consumer", "A queue consumer."),
+    ("either a nightly cron or a queue consumer", "queue consumer please", "A queue consumer."),
+    ("a nightly cron, or a queue consumer.", "yes", "a nightly cron, or a queue consumer."),  # names none
+    ("a cron that runs the queue, or a queue consumer.", "the queue", "a cron that runs the queue, or a queue "
+                                                                      "consumer."),  # names both
+    ("Add a nightly cron.", "cron it is", "Add a nightly cron."),  # no options
+])
+def test_chosen_option_narrows_an_either_or_only_to_one_named_option(offered, choice, kept):
+    from palace_cli.memory.proposals import chosen_option
+
+    assert chosen_option(offered, choice) == kept

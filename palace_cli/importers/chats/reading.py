@@ -4,12 +4,13 @@ a message tree, and the short lines a tool call or a thinking block becomes."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from palace_cli.importers.chats.jsonstream import MAX_RECORD_BYTES, json_records
 from palace_cli.conversations.model import ReadProblem, ReadResult, Session, clean_text
 from palace_cli.core.secrets import redact
-from palace_cli.core.text import one_line
+from palace_cli.core.text import one_line, slug
 from palace_cli.core.disk import read_capped
 from palace_cli.errors import ImportFailed, NoteError
 
@@ -54,13 +55,17 @@ class RecordGuard:
         return True
 
 
+BRANCH_ASIDE = re.compile(r" \([^()]*\)$")  # a title's ` (edited-away branch)`, which its file name's slug leaves out
+
+
 def redact_sessions(sessions: list[Session]) -> int:
     """Redact the secrets in every session's title, file name and turns and drop its `<private>` spans
     (core/secrets.py), before anything is written; a turn that was all private is left out. How many were."""
     total = 0
     for session in sessions:
-        session.title, titled = redact(session.title)
-        session.stem, named = redact(session.stem)
+        title = session.title
+        session.title, titled = redact(title)
+        session.stem, named = redact(_file_name_without(session.stem, title, session.title) if titled else session.stem)
         total += titled + named
         kept = []
         for turn in session.turns:
@@ -72,6 +77,17 @@ def redact_sessions(sessions: list[Session]) -> int:
                 kept.append(turn)
         session.turns = kept
     return total
+
+
+def _file_name_without(stem: str, title: str, redacted: str) -> str:
+    """The file name `stem` with the slug of a title that held a secret (`password is Tr0ub4dor&3xyz` gave
+    `password-is-tr0ub4dor-3xyz`, which no pattern knows) replaced by the slug of the title redacted. The
+    readers slug a title at 40 characters, with or without its `(edited-away branch)` aside."""
+    for old, new in ((title, redacted), (BRANCH_ASIDE.sub("", title), BRANCH_ASIDE.sub("", redacted))):
+        before = slug(old, 40)
+        if before and before in stem:
+            return stem.replace(before, slug(new, 40) or "session", 1)
+    return stem
 
 
 def text_value(value, what: str) -> str | None:
