@@ -79,7 +79,7 @@ def rm(ctx, ref, force, as_json):
         render.note(f"its {plural(removal.reviews, 'review')} stay in reviews/ (the log is history; "
                     "restoring the note brings them back)")
     for link in removal.broken:
-        render.warn(f"{link.path}:{link.line}: the link to {link.target!r} is broken now ({link.field})")
+        render.warn(f"{link.where}: the link to {link.target!r} is broken now ({link.field})")
 
 
 @click.command()
@@ -94,7 +94,8 @@ def mv(ctx, ref, new_id, domain, new_domain, as_json):
 
     Under memories/, NEW_ID is the new id (and file name), and its reviews follow it. In an adopted vault,
     NEW_ID is the note's new name, or a path from the root: "Irrigation plan" renames "Garden/Watering
-    schedule.md" to "Garden/Irrigation plan.md"; no other byte of any file changes.
+    schedule.md" to "Garden/Irrigation plan.md"; no other byte of any file changes. A link never changes the note
+    it names: onto a name another note has, links get the folder where a bare name could name the other note.
 
     Example: palace mv "Garden/Watering schedule.md" "Irrigation plan"
     """
@@ -111,6 +112,12 @@ def mv(ctx, ref, new_id, domain, new_domain, as_json):
     if move.rewritten:
         render.out.print(f"links renamed in {plural(len(move.rewritten), 'note')}: {', '.join(move.rewritten)}",
                          markup=False)
+    if move.shared:
+        render.note(f"{move.new_path} shares its file name with {', '.join(move.shared)}: the links to it are "
+                    "written with its folder where a bare name could read as the other note")
+    if move.kept:
+        render.note(f"links to other notes that {move.new_path} would have taken (Obsidian's rule) are written "
+                    f"with their path, so they name what they named, in: {', '.join(move.kept)}")
 
 
 @click.command()
@@ -118,7 +125,7 @@ def mv(ctx, ref, new_id, domain, new_domain, as_json):
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @pass_ctx
 def backlinks(ctx, ref, as_json):
-    """List the memories that link to a memory (by id, file name, alias or subject), with path:line.
+    """List the memories that link to a memory (by id, file name, alias or subject), with path:line:column.
 
     Example: palace backlinks two-phase-commit
     """
@@ -129,7 +136,7 @@ def backlinks(ctx, ref, as_json):
     if not links:
         render.note(f"no memory links to {memory.id}")
         return
-    render.table(["id", "field", "where"], [[b.id, b.field, f"{b.path}:{b.line}"] for b in links])
+    render.table(["id", "field", "where"], [[b.id, b.field, b.where] for b in links])
 
 
 @click.command()

@@ -37,10 +37,17 @@ class Backlink:
     line: int
     field: str  # "links", "supersedes", "superseded_by", or in the body "body" (a wikilink), "embed", "markdown", "reference"
     target: str
+    column: int = 0  # where the link starts in its line (1 is the first character); 0 for a frontmatter field
+
+    @property
+    def where(self) -> str:
+        """`path:line:column` (`path:line` for a frontmatter field): two links on one line are two places."""
+        return f"{self.path}:{self.line}:{self.column}" if self.column else f"{self.path}:{self.line}"
 
     def as_dict(self) -> dict:
         """JSON-ready form."""
-        return {"id": self.id, "path": self.path, "line": self.line, "field": self.field, "target": self.target}
+        return {"id": self.id, "path": self.path, "line": self.line, "column": self.column, "field": self.field,
+                "target": self.target}
 
 
 def _links_to(target: Memory, names: Names, files: Files | None):
@@ -75,7 +82,8 @@ def _backlinks(target: Memory, memories: dict[str, Memory], names: Names, files:
         for link in note_links(memory.body, memory.body_line or memory.line, files=files is not None):
             name = link.name(memory.path)
             if not name.startswith("../") and links(name, memory.path, link.file, link.form in ("wiki", "embed")):
-                found.append(Backlink(memory.id, memory.path, link.line, BODY_FIELDS[link.form], link.target))
+                column = link.outer[0] - memory.body.rfind("\n", 0, link.outer[0])
+                found.append(Backlink(memory.id, memory.path, link.line, BODY_FIELDS[link.form], link.target, column))
         found += [Backlink(memory.id, memory.path, memory.field_line(name), name, target.id)
                   for name in VERSION_FIELDS if target.id in getattr(memory, name)]
     return found
@@ -191,11 +199,13 @@ class Move:
     old_path: str
     new_path: str
     rewritten: list[str] = field(default_factory=list)
+    shared: list[str] = field(default_factory=list)  # other notes with the new file name (a vault's note)
+    kept: list[str] = field(default_factory=list)  # notes whose links to those were written with a path
 
     def as_dict(self) -> dict:
         """JSON-ready form."""
         return {"old_id": self.old_id, "new_id": self.new_id, "old_path": self.old_path, "new_path": self.new_path,
-                "rewritten": self.rewritten}
+                "rewritten": self.rewritten, "shared": self.shared, "kept": self.kept}
 
 
 def _renamed(names: Names, text: str, moving: Memory, id_changed: bool, stem_changed: bool, source: str = "") -> bool:
@@ -252,10 +262,11 @@ def _move_plan(palace: Palace, ref: str, new_id: str | None, domain: str | None,
 
         target_domain = palace.resolve_domain(domain, allow_new=True, insist=new_domain) if domain else None
         new_path = new_note_path(palace, memory, new_id, target_domain)
-        changes = plan_rename_changes(palace, memory, new_path, scan.memories.values(), names)
+        renamed = plan_rename_changes(palace, memory, new_path, scan.memories.values(), names)
         moved_id = memory.id if not memory.derived_id else path_id(new_path)
-        rewritten = [c.path for c in changes if c.path not in (memory.path, new_path)]
-        return Move(memory.id, moved_id, memory.path, new_path, rewritten), changes
+        rewritten = [c.path for c in renamed.changes if c.path not in (memory.path, new_path)]
+        move = Move(memory.id, moved_id, memory.path, new_path, rewritten, renamed.shared, renamed.kept)
+        return move, renamed.changes
     new_id = (new_id or "").strip() or memory.id
     if not ID_PATTERN.match(new_id):
         raise UsageError(f"id {new_id!r} must be lowercase letters, digits, '.', '_' or '-'")

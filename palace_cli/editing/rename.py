@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import os
 import posixpath
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from palace_cli.core.layout import path_id, refuse_path_tricks
 from palace_cli.core.links import BAD_LINK_CHARS, encoded_like, joined_path, note_links, property_links, renamed_target
@@ -21,6 +22,7 @@ from palace_cli.core.names import Names
 from palace_cli.core.noteedit import apply_edits, check_note_size, edit_frontmatter
 from palace_cli.core.notefile import load_frontmatter, parse_note, split_frontmatter
 from palace_cli.core.notes import VERSION_FIELDS, Memory
+from palace_cli.core.text import normalize
 from palace_cli.errors import Ambiguous, NoteError, PalaceError, UsageError
 from palace_cli.editing.writes import Change, creating, current_bytes, note_target
 from palace_cli.palace import Palace
@@ -53,6 +55,7 @@ class _Rename:
     after: Names
     memory: Memory
     new_path: str
+    kept_in: set[str] = field(default_factory=set)  # notes with links to other notes written again (_kept_edits)
 
     @classmethod
     def of(cls, names: Names, memories, memory: Memory, new_path: str) -> _Rename:
@@ -69,28 +72,51 @@ class _Rename:
         return posixpath.basename(self.new_path)[:-3]
 
     def wiki(self, written: str, source: str) -> str:
-        """A wikilink's target (in the note at `source`) renamed in its own form; a bare name that another note
-        would take after the move (a shared name) becomes the shortest path that names the note alone."""
+        """A wikilink's target (in the note at `source`) renamed in its own form; where the new name is another
+        note's too, or the form would name another note after the move, the shortest path that names the note
+        alone (`[[Trial/Keyboard Shortcuts]]`: Obsidian writes a path where a name is shared, and no rule of any
+        vault then reads it as the other note)."""
         new = _wiki_target(written, self.memory, self.old_name, self.new_name, self.new_path)
         core = new.strip()
-        if "/" in core or new == written:
-            return new
         source = self.new_path if source == self.memory.path else source
-        try:
-            found = self.after.resolve(core, source=source)
-        except Ambiguous:
-            found = None
-        if found is not None and found.memory.path == self.new_path:
+        moved = self.after.paths[self.new_path]
+        if _names_alone(self.after, core, source, moved):
             return new
         lead, trail = new[: len(new) - len(new.lstrip())], new[len(new.rstrip()):]
-        suffix = core[-3:] if core.lower().endswith(".md") else ""
-        return lead + self.after.link_name(self.after.paths[self.new_path], "name", source) + suffix + trail
+        name = self.after.link_name(moved, "name", source)
+        suffix = core[-3:] if core.lower().endswith(".md") and not name.lower().endswith(".md") else ""
+        styled = name.rsplit("/", 1)[0] + "/" + core.rsplit("/", 1)[-1] if "/" in name and not suffix else ""
+        if styled and not styled.lower().endswith(".md") and _names_alone(self.after, styled, source, moved):
+            return lead + styled + trail  # the folder added, the name in the case style it was written in
+        return lead + name + suffix + trail
+
+    @cached_property
+    def shared(self) -> list[str]:
+        """The paths of the other notes whose file name the note takes (`Keyboard Shortcuts.md` for a move to
+        `Trial/Keyboard Shortcuts.md`)."""
+        stem = normalize(self.new_name)
+        return sorted(p for p, m in self.names.paths.items()
+                      if p != self.memory.path and normalize(posixpath.basename(p)[:-3]) == stem)
+
+    def kept(self, written: str, form: str, named: Memory, source: str, bracketed: bool) -> str:
+        """A link that named `named` (another note) before the rename, written again to name it after: the
+        shortest path for a wikilink, the path from its note (or from the root for `/...`) for a Markdown link."""
+        if form in ("wiki", "embed", "property"):
+            core = written.strip()
+            lead, trail = written[: len(written) - len(written.lstrip())], written[len(written.rstrip()):]
+            name = self.after.link_name(named, "name", source)
+            suffix = core[-3:] if core.lower().endswith(".md") and not name.lower().endswith(".md") else ""
+            return lead + name + suffix + trail
+        plain = "/" + named.path if written.startswith("/") else posixpath.relpath(named.path,
+                                                                                   posixpath.dirname(source) or ".")
+        if not written.split("#", 1)[0].lower().endswith(".md"):
+            plain = plain[:-3]
+        return encoded_like(written, plain, bracketed)
 
 
-def plan_rename(palace: Palace, names: Names, memories, memory: Memory, new_path: str) -> dict[str, str]:
+def plan_rename(palace: Palace, rename: _Rename, memories) -> dict[str, str]:
     """path -> new text of every note a rename changes (the moved note under its old path); nothing written."""
-    memories = sorted(memories, key=lambda m: m.path)
-    rename = _Rename.of(names, memories, memory, new_path)
+    memory, new_path = rename.memory, rename.new_path
     new_id = memory.id if not memory.derived_id else path_id(new_path)
     texts: dict[str, str] = {}
     for other in memories:
@@ -99,12 +125,10 @@ def plan_rename(palace: Palace, names: Names, memories, memory: Memory, new_path
         yaml_text, body = _parts(plain, other.path)
         body_start = len(plain) - len(body)
         edits = _body_edits(rename, other, body)
-        if other.path == memory.path and posixpath.dirname(new_path) != posixpath.dirname(memory.path):
-            edits += _own_relative_edits(other, body, new_path, edits)
         edits = [(body_start + start, body_start + end, new) for start, end, new in edits]
         edits += _property_edits(rename, other, yaml_text, plain.find("\n") + 1)
         new = apply_edits(text, edits)  # offsets in the `\n` text: mapped back, every other byte kept
-        changes = _frontmatter_changes(names, other, memory, rename.old_name, rename.new_name, new_id)
+        changes = _frontmatter_changes(rename, other, new_id)
         if changes:
             new = edit_frontmatter(new, changes, other.path)
         if new != text:
@@ -120,10 +144,21 @@ def _parts(text: str, shown: str) -> tuple[str, str]:
         return "", text
 
 
-def plan_rename_changes(palace: Palace, memory: Memory, new_path: str, memories, names: Names) -> list[Change]:
-    """Every change a rename of a vault note makes, checked to read back: the note at its new path, the notes
-    whose links name it, then the old file removed; nothing written. Refused when another file has the new name
-    in any case, when the new path is not read as a note, or when its id would be another note's."""
+@dataclass
+class Renamed:
+    """A rename planned: its changes (the note at its new path, the notes whose links change, the old file
+    removed), the other notes whose file name the note takes, and the notes whose links to those were written
+    again so that the new namesake does not take them."""
+
+    changes: list[Change]
+    shared: list[str]
+    kept: list[str]
+
+
+def plan_rename_changes(palace: Palace, memory: Memory, new_path: str, memories, names: Names) -> Renamed:
+    """Every change a rename of a vault note makes, checked to read back; nothing written. Refused when another
+    file has the new name in any case, when the new path is not read as a note, or when its id would be another
+    note's."""
     if new_path == memory.path:
         raise UsageError(f"{memory.path} already has that name")
     target = note_target(palace, new_path, new=True, source=memory.path)
@@ -132,7 +167,9 @@ def plan_rename_changes(palace: Palace, memory: Memory, new_path: str, memories,
     taken = next((m for m in memories if m.id == new_id and m.path != memory.path), None)
     if taken is not None:
         raise PalaceError(f"{new_path} would have the id {new_id!r}, which {taken.path} has; choose another name")
-    texts = plan_rename(palace, names, memories, memory, new_path)
+    memories = sorted(memories, key=lambda m: m.path)
+    rename = _Rename.of(names, memories, memory, new_path)
+    texts = plan_rename(palace, rename, memories)
     checked = {relpath: _checked(palace, relpath, new_path if relpath == memory.path else relpath, text)
                for relpath, text in sorted(texts.items())}
     raw = current_bytes(palace, memory.path)
@@ -143,7 +180,7 @@ def plan_rename_changes(palace: Palace, memory: Memory, new_path: str, memories,
     else:
         first = [creating(new_path, moved)]
     last = [] if same_file else [Change(memory.path, raw, None)]
-    return first + list(checked.values()) + last
+    return Renamed(first + list(checked.values()) + last, rename.shared, sorted(rename.kept_in))
 
 
 # ---- planning ---------------------------------------------------------------------------------------
@@ -154,6 +191,31 @@ def _read(palace: Palace, relpath: str) -> str:
     return raw[3:].decode("utf-8") if raw.startswith(b"\xef\xbb\xbf") else raw.decode("utf-8")
 
 
+def _named(names: Names, target: str, source: str) -> Memory | None:
+    """The note a link target in the note at `source` names; None when none, or several, do."""
+    try:
+        found = names.resolve(target, source=source)
+    except Ambiguous:
+        return None
+    return found.memory if found is not None else None
+
+
+def _names_alone(names: Names, target: str, source: str, memory: Memory) -> bool:
+    """True when a link target in the note at `source` names `memory` however a vault tool reads a name several
+    notes share: by palace's rule (the linking note's folder first: Obsidian's) and by the shortest path from
+    the root alone (as some tools, and readers, take a bare name)."""
+    for where in (source, ""):
+        try:
+            found = names.resolve(target, source=where)
+        except Ambiguous:
+            return False
+        if found is None or found.memory is not memory:
+            return False
+        if not found.shared:
+            return True
+    return True
+
+
 def _names_it(names: Names, name: str, memory: Memory, source: str = "") -> bool:
     try:
         found = names.resolve(name, source=source)
@@ -162,10 +224,35 @@ def _names_it(names: Names, name: str, memory: Memory, source: str = "") -> bool
     return found is not None and found.memory.path == memory.path and found.how in ("id", "path", "file")
 
 
+def _kept_edits(rename: _Rename, other: Memory, links, text: str, done) -> list[tuple[int, int, str]]:
+    """(start, end, new text) for every link of `other` (in `text`) that named another note before the rename and
+    would name another, or none, after it (the new name taking a bare link by Obsidian's rule, or a file name
+    taking a link by alias or subject): written again so that it names what it named. A rename never changes
+    which note a link names."""
+    taken = {(start, end) for start, end, _ in done}
+    after_source = rename.new_path if other.path == rename.memory.path else other.path
+    edits = []
+    for link in links:
+        if (link.start, link.end) in taken or link.file:
+            continue
+        before = _named(rename.names, link.name(other.path), other.path)
+        if before is None or before.path == rename.memory.path:
+            continue
+        if _named(rename.after, link.name(after_source), after_source) is rename.after.paths.get(before.path):
+            continue
+        written = text[link.start:link.end]
+        new = rename.kept(written, link.form, before, after_source, text[link.start - 1:link.start] == "<")
+        if new != written:
+            edits.append((link.start, link.end, new))
+            rename.kept_in.add(other.path)
+    return edits
+
+
 def _body_edits(rename: _Rename, other: Memory, body: str) -> list[tuple[int, int, str]]:
     """(start, end, new text) in the body for every link of `other` that names the renamed note by its file."""
     edits = []
-    for link in note_links(body, 1):
+    links = note_links(body, 1)
+    for link in links:
         name = link.name(other.path)
         if name.startswith("../") or not _names_it(rename.names, name, rename.memory, other.path):
             continue
@@ -175,9 +262,12 @@ def _body_edits(rename: _Rename, other: Memory, body: str) -> list[tuple[int, in
         else:
             bracketed = body[link.start - 1:link.start] == "<"  # `[x](<New name.md>)` holds a space as it is
             new = _path_target(written, other.path, rename.memory.path, rename.new_path, bracketed)
-        if new != written:
-            edits.append((link.start, link.end, new))
-    return edits
+        edits.append((link.start, link.end, new))
+    if other.path == rename.memory.path and posixpath.dirname(rename.new_path) != posixpath.dirname(other.path):
+        edits += _own_relative_edits(other, body, rename.new_path, edits)
+    edits += _kept_edits(rename, other, [link for link in links if not link.name(other.path).startswith("../")],
+                         body, edits)
+    return [(start, end, new) for start, end, new in edits if new != body[start:end]]
 
 
 def _property_edits(rename: _Rename, other: Memory, yaml_text: str, yaml_start: int) -> list[tuple[int, int, str]]:
@@ -190,14 +280,13 @@ def _property_edits(rename: _Rename, other: Memory, yaml_text: str, yaml_start: 
     except NoteError:
         return []
     edits = []
-    for link in property_links(yaml_text, meta):
-        if not _names_it(rename.names, link.target, rename.memory, other.path):
-            continue
-        written = yaml_text[link.start:link.end]
-        new = rename.wiki(written, other.path)
-        if new != written:
-            edits.append((yaml_start + link.start, yaml_start + link.end, new))
-    return edits
+    links = property_links(yaml_text, meta)
+    for link in links:
+        if _names_it(rename.names, link.target, rename.memory, other.path):
+            edits.append((link.start, link.end, rename.wiki(yaml_text[link.start:link.end], other.path)))
+    edits += _kept_edits(rename, other, links, yaml_text, edits)
+    return [(yaml_start + start, yaml_start + end, new) for start, end, new in edits
+            if new != yaml_text[start:end]]
 
 
 def _wiki_target(written: str, memory: Memory, old_stem: str, new_stem: str, new_path: str) -> str:
@@ -254,12 +343,20 @@ def _own_relative_edits(memory: Memory, body: str, new_path: str, done: list) ->
     return edits
 
 
-def _frontmatter_changes(names: Names, other: Memory, memory: Memory, old_stem: str, new_stem: str,
-                         new_id: str) -> dict:
-    """Frontmatter `links` naming the note by its file, and version fields naming a derived id that changes."""
+def _frontmatter_changes(rename: _Rename, other: Memory, new_id: str) -> dict:
+    """Frontmatter `links` naming the note by its file (or naming another note the new name would take), and
+    version fields naming a derived id that changes."""
     changes: dict = {}
-    links = [renamed_target(t, old_stem, new_stem) if _names_it(names, t, memory, other.path) and "/" not in t else t
-             for t in other.links]
+    memory, source = rename.memory, (rename.new_path if other.path == rename.memory.path else other.path)
+    links = []
+    for target in other.links:
+        named = _named(rename.names, target, other.path)
+        if _names_it(rename.names, target, memory, other.path):
+            target = rename.wiki(target, other.path)
+        elif named is not None and _named(rename.after, target, source) is not rename.after.paths.get(named.path):
+            target = rename.kept(target, "wiki", named, source, False)
+            rename.kept_in.add(other.path)
+        links.append(target)
     if links != other.links:
         changes["links"] = links
     if new_id != memory.id:
