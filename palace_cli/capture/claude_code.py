@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from palace_cli.core.wording import plural
 from palace_cli.errors import PalaceError
 
 EVENTS = ("SessionStart", "PreCompact", "SessionEnd", "Stop")
@@ -143,7 +144,7 @@ def import_transcript(palace, payload: dict) -> str:
     report = import_conversations(palace, path, "claude-code")
     counts = report.counts()
     refused = f", {counts['refused']} refused" if counts["refused"] else ""
-    redacted = f"; {report.redacted} secrets redacted" if report.redacted else ""
+    redacted = f"; {plural(report.redacted, 'secret')} redacted" if report.redacted else ""
     read = (f"read {report.read_bytes:,} bytes from byte {report.resumed_at:,}" if report.resumed_at is not None
             else f"read whole, {report.read_bytes:,} bytes")
     return (f"imported {path.name} into {palace.root}: {counts['turns_written']} new turns "
