@@ -68,7 +68,8 @@ class Hit:
     def as_dict(self) -> dict:
         """The JSON contract: kind, id, subject, domain, path, line, time, score (the ranking's own, whose order
         alone means something), relevance (words and meaning, which read the same in every list), parts (and
-        version links when there are any); for a turn also session, turn, speaker, text."""
+        version links when there are any); text (a memory's Content, a section's own text, a turn's words) once
+        the hit is read; for a turn also session, turn, speaker."""
         data = {"kind": self.kind, "id": self.id, "subject": self.subject, "domain": self.domain, "path": self.path,
                 "line": self.line, "time": self.time or None, "score": round(self.score, 6),
                 "relevance": {"words": None if self.words is None else round(self.words, 4),
@@ -79,6 +80,9 @@ class Hit:
             data.update(session=self.turn.session, turn=self.turn.turn, speaker=self.turn.speaker, text=self.turn.text)
         if self.kind == "section":
             data.update(note=self.note, section=list(self.heading))
+        if self.turn is None and self.memory is not None:
+            # An agent reading --json needs the words it would cite, as a turn hit already gives them.
+            data["text"] = self.memory.content
         if self.replaces:
             data["replaces"] = self.replaces
         if self.superseded_by:

@@ -161,3 +161,15 @@ def test_mcp_recall_caps_turns_and_says_when_nothing_is_relevant(team):
     assert text.count("] (line ") == 1 and "left out" in text
     nothing = tools.recall(NONSENSE)
     assert "Nothing in this palace is relevant" in nothing and "## " not in nothing
+
+
+def test_recall_json_hits_carry_the_words_they_would_cite(team):
+    """An agent reading --json gets each memory's Content and each turn's words beside its path and line."""
+    out = CliRunner().invoke(cli, ["--palace", str(team.root), "recall", DEPLOY, "--json"])
+    data = json.loads(out.output)
+    memories = [h for h in data["hits"] if h["kind"] in ("memory", "section")]
+    assert out.exit_code == 0 and memories
+    for found in memories:
+        note = (team.root / found["path"]).read_text(encoding="utf-8")
+        assert found["text"].strip() and found["text"].strip().splitlines()[0] in note
+    assert all(h["text"] for h in data["hits"] if h["kind"] == "turn")
