@@ -144,6 +144,36 @@ def root(word: str) -> str:
     return word
 
 
+APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'"})  # curly to straight: the word lists are written with '
+NOT_LATIN = re.compile(r"[^\W\dA-Za-z_]")  # a letter of a script the word lists do not cover
+
+
+def straight_apostrophes(text: str) -> str:
+    """Text with curly apostrophes made straight."""
+    return text.translate(APOSTROPHES)
+
+
+def informative_words(text: str, names=()) -> list[str]:
+    """The words of a text that carry something to remember: not stopwords, chat words, greetings or names."""
+    skip = {n.lower() for n in names}
+    return [w for w in (m.group().lower() for m in LATIN_WORD.finditer(straight_apostrophes(text)))
+            if len(w) > 2 and w not in EMPTY and w not in skip and not w.endswith("'s") or
+            (w.endswith("'s") and len(w) > 4 and w[:-2] not in EMPTY and w[:-2] not in skip)]
+
+
+def substance(text: str, names=()) -> int:
+    """How much a text says beyond chit-chat: its informative words, its numbers, and its words in other scripts
+    (one per two letters, as Chinese or Japanese write no spaces), so that a text in a language the English word
+    lists cannot read is never taken for chatter."""
+    count = len(informative_words(text, names))
+    for word in WORD.findall(text):
+        if word.isdigit():
+            count += 1
+        elif NOT_LATIN.search(word) and not LATIN_WORD.match(word):
+            count += max(1, len(word) // 2)
+    return count
+
+
 def content_words(text: str) -> set[str]:
     """Roots of the non-stopword words in a text."""
     return {root(w) for w in words(text) if w not in STOPWORDS}

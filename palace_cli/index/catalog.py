@@ -42,6 +42,7 @@ class Catalog:
     versions: Versions = field(default_factory=lambda: Versions([]))  # validity in time, version links
     sections_of: dict[str, list[str]] = field(default_factory=dict)  # note id -> its section units' keys
     note_of: dict[str, str] = field(default_factory=dict)            # section key -> its note's id
+    substance: dict[str, int] = field(default_factory=dict)  # turn key -> its informative words (core/text.py)
 
     def hidden(self, when=None) -> frozenset[str]:
         """Ids of memories not valid at `when` (a UTC datetime; None: now), and their sections' keys: what recall
@@ -150,12 +151,12 @@ def build_catalog(index: Index) -> Catalog:
     domain_index = defaultdict(list)
     for row, domain in enumerate(rows.domains):
         domain_index[domain].append(row)
-    session_index = rows.add_turns(index.store.turn_catalog_rows())
+    session_index, substance = rows.add_turns(index.store.turn_catalog_rows())
     catalog = Catalog(
         ids=rows.ids, paths=rows.paths, domains=rows.domains, text_hashes=rows.hashes,
         row_of={i: r for r, i in enumerate(rows.ids)}, domain_names=domain_names, domain_rows=dict(domain_index),
         kinds=rows.kinds, times=rows.times, sessions=rows.sessions, session_rows=session_index,
-        versions=index.versions(), sections_of=sections_of, note_of=note_of,
+        versions=index.versions(), sections_of=sections_of, note_of=note_of, substance=substance,
     )
     if stored is not None and len(stored) and _current(index, stored):  # lexical-only commands start without numpy
         matrix, present = stored.gather_some(rows.hashes)  # straight from the base and its segments
@@ -214,13 +215,15 @@ class _Rows:
             self._add(key, path, domain, text_hash, "section", _time(created), "")
         return dict(sections_of), note_of
 
-    def add_turns(self, rows) -> dict[str, list[int]]:
-        """The conversation turns; returns session id -> its rows."""
+    def add_turns(self, rows) -> tuple[dict[str, list[int]], dict[str, int]]:
+        """The conversation turns; returns (session id -> its rows, turn key -> its substance)."""
         session_index = defaultdict(list)
-        for key, path, session, time, text_hash in rows:
+        substance = {}
+        for key, path, session, time, text_hash, said in rows:
             session_index[session].append(len(self.ids))
+            substance[key] = said or 0
             self._add(key, path, "", text_hash, "turn", time or "", session)
-        return dict(session_index)
+        return dict(session_index), substance
 
 
 def _time(created) -> str:

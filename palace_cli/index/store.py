@@ -16,7 +16,7 @@ from palace_cli.core.layout import Scan
 from palace_cli.core.notes import Memory, Warning_
 from palace_cli.index.vectors import vector_key
 
-SCHEMA_VERSION = "16"  # 16: `# ` headings used as sections are no title; YAML sets read as lists (core/safeyaml.py)
+SCHEMA_VERSION = "17"  # 17: a turn's substance (how much it says beyond chit-chat, for ranking)
 # 15: a vector key beside the text hash (the text without link targets: index/vectors.py); 14: derived ids
 # transliterate accents; 13: a `# ` heading below prose is a section; 12: property links; 11: any .md
 RACY_NS = 2_000_000_000  # stat of a file changed in the last 2 s is not trusted (coarse clocks, network disks)
@@ -135,7 +135,7 @@ class NoteStore:
             # ...and one row per turn, the retrieval unit: `text` is what is shown, `unit` what is ranked.
             self.db.execute(
                 "CREATE TABLE turns (path TEXT, ord INTEGER, key TEXT, session TEXT, turn TEXT, speaker TEXT, "
-                "time TEXT, line INTEGER, text TEXT, context TEXT, text_hash TEXT, PRIMARY KEY (path, ord))")
+                "time TEXT, line INTEGER, text TEXT, context TEXT, text_hash TEXT, substance INTEGER, PRIMARY KEY (path, ord))")
             # The section units of long notes (index/sections.py): ranked beside the notes, handed as `path:line`.
             self.db.execute(
                 "CREATE TABLE sections (path TEXT, ord INTEGER, key TEXT, heading TEXT, line INTEGER, text TEXT, "
@@ -487,7 +487,7 @@ class NoteStore:
                          json.dumps(header, ensure_ascii=False, default=str),
                          json.dumps(problems, ensure_ascii=False) if problems else None))
         self.db.execute("DELETE FROM turns WHERE path=?", (path,))
-        self.db.executemany("INSERT INTO turns VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        self.db.executemany("INSERT INTO turns VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                             [(path, ord_, *row) for ord_, row in enumerate(turns)])
 
     def touch_session(self, path: str, mtime_ns: int, size: int) -> None:
@@ -546,9 +546,9 @@ class NoteStore:
         return [r[0] for r in self.db.execute("SELECT min(path) FROM sessions GROUP BY id ORDER BY 1")]
 
     def turn_catalog_rows(self) -> list[tuple]:
-        """(key, path, session, time, text_hash) of every indexed turn, by path and order."""
+        """(key, path, session, time, text_hash, substance) of every indexed turn, by path and order."""
         return self.db.execute(
-            "SELECT key, path, session, time, text_hash FROM turns WHERE path IN "
+            "SELECT key, path, session, time, text_hash, substance FROM turns WHERE path IN "
             "(SELECT min(path) FROM sessions GROUP BY id) ORDER BY path, ord").fetchall()
 
     def turn_count(self) -> int:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from palace_cli.conversations import Session
 from palace_cli.conversations.model import TIME
 from palace_cli.errors import ConfigError, NoteError
-from palace_cli.core.text import CHAT_WORDS, KEY_WORD, STOPWORDS
+from palace_cli.core.text import CHAT_WORDS, KEY_WORD, STOPWORDS, substance
 
 if TYPE_CHECKING:
     from palace_cli.core.site import Site
@@ -64,10 +64,12 @@ def _neighbours(index: int, count: int, unit: str) -> list[int]:
 
 
 def session_rows(session: Session, unit: str) -> list[tuple]:
-    """One row per turn (key, session, turn, speaker, time, line, text, context, text hash); a repeated
-    turn id keeps its first turn (parse_session reports the repeat)."""
+    """One row per turn (key, session, turn, speaker, time, line, text, context, text hash, substance); a
+    repeated turn id keeps its first turn (parse_session reports the repeat). The substance (core/text.py) is of
+    the turn's own words, the speakers' names left out: ranking discounts turns that say little."""
     rows, seen = [], set()
     turns = session.turns
+    names = {part for person in [*session.participants, *(t.speaker for t in turns)] for part in str(person).split()}
     for index, turn in enumerate(turns):
         if turn.id in seen:
             continue
@@ -78,7 +80,7 @@ def session_rows(session: Session, unit: str) -> list[tuple]:
         time = time if TIME.fullmatch(time) else ""
         text = unit_text(turn.speaker, turn.text, context, time)
         rows.append((turn_key(session.id, turn.id), session.id, turn.id, turn.speaker, time, turn.line, turn.text,
-                     context, hashlib.sha256(text.encode("utf-8")).hexdigest()[:20]))
+                     context, hashlib.sha256(text.encode("utf-8")).hexdigest()[:20], substance(turn.text, names)))
     return rows
 
 

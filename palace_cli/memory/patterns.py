@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import re
 
-from palace_cli.core.text import EMPTY, LATIN_CUT, LATIN_WORD, NOT_VERBS, REACTIONS, STOPWORDS
+from palace_cli.core.text import (EMPTY, LATIN_CUT, LATIN_WORD, NOT_VERBS, REACTIONS, STOPWORDS, informative_words,
+                                  straight_apostrophes)
 
 # What distill calls a memory (docs/memory.md): the first that matches a memory's text wins, in this order.
 MEMORY_TYPES = ("decision", "event", "plan", "preference", "relationship", "opinion", "fact")
 
-
-APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'"})
 
 # First person: the speaker. Each value is a template over the speaker's name {n}.
 FIRST = {"i": "{n}", "me": "{n}", "my": "{n}'s", "mine": "{n}'s", "myself": "{n}", "i'm": "{n} is",
@@ -75,17 +74,7 @@ ATTRIBUTES = (
 PAST_VALUE = re.compile(r"\b(lost|quit|left|former|old|previous|ex-|used to|no longer)\b")
 
 
-def plain(text: str) -> str:
-    """Text with curly apostrophes made straight (the patterns are written with ')."""
-    return text.translate(APOSTROPHES)
-
-
-def informative_words(text: str, names=()) -> list[str]:
-    """The words of a text that carry something to remember: not stopwords, chat words, greetings or names."""
-    skip = {n.lower() for n in names}
-    return [w for w in (m.group().lower() for m in LATIN_WORD.finditer(plain(text)))
-            if len(w) > 2 and w not in EMPTY and w not in skip and not w.endswith("'s") or
-            (w.endswith("'s") and len(w) > 4 and w[:-2] not in EMPTY and w[:-2] not in skip)]
+plain = straight_apostrophes  # the patterns are written with '
 
 
 def is_question(sentence: str) -> bool:
