@@ -165,11 +165,19 @@ def main_clause(sentence: str) -> str:
 SHIPPED = cue(r"^\W*(?:the )?[\w-]+(?: [\w-]+)? (?:is|are) (?:complete|finished)\b|"
               r"\b(fully rolled out|rolled out (?:to|on) prod\w*|(?:is|are|now) (?:live|in production)|"
                      r"production is (?:healthy|deployed|running)|released|deployed (?:to|on|in) prod\w*|is the first "
-                     r"\w+|first [\w-]+ (?:service|release|deploy|pr)\b)")
+                     r"\w+|first [\w-]+ (?:service|release|deploy|pr)\b|published the release|"
+                     r"first (?:prod\w*|live|real|full) (?:run|release|deploy\w*|import|migration|sync)\b[^.;]{0,20}\b"
+                     r"(?:succeeded|finished|completed|passed|went through))|"
+              r"^\W*(?:deployed|released|published|shipped|promoted|rolled out|tagged)\b(?:[^.;]|\.(?=\w)){0,80}"
+              r"(?<![\w-])prod(?:uction)?(?![\w-])|^\W*tagged v?\d")
+# The agent's report that a change it made removed the problem, said of the change: "the crash is gone since the
+# store became an actor", "down 71% since the endpoints went in", "the fix holds on staging".
+SINCE_CHANGE = r"since (?:the |we |it |they )?[\w`.-]+(?: [\w`.-]+){0,3} (?:became|went in|went out|landed|shipped|" \
+               r"(?:was|were) (?:merged|deployed|added|changed|enabled|removed))\b"
 # The agent stating the fix it made, not only that something passes.
 FIXED = cue(r"^\W*with\b|^\W*(?:fixed and verified|verified|confirmed)\b(?=.*\b(?:because|cause|caused|came from|"
             r"never|so )\b)|\bnow (?!is\b|has\b|was\b)[a-z]+s\b|\b(fixed:|fix:|fixed by|" + SUMMARY_MARK +
-            r"|to recap|recap|the (?:two )?fix(?:es)? (?:is|are|was|were)|"
+            r"|to recap|recap|the (?:two )?fix(?:es)? (?:is|are|was|were|holds|held|works|worked)|" + SINCE_CHANGE + r"|"
                    r"(?:now|both) (?:uses?|stores?|selects?|goes|go|imports?|returns?|takes?|runs?)|with [^.]{3,60} "
                    r"(?:raised|enabled|fixed|set|switched)|switching to|switched to|changed to|moved to|replaced|"
                    r"instead of|her change|his change|the change)\b")
@@ -199,7 +207,8 @@ DONE = cue(r"\b(released|shipped|launched|went live|is live|it'?s live|(?:is|are
                   r"(?:is|are) (?:the first|now the first)|first \w+ (?:service|pr|release) (?:built|deployed|merged)|"
                   r"matches|under the budget)\b")
 # A check that a fix works: tests pass, a rollout is healthy, a load test held.
-VERIFIED = cue(r"^\W*(?:fixed and )?verified\b|\b(pass(?:es|ed|ing)?|green|healthy|all good|works?\b|worked|fixed|no longer|no more|stays?|"
+VERIFIED = cue(r"^\W*(?:fixed and )?verified\b|\b(pass(?:es|ed|ing)?|green|healthy|all good|works?\b|worked|fixed|fixes it|no longer|no more|stays?|"
+                      r"(?:is|are) gone|no (?:crash|error|failure|inf|nan|timeout)\w*|(?:down|up) \d+(?:\.\d+)?\s?%|"
                       r"stayed|held|holds|normal|resolves|down from|instead of (?=[~\d])|now (?:uses|use|selects|stores|"
                       r"goes|import|imports|returns|takes|runs)|is clean|clean again|" + SUMMARY_MARK + r"|to recap|recap|"
                       r"brought|cut it|from \S+ to \S+|under the)\b")
@@ -218,7 +227,7 @@ FIX = cue(r"\b(fix(?:ed|es)?|changed|change|switch(?:ed|ing)? to|moved?|moving|r
                  r"adding|now (?:uses|use|stores|selects)|instead of|rather than|with (?:the|a)\b|using|uses|"
                  r"enabled?|updated?|rebuilt|pinned|restored|restore)\b")
 # A check's result, as a turn reporting one opens: "Staging is healthy on 8e41c7a", "Build and image jobs pass".
-CHECKED = cue(r"\b(pass(?:es|ed)?|green|healthy|all good|succeed(?:s|ed)?|is clean)\b")
+CHECKED = cue(r"\b(pass(?:es|ed)?|green|healthy|all good|succeed(?:s|ed)?|is clean)\b|^\W*re-?r[au]n\b")
 # The agent saying what it changed: "Switched the workflow to ...", "Set `prepared_statements: false` ...".
 APPLIED = cue(r"^\W*(?:switched|changed|set|added|moved|replaced|enabled|updated|pinned|raised|lowered|removed|"
               r"rebuilt|restored|bumped|rewrote|renamed|dropped)\b")

@@ -521,8 +521,9 @@ def _agent_units(turn: Turn, name: str, project: str, said: str | None, earlier:
     checked = bool(cues.CHECKED.search(pieces[0].text)) and not cues.is_asking(pieces[0].text)
     fixed = cues.FIXED.search(told) or checked and any(
         (cues.FIXED.search(p.text) or cues.APPLIED.match(p.text)) and not cues.is_asking(p.text)
-        for p in pieces_of(cues.said_text(earlier)))
-    if fixed and cues.VERIFIED.search(told) and not cues.is_asking(pieces[-1].text) \
+        for p in pieces_of(cues.said_text(earlier))) or cues.APPLIED.match(pieces[0].text) and bool(
+        cues.CAUSE.search(told) or cues.PROBLEM.search(told))  # "Switched X to Y ... The NaN came from ..."
+    if fixed and (cues.VERIFIED.search(told) or checked) and not cues.is_asking(pieces[-1].text) \
             and (not cues.PROPOSAL.search(told) or cues.SUMMARY.search(told) or checked):
         units.append(_unit("solution", turn, project or name, told, told, context))
     return units

@@ -1,0 +1,78 @@
+"""Rules of the sixth step of work distill (memory/work.py, cues.py), written after reading the second held-out set's
+misses: the agent's report of what it shipped or of a change that removed a problem, a question the user answers
+in the same breath, and a short answer that picks one of the options the agent offered; each on sentences written
+for these tests, with the negatives that must stay no memory."""
+
+from __future__ import annotations
+
+import pytest
+
+from palace_cli.conversations.model import Session, Turn
+from palace_cli.memory.work import work_units
+
+
+def _units(*turns, user="Ada", cwd="/home/ada/src/orchard"):
+    session = Session("cc", "claude-code", "x", started="2026-03-02T10:00:00Z", participants=["user", "assistant"])
+    session.meta["cwd"] = cwd
+    session.turns = [Turn(f"t{i}", role, text) for i, (role, text) in enumerate(turns)]
+    return work_units(session, user)
+
+
+def _kinds(units, turn):
+    return [u.kind for u in units if u.turn.id == turn]
+
+
+# ---- the agent's reports ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", [
+    "Deployed orchard-web 2.7.0 to production: all 4 replicas report the new build.",
+    "Released billing-worker 1.4.2 to prod; the queue drained within a minute.",
+    "Tagged v1.0.0; the pipeline built the wheels and published the release.",
+    "The first production sync succeeded: 1,204 accounts copied, none skipped.",
+])
+def test_the_agents_report_of_a_release_or_a_first_production_run_is_a_milestone(text):
+    units = _units(("assistant", text))
+    assert _kinds(units, "t0") == ["milestone"]
+
+
+@pytest.mark.parametrize("text", [
+    "I'll deploy orchard-web 2.7.0 to production once you say go.",  # a plan
+    "Deployed orchard-web 2.7.0 to staging; the production rollout waits for Thursday.",  # staging, not production
+    "Should I tag v1.0.0 and publish the release?",  # an offer
+    "The first staging sync succeeded: 1,204 accounts copied.",  # not production
+])
+def test_a_plan_an_offer_or_a_staging_run_is_no_milestone(text):
+    assert "milestone" not in _kinds(_units(("assistant", text)), "t0")
+
+
+@pytest.mark.parametrize("text", [
+    "Night batch after six hours: no timeouts in 40 runs. The deadlock is gone since the two jobs became one queue "
+    "consumer.",
+    "Checked on staging: exports finish, and the retry storm is over. So the fix holds on staging: one lock per "
+    "tenant instead of one global lock.",
+    "This morning's numbers: egress cost in prod is down 64% since the CDN went in (images no longer leave the "
+    "bucket directly).",
+])
+def test_a_check_that_a_change_removed_the_problem_is_a_solution(text):
+    units = _units(("user", "the night batch keeps timing out, two jobs seem to fight over the same rows."),
+                   ("assistant", "Both jobs lock the same tenant rows, so they deadlock. Merged them into one queue "
+                                 "consumer with one lock per tenant."),
+                   ("assistant", text))
+    assert _kinds(units, "t2") == ["solution"]
+
+
+def test_a_change_with_its_cause_and_a_passing_repro_in_one_turn_is_a_solution():
+    units = _units(("assistant", "Switched the parser to the streaming decoder and ran the 2 GB replay: no OOM, peak "
+                                 "memory 310 MB. The OOM came from reading the whole file into memory; streaming "
+                                 "fixes it."))
+    assert _kinds(units, "t0") == ["solution"]
+
+
+@pytest.mark.parametrize("text", [
+    "Added a section on retries to the README and linked it from the index.",  # a change, no problem, no check
+    "Switched the parser to the streaming decoder; I haven't run the replay yet.",  # nothing checked
+    "The deadlock should be gone once the two jobs become one consumer.",  # a prediction
+])
+def test_a_change_without_a_check_or_a_prediction_is_no_solution(text):
+    assert "solution" not in _kinds(_units(("assistant", text)), "t0")
