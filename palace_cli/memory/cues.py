@@ -96,7 +96,7 @@ class OutsideReasons(Cue):
 
 # One turn's instruction, not a standing rule: waived, for now, only this once.
 ONE_OFF = OutsideReasons(r"\b(for now|(?:this|it|that) once\b(?! every| a | per)|once now|just this once|only for this|for this (?:one|release|pr|time|run|file)|"
-                     r"in this pr|not this pr|this pr|today|tonight|tomorrow|right now|temporar(?:y|ily)|later\b|"
+                     r"in this pr|not this pr|this pr|(?<!from )(?<!starting )(?<!as of )(?:today|tomorrow)|tonight|right now|temporar(?:y|ily)|later\b|"
                      r"while you'?re (?:in|at)|this time|for the moment|at the moment|next session|throwaway|one-?off|"
                      r"for the lines you touch|lines you touch)")
 # What is only imagined or wished: never a memory.

@@ -105,7 +105,18 @@ def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project
     pieces = [p for p in pieces_of(turn.text) if not cues.has_secret(p.text)]
     if not pieces:
         return []
+    own, used = _own_answers(turn, pieces, name, project, said, {"item": 0.0, "first_turn": float(first),
+                                                                 "after_proposal": float(bool(proposal)),
+                                                                 "accepted": 0.0, "answers": 1.0})
+    pieces = [p for i, p in enumerate(pieces) if i not in used]
     pieces = [part for piece in pieces for split in _rule_apart(piece) for part in _facts_apart(split)]
+    if not pieces:
+        return own
+    return own + _said_units(turn, pieces, proposal, recent, name, project, said, first, asked, question)
+
+
+def _said_units(turn: Turn, pieces, proposal: str, recent: list[str], name: str, project: str, said: str | None,
+                first: bool, asked: bool, question: str) -> list[Unit]:
     kinds = _label_lists([_kind_of(p.text) for p in pieces], pieces)
     if question:  # "Keep the old order, or match the new UI?" - "match the UI": the option picked is a choice
         kinds = ["decision" if not k and not cues.is_asking(p.text) and _picks(cues.opened(p.text), question) else k
@@ -139,6 +150,67 @@ def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project
     if recent and CONFIRMS.match(pieces[0].text) and not any(u.kind == "fact" for u in units):
         units += _confirmed_unit(turn, pieces[1:], kinds[1:], recent[-1], name, project, context)
     return units
+
+
+# "can we just X?", "shall we X?", "X, right?": a question the user puts as a proposal, then answers.
+OWN_PROPOSAL = re.compile(r"^\W*(?:(?:and|so|then|ok|okay|also)\W+)*(?:(?:can|could|shall|should) we(?: just| also)?|"
+                          r"why not|why don'?t we|how about|what about|should(?= (?:the|this|that|these|those|our)\b))\s+"
+                          r"(?P<what>.+?)(?:\s+then)?\s*\?\s*$|"
+                          r"^\W*(?:(?:and|so|then|also)\W+)*(?P<claim>.+?),? right\s*\?\s*$", re.I)
+# The yes that settles it, and what a yes says beyond taking the question ("let's do that" says nothing more).
+ANSWER_YES = re.compile(r"^\W*(?:yes|yeah|yep|yup)\b[\s,.:;!—–-]*", re.I)
+ANSWER_NO = re.compile(r"^\W*(?:no|nope|nah)\b[\s,.:;!—–-]*", re.I)
+INLINE_YES = re.compile(r"\s+[—–-]+\s*(?:yes|yeah|yep)\b[\s,.:;!]*(?P<rest>.*)$", re.I)
+NOW = re.compile(r"\bnow\b", re.I)
+JUST_TAKES = re.compile(r"^\W*(?:let'?s do (?:that|it|this)|that'?s what we'?ll do|we'?ll do (?:that|it)|do (?:that|it)|"
+                        r"go ahead|sounds good)\W*$", re.I)
+
+
+def _own_answers(turn: Turn, pieces, name: str, project: str, said: str | None, context: dict) -> tuple[list, set]:
+    """A question the user puts as a proposal and answers in the same breath ("Can we just X? Yes, let's do that",
+    "Shall we buy one? A one-year plan - yes, that's what we'll do", "Should X run in CI? No, too slow. Y on every
+    PR"): a decision (a convention when a rule word is in it), kept as said outright; the pieces it used."""
+    units, used = [], set()
+    for i, asked in enumerate(pieces[:-1]):
+        form = OWN_PROPOSAL.match(asked.text)
+        answer = pieces[i + 1]
+        if not form or i in used or answer.paragraph != asked.paragraph or cues.is_asking(answer.text) or \
+                NOW.search(asked.text) or cues.WANTED.search(answer.text):
+            continue  # "Could we run it now? Yes please": a go-ahead for the task at hand
+        yes, no, inline = ANSWER_YES.match(answer.text), ANSWER_NO.match(answer.text), INLINE_YES.search(answer.text)
+        if not (yes or no or inline):
+            continue
+        rest = answer.text[(yes or no).end():].strip() if yes or no else answer.text[:inline.start()].strip()
+        if inline and JUST_TAKES.match(inline.group("rest") or "") is None and inline.group("rest").strip(" ."):
+            rest = f"{rest}; {inline.group('rest').strip()}"
+        rest = "" if JUST_TAKES.match(rest) else rest
+        taken = [i, i + 1]
+        follow = pieces[i + 2] if i + 2 < len(pieces) else None
+        if follow is not None and follow.paragraph == answer.paragraph and not cues.is_asking(follow.text) and not (
+                cues.REQUEST.match(cues.opened(follow.text)) or cues.HYPOTHETICAL.search(follow.text)
+                or cues.FIRST_SINGULAR.match(follow.text) or empty(cues.opened(follow.text))
+                or OWN_PROPOSAL.match(follow.text)) and (no or not rest or CONDITION.match(follow.text)):
+            rest = f"{rest} {follow.text}".strip()  # "No, too slow later on. -count=3 with -race, on every PR."
+            taken.append(i + 2)
+        what = (form.group("what") or form.group("claim")).strip(" ,")
+        if no:
+            if not rest or len(informative(rest)) < 2:
+                continue  # a question turned down and nothing put in its place: no memory
+            core = f'{rest} (asked by {name}: "{cues.opened(asked.text)}")'
+        else:
+            core = f"{what}: {rest}" if rest else what
+        text_said = f"{asked.text} {' '.join(pieces[j].text for j in taken[1:])}"
+        if cues.ONE_OFF.search(text_said) or cues.HEDGE.search(text_said) or cues.HYPOTHETICAL.search(text_said):
+            continue
+        kind = "convention" if cues.RULE.search(core) else "decision"
+        resolved, dates = resolve_relative(core, said) if said else (core, [])
+        text = rewrite(resolved, name) if name != "the user" else resolved
+        unit = _unit(kind, turn, project or name, _with_project(text, project, kind, said), text_said,
+                     {**context, "strong": 1.0})
+        unit.dates = dates
+        units.append(unit)
+        used.update(taken)
+    return units, used
 
 
 def _list_answer(turn: Turn, pieces, proposal: str, question: str, name: str, project: str, said: str | None,

@@ -76,3 +76,48 @@ def test_a_change_with_its_cause_and_a_passing_repro_in_one_turn_is_a_solution()
 ])
 def test_a_change_without_a_check_or_a_prediction_is_no_solution(text):
     assert "solution" not in _kinds(_units(("assistant", text)), "t0")
+
+
+# ---- a question the user asks and answers ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, kind, words", [
+    ("The staging cluster idles all night. Could we just stop it between 21:00 and 06:00? Yes, let's do that.",
+     "decision", ["stop it between 21:00 and 06:00"]),
+    ("Shall we pin the base image then? The digest of 3.12-slim from this morning - yes, that's what we'll do.",
+     "decision", ["pin the base image", "3.12-slim"]),
+    ("And every service gets a readiness probe, right? Yes: every service gets one, checked by the chart linter.",
+     "convention", ["readiness probe", "chart linter"]),
+    ("Should the soak test gate merges? No, it takes an hour. The smoke suite gates every merge instead.",
+     "convention", ["smoke suite gates every merge", "soak test"]),
+])
+def test_a_question_the_user_answers_in_the_same_breath_is_a_decision(text, kind, words):
+    units = _units(("user", text))
+    assert [u.kind for u in units] == [kind]
+    assert all(w in units[0].text.lower() for w in words)
+    assert units[0].signals["strong"] == 1.0
+
+
+@pytest.mark.parametrize("text", [
+    "Could we just stop staging at night? No.",  # turned down, nothing in its place
+    "Should we retry the upload? Yes, for now, until the vendor fixes their endpoint.",  # for now
+    "Can we cache the token? Maybe, I'd have to ask Priya first.",  # no yes or no
+    "Could we run the migration now? Yes please, go ahead.",  # a request to act now, not a proposal kept
+    "Is the nightly job still failing? Yes, since Tuesday.",  # a question about the state of things
+])
+def test_a_question_turned_down_hedged_or_about_now_makes_no_decision(text):
+    assert [u for u in _units(("user", text)) if u.kind in ("decision", "convention")
+            and u.signals["strong"] == 1.0] == []
+
+
+@pytest.mark.parametrize("text", ["From today every migration gets a down step, that's the rule.",
+                                  "Starting tomorrow nobody merges to main without a green build, no exceptions.",
+                                  "Every new bucket is private by default, that's the rule from today."])
+def test_from_today_starts_a_rule_and_is_no_one_off(text):
+    assert [u.kind for u in _units(("user", text))] == ["convention"]
+
+
+@pytest.mark.parametrize("text", ["Skip the flaky test today, we'll look at it tomorrow.",
+                                  "Deploy it today after lunch."])
+def test_today_alone_is_still_one_off(text):
+    assert [u for u in _units(("user", text)) if u.kind == "convention"] == []
