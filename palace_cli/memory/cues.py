@@ -189,7 +189,8 @@ ACCEPT = re.compile(r"^\W*(?:(?:ok(?:ay)?|yes|yeah|yep|yup|sure|sí|si|ja|good|g
 # What an acceptance may say beyond its yes: "do that", "go ahead", "do like this", "good idea".
 TAKE = re.compile(r"(?:(?:please|pls|then|and|so)\s+)*(?:do (?:that|it|this|all three|both|so|like this)|go ahead|go for it|"
                   r"let'?s do (?:that|it)|ship it|sounds good|good idea|makes sense|fair|agreed|go with (?:that|it)|"
-                  r"that works|works for me|both|do that,? both|yes please|please|pls)"
+                  r"that works|works for me|both|do that,? both|yes please|please|pls|like (?:this|that)|"
+                  r"(?:this|that) we do|we(?:'ll)? do (?:this|that|it))"
                   r"(?:[\s,.!]+(?:good idea|both|please|pls|thanks|thx|go ahead))*", I)
 # A line that says facts follow: "Facts you need:", "Context:", "Some background:".
 FACTS_AHEAD = cue(r"\b(facts?|context|background|fyi|for reference|setup|our stack|the stack)\b")

@@ -24,9 +24,10 @@ from palace_cli.conversations.model import Session, Turn
 from palace_cli.core.dates import WEEKDAYS, resolve_relative
 from palace_cli.memory import cues
 from palace_cli.memory.patterns import is_filler, rewrite
-from palace_cli.memory.proposals import (LEAD_IN, Piece, accepted_text, accepts, chosen_option, cleaned_proposal,
-                                         empty, enumerated, informative, opens_accepting, pieces_of, proposal_before,
-                                         proposal_signals, refers_back, takes_a_choice)
+from palace_cli.memory.proposals import (LEAD_IN, OPTION_PICKED, Piece, accepted_text, accepts, chosen_option,
+                                         cleaned_proposal, empty, enumerated, informative, opens_accepting,
+                                         picked_option, pieces_of, proposal_before, proposal_signals, refers_back,
+                                         takes_a_choice)
 from palace_cli.memory.worksignals import KINDS, SIGNALS, signals_of
 
 __all__ = ["KINDS", "SIGNALS", "TYPE_OF", "Unit", "work_units", "project_of", "pieces_of", "clear_caches"]
@@ -84,8 +85,9 @@ def work_units(session: Session, user: str = "") -> list[Unit]:
             recent = [cues.said_text(t.text) for t in turns[max(0, index - 6):index] if t.role == "assistant"]
             asked = index > 0 and turns[index - 1].role == "assistant" and any(
                 cues.is_asking(p.text) for p in pieces_of(turns[index - 1].text)[-2:])
+            offered = cues.said_text(turns[index - 1].text) if index and turns[index - 1].role == "assistant" else ""
             found = _user_units(turn, proposal, recent, name, project, said, index == first_user, asked,
-                                _question_before(turns, index, name))
+                                _question_before(turns, index, name), offered)
         else:
             earlier = next((t.text for t in reversed(turns[max(0, index - 3):index]) if t.role == "assistant"), "")
             found = _agent_units(turn, name, project, said, earlier)
@@ -101,13 +103,20 @@ def work_units(session: Session, user: str = "") -> list[Unit]:
 
 
 def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project: str, said: str | None,
-                first: bool, asked: bool = False, question: str = "") -> list[Unit]:
+                first: bool, asked: bool = False, question: str = "", offered: str = "") -> list[Unit]:
     pieces = [p for p in pieces_of(turn.text) if not cues.has_secret(p.text)]
     if not pieces:
         return []
-    own, used = _own_answers(turn, pieces, name, project, said, {"item": 0.0, "first_turn": float(first),
-                                                                 "after_proposal": float(bool(proposal)),
-                                                                 "accepted": 0.0, "answers": 1.0})
+    context = {"item": 0.0, "first_turn": float(first), "after_proposal": float(bool(proposal)), "accepted": 0.0,
+               "answers": 1.0}
+    picked = _picked_unit(turn, pieces, offered, name, project, said, context) if offered else []
+    if picked:  # "b", "the Scheduler one, same hours. Add it.": the option taken; a bare "add it" says no more
+        pieces = [p for p in pieces[1:] if not (accepts(p.text) or cues.AT_HAND.match(cues.opened(p.text))
+                                                 and len(p.text.split()) <= 4)]
+        if not pieces:
+            return picked
+    own, used = _own_answers(turn, pieces, name, project, said, context)
+    own = picked + own
     pieces = [p for i, p in enumerate(pieces) if i not in used]
     pieces = [part for piece in pieces for split in _rule_apart(piece) for part in _facts_apart(split)]
     if not pieces:
@@ -150,6 +159,27 @@ def _said_units(turn: Turn, pieces, proposal: str, recent: list[str], name: str,
     if recent and CONFIRMS.match(pieces[0].text) and not any(u.kind == "fact" for u in units):
         units += _confirmed_unit(turn, pieces[1:], kinds[1:], recent[-1], name, project, context)
     return units
+
+
+def _picked_unit(turn: Turn, pieces, offered: str, name: str, project: str, said: str | None,
+                 context: dict) -> list[Unit]:
+    """A short answer that picks one of the options the agent's turn just offered ("b" after "(a) put the scaler
+    back; (b) switch to bf16", "the second one", "the Scheduler one, same hours"): a decision in the option's words,
+    and the one it was chosen over when there were two."""
+    chosen, others = picked_option(pieces[0].text, offered)
+    if not chosen or cues.has_secret(chosen):
+        return []
+    extra = OPTION_PICKED.match(pieces[0].text.strip()).group("extra")
+    text = f"{name} chose: {cleaned_proposal(chosen).rstrip('.')}"
+    if extra:
+        text += f", {extra.strip(' .')}"
+    if len(others) == 1:
+        text += f" (over: {cleaned_proposal(others[0]).rstrip('.')})"
+    resolved, dates = resolve_relative(text, said) if said else (text, [])
+    unit = _unit("decision", turn, project or name, _with_project(resolved, project, "decision", said),
+                 f"{pieces[0].text} {chosen}", {**context, **proposal_signals(chosen), "accepted": 1.0})
+    unit.dates = dates
+    return [unit]
 
 
 # "can we just X?", "shall we X?", "X, right?": a question the user puts as a proposal, then answers.

@@ -121,3 +121,48 @@ def test_from_today_starts_a_rule_and_is_no_one_off(text):
                                   "Deploy it today after lunch."])
 def test_today_alone_is_still_one_off(text):
     assert [u for u in _units(("user", text)) if u.kind == "convention"] == []
+
+
+# ---- a short answer that picks an offered option ----------------------------------------------------------
+
+OPTIONS = ("Two ways out:\n(a) raise the pool to 40 connections and keep the sync driver;\n(b) move the hot path to "
+           "the async driver, which needs no pool at all.\nI'd lean to (b).")
+
+
+@pytest.mark.parametrize("answer", ["b", "(b)", "option b", "B please", "the second one", "the async one",
+                                    "ok, the latter"])
+def test_a_short_answer_picking_an_offered_option_is_a_decision_in_its_words(answer):
+    units = _units(("user", "the checkout endpoint runs out of db connections at peak."), ("assistant", OPTIONS),
+                   ("user", answer))
+    taken = [u for u in units if u.turn.id == "t2"]
+    assert [u.kind for u in taken] == ["decision"]
+    assert "async driver" in taken[0].text and "raise the pool to 40" in taken[0].text  # and what it was chosen over
+    assert "lean" not in taken[0].text
+
+
+def test_an_option_named_by_a_word_of_an_either_or_keeps_the_answers_own_detail():
+    units = _units(("assistant", "The export can run from a cron job on the worker VM, or from the queue's "
+                                 "scheduled tasks, which retry on their own."),
+                   ("user", "The queue one, nightly at 02:00. Set it up."))
+    assert [u.kind for u in units if u.turn.id == "t1"] == ["decision"]
+    assert "scheduled tasks" in units[-1].text and "02:00" in units[-1].text
+
+
+@pytest.mark.parametrize("offered, answer", [
+    (OPTIONS, "c"),  # no option (c)
+    ("Run the migration on a replica first? It takes about ten minutes.", "b"),  # nothing offered
+    (OPTIONS, "b is interesting, but what does the async driver do to our tests?"),  # a question, not a pick
+    (OPTIONS, "the blue one"),  # names no option
+])
+def test_an_answer_that_picks_nothing_offered_is_no_option_decision(offered, answer):
+    units = _units(("assistant", offered), ("user", answer))
+    assert not any("chose" in u.text for u in units)
+
+
+@pytest.mark.parametrize("answer", ["Yes, this we do.", "ok, like this.", "yep, we'll do that."])
+def test_more_ways_to_take_a_proposal(answer):
+    units = _units(("assistant", "Proposed layout: one table per tenant for invoices, a shared table for "
+                                 "products, and a nightly job that archives invoices older than two years."),
+                   ("user", answer))
+    assert [u.kind for u in units if u.turn.id == "t1"] == ["decision"]
+    assert "archives invoices" in units[-1].text
