@@ -264,7 +264,7 @@ DATED = cue(r"\b((?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?|
 # "it's throwing 500s, everything that touches the DB", "never touched elixir before", "jenkins never used it".
 # ("is nothing", "never need", "always seed" are no such report: a rule in the present stays a rule.)
 HAPPENING = cue(r"\b(?:is|are|'s|'re|am|was|were)\s+(?:(?!(?:some|no|any|every)thing\b)\w+ing)\b|"
-                r"\b(?:never|always|ever)\s+(?:\w+(?<!e)ed|did|had|was|were|been|ran|went|got|saw|knew|wrote|made|used)\b")
+                r"(?<!\bis )(?<!\bare )(?<!\bbe )(?<!\bonly )\b(?:never|always|ever)\s+(?:\w+(?<!e)ed|did|had|was|were|been|ran|went|got|saw|knew|wrote|made|used)\b")
 # What someone needs or wants done: the task at hand ("we need migrate X", "i want a plan"), not a fact.
 WANTED = cue(r"\b(need|needs|want|wants|wanna|please|pls)\b")
 # Someone's own start in the team: "I'm new on the team, started Monday as a backend engineer".

@@ -118,15 +118,20 @@ def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project
     own, used = _own_answers(turn, pieces, name, project, said, context)
     own = picked + own
     pieces = [p for i, p in enumerate(pieces) if i not in used]
-    pieces = [part for piece in pieces for split in _rule_apart(piece) for part in _facts_apart(split)]
+    announced = [part for piece in pieces for part in _announced_apart(piece)]
+    bodies = {p.text for p in announced if p not in pieces}
+    pieces = [part for piece in announced for split in _rule_apart(piece) for part in _facts_apart(split)]
     if not pieces:
         return own
-    return own + _said_units(turn, pieces, proposal, recent, name, project, said, first, asked, question)
+    return own + _said_units(turn, pieces, proposal, recent, name, project, said, first, asked, question,
+                             frozenset(bodies))
 
 
 def _said_units(turn: Turn, pieces, proposal: str, recent: list[str], name: str, project: str, said: str | None,
-                first: bool, asked: bool, question: str) -> list[Unit]:
+                first: bool, asked: bool, question: str, bodies: frozenset = frozenset()) -> list[Unit]:
     kinds = _label_lists([_kind_of(p.text) for p in pieces], pieces)
+    kinds = [("convention" if cues.RULE.search(p.text) else "decision") if p.text in bodies and k in ("", "fact")
+             else k for p, k in zip(pieces, kinds)]  # "two things we settled, write them down: X"
     if question:  # "Keep the old order, or match the new UI?" - "match the UI": the option picked is a choice
         kinds = ["decision" if not k and not cues.is_asking(p.text) and _picks(cues.opened(p.text), question) else k
                  for p, k in zip(pieces, kinds)]
@@ -414,13 +419,31 @@ def _question_before(turns: list[Turn], index: int, name: str) -> str:
 def _rule_apart(piece: Piece) -> list[Piece]:
     """A sentence that gives a one-off instruction and the standing rule behind it ("don't drop today, we drop
     indexes only after one week of observation"), as the instruction and the rule; any other sentence as it is."""
-    parts = [p.strip(" ,") for p in re.split(r",\s+(?:but\s+)?|\s+[—–]\s+|;\s+", piece.text) if p.strip(" ,")]
+    parts = [p.strip(" ,") for p in re.split(r",\s+(?:but\s+)?|\s+[—–]\s+|;\s+|:\s+", piece.text) if p.strip(" ,")]
     standing = [p for p in parts if cues.RULE.search(p) and not cues.ONE_OFF.search(p) and len(p.split()) >= 4]
+    standing += [p for before, p in zip(parts, parts[1:]) if before in standing and p not in standing
+                 and _fragment(p) and not cues.ONE_OFF.search(p)]  # "we only deploy in the window, Tue and Thu 8-10"
+    standing = [p for p in parts if p in standing]
     if len(parts) > 1 and standing and any(cues.ONE_OFF.search(p) for p in parts):
         rest = [p for p in parts if p not in standing]  # the rule first: the instruction never joins it
         return [Piece(", ".join(standing), piece.item, piece.paragraph), Piece(", ".join(rest), piece.item,
                                                                                piece.paragraph)]
     return [piece]
+
+
+# A lead-in that says settled things follow: "two things Jun and I settled, please put them in the doc: ...".
+ANNOUNCES = re.compile(r"\b(?:we|i|they|[\w-]+ and (?:i|me))(?: have|'ve)? (?:settled|decided|agreed|chose|picked)\b|"
+                       r"\b(?:the|our|new|two|three|some) (?:rules?|decisions?|conventions?)\b", re.I)
+
+
+def _announced_apart(piece: Piece) -> list[Piece]:
+    """A sentence whose lead-in says that what follows its colon was settled ("two things we settled this morning,
+    write them into RELEASING.md: X, and Y"), as what it announces; any other sentence as it is."""
+    lead, colon, body = piece.text.partition(": ")
+    if not colon or not ANNOUNCES.search(lead) or len(lead.split()) > 25 or len(body.split()) < 5 \
+            or cues.is_asking(body) or cues.HYPOTHETICAL.search(lead):
+        return [piece]
+    return [Piece(body, piece.item, piece.paragraph)]  # the lead-in says only that something follows
 
 
 def _facts_apart(piece: Piece) -> list[Piece]:
@@ -452,7 +475,8 @@ def _kind_of(sentence: str) -> str:
     """The kind of memory a user's sentence could be, or "" for none (a question, a pleasantry, an instruction
     with no rule in it, a hypothetical)."""
     core = cues.opened(sentence)
-    if cues.is_asking(sentence) or empty(core) or cues.HYPOTHETICAL.search(core) or \
+    head = ASIDE.split(core)[0]  # "every release gets 48 h, no exceptions - the crash would have shown": a reason
+    if cues.is_asking(sentence) or empty(core) or cues.HYPOTHETICAL.search(head if cues.STRONG.search(head) else core) or \
             (len(core.split()) < 2 and not cues.SETTLED.search(sentence)):
         return ""
     if cues.REJECTED.search(core) and not cues.RULE.search(core):
@@ -494,6 +518,7 @@ def _fact_like(core: str) -> bool:
     return True
 
 
+ASIDE = re.compile(r"\s+[—–]\s+")
 ANOTHER = re.compile(r"^\W*(?:and|also|plus|another)\b", re.I)
 SUBJECT = re.compile(r"^\W*(?:we|i|you|they|he|she|it)\b", re.I)  # a clause with its own subject is no fragment
 IGNORE = re.compile(r"^\W*(?:ignore|disregard|never mind|skip over)\b", re.I)

@@ -166,3 +166,45 @@ def test_more_ways_to_take_a_proposal(answer):
                    ("user", answer))
     assert [u.kind for u in units if u.turn.id == "t1"] == ["decision"]
     assert "archives invoices" in units[-1].text
+
+
+# ---- rules said in more shapes -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, words", [
+    ("Release is next week then: we only cut releases on Wednesdays, 14:00 to 16:00 UTC, and tomorrow is a holiday "
+     "anyway.", ["only cut releases on wednesdays", "14:00"]),
+    ("Since you're in the changelog anyway: entries are only ever added under Unreleased, never under a version.",
+     ["only ever added under unreleased"]),
+])
+def test_a_rule_after_a_colon_or_beside_a_plan_for_now_is_kept_with_its_details(text, words):
+    units = [u for u in _units(("user", text)) if u.kind == "convention"]
+    assert len(units) == 1 and all(w in units[0].text.lower() for w in words)
+    assert "holiday" not in units[0].text
+
+
+def test_settled_things_announced_before_a_colon_are_kept_without_the_lead_in():
+    units = _units(("user", "Nice. Two things Omar and I decided at lunch, please add them to CONTRIBUTING.md: "
+                            "commit messages are written in the imperative, and the changelog is edited by the "
+                            "release manager only, never by hand in a PR."))
+    assert [u.kind for u in units] == ["convention"]
+    assert units[0].text.startswith("orchard: Commit messages") and "CONTRIBUTING" not in units[0].text
+
+
+def test_an_acceptance_before_a_colon_announces_nothing():
+    units = _units(("assistant", "I'd split the settings page into a general tab and a billing tab, with the "
+                                 "billing tab visible to admins only."),
+                   ("user", "Agreed, do that for the admin pages too: two tabs, billing for admins."))
+    assert all(not u.text.startswith("orchard: Two tabs") for u in units)
+
+
+def test_a_counterfactual_reason_after_a_dash_does_not_make_a_rule_hypothetical():
+    units = _units(("user", "From now on every schema change gets a dry run on the staging copy first, no exceptions "
+                            "— last month's outage would have shown up there."))
+    assert [u.kind for u in units] == ["convention"]
+
+
+@pytest.mark.parametrize("text", ["If we ever add a second region, every bucket would have to be replicated.",
+                                  "Golden files were never regenerated after the move, which is why they drift."])
+def test_a_hypothetical_rule_or_a_report_with_never_stays_no_rule(text):
+    assert [u for u in _units(("user", text)) if u.kind == "convention"] == []
