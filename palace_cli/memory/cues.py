@@ -100,7 +100,7 @@ ONE_OFF = OutsideReasons(r"\b(for now|(?:this|it|that) once\b(?! every| a | per)
                      r"while you'?re (?:in|at)|this time|for the moment|at the moment|next session|throwaway|one-?off|"
                      r"for the lines you touch|lines you touch)")
 # What is only imagined or wished: never a memory.
-HYPOTHETICAL = cue(r"^\W*(?:and |also |but |so )?(?:if we|if i|if you|if it|what if|imagine|in theory|maybe "
+HYPOTHETICAL = cue(r"^\W*(?:and |also |but |so )?(?:if we|if i|if you|if it|if (?:one day|ever|someday|at some point)|what if|imagine|in theory|maybe "
                           r"(?:we|later|one day)|one day)\b|\b(?:would(?:'ve| have)|could(?:'ve| have)|should(?:'ve| "
                           r"have)(?! (?:said|mentioned|told|asked|flagged|written|warned))|we'?d have|if we(?:'d| had| ever| moved| used| went))\b|\bjust thinking\b")
 # A question put as a statement, or a thought said aloud.

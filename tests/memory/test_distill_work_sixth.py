@@ -208,3 +208,9 @@ def test_a_counterfactual_reason_after_a_dash_does_not_make_a_rule_hypothetical(
                                   "Golden files were never regenerated after the move, which is why they drift."])
 def test_a_hypothetical_rule_or_a_report_with_never_stays_no_rule(text):
     assert [u for u in _units(("user", text)) if u.kind == "convention"] == []
+
+
+@pytest.mark.parametrize("text", ["If one day we open the API to partners, every key must have a quota, but not now.",
+                                  "If ever we split the monolith, each service must own its schema."])
+def test_if_one_day_or_if_ever_is_hypothetical(text):
+    assert [u for u in _units(("user", text)) if u.kind == "convention"] == []
