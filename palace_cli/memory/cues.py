@@ -58,6 +58,8 @@ class OutsideQuotes(Cue):
 # A standing rule: how a recurring thing is done, said with the words that make a rule general.
 RULE = OutsideQuotes(r"\b(always|never|every\b(?! \d)|all (?:new|our)|"
                   r"all (?:the|of)\b(?![^.,;]*\b(?:are|were|was|is)\b)|from now on|going forward|"
+                  r"(?<!week )(?<!weeks )(?<!day )(?<!days )(?<!month )(?<!months )(?<!year )(?<!years )(?<!hour )"
+                  r"(?<!hours )(?<!minutes )from now\b(?! until| till| to\b)|"
                   r"in general|as a rule|(?:make (?:it|that|this) )?(?<!not )(?<!n't )(?:a|the|our|team|house) (?:rule|standard|"
                   r"convention|policy)|rule(?: is|:)|no exceptions?|(?<!\bso )(?<!so that )(?:we|you) (?:don't|do not|never|always|only|"
                   r"use|prefer|keep)\b|(?<!time )(?<!than )(?<!best )(?<!first )ever\b(?! since)|must(?:n't| not)?\b|is how we|that's how we|only (?:ever )?(?:from|"

@@ -235,7 +235,11 @@ def _own_answers(turn: Turn, pieces, name: str, project: str, said: str | None, 
         else:
             core = f"{what}: {rest}" if rest else what
         text_said = f"{asked.text} {' '.join(pieces[j].text for j in taken[1:])}"
-        if cues.ONE_OFF.search(text_said) or cues.HEDGE.search(text_said) or cues.HYPOTHETICAL.search(text_said):
+        judged = text_said
+        if no:  # "No, too slow later on. -count=3 on every PR": the no's reason, then what is done instead
+            reason, _, instead = rest.partition(". ")
+            judged = f"{asked.text} {instead}" if instead else text_said
+        if cues.ONE_OFF.search(judged) or cues.HEDGE.search(judged) or cues.HYPOTHETICAL.search(judged):
             continue
         kind = "convention" if cues.RULE.search(core) else "decision"
         resolved, dates = resolve_relative(core, said) if said else (core, [])
@@ -495,9 +499,28 @@ def _kind_of(sentence: str) -> str:
         return "decision"
     if cues.imperative(core) or cues.REQUEST.match(core):
         return "decision"
-    if _fact_like(core):
+    if _fact_like(core) or _keyed_fact(core):
         return "fact"
     return ""
+
+
+# "Stack: .NET 8, EF Core, Postgres 16", "hw: 4x a100 80g, node gpu-07": a value given under a short name.
+KEYED = re.compile(r"^\W*(?P<key>[A-Za-z][\w.+/-]*(?: [\w.+/-]+){0,2}):\s+(?P<value>\S.*)$")
+ABOUT_ITEM = re.compile(r"^\W*(?:for|on|in|about|as|to|with|at|from|re|regarding|and|or|but)\b", re.I)  # "For 1: ..."
+NOT_A_KEY = frozenset("next first then todo problem question note update ps edit re step steps task goal issue error "
+                      "bug fix plan summary context background facts rules style also ok so now and but why what how "
+                      "answer example e.g proposal option options idea".split())
+
+
+def _keyed_fact(core: str) -> bool:
+    """A value given under a short name ("Stack: .NET 8, EF Core", "hw: 4x a100 80g, node gpu-07"): a fact when the
+    value names things (a number or a name of code in it), not a task, a question or an instruction."""
+    keyed = KEYED.match(core)
+    if not keyed or keyed.group("key").lower() in NOT_A_KEY or cues.is_asking(core) or ABOUT_ITEM.match(core):
+        return False
+    value = keyed.group("value")
+    return bool(re.search(r"\d", value) or cues.CODEISH.search(value)) and len(informative(value)) >= 2 and not (
+        cues.imperative(value) or cues.REQUEST.match(value) or cues.PROBLEM.search(value) or cues.WANTED.search(value))
 
 
 def _fact_like(core: str) -> bool:
@@ -545,7 +568,7 @@ def _groups(pieces: list[Piece], kinds: list[str]) -> list[tuple[str, list[Piece
                 (kind in ("", "decision") or _fragment(piece.text) or cues.REASON.match(cues.opened(piece.text)))
                 and not cues.is_asking(piece.text)
                 and not cues.REQUEST.match(cues.opened(piece.text)) and not cues.ONE_OFF.search(piece.text)
-                and not cues.HYPOTHETICAL.search(piece.text)) and not (
+                and not cues.HYPOTHETICAL.search(piece.text) and not _keyed_fact(cues.opened(piece.text))) and not (
                 kind == "convention" and ANOTHER.match(piece.text))  # "And no names in the timeline, ever": a new rule
             if going_on and (kind or _continues(piece.text)):
                 members.append(piece)

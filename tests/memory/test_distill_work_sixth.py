@@ -214,3 +214,30 @@ def test_a_hypothetical_rule_or_a_report_with_never_stays_no_rule(text):
                                   "If ever we split the monolith, each service must own its schema."])
 def test_if_one_day_or_if_ever_is_hypothetical(text):
     assert [u for u in _units(("user", text)) if u.kind == "convention"] == []
+
+
+def test_the_reason_of_a_no_does_not_make_what_is_done_instead_one_off():
+    units = _units(("user", "Should the full fuzz run gate releases then? No, far too slow later on. A 5-minute fuzz "
+                            "smoke on every release tag."))
+    assert [u.kind for u in units] == ["convention"]
+    assert "5-minute fuzz smoke" in units[0].text and "fuzz run gate releases" in units[0].text
+
+
+@pytest.mark.parametrize("text", ["Stack: Rails 7.1, Sidekiq, MySQL 8 on RDS.", "gpu: 2x h100, node train-03.",
+                                  "Region: eu-central-1, one account per environment."])
+def test_a_value_under_a_short_name_is_a_fact(text):
+    assert [u.kind for u in _units(("user", text))] == ["fact"]
+
+
+@pytest.mark.parametrize("text", ["Next: the CSV export, with 3 columns.", "For 2: page at 5 errors a minute.",
+                                  "Problem: the 3.1 build fails on arm64.", "Question: is node-7 still in the pool?",
+                                  "Plan: migrate 2 tables tonight."])
+def test_a_task_an_item_reference_a_problem_or_a_question_under_a_name_is_no_fact(text):
+    assert [u for u in _units(("user", text)) if u.kind == "fact"] == []
+
+
+@pytest.mark.parametrize("text, kind", [("ok. lint with ruff from now, not flake8.", "convention"),
+                                        ("The cert expires two weeks from now, renew it.", "")])
+def test_from_now_starts_a_rule_and_weeks_from_now_is_a_date(text, kind):
+    assert "convention" in [u.kind for u in _units(("user", text))] if kind else \
+        [u for u in _units(("user", text)) if u.kind == "convention"] == []
