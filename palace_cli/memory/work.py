@@ -24,9 +24,10 @@ from palace_cli.conversations.model import Session, Turn
 from palace_cli.core.dates import WEEKDAYS, resolve_relative
 from palace_cli.memory import cues
 from palace_cli.memory.patterns import is_filler, rewrite
-from palace_cli.memory.proposals import (LEAD_IN, Piece, accepted_text, accepts, chosen_option, cleaned_proposal,
-                                         empty, enumerated, informative, opens_accepting, pieces_of, proposal_before,
-                                         proposal_signals, refers_back, takes_a_choice)
+from palace_cli.memory.proposals import (LEAD_IN, OPTION_PICKED, Piece, accepted_text, accepts, chosen_option,
+                                         cleaned_proposal, empty, enumerated, informative, opens_accepting,
+                                         picked_option, pieces_of, proposal_before, proposal_signals, refers_back,
+                                         takes_a_choice)
 from palace_cli.memory.worksignals import KINDS, SIGNALS, signals_of
 
 __all__ = ["KINDS", "SIGNALS", "TYPE_OF", "Unit", "work_units", "project_of", "pieces_of", "clear_caches"]
@@ -84,8 +85,9 @@ def work_units(session: Session, user: str = "") -> list[Unit]:
             recent = [cues.said_text(t.text) for t in turns[max(0, index - 6):index] if t.role == "assistant"]
             asked = index > 0 and turns[index - 1].role == "assistant" and any(
                 cues.is_asking(p.text) for p in pieces_of(turns[index - 1].text)[-2:])
+            offered = cues.said_text(turns[index - 1].text) if index and turns[index - 1].role == "assistant" else ""
             found = _user_units(turn, proposal, recent, name, project, said, index == first_user, asked,
-                                _question_before(turns, index, name))
+                                _question_before(turns, index, name), offered)
         else:
             earlier = next((t.text for t in reversed(turns[max(0, index - 3):index]) if t.role == "assistant"), "")
             found = _agent_units(turn, name, project, said, earlier)
@@ -101,12 +103,35 @@ def work_units(session: Session, user: str = "") -> list[Unit]:
 
 
 def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project: str, said: str | None,
-                first: bool, asked: bool = False, question: str = "") -> list[Unit]:
+                first: bool, asked: bool = False, question: str = "", offered: str = "") -> list[Unit]:
     pieces = [p for p in pieces_of(turn.text) if not cues.has_secret(p.text)]
     if not pieces:
         return []
-    pieces = [part for piece in pieces for split in _rule_apart(piece) for part in _facts_apart(split)]
+    context = {"item": 0.0, "first_turn": float(first), "after_proposal": float(bool(proposal)), "accepted": 0.0,
+               "answers": 1.0}
+    picked = _picked_unit(turn, pieces, offered, name, project, said, context) if offered else []
+    if picked:  # "b", "the Scheduler one, same hours. Add it.": the option taken; a bare "add it" says no more
+        pieces = [p for p in pieces[1:] if not (accepts(p.text) or cues.AT_HAND.match(cues.opened(p.text))
+                                                 and len(p.text.split()) <= 4)]
+        if not pieces:
+            return picked
+    own, used = _own_answers(turn, pieces, name, project, said, context)
+    own = picked + own
+    pieces = [p for i, p in enumerate(pieces) if i not in used]
+    announced = [part for piece in pieces for part in _announced_apart(piece)]
+    bodies = {p.text for p in announced if p not in pieces}
+    pieces = [part for piece in announced for split in _rule_apart(piece) for part in _facts_apart(split)]
+    if not pieces:
+        return own
+    return own + _said_units(turn, pieces, proposal, recent, name, project, said, first, asked, question,
+                             frozenset(bodies))
+
+
+def _said_units(turn: Turn, pieces, proposal: str, recent: list[str], name: str, project: str, said: str | None,
+                first: bool, asked: bool, question: str, bodies: frozenset = frozenset()) -> list[Unit]:
     kinds = _label_lists([_kind_of(p.text) for p in pieces], pieces)
+    kinds = [("convention" if cues.RULE.search(p.text) else "decision") if p.text in bodies and k in ("", "fact")
+             else k for p, k in zip(pieces, kinds)]  # "two things we settled, write them down: X"
     if question:  # "Keep the old order, or match the new UI?" - "match the UI": the option picked is a choice
         kinds = ["decision" if not k and not cues.is_asking(p.text) and _picks(cues.opened(p.text), question) else k
                  for p, k in zip(pieces, kinds)]
@@ -139,6 +164,92 @@ def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project
     if recent and CONFIRMS.match(pieces[0].text) and not any(u.kind == "fact" for u in units):
         units += _confirmed_unit(turn, pieces[1:], kinds[1:], recent[-1], name, project, context)
     return units
+
+
+def _picked_unit(turn: Turn, pieces, offered: str, name: str, project: str, said: str | None,
+                 context: dict) -> list[Unit]:
+    """A short answer that picks one of the options the agent's turn just offered ("b" after "(a) put the scaler
+    back; (b) switch to bf16", "the second one", "the Scheduler one, same hours"): a decision in the option's words,
+    and the one it was chosen over when there were two."""
+    chosen, others = picked_option(pieces[0].text, offered)
+    if not chosen or cues.has_secret(chosen):
+        return []
+    extra = OPTION_PICKED.match(pieces[0].text.strip()).group("extra")
+    text = f"{name} chose: {cleaned_proposal(chosen).rstrip('.')}"
+    if extra:
+        text += f", {extra.strip(' .')}"
+    if len(others) == 1:
+        text += f" (over: {cleaned_proposal(others[0]).rstrip('.')})"
+    resolved, dates = resolve_relative(text, said) if said else (text, [])
+    unit = _unit("decision", turn, project or name, _with_project(resolved, project, "decision", said),
+                 f"{pieces[0].text} {chosen}", {**context, **proposal_signals(chosen), "accepted": 1.0})
+    unit.dates = dates
+    return [unit]
+
+
+# "can we just X?", "shall we X?", "X, right?": a question the user puts as a proposal, then answers.
+OWN_PROPOSAL = re.compile(r"^\W*(?:(?:and|so|then|ok|okay|also)\W+)*(?:(?:can|could|shall|should) we(?: just| also)?|"
+                          r"why not|why don'?t we|how about|what about|should(?= (?:the|this|that|these|those|our)\b))\s+"
+                          r"(?P<what>.+?)(?:\s+then)?\s*\?\s*$|"
+                          r"^\W*(?:(?:and|so|then|also)\W+)*(?P<claim>.+?),? right\s*\?\s*$", re.I)
+# The yes that settles it, and what a yes says beyond taking the question ("let's do that" says nothing more).
+ANSWER_YES = re.compile(r"^\W*(?:yes|yeah|yep|yup)\b[\s,.:;!—–-]*", re.I)
+ANSWER_NO = re.compile(r"^\W*(?:no|nope|nah)\b[\s,.:;!—–-]*", re.I)
+INLINE_YES = re.compile(r"\s+[—–-]+\s*(?:yes|yeah|yep)\b[\s,.:;!]*(?P<rest>.*)$", re.I)
+NOW = re.compile(r"\bnow\b", re.I)
+JUST_TAKES = re.compile(r"^\W*(?:let'?s do (?:that|it|this)|that'?s what we'?ll do|we'?ll do (?:that|it)|do (?:that|it)|"
+                        r"go ahead|sounds good)\W*$", re.I)
+
+
+def _own_answers(turn: Turn, pieces, name: str, project: str, said: str | None, context: dict) -> tuple[list, set]:
+    """A question the user puts as a proposal and answers in the same breath ("Can we just X? Yes, let's do that",
+    "Shall we buy one? A one-year plan - yes, that's what we'll do", "Should X run in CI? No, too slow. Y on every
+    PR"): a decision (a convention when a rule word is in it), kept as said outright; the pieces it used."""
+    units, used = [], set()
+    for i, asked in enumerate(pieces[:-1]):
+        form = OWN_PROPOSAL.match(asked.text)
+        answer = pieces[i + 1]
+        if not form or i in used or answer.paragraph != asked.paragraph or cues.is_asking(answer.text) or \
+                NOW.search(asked.text) or cues.WANTED.search(answer.text):
+            continue  # "Could we run it now? Yes please": a go-ahead for the task at hand
+        yes, no, inline = ANSWER_YES.match(answer.text), ANSWER_NO.match(answer.text), INLINE_YES.search(answer.text)
+        if not (yes or no or inline):
+            continue
+        rest = answer.text[(yes or no).end():].strip() if yes or no else answer.text[:inline.start()].strip()
+        if inline and JUST_TAKES.match(inline.group("rest") or "") is None and inline.group("rest").strip(" ."):
+            rest = f"{rest}; {inline.group('rest').strip()}"
+        rest = "" if JUST_TAKES.match(rest) else rest
+        taken = [i, i + 1]
+        follow = pieces[i + 2] if i + 2 < len(pieces) else None
+        if follow is not None and follow.paragraph == answer.paragraph and not cues.is_asking(follow.text) and not (
+                cues.REQUEST.match(cues.opened(follow.text)) or cues.HYPOTHETICAL.search(follow.text)
+                or cues.FIRST_SINGULAR.match(follow.text) or empty(cues.opened(follow.text))
+                or OWN_PROPOSAL.match(follow.text)) and (no or not rest or CONDITION.match(follow.text)):
+            rest = f"{rest} {follow.text}".strip()  # "No, too slow later on. -count=3 with -race, on every PR."
+            taken.append(i + 2)
+        what = (form.group("what") or form.group("claim")).strip(" ,")
+        if no:
+            if not rest or len(informative(rest)) < 2:
+                continue  # a question turned down and nothing put in its place: no memory
+            core = f'{rest} (asked by {name}: "{cues.opened(asked.text)}")'
+        else:
+            core = f"{what}: {rest}" if rest else what
+        text_said = f"{asked.text} {' '.join(pieces[j].text for j in taken[1:])}"
+        judged = text_said
+        if no:  # "No, too slow later on. -count=3 on every PR": the no's reason, then what is done instead
+            reason, _, instead = rest.partition(". ")
+            judged = f"{asked.text} {instead}" if instead else text_said
+        if cues.ONE_OFF.search(judged) or cues.HEDGE.search(judged) or cues.HYPOTHETICAL.search(judged):
+            continue
+        kind = "convention" if cues.RULE.search(core) else "decision"
+        resolved, dates = resolve_relative(core, said) if said else (core, [])
+        text = rewrite(resolved, name) if name != "the user" else resolved
+        unit = _unit(kind, turn, project or name, _with_project(text, project, kind, said), text_said,
+                     {**context, "strong": 1.0})
+        unit.dates = dates
+        units.append(unit)
+        used.update(taken)
+    return units, used
 
 
 def _list_answer(turn: Turn, pieces, proposal: str, question: str, name: str, project: str, said: str | None,
@@ -312,13 +423,31 @@ def _question_before(turns: list[Turn], index: int, name: str) -> str:
 def _rule_apart(piece: Piece) -> list[Piece]:
     """A sentence that gives a one-off instruction and the standing rule behind it ("don't drop today, we drop
     indexes only after one week of observation"), as the instruction and the rule; any other sentence as it is."""
-    parts = [p.strip(" ,") for p in re.split(r",\s+(?:but\s+)?|\s+[—–]\s+|;\s+", piece.text) if p.strip(" ,")]
+    parts = [p.strip(" ,") for p in re.split(r",\s+(?:but\s+)?|\s+[—–]\s+|;\s+|:\s+", piece.text) if p.strip(" ,")]
     standing = [p for p in parts if cues.RULE.search(p) and not cues.ONE_OFF.search(p) and len(p.split()) >= 4]
+    standing += [p for before, p in zip(parts, parts[1:]) if before in standing and p not in standing
+                 and _fragment(p) and not cues.ONE_OFF.search(p)]  # "we only deploy in the window, Tue and Thu 8-10"
+    standing = [p for p in parts if p in standing]
     if len(parts) > 1 and standing and any(cues.ONE_OFF.search(p) for p in parts):
         rest = [p for p in parts if p not in standing]  # the rule first: the instruction never joins it
         return [Piece(", ".join(standing), piece.item, piece.paragraph), Piece(", ".join(rest), piece.item,
                                                                                piece.paragraph)]
     return [piece]
+
+
+# A lead-in that says settled things follow: "two things Jun and I settled, please put them in the doc: ...".
+ANNOUNCES = re.compile(r"\b(?:we|i|they|[\w-]+ and (?:i|me))(?: have|'ve)? (?:settled|decided|agreed|chose|picked)\b|"
+                       r"\b(?:the|our|new|two|three|some) (?:rules?|decisions?|conventions?)\b", re.I)
+
+
+def _announced_apart(piece: Piece) -> list[Piece]:
+    """A sentence whose lead-in says that what follows its colon was settled ("two things we settled this morning,
+    write them into RELEASING.md: X, and Y"), as what it announces; any other sentence as it is."""
+    lead, colon, body = piece.text.partition(": ")
+    if not colon or not ANNOUNCES.search(lead) or len(lead.split()) > 25 or len(body.split()) < 5 \
+            or cues.is_asking(body) or cues.HYPOTHETICAL.search(lead):
+        return [piece]
+    return [Piece(body, piece.item, piece.paragraph)]  # the lead-in says only that something follows
 
 
 def _facts_apart(piece: Piece) -> list[Piece]:
@@ -350,7 +479,8 @@ def _kind_of(sentence: str) -> str:
     """The kind of memory a user's sentence could be, or "" for none (a question, a pleasantry, an instruction
     with no rule in it, a hypothetical)."""
     core = cues.opened(sentence)
-    if cues.is_asking(sentence) or empty(core) or cues.HYPOTHETICAL.search(core) or \
+    head = ASIDE.split(core)[0]  # "every release gets 48 h, no exceptions - the crash would have shown": a reason
+    if cues.is_asking(sentence) or empty(core) or cues.HYPOTHETICAL.search(head if cues.STRONG.search(head) else core) or \
             (len(core.split()) < 2 and not cues.SETTLED.search(sentence)):
         return ""
     if cues.REJECTED.search(core) and not cues.RULE.search(core):
@@ -369,9 +499,28 @@ def _kind_of(sentence: str) -> str:
         return "decision"
     if cues.imperative(core) or cues.REQUEST.match(core):
         return "decision"
-    if _fact_like(core):
+    if _fact_like(core) or _keyed_fact(core):
         return "fact"
     return ""
+
+
+# "Stack: .NET 8, EF Core, Postgres 16", "hw: 4x a100 80g, node gpu-07": a value given under a short name.
+KEYED = re.compile(r"^\W*(?P<key>[A-Za-z][\w.+/-]*(?: [\w.+/-]+){0,2}):\s+(?P<value>\S.*)$")
+ABOUT_ITEM = re.compile(r"^\W*(?:for|on|in|about|as|to|with|at|from|re|regarding|and|or|but)\b", re.I)  # "For 1: ..."
+NOT_A_KEY = frozenset("next first then todo problem question note update ps edit re step steps task goal issue error "
+                      "bug fix plan summary context background facts rules style also ok so now and but why what how "
+                      "answer example e.g proposal option options idea".split())
+
+
+def _keyed_fact(core: str) -> bool:
+    """A value given under a short name ("Stack: .NET 8, EF Core", "hw: 4x a100 80g, node gpu-07"): a fact when the
+    value names things (a number or a name of code in it), not a task, a question or an instruction."""
+    keyed = KEYED.match(core)
+    if not keyed or keyed.group("key").lower() in NOT_A_KEY or cues.is_asking(core) or ABOUT_ITEM.match(core):
+        return False
+    value = keyed.group("value")
+    return bool(re.search(r"\d", value) or cues.CODEISH.search(value)) and len(informative(value)) >= 2 and not (
+        cues.imperative(value) or cues.REQUEST.match(value) or cues.PROBLEM.search(value) or cues.WANTED.search(value))
 
 
 def _fact_like(core: str) -> bool:
@@ -392,6 +541,7 @@ def _fact_like(core: str) -> bool:
     return True
 
 
+ASIDE = re.compile(r"\s+[—–]\s+")
 ANOTHER = re.compile(r"^\W*(?:and|also|plus|another)\b", re.I)
 SUBJECT = re.compile(r"^\W*(?:we|i|you|they|he|she|it)\b", re.I)  # a clause with its own subject is no fragment
 IGNORE = re.compile(r"^\W*(?:ignore|disregard|never mind|skip over)\b", re.I)
@@ -418,7 +568,7 @@ def _groups(pieces: list[Piece], kinds: list[str]) -> list[tuple[str, list[Piece
                 (kind in ("", "decision") or _fragment(piece.text) or cues.REASON.match(cues.opened(piece.text)))
                 and not cues.is_asking(piece.text)
                 and not cues.REQUEST.match(cues.opened(piece.text)) and not cues.ONE_OFF.search(piece.text)
-                and not cues.HYPOTHETICAL.search(piece.text)) and not (
+                and not cues.HYPOTHETICAL.search(piece.text) and not _keyed_fact(cues.opened(piece.text))) and not (
                 kind == "convention" and ANOTHER.match(piece.text))  # "And no names in the timeline, ever": a new rule
             if going_on and (kind or _continues(piece.text)):
                 members.append(piece)
@@ -521,8 +671,9 @@ def _agent_units(turn: Turn, name: str, project: str, said: str | None, earlier:
     checked = bool(cues.CHECKED.search(pieces[0].text)) and not cues.is_asking(pieces[0].text)
     fixed = cues.FIXED.search(told) or checked and any(
         (cues.FIXED.search(p.text) or cues.APPLIED.match(p.text)) and not cues.is_asking(p.text)
-        for p in pieces_of(cues.said_text(earlier)))
-    if fixed and cues.VERIFIED.search(told) and not cues.is_asking(pieces[-1].text) \
+        for p in pieces_of(cues.said_text(earlier))) or cues.APPLIED.match(pieces[0].text) and bool(
+        cues.CAUSE.search(told) or cues.PROBLEM.search(told))  # "Switched X to Y ... The NaN came from ..."
+    if fixed and (cues.VERIFIED.search(told) or checked) and not cues.is_asking(pieces[-1].text) \
             and (not cues.PROPOSAL.search(told) or cues.SUMMARY.search(told) or checked):
         units.append(_unit("solution", turn, project or name, told, told, context))
     return units
