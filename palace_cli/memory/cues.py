@@ -58,6 +58,8 @@ class OutsideQuotes(Cue):
 # A standing rule: how a recurring thing is done, said with the words that make a rule general.
 RULE = OutsideQuotes(r"\b(always|never|every\b(?! \d)|all (?:new|our)|"
                   r"all (?:the|of)\b(?![^.,;]*\b(?:are|were|was|is)\b)|from now on|going forward|"
+                  r"(?<!week )(?<!weeks )(?<!day )(?<!days )(?<!month )(?<!months )(?<!year )(?<!years )(?<!hour )"
+                  r"(?<!hours )(?<!minutes )from now\b(?! until| till| to\b)|"
                   r"in general|as a rule|(?:make (?:it|that|this) )?(?<!not )(?<!n't )(?:a|the|our|team|house) (?:rule|standard|"
                   r"convention|policy)|rule(?: is|:)|no exceptions?|(?<!\bso )(?<!so that )(?:we|you) (?:don't|do not|never|always|only|"
                   r"use|prefer|keep)\b|(?<!time )(?<!than )(?<!best )(?<!first )ever\b(?! since)|must(?:n't| not)?\b|is how we|that's how we|only (?:ever )?(?:from|"
@@ -96,11 +98,11 @@ class OutsideReasons(Cue):
 
 # One turn's instruction, not a standing rule: waived, for now, only this once.
 ONE_OFF = OutsideReasons(r"\b(for now|(?:this|it|that) once\b(?! every| a | per)|once now|just this once|only for this|for this (?:one|release|pr|time|run|file)|"
-                     r"in this pr|not this pr|this pr|today|tonight|tomorrow|right now|temporar(?:y|ily)|later\b|"
+                     r"in this pr|not this pr|this pr|(?<!from )(?<!starting )(?<!as of )(?:today|tomorrow)|tonight|right now|temporar(?:y|ily)|later\b|"
                      r"while you'?re (?:in|at)|this time|for the moment|at the moment|next session|throwaway|one-?off|"
                      r"for the lines you touch|lines you touch)")
 # What is only imagined or wished: never a memory.
-HYPOTHETICAL = cue(r"^\W*(?:and |also |but |so )?(?:if we|if i|if you|if it|what if|imagine|in theory|maybe "
+HYPOTHETICAL = cue(r"^\W*(?:and |also |but |so )?(?:if we|if i|if you|if it|if (?:one day|ever|someday|at some point)|what if|imagine|in theory|maybe "
                           r"(?:we|later|one day)|one day)\b|\b(?:would(?:'ve| have)|could(?:'ve| have)|should(?:'ve| "
                           r"have)(?! (?:said|mentioned|told|asked|flagged|written|warned))|we'?d have|if we(?:'d| had| ever| moved| used| went))\b|\bjust thinking\b")
 # A question put as a statement, or a thought said aloud.
@@ -165,11 +167,19 @@ def main_clause(sentence: str) -> str:
 SHIPPED = cue(r"^\W*(?:the )?[\w-]+(?: [\w-]+)? (?:is|are) (?:complete|finished)\b|"
               r"\b(fully rolled out|rolled out (?:to|on) prod\w*|(?:is|are|now) (?:live|in production)|"
                      r"production is (?:healthy|deployed|running)|released|deployed (?:to|on|in) prod\w*|is the first "
-                     r"\w+|first [\w-]+ (?:service|release|deploy|pr)\b)")
+                     r"\w+|first [\w-]+ (?:service|release|deploy|pr)\b|published the release|"
+                     r"first (?:prod\w*|live|real|full) (?:run|release|deploy\w*|import|migration|sync)\b[^.;]{0,20}\b"
+                     r"(?:succeeded|finished|completed|passed|went through))|"
+              r"^\W*(?:deployed|released|published|shipped|promoted|rolled out|tagged)\b(?:[^.;]|\.(?=\w)){0,80}"
+              r"(?<![\w-])prod(?:uction)?(?![\w-])|^\W*tagged v?\d")
+# The agent's report that a change it made removed the problem, said of the change: "the crash is gone since the
+# store became an actor", "down 71% since the endpoints went in", "the fix holds on staging".
+SINCE_CHANGE = r"since (?:the |we |it |they )?[\w`.-]+(?: [\w`.-]+){0,3} (?:became|went in|went out|landed|shipped|" \
+               r"(?:was|were) (?:merged|deployed|added|changed|enabled|removed))\b"
 # The agent stating the fix it made, not only that something passes.
 FIXED = cue(r"^\W*with\b|^\W*(?:fixed and verified|verified|confirmed)\b(?=.*\b(?:because|cause|caused|came from|"
             r"never|so )\b)|\bnow (?!is\b|has\b|was\b)[a-z]+s\b|\b(fixed:|fix:|fixed by|" + SUMMARY_MARK +
-            r"|to recap|recap|the (?:two )?fix(?:es)? (?:is|are|was|were)|"
+            r"|to recap|recap|the (?:two )?fix(?:es)? (?:is|are|was|were|holds|held|works|worked)|" + SINCE_CHANGE + r"|"
                    r"(?:now|both) (?:uses?|stores?|selects?|goes|go|imports?|returns?|takes?|runs?)|with [^.]{3,60} "
                    r"(?:raised|enabled|fixed|set|switched)|switching to|switched to|changed to|moved to|replaced|"
                    r"instead of|her change|his change|the change)\b")
@@ -181,7 +191,8 @@ ACCEPT = re.compile(r"^\W*(?:(?:ok(?:ay)?|yes|yeah|yep|yup|sure|sí|si|ja|good|g
 # What an acceptance may say beyond its yes: "do that", "go ahead", "do like this", "good idea".
 TAKE = re.compile(r"(?:(?:please|pls|then|and|so)\s+)*(?:do (?:that|it|this|all three|both|so|like this)|go ahead|go for it|"
                   r"let'?s do (?:that|it)|ship it|sounds good|good idea|makes sense|fair|agreed|go with (?:that|it)|"
-                  r"that works|works for me|both|do that,? both|yes please|please|pls)"
+                  r"that works|works for me|both|do that,? both|yes please|please|pls|like (?:this|that)|"
+                  r"(?:this|that) we do|we(?:'ll)? do (?:this|that|it))"
                   r"(?:[\s,.!]+(?:good idea|both|please|pls|thanks|thx|go ahead))*", I)
 # A line that says facts follow: "Facts you need:", "Context:", "Some background:".
 FACTS_AHEAD = cue(r"\b(facts?|context|background|fyi|for reference|setup|our stack|the stack)\b")
@@ -199,7 +210,8 @@ DONE = cue(r"\b(released|shipped|launched|went live|is live|it'?s live|(?:is|are
                   r"(?:is|are) (?:the first|now the first)|first \w+ (?:service|pr|release) (?:built|deployed|merged)|"
                   r"matches|under the budget)\b")
 # A check that a fix works: tests pass, a rollout is healthy, a load test held.
-VERIFIED = cue(r"^\W*(?:fixed and )?verified\b|\b(pass(?:es|ed|ing)?|green|healthy|all good|works?\b|worked|fixed|no longer|no more|stays?|"
+VERIFIED = cue(r"^\W*(?:fixed and )?verified\b|\b(pass(?:es|ed|ing)?|green|healthy|all good|works?\b|worked|fixed|fixes it|no longer|no more|stays?|"
+                      r"(?:is|are) gone|no (?:crash|error|failure|inf|nan|timeout)\w*|(?:down|up) \d+(?:\.\d+)?\s?%|"
                       r"stayed|held|holds|normal|resolves|down from|instead of (?=[~\d])|now (?:uses|use|selects|stores|"
                       r"goes|import|imports|returns|takes|runs)|is clean|clean again|" + SUMMARY_MARK + r"|to recap|recap|"
                       r"brought|cut it|from \S+ to \S+|under the)\b")
@@ -218,7 +230,7 @@ FIX = cue(r"\b(fix(?:ed|es)?|changed|change|switch(?:ed|ing)? to|moved?|moving|r
                  r"adding|now (?:uses|use|stores|selects)|instead of|rather than|with (?:the|a)\b|using|uses|"
                  r"enabled?|updated?|rebuilt|pinned|restored|restore)\b")
 # A check's result, as a turn reporting one opens: "Staging is healthy on 8e41c7a", "Build and image jobs pass".
-CHECKED = cue(r"\b(pass(?:es|ed)?|green|healthy|all good|succeed(?:s|ed)?|is clean)\b")
+CHECKED = cue(r"\b(pass(?:es|ed)?|green|healthy|all good|succeed(?:s|ed)?|is clean)\b|^\W*re-?r[au]n\b")
 # The agent saying what it changed: "Switched the workflow to ...", "Set `prepared_statements: false` ...".
 APPLIED = cue(r"^\W*(?:switched|changed|set|added|moved|replaced|enabled|updated|pinned|raised|lowered|removed|"
               r"rebuilt|restored|bumped|rewrote|renamed|dropped)\b")
@@ -254,7 +266,7 @@ DATED = cue(r"\b((?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?|
 # "it's throwing 500s, everything that touches the DB", "never touched elixir before", "jenkins never used it".
 # ("is nothing", "never need", "always seed" are no such report: a rule in the present stays a rule.)
 HAPPENING = cue(r"\b(?:is|are|'s|'re|am|was|were)\s+(?:(?!(?:some|no|any|every)thing\b)\w+ing)\b|"
-                r"\b(?:never|always|ever)\s+(?:\w+(?<!e)ed|did|had|was|were|been|ran|went|got|saw|knew|wrote|made|used)\b")
+                r"(?<!\bis )(?<!\bare )(?<!\bbe )(?<!\bonly )\b(?:never|always|ever)\s+(?:\w+(?<!e)ed|did|had|was|were|been|ran|went|got|saw|knew|wrote|made|used)\b")
 # What someone needs or wants done: the task at hand ("we need migrate X", "i want a plan"), not a fact.
 WANTED = cue(r"\b(need|needs|want|wants|wanna|please|pls)\b")
 # Someone's own start in the team: "I'm new on the team, started Monday as a backend engineer".

@@ -232,3 +232,62 @@ def accepted_text(name: str, proposal: str, extra: list[str], said: str | None) 
     if said and added:
         added = resolve_relative(added, said)[0]
     return f"{text} {added[0].upper() + added[1:]}" if added else text
+
+
+# ---- a short answer that picks one of the options offered --------------------------------------------------
+
+# "b", "(b) please", "option 2", "the second one", "the Scheduler one": the whole answer names one offered option.
+OPTION_PICKED = re.compile(r"^\W*(?:(?:ok(?:ay)?|yes|yeah|so|then|hmm+)\W+)*(?:(?:let'?s )?(?:go with|take|do|pick) )?(?:"
+                           r"(?:option\s+)?\(?(?P<mark>[a-e]|[1-5](?=\W*$|\s+(?:then|please|pls)))\)?|"
+                           r"(?:the )?(?P<nth>first|second|third|former|latter|last)(?: one| option)?|"
+                           r"the (?P<name>[\w.-]+(?: [\w.-]+)?) (?:one|option|approach|variant))"
+                           r"(?:\W+(?:please|pls|then|it is))?(?:,\s*(?P<extra>[^.!?]{1,60}))?\W*$", re.I)
+# How an agent marks the options it offers: "(a) ...", "a) ...", "Option B: ...", "1. ..." at a line's start.
+OPTION_MARK = re.compile(r"(?:^|(?<=\s))(?:\((?P<p>[a-e1-5])\)|(?P<b>[a-e])\)|option (?P<o>[a-e1-5])\s*[:.)-]|"
+                         r"(?<![^\n])(?P<n>[1-5])[.)])\s+", re.I | re.M)
+ORDINAL = {"first": 0, "former": 0, "second": 1, "third": 2, "latter": -1, "last": -1}
+
+
+def offered_options(text: str) -> list[tuple[str, str]]:
+    """The options an agent's turn offers, each with its mark ("a", "2"), when it marks two or more; an either-or
+    sentence ("X, or Y") when it marks none."""
+    marks = list(OPTION_MARK.finditer(text))
+    out = []
+    for number, match in enumerate(marks):
+        end = marks[number + 1].start() if number + 1 < len(marks) else len(text)
+        option = text[match.end():end].split("\n")[0].strip(" ;,")  # a line's option, not the advice after it
+        mark = next(g for g in match.groups() if g).lower()
+        if option and not cues.is_asking(option):
+            out.append((mark, option))
+    if len({mark for mark, _ in out}) >= 2:
+        return out
+    for piece in pieces_of(text):
+        options = [o.strip(" .") for o in EITHER_OR.split(piece.text) if o.strip(" .")]
+        if len(options) >= 2 and not cues.is_asking(piece.text):
+            return [(str(i + 1), o) for i, o in enumerate(options)]
+    return []
+
+
+def picked_option(answer: str, offered: str) -> tuple[str, list[str]]:
+    """The option a short answer picks of those the agent's turn offered ("b" after "(a) ...; (b) ..."), and the
+    others; ("", []) when the answer picks none or the turn offered none."""
+    form = OPTION_PICKED.match(answer.strip())
+    options = offered_options(offered) if form else []
+    if not options:
+        return "", []
+    if form.group("mark"):
+        chosen = [o for mark, o in options if mark == form.group("mark").lower()]
+    elif form.group("nth"):
+        at = ORDINAL[form.group("nth").lower()]
+        chosen = [options[at][1]] if at < len(options) else []
+    else:
+        named = _bare(form.group("name"))
+        chosen = [o for _, o in options if named & _bare(o)]
+    if len(chosen) != 1:
+        return "", []
+    return chosen[0], [o for _, o in options if o != chosen[0]]
+
+
+def _bare(text: str) -> set[str]:
+    """Informative words with a possessive's "'s" dropped ("Scheduler's" names the Scheduler)."""
+    return {w.removesuffix("'s") for w in informative(text)}

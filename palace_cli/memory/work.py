@@ -17,16 +17,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import PurePath
 
 from palace_cli.conversations.model import Session, Turn
 from palace_cli.core.dates import WEEKDAYS, resolve_relative
 from palace_cli.memory import cues
-from palace_cli.memory.patterns import is_filler, rewrite
-from palace_cli.memory.proposals import (LEAD_IN, Piece, accepted_text, accepts, chosen_option, cleaned_proposal,
-                                         empty, enumerated, informative, opens_accepting, pieces_of, proposal_before,
-                                         proposal_signals, refers_back, takes_a_choice)
+from palace_cli.memory.patterns import rewrite
+from palace_cli.memory.proposals import (LEAD_IN, OPTION_PICKED, Piece, accepted_text, accepts, chosen_option,
+                                         cleaned_proposal, empty, enumerated, informative, opens_accepting,
+                                         picked_option, pieces_of, proposal_before, proposal_signals, refers_back,
+                                         takes_a_choice)
+from palace_cli.memory.userkinds import announced_apart, facts_apart, groups_of, kind_of, rule_apart
 from palace_cli.memory.worksignals import KINDS, SIGNALS, signals_of
 
 __all__ = ["KINDS", "SIGNALS", "TYPE_OF", "Unit", "work_units", "project_of", "pieces_of", "clear_caches"]
@@ -36,6 +37,10 @@ TYPE_OF = {"decision": "decision", "convention": "preference", "fact": "fact", "
            "milestone": "event"}
 MAX_WORDS = 90  # a memory is a few sentences: an assembled solution is cut here
 WINDOW = 10  # how many turns back a solution's cause and fix are looked for
+IGNORE = re.compile(r"^\W*(?:ignore|disregard|never mind|skip over)\b", re.I)
+YES_OR_NO = re.compile(r"^\W*(?:yes|yeah|yep|yup|no|nope)\b", re.I)
+CONFIRMS = re.compile(r"^\W*(?:(?:yes|yeah|yep)\W+)?(?:that'?s (?:right|correct)|correct|exactly)\b", re.I)
+CONDITION = re.compile(r"^\W*(?:but|only|except|as long as|provided)\b", re.I)
 
 
 @dataclass
@@ -84,8 +89,9 @@ def work_units(session: Session, user: str = "") -> list[Unit]:
             recent = [cues.said_text(t.text) for t in turns[max(0, index - 6):index] if t.role == "assistant"]
             asked = index > 0 and turns[index - 1].role == "assistant" and any(
                 cues.is_asking(p.text) for p in pieces_of(turns[index - 1].text)[-2:])
+            offered = cues.said_text(turns[index - 1].text) if index and turns[index - 1].role == "assistant" else ""
             found = _user_units(turn, proposal, recent, name, project, said, index == first_user, asked,
-                                _question_before(turns, index, name))
+                                _question_before(turns, index, name), offered)
         else:
             earlier = next((t.text for t in reversed(turns[max(0, index - 3):index]) if t.role == "assistant"), "")
             found = _agent_units(turn, name, project, said, earlier)
@@ -101,12 +107,35 @@ def work_units(session: Session, user: str = "") -> list[Unit]:
 
 
 def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project: str, said: str | None,
-                first: bool, asked: bool = False, question: str = "") -> list[Unit]:
+                first: bool, asked: bool = False, question: str = "", offered: str = "") -> list[Unit]:
     pieces = [p for p in pieces_of(turn.text) if not cues.has_secret(p.text)]
     if not pieces:
         return []
-    pieces = [part for piece in pieces for split in _rule_apart(piece) for part in _facts_apart(split)]
-    kinds = _label_lists([_kind_of(p.text) for p in pieces], pieces)
+    context = {"item": 0.0, "first_turn": float(first), "after_proposal": float(bool(proposal)), "accepted": 0.0,
+               "answers": 1.0}
+    picked = _picked_unit(turn, pieces, offered, name, project, said, context) if offered else []
+    if picked:  # "b", "the Scheduler one, same hours. Add it.": the option taken; a bare "add it" says no more
+        pieces = [p for p in pieces[1:] if not (accepts(p.text) or cues.AT_HAND.match(cues.opened(p.text))
+                                                 and len(p.text.split()) <= 4)]
+        if not pieces:
+            return picked
+    own, used = _own_answers(turn, pieces, name, project, said, context)
+    own = picked + own
+    pieces = [p for i, p in enumerate(pieces) if i not in used]
+    announced = [part for piece in pieces for part in announced_apart(piece)]
+    bodies = {p.text for p in announced if p not in pieces}
+    pieces = [part for piece in announced for split in rule_apart(piece) for part in facts_apart(split)]
+    if not pieces:
+        return own
+    return own + _said_units(turn, pieces, proposal, recent, name, project, said, first, asked, question,
+                             frozenset(bodies))
+
+
+def _said_units(turn: Turn, pieces, proposal: str, recent: list[str], name: str, project: str, said: str | None,
+                first: bool, asked: bool, question: str, bodies: frozenset = frozenset()) -> list[Unit]:
+    kinds = _label_lists([kind_of(p.text) for p in pieces], pieces)
+    kinds = [("convention" if cues.RULE.search(p.text) else "decision") if p.text in bodies and k in ("", "fact")
+             else k for p, k in zip(pieces, kinds)]  # "two things we settled, write them down: X"
     if question:  # "Keep the old order, or match the new UI?" - "match the UI": the option picked is a choice
         kinds = ["decision" if not k and not cues.is_asking(p.text) and _picks(cues.opened(p.text), question) else k
                  for p, k in zip(pieces, kinds)]
@@ -122,7 +151,7 @@ def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project
     context = {"item": 0.0, "first_turn": float(first), "after_proposal": float(bool(proposal)), "accepted": 0.0,
                "answers": float(asked)}
     groups = [("decision" if kind == "convention" and any(cues.SETTLED.search(p.text) for p in members[1:]) else kind,
-               members) for kind, members in _groups(pieces, kinds)]  # "... we only upgrade every year. 5.2 it is."
+               members) for kind, members in groups_of(pieces, kinds)]  # "... we only upgrade every year. 5.2 it is."
     units = []
     others = [k for p, k in zip(pieces[1:], kinds[1:]) if not empty(cues.opened(p.text))]
     if proposal and (accepts(pieces[0].text) or accepting) and not any(p.item for p in pieces) and (
@@ -139,6 +168,92 @@ def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project
     if recent and CONFIRMS.match(pieces[0].text) and not any(u.kind == "fact" for u in units):
         units += _confirmed_unit(turn, pieces[1:], kinds[1:], recent[-1], name, project, context)
     return units
+
+
+def _picked_unit(turn: Turn, pieces, offered: str, name: str, project: str, said: str | None,
+                 context: dict) -> list[Unit]:
+    """A short answer that picks one of the options the agent's turn just offered ("b" after "(a) put the scaler
+    back; (b) switch to bf16", "the second one", "the Scheduler one, same hours"): a decision in the option's words,
+    and the one it was chosen over when there were two."""
+    chosen, others = picked_option(pieces[0].text, offered)
+    if not chosen or cues.has_secret(chosen):
+        return []
+    extra = OPTION_PICKED.match(pieces[0].text.strip()).group("extra")
+    text = f"{name} chose: {cleaned_proposal(chosen).rstrip('.')}"
+    if extra:
+        text += f", {extra.strip(' .')}"
+    if len(others) == 1:
+        text += f" (over: {cleaned_proposal(others[0]).rstrip('.')})"
+    resolved, dates = resolve_relative(text, said) if said else (text, [])
+    unit = _unit("decision", turn, project or name, _with_project(resolved, project, "decision", said),
+                 f"{pieces[0].text} {chosen}", {**context, **proposal_signals(chosen), "accepted": 1.0})
+    unit.dates = dates
+    return [unit]
+
+
+# "can we just X?", "shall we X?", "X, right?": a question the user puts as a proposal, then answers.
+OWN_PROPOSAL = re.compile(r"^\W*(?:(?:and|so|then|ok|okay|also)\W+)*(?:(?:can|could|shall|should) we(?: just| also)?|"
+                          r"why not|why don'?t we|how about|what about|should(?= (?:the|this|that|these|those|our)\b))\s+"
+                          r"(?P<what>.+?)(?:\s+then)?\s*\?\s*$|"
+                          r"^\W*(?:(?:and|so|then|also)\W+)*(?P<claim>.+?),? right\s*\?\s*$", re.I)
+# The yes that settles it, and what a yes says beyond taking the question ("let's do that" says nothing more).
+ANSWER_YES = re.compile(r"^\W*(?:yes|yeah|yep|yup)\b[\s,.:;!—–-]*", re.I)
+ANSWER_NO = re.compile(r"^\W*(?:no|nope|nah)\b[\s,.:;!—–-]*", re.I)
+INLINE_YES = re.compile(r"\s+[—–-]+\s*(?:yes|yeah|yep)\b[\s,.:;!]*(?P<rest>.*)$", re.I)
+NOW = re.compile(r"\bnow\b", re.I)
+JUST_TAKES = re.compile(r"^\W*(?:let'?s do (?:that|it|this)|that'?s what we'?ll do|we'?ll do (?:that|it)|do (?:that|it)|"
+                        r"go ahead|sounds good)\W*$", re.I)
+
+
+def _own_answers(turn: Turn, pieces, name: str, project: str, said: str | None, context: dict) -> tuple[list, set]:
+    """A question the user puts as a proposal and answers in the same breath ("Can we just X? Yes, let's do that",
+    "Shall we buy one? A one-year plan - yes, that's what we'll do", "Should X run in CI? No, too slow. Y on every
+    PR"): a decision (a convention when a rule word is in it), kept as said outright; the pieces it used."""
+    units, used = [], set()
+    for i, asked in enumerate(pieces[:-1]):
+        form = OWN_PROPOSAL.match(asked.text)
+        answer = pieces[i + 1]
+        if not form or i in used or answer.paragraph != asked.paragraph or cues.is_asking(answer.text) or \
+                NOW.search(asked.text) or cues.WANTED.search(answer.text):
+            continue  # "Could we run it now? Yes please": a go-ahead for the task at hand
+        yes, no, inline = ANSWER_YES.match(answer.text), ANSWER_NO.match(answer.text), INLINE_YES.search(answer.text)
+        if not (yes or no or inline):
+            continue
+        rest = answer.text[(yes or no).end():].strip() if yes or no else answer.text[:inline.start()].strip()
+        if inline and JUST_TAKES.match(inline.group("rest") or "") is None and inline.group("rest").strip(" ."):
+            rest = f"{rest}; {inline.group('rest').strip()}"
+        rest = "" if JUST_TAKES.match(rest) else rest
+        taken = [i, i + 1]
+        follow = pieces[i + 2] if i + 2 < len(pieces) else None
+        if follow is not None and follow.paragraph == answer.paragraph and not cues.is_asking(follow.text) and not (
+                cues.REQUEST.match(cues.opened(follow.text)) or cues.HYPOTHETICAL.search(follow.text)
+                or cues.FIRST_SINGULAR.match(follow.text) or empty(cues.opened(follow.text))
+                or OWN_PROPOSAL.match(follow.text)) and (no or not rest or CONDITION.match(follow.text)):
+            rest = f"{rest} {follow.text}".strip()  # "No, too slow later on. -count=3 with -race, on every PR."
+            taken.append(i + 2)
+        what = (form.group("what") or form.group("claim")).strip(" ,")
+        if no:
+            if not rest or len(informative(rest)) < 2:
+                continue  # a question turned down and nothing put in its place: no memory
+            core = f'{rest} (asked by {name}: "{cues.opened(asked.text)}")'
+        else:
+            core = f"{what}: {rest}" if rest else what
+        text_said = f"{asked.text} {' '.join(pieces[j].text for j in taken[1:])}"
+        judged = text_said
+        if no:  # "No, too slow later on. -count=3 on every PR": the no's reason, then what is done instead
+            reason, _, instead = rest.partition(". ")
+            judged = f"{asked.text} {instead}" if instead else text_said
+        if cues.ONE_OFF.search(judged) or cues.HEDGE.search(judged) or cues.HYPOTHETICAL.search(judged):
+            continue
+        kind = "convention" if cues.RULE.search(core) else "decision"
+        resolved, dates = resolve_relative(core, said) if said else (core, [])
+        text = rewrite(resolved, name) if name != "the user" else resolved
+        unit = _unit(kind, turn, project or name, _with_project(text, project, kind, said), text_said,
+                     {**context, "strong": 1.0})
+        unit.dates = dates
+        units.append(unit)
+        used.update(taken)
+    return units, used
 
 
 def _list_answer(turn: Turn, pieces, proposal: str, question: str, name: str, project: str, said: str | None,
@@ -309,27 +424,6 @@ def _question_before(turns: list[Turn], index: int, name: str) -> str:
     return f'asked by {name}: "{cues.opened(own[-1])}"' if own else ""
 
 
-def _rule_apart(piece: Piece) -> list[Piece]:
-    """A sentence that gives a one-off instruction and the standing rule behind it ("don't drop today, we drop
-    indexes only after one week of observation"), as the instruction and the rule; any other sentence as it is."""
-    parts = [p.strip(" ,") for p in re.split(r",\s+(?:but\s+)?|\s+[—–]\s+|;\s+", piece.text) if p.strip(" ,")]
-    standing = [p for p in parts if cues.RULE.search(p) and not cues.ONE_OFF.search(p) and len(p.split()) >= 4]
-    if len(parts) > 1 and standing and any(cues.ONE_OFF.search(p) for p in parts):
-        rest = [p for p in parts if p not in standing]  # the rule first: the instruction never joins it
-        return [Piece(", ".join(standing), piece.item, piece.paragraph), Piece(", ".join(rest), piece.item,
-                                                                               piece.paragraph)]
-    return [piece]
-
-
-def _facts_apart(piece: Piece) -> list[Piece]:
-    """A sentence that tells two facts apart ("I own ingestion, not the dbt models — those are Tomasz's"), as
-    two pieces; any other sentence as it is."""
-    parts = [p.strip(" ,") for p in re.split(r"\s+[—–]\s+|;\s+", piece.text)]
-    if len(parts) > 1 and all(len(p.split()) >= 3 and _kind_of(p) == "fact" for p in parts):
-        return [Piece(p, piece.item, piece.paragraph) for p in parts]
-    return [piece]
-
-
 def _related(sentence: str, recent: list[str], least: int = 2) -> str:
     """The sentence of the agent's recent turns that a short choice or rule builds on (the one sharing most of
     its words, `least` at least): "same-transaction then" names the option it takes."""
@@ -343,124 +437,6 @@ def _related(sentence: str, recent: list[str], least: int = 2) -> str:
                 continue
             best, shared = piece.text, overlap
     return LEAD_IN.sub("", best, count=1)
-
-
-@lru_cache(maxsize=1 << 14)
-def _kind_of(sentence: str) -> str:
-    """The kind of memory a user's sentence could be, or "" for none (a question, a pleasantry, an instruction
-    with no rule in it, a hypothetical)."""
-    core = cues.opened(sentence)
-    if cues.is_asking(sentence) or empty(core) or cues.HYPOTHETICAL.search(core) or \
-            (len(core.split()) < 2 and not cues.SETTLED.search(sentence)):
-        return ""
-    if cues.REJECTED.search(core) and not cues.RULE.search(core):
-        return ""  # a rejected option on its own: the choice made, when said, is the memory
-    if cues.RECAP.search(sentence):
-        return "solution"
-    if cues.RESTATED.search(sentence):
-        return ""  # said again: the memory was made when it was first said
-    if cues.DECLARED.match(core):
-        return "decision"
-    if cues.DONE.search(cues.main_clause(core)) and not cues.REQUEST.match(core) and not cues.imperative(core) and not cues.RULE.search(core):
-        return "milestone"
-    if cues.RULE.search(core) and not (cues.HAPPENING.search(core) and not WE.match(core)):
-        return "convention"
-    if cues.CHOICE.search(core) or cues.SETTLED.search(sentence):
-        return "decision"
-    if cues.imperative(core) or cues.REQUEST.match(core):
-        return "decision"
-    if _fact_like(core):
-        return "fact"
-    return ""
-
-
-def _fact_like(core: str) -> bool:
-    """A statement that holds beyond today: a present-tense claim about something named (a system, a person, a
-    number), not a report of what just happened, a judgement, or the speaker's own doing. Who owns or runs what
-    is a fact however it is said ("that's Grace, she runs our SOC2 audit")."""
-    if not cues.TELLING.search(core) or cues.EVALUATIVE.search(core):
-        return False
-    if cues.OWNED_BY.search(core) and not cues.FIRST_SINGULAR.match(core):
-        return True
-    if cues.POINTING.match(core) and not cues.NAMES_IT.match(core) or cues.PROBLEM.search(core) or cues.TRANSIENT_NOW.search(core) \
-            or cues.FUTURE.search(core) and not cues.DATED.search(core):
-        return False
-    if cues.WANTED.search(core) or cues.ONE_OFF.search(core):
-        return False  # what someone needs or wants done, or how it went this time: the task at hand
-    if cues.FIRST_SINGULAR.match(core) and not cues.OWNER.search(core) and not cues.JOINED.search(core):
-        return False
-    return True
-
-
-ANOTHER = re.compile(r"^\W*(?:and|also|plus|another)\b", re.I)
-SUBJECT = re.compile(r"^\W*(?:we|i|you|they|he|she|it)\b", re.I)  # a clause with its own subject is no fragment
-IGNORE = re.compile(r"^\W*(?:ignore|disregard|never mind|skip over)\b", re.I)
-WE = re.compile(r"^\W*we\b", re.I)  # "we never ...": a rule in a report's words; "our setup has never been" is none
-YES_OR_NO = re.compile(r"^\W*(?:yes|yeah|yep|yup|no|nope)\b", re.I)
-CONFIRMS = re.compile(r"^\W*(?:(?:yes|yeah|yep)\W+)?(?:that'?s (?:right|correct)|correct|exactly)\b", re.I)
-CONDITION = re.compile(r"^\W*(?:but|only|except|as long as|provided)\b", re.I)
-def _groups(pieces: list[Piece], kinds: list[str]) -> list[tuple[str, list[Piece]]]:
-    """Pieces grouped into units: a decision or convention takes the sentences after it in its paragraph that go
-    on with it (its reason, the rule's other half); facts and list items stand alone."""
-    groups: list[tuple[str, list[Piece]]] = []
-    for piece, kind in zip(pieces, kinds):
-        if groups and not piece.item and not groups[-1][1][-1].item and groups[-1][1][-1].paragraph == piece.paragraph:
-            head, members = groups[-1]
-            if head == "" and len(members) == 1 and kind in ("decision", "convention") and _leads_in(members[0].text):
-                groups[-1] = (kind, [*members, piece])  # "Quiet hours 22 to 8, only for marketing. X always ..."
-                continue
-            if kind == "convention" and head in ("", "fact") and len(members) <= 2 and _fragment(piece.text) \
-                    and not cues.is_asking(members[-1].text) and not ANOTHER.match(piece.text) \
-                    and not SUBJECT.match(ADVERBS.sub("", piece.text)):
-                groups[-1] = (kind, [*members, piece])  # "titles here are `area: what`. always the area": its rule
-                continue
-            going_on = head in ("decision", "convention") and len(members) < 3 and (
-                (kind in ("", "decision") or _fragment(piece.text) or cues.REASON.match(cues.opened(piece.text)))
-                and not cues.is_asking(piece.text)
-                and not cues.REQUEST.match(cues.opened(piece.text)) and not cues.ONE_OFF.search(piece.text)
-                and not cues.HYPOTHETICAL.search(piece.text)) and not (
-                kind == "convention" and ANOTHER.match(piece.text))  # "And no names in the timeline, ever": a new rule
-            if going_on and (kind or _continues(piece.text)):
-                members.append(piece)
-                continue
-            if head == "milestone" and (kind in ("milestone", "") or kind == "fact" and len(members) < 3) \
-                    and not cues.is_asking(piece.text) \
-                    and not cues.REQUEST.match(cues.opened(piece.text)) and not empty(cues.opened(piece.text)):
-                members.append(piece)  # one event a turn: "Beatriz approved and merged it!! first PR done"
-                continue
-            if head == "fact" and len(members) == 1 and kind in ("fact", "") and len(piece.text.split()) <= 8 \
-                    and not cues.is_asking(piece.text) and not cues.REQUEST.match(cues.opened(piece.text)) \
-                    and not empty(cues.opened(piece.text)) and not cues.imperative(cues.opened(piece.text)) \
-                    and not cues.WANTED.search(piece.text):
-                members.append(piece)  # "max_connections is still 500 though": the fact's other half
-                continue
-        groups.append((kind, [piece]))
-    return groups
-
-
-def _leads_in(sentence: str) -> bool:
-    """A sentence with no verb of its own that names what the rule after it is about ("Quiet hours 22 to 8 in
-    the user's local time, only for marketing."): not a question, a request, a reaction or a maybe."""
-    core = cues.opened(sentence)
-    return len(informative(core)) >= 3 and _fragment(core) and not (
-        cues.is_asking(sentence) or cues.REQUEST.match(core) or empty(core) or cues.HYPOTHETICAL.search(core)
-        or cues.HEDGE.search(core) or cues.PROBLEM.search(core) or cues.EVALUATIVE.search(core))
-
-
-CONTINUES = re.compile(r"^\W*(?:always|never|no\b|not\b|and\b|but\b|so\b|because|since|that'?s|it'?s|they|we|"
-                       r"this|those|these|use\b|otherwise|which|[a-z])", re.I)
-ADVERBS = re.compile(r"^\W*(?:(?:always|never|no|not|also|and|but|so|only|just|then|please)\W+)+", re.I)
-
-
-def _continues(sentence: str) -> bool:
-    return bool(CONTINUES.match(sentence)) and not is_filler(cues.opened(sentence))
-
-
-def _fragment(sentence: str) -> bool:
-    """True for a sentence that does not stand on its own as a rule ("always timezone.now(), never
-    datetime.now()"): no verb of its own after its adverbs."""
-    rest = ADVERBS.sub("", cues.opened(sentence))
-    return not (cues.imperative(rest) or cues.TELLING.search(rest) or cues.FIRST_SINGULAR.match(rest))
 
 
 DAY = r"(mon|tue|wed|thu|fri|sat|sun)[a-z]*\.?"
@@ -521,8 +497,9 @@ def _agent_units(turn: Turn, name: str, project: str, said: str | None, earlier:
     checked = bool(cues.CHECKED.search(pieces[0].text)) and not cues.is_asking(pieces[0].text)
     fixed = cues.FIXED.search(told) or checked and any(
         (cues.FIXED.search(p.text) or cues.APPLIED.match(p.text)) and not cues.is_asking(p.text)
-        for p in pieces_of(cues.said_text(earlier)))
-    if fixed and cues.VERIFIED.search(told) and not cues.is_asking(pieces[-1].text) \
+        for p in pieces_of(cues.said_text(earlier))) or cues.APPLIED.match(pieces[0].text) and bool(
+        cues.CAUSE.search(told) or cues.PROBLEM.search(told))  # "Switched X to Y ... The NaN came from ..."
+    if fixed and (cues.VERIFIED.search(told) or checked) and not cues.is_asking(pieces[-1].text) \
             and (not cues.PROPOSAL.search(told) or cues.SUMMARY.search(told) or checked):
         units.append(_unit("solution", turn, project or name, told, told, context))
     return units
@@ -545,7 +522,7 @@ def _solution_text(turns: list[Turn], index: int, unit: Unit, start: int, projec
                 found.append((weight + len(informative(text)) / 20, len(found), text))
     now = [p.text for p in pieces_of(unit.turn.text) if not cues.is_asking(p.text) and not cues.has_secret(p.text)]
     if unit.turn.role == "user":
-        now = [cues.opened(t) for t in now if _kind_of(t) == "solution" or cues.RECAP.search(t)]
+        now = [cues.opened(t) for t in now if kind_of(t) == "solution" or cues.RECAP.search(t)]
     else:
         now = [t for t in now if not cues.NARRATION.match(t)][:3]
     budget = MAX_WORDS - len(" ".join(now).split())
@@ -560,5 +537,5 @@ def _solution_text(turns: list[Turn], index: int, unit: Unit, start: int, projec
 
 def clear_caches() -> None:
     """Empty the caches of sentences read (what a speed measurement starts from)."""
-    for cached in (pieces_of, informative, _kind_of, cues.has_secret, cues.is_asking, cues.said_text, cues._lower):
+    for cached in (pieces_of, informative, kind_of, cues.has_secret, cues.is_asking, cues.said_text, cues._lower):
         cached.cache_clear()

@@ -9,14 +9,26 @@ import pytest
 
 from conftest import REPO
 
-FILES = ["agent-sessions.jsonl", "agent-sessions-heldout.jsonl", "agent-sessions-heldout2.jsonl"]
+FILES = [
+    "agent-sessions.jsonl",
+    "agent-sessions-heldout.jsonl",
+    "agent-sessions-heldout2.jsonl",
+    "agent-sessions-heldout3.jsonl",
+]
 KINDS = {"decision", "convention", "fact", "solution", "milestone"}
 TURN_KEYS = {"id", "speaker", "time", "text", "thinking", "tool", "tool_output", "memories", "restates"}
 MEMORY_KEYS = {"id", "kind", "about", "text", "reason"}
 TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 # A memory is written in the third person or impersonally: no "I", "you", "we" (the doc's rule).
 PERSON = re.compile(r"\b(?:I|[Mm]e|[Mm]y|[Mm]ine|[Ww]e|[Uu]s|[Oo]urs?|[Yy]ou|[Yy]ours?)\b")
-SECRET = re.compile(r"://[^:/\s@]+:([^@\s]+)@|(?:PASSWORD|SECRET[A-Z_]*)=(\S+)|(sk[-_]live[-_]\S+)")
+SECRET = re.compile(
+    r"://[^:/\s@]+:([^@\s]+)@"  # a password in a URL
+    r"|(?:PASSWORD|SECRET[A-Z_]*)=(\S+)"  # env lines
+    # config and env lines with a key or token (heldout3: flyway.password=, DD_API_KEY:, GRAFANA_CLOUD_TOKEN=)
+    r"|(?:\b[a-z.]*password|[A-Z_]*(?:API_KEY|TOKEN))[=:]\s*([^\s\"']+)"
+    r"|--project-token=(\S+)"
+    r"|(sk[-_]live[-_]\S+)"
+)
 
 
 def sessions(name: str) -> list[dict]:
