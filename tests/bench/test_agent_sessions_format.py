@@ -14,6 +14,7 @@ FILES = [
     "agent-sessions-heldout.jsonl",
     "agent-sessions-heldout2.jsonl",
     "agent-sessions-heldout3.jsonl",
+    "agent-sessions-heldout4.jsonl",
 ]
 KINDS = {"decision", "convention", "fact", "solution", "milestone"}
 TURN_KEYS = {"id", "speaker", "time", "text", "thinking", "tool", "tool_output", "memories", "restates"}
@@ -27,7 +28,7 @@ SECRET = re.compile(
     # config and env lines with a key or token (heldout3: flyway.password=, DD_API_KEY:, GRAFANA_CLOUD_TOKEN=)
     r"|(?:\b[a-z.]*password|[A-Z_]*(?:API_KEY|TOKEN))[=:]\s*([^\s\"']+)"
     r"|--project-token=(\S+)"
-    r"|(sk[-_]live[-_]\S+)"
+    r"|((?:sk|rk)[-_]live[-_]\S+)"  # live Stripe secret and restricted keys (heldout4: rk_live_ pasted by a user)
 )
 
 
@@ -41,7 +42,8 @@ def secrets_in(session: dict) -> set[str]:
     """Passwords and keys that appear anywhere in a session's turns (pasted URLs, env lines, live keys)."""
     found = set()
     for turn in session["turns"]:
-        for field in ("text", "tool_output", "thinking"):
+        # the tool call line too: heldout4 has a password in a curl URL on it (s37-t004)
+        for field in ("text", "tool", "tool_output", "thinking"):
             for match in SECRET.finditer(turn.get(field, "")):
                 found |= {value for value in match.groups() if value and len(value) >= 6}
     return found
