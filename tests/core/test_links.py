@@ -32,6 +32,13 @@ def targets(body: str, files: bool = False) -> list[str]:
     ("costs $$5 [[Priced]]\n\nand $$6\n", ["Priced"]),                                # `$$` across a blank line: no math
     ("`[[Inline]]` and [[Real]]\n```\n[[Fenced]]\n```\n", ["Real"]),                # code, inline and fenced
     ("> [!note] Callout\n> See [[Inside]] ^block1\n", ["Inside"]),                    # a callout's links are links
+    ("${query[[from index.pages() limit 1]]} and [[Real]]\n", ["Real"]),               # SilverBullet's Lua query
+    ("${query[[\n  from p = index.pages()\n  select {ADR = \"[[\" .. p.name .. \"]]\"}\n]]}\n[[After]]\n",
+     ["After"]),                                                                       # over lines
+    ("${some(query[[from a]]) or template.new[==[\n* [[${ref}]]\n]==](a)} [[Out]]\n", ["Out"]),  # nested strings
+    ('${f("} [[In a string]]")} [[Out]]\n', ["Out"]),                                  # a brace in a Lua string
+    ("a ${never closed [[Kept]]\n\n{ [[Also]] }\n", ["Kept", "Also"]),               # closes in no paragraph
+    ("`${x}` [[A]] ${ [[B]] }\n", ["A"]),                                             # inline code is no expression
 ])
 def test_what_is_a_link(body, found):
     assert targets(body) == found
@@ -44,6 +51,19 @@ def test_an_escaped_pipe_in_a_table_cell_is_no_part_of_the_target():
         ("Old name", "", False), ("photo.jpg", "", True), ("Old name", "Part", False)]
     assert body[links[0].start:links[0].end] == "Old name"  # the backslash stays where it is on a rename
     assert [link.target for link in note_links(body)] == ["Old name", "Old name"]  # files only when asked
+
+
+def test_silverbullet_meta_and_position_links_name_the_page():
+    body = "[[^Library/Std]] [[CHANGELOG@123]] [[CHANGELOG@L12c42|see]] ![[Page@l3]] [[^Std/Tag Page#Use]] [[@12]]\n"
+    links = note_links(body)
+    assert [(link.target, link.meta, link.fragment) for link in links] == [
+        ("Library/Std", True, ""), ("CHANGELOG", False, ""), ("CHANGELOG", False, ""), ("Page", False, ""),
+        ("Std/Tag Page", True, "Use")]  # `[[@12]]` is a place in the page itself
+    assert [body[link.start:link.end] for link in links] == [
+        "Library/Std", "CHANGELOG", "CHANGELOG", "Page", "Std/Tag Page"]  # a rename keeps the caret and the place
+    assert property_targets({"up": "[[^Library/Std@5]]"}) == [("up", "Library/Std", False)]
+    assert rename_links(body, {"CHANGELOG": "Changes", "Library/Std": "Lib"}) == body.replace(
+        "CHANGELOG@", "Changes@").replace("^Library/Std]]", "^Lib]]")
 
 
 def test_files_are_links_when_asked():
