@@ -109,10 +109,13 @@ def expression_ranges(body: str, code: list[tuple[int, int]]) -> list[tuple[int,
 
 
 def inline_tags(body: str) -> list[str]:
-    """The inline `#tags` of a body, outside code, in order, each once (as written, without `#`)."""
+    """The inline `#tags` of a body, outside code (and `${...}` expressions), in order, each once (as written,
+    without `#`)."""
     if "#" not in body:
         return []
     code = code_spans(body)
+    if "${" in body:  # `select {Count = #group}`: Lua's length operator
+        code = sorted(code + expression_ranges(body, code))
     tags: dict[str, None] = {}
     for match in TAG.finditer(body):
         if outside_code(match.start(), code):
