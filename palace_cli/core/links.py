@@ -63,16 +63,26 @@ class Link:
     meta: bool = False  # written `[[^Name]]`: SilverBullet's link to a meta page, which a library may hold
 
     def name(self, source: str = "") -> str:
-        """What the resolver looks the link up by: a wikilink's target; a path link's path from the root (relative
-        to `source`, the linking note's path, unless it starts with `/`)."""
+        """What the resolver looks the link up by: a wikilink's target; a path link's name (path_link_name, from
+        `source`, the linking note's path)."""
         if self.form in ("wiki", "embed", "property"):
             return self.target.strip()
-        return joined_path(source, self.target)
+        return path_link_name(source, self.target, self.file)
 
 
 def is_attachment(target: str) -> bool:
     """True for a `[[link]]` to a file that is not a note (`![[diagram.png]]`, as Obsidian embeds one)."""
     return bool(ATTACHMENT.search(target.strip()))
+
+
+def path_link_name(source: str, target: str, file: bool = False) -> str:
+    """What the resolver looks a path link (Markdown, reference definition) in the note at `source` up by: its
+    path from the root (relative to the folder of `source`, unless it starts with `/`); a link to a note written
+    with no folder (`[x](Plan.md)`) is `./Plan.md`, which names `Plan.md` in that folder, else the note of that
+    file name anywhere (Obsidian writes a unique name alone wherever it is). A folder written names that folder."""
+    if not file and "/" not in target and target not in (".", ".."):
+        return "./" + target
+    return joined_path(source, target)
 
 
 def joined_path(source: str, target: str) -> str:

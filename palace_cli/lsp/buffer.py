@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
-from palace_cli.core.links import (WIKILINK, is_attachment, joined_path, link_free_ranges, note_links,
+from palace_cli.core.links import (WIKILINK, is_attachment, link_free_ranges, note_links, path_link_name,
                                    silverbullet_target)
 from palace_cli.core.markdown import code_ranges, line_numbers, outside_code
 from palace_cli.core.notefile import frontmatter_block
@@ -57,7 +57,7 @@ class Link:
         """What the resolver looks the link up by: a path link's path from the root (relative to the note at
         `relpath`, unless it starts with `/`), any other link's target."""
         if self.field in PATH_FORMS:
-            return joined_path(relpath or "", self.target)
+            return path_link_name(relpath or "", self.target, self.file)
         return self.target
 
     @property

@@ -146,6 +146,28 @@ def test_shared_names_resolve_as_obsidian_does(target, source, expected):
     assert SHARED.resolve(target, source=source).memory.path == expected
 
 
+@pytest.mark.parametrize("target, source, expected", [
+    ("Gone/Security", "Home.md", None),                   # no such folder: no note, whatever `Security` notes there are
+    ("Journal/Plan", "Home.md", None),                    # `Plan` is in Projects/, not Journal/ (a note Journal/ lost)
+    ("Journal/Plan", "Journal/x.md", None),               # written in Journal/ itself alike
+    ("[x](Journal/Plan.md)", "Home.md", None),            # a Markdown link's folder alike
+    ("[x](../Gone/Plan.md)", "Journal/x.md", None),
+    ("Projects/Plan", "Home.md", "Projects/Plan.md"),
+    ("Plan.md", "Home.md", "Projects/Plan.md"),           # a file name with `.md`, no folder: anywhere, as `[[Plan]]`
+    ("Plan", "Home.md", "Projects/Plan.md"),
+    ("[x](Plan.md)", "Journal/x.md", "Projects/Plan.md"),  # a Markdown link with no folder: by its name anywhere
+    ("[x](Security.md)", "Projects/x.md", "Projects/Security.md"),  # the linking note's folder first
+    ("[x](Security.md)", "Journal/x.md", "Security.md"),
+])
+def test_a_link_with_a_folder_names_a_note_in_it_or_none(target, source, expected):
+    """Obsidian leaves `[[Journal/Plan]]` unresolved when Journal/ holds no Plan: a folder in a link is the
+    writer's word for where the note is, so a same-named note elsewhere is not it."""
+    if target.startswith("["):
+        target = note_links(target)[0].name(source)
+    found = SHARED.resolve(target, source=source)
+    assert (found.memory.path if found else None) == expected
+
+
 def test_shared_names_of_one_length_elsewhere_are_ambiguous():
     with pytest.raises(Ambiguous):
         SHARED.resolve("Notes", source="Home.md")  # Teams/Red and Teams/Tan: say which
