@@ -3,10 +3,13 @@ link (code, comments, math), which name a file, and the text of a link rewritten
 
 A link is what Obsidian, Foam and zk read as one: `[[Name]]`, `[[Name|label]]`, `[[Name#Heading]]`,
 `[[Name#^block]]`, `[[Folder/Name]]`, `[[Name.md]]`, `![[embed]]` (and `[[Name\\|label]]`, as a table cell
-escapes its pipe), Markdown links to notes (`[text](Folder/Name%20x.md#Heading)`), link reference definitions,
-and frontmatter properties holding wikilinks (`related: "[[Name]]"`, `up: ["[[P]]"]`). Links to files that are
-not notes (`![[photo.jpg|100]]`, `[pdf](manual.pdf)`, `![alt](a.png)`) are found when asked for (`files=True`).
-Nothing inside code (fenced, indented or inline), an HTML comment or `$$...$$` math is a link.
+escapes its pipe), SilverBullet's `[[Name@123]]`, `[[Name@L12C3]]` (a place in the note) and `[[^Name]]` (a meta
+page, which may live in a library outside the vault), Markdown links to notes (`[text](Folder/Name%20x.md#Heading)`),
+link reference definitions, and frontmatter properties holding wikilinks (`related: "[[Name]]"`, `up: ["[[P]]"]`).
+Links to files that are not notes (`![[photo.jpg|100]]`, `[pdf](manual.pdf)`, `![alt](a.png)`) are found when asked
+for (`files=True`).
+Nothing inside code (fenced, indented or inline), an HTML comment, `$$...$$` math or a `${...}` expression
+(SilverBullet's Lua: `${query[[from index.pages()]]}` is a query, not a link) is a link.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
-from palace_cli.core.markdown import code_spans, line_numbers, outside_code
+from palace_cli.core.markdown import code_spans, expression_ranges, line_numbers, outside_code
 
 ATTACHMENT = re.compile(r"\.(?:png|jpe?g|gif|svg|webp|bmp|avif|heic|tiff?|ico|pdf|mp3|wav|ogg|m4a|flac|3gp|mp4|webm|"
                         r"mov|mkv|ogv|canvas|excalidraw|base|csv|xlsx?|docx?|pptx?|odt|ods|zip|txt|json)$",
@@ -36,6 +39,8 @@ COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)  # an unclosed `<!--` hides nothi
 MATH = re.compile(r"\$\$(?:(?!\n[ \t]*\n).)+?\$\$", re.DOTALL)  # display math holds no blank line
 LIST_ITEM = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
 INDENTED = re.compile(r"(?: {4}| {0,3}\t)")
+# SilverBullet's place in a page after its name: `@123` (a character offset) or `@L12` / `@L12C3` (line, column).
+POSITION = re.compile(r"@(?:\d+|[Ll]\d+(?:[Cc]\d+)?)$")
 
 
 @dataclass(frozen=True)
@@ -44,7 +49,7 @@ class Link:
     Markdown link or a reference definition, the path as written, decoded), the file line, the form (`wiki`,
     `embed`, `markdown`, `image`, `reference`, `property`), the heading or `^block` after `#`, where the target's
     text is (start, end: what a rename replaces), whether it names a file that is not a note, the whole link
-    (outer start, end) and, for a property, its key."""
+    (outer start, end), for a property, its key, and whether it was written as a meta page link (`[[^Name]]`)."""
 
     target: str
     line: int
@@ -55,18 +60,29 @@ class Link:
     file: bool = False
     outer: tuple[int, int] = (0, 0)
     key: str = ""
+    meta: bool = False  # written `[[^Name]]`: SilverBullet's link to a meta page, which a library may hold
 
     def name(self, source: str = "") -> str:
-        """What the resolver looks the link up by: a wikilink's target; a path link's path from the root (relative
-        to `source`, the linking note's path, unless it starts with `/`)."""
+        """What the resolver looks the link up by: a wikilink's target; a path link's name (path_link_name, from
+        `source`, the linking note's path)."""
         if self.form in ("wiki", "embed", "property"):
             return self.target.strip()
-        return joined_path(source, self.target)
+        return path_link_name(source, self.target, self.file)
 
 
 def is_attachment(target: str) -> bool:
     """True for a `[[link]]` to a file that is not a note (`![[diagram.png]]`, as Obsidian embeds one)."""
     return bool(ATTACHMENT.search(target.strip()))
+
+
+def path_link_name(source: str, target: str, file: bool = False) -> str:
+    """What the resolver looks a path link (Markdown, reference definition) in the note at `source` up by: its
+    path from the root (relative to the folder of `source`, unless it starts with `/`); a link to a note written
+    with no folder (`[x](Plan.md)`) is `./Plan.md`, which names `Plan.md` in that folder, else the note of that
+    file name anywhere (Obsidian writes a unique name alone wherever it is). A folder written names that folder."""
+    if not file and "/" not in target and target not in (".", ".."):
+        return "./" + target
+    return joined_path(source, target)
 
 
 def joined_path(source: str, target: str) -> str:
@@ -109,9 +125,11 @@ def _indented_code(body: str, fences: list[tuple[int, int]]) -> list[tuple[int, 
 
 def link_free_ranges(body: str) -> list[tuple[int, int]]:
     """Sorted, disjoint character ranges of a body where nothing is a link: code (fenced, indented, inline),
-    HTML comments (`<!-- [[x]] -->`) and `$$...$$` math."""
+    HTML comments (`<!-- [[x]] -->`), `$$...$$` math and `${...}` expressions."""
     code = code_spans(body)
     found = list(code) + _indented_code(body, code)
+    if "${" in body:
+        found += expression_ranges(body, code)
     for pattern, marker in ((COMMENT, "<!--"), (MATH, "$$")):
         if marker in body:
             found += [(m.start(), m.end() - 1) for m in pattern.finditer(body) if outside_code(m.start(), code)]
@@ -155,14 +173,26 @@ def _wikilinks(body: str, free: list[tuple[int, int]], line, files: bool, form: 
                 fragment = fragment[:-1]
             else:
                 target, end = target[:-1], end - 1
+        target, lead, meta = silverbullet_target(target)
         attachment = is_attachment(target)
         if not target.strip() or (attachment and not files) or not outside_code(match.start(), free):
             continue
-        lead = len(target) - len(target.lstrip())
+        lead += len(target) - len(target.lstrip())
         kind = form or ("embed" if match.group(1) else "wiki")
         found.append(Link(target.strip(), line(match.start()), kind, fragment.strip(), match.start(2) + lead,
-                          match.start(2) + len(target.rstrip()), attachment, (match.start(), match.end())))
+                          match.start(2) + lead + len(target.strip()), attachment, (match.start(), match.end()),
+                          meta=meta))
     return found
+
+
+def silverbullet_target(target: str) -> tuple[str, int, bool]:
+    """A wikilink's target as SilverBullet reads it, (name, characters cut before it, whether it was a meta page
+    link): `^Library/Std` names `Library/Std` (the caret only marks a meta page), `CHANGELOG@123` and
+    `CHANGELOG@L12C3` name `CHANGELOG` (a place in it). No note's name starts with `^` (Obsidian forbids it); a
+    name that ends in `@` and a number is read as a place, as SilverBullet reads it, wherever it is written."""
+    meta = target.lstrip().startswith("^")
+    lead = target.index("^") + 1 if meta else 0
+    return POSITION.sub("", target[lead:].rstrip()), lead, meta
 
 
 def note_links(body: str, body_first_line: int = 1, files: bool = False,
@@ -213,6 +243,7 @@ def property_targets(meta: dict) -> list[tuple[str, str, bool]]:
             for match in WIKILINK.finditer(text):
                 target = match.group(2)[:-1] if match.group(4).startswith("|") and not match.group(3) \
                     and match.group(2).endswith("\\") else match.group(2)
+                target = silverbullet_target(target)[0]
                 if target.strip():
                     found.append((key, target.strip(), is_attachment(target)))
     return found

@@ -1,5 +1,5 @@
 """Markdown structure palace reads in any note: code (fences and inline), inline #tags, `## sections` and the
-heading tree, git conflict markers. Links are core/links.py's."""
+heading tree, git conflict markers, SilverBullet's `${...}` Lua expressions. Links are core/links.py's."""
 
 from __future__ import annotations
 
@@ -18,6 +18,9 @@ FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)")
 # A fence's whole run of backticks or tildes and what follows: a fence closes only with a run of the same
 # character at least as long and nothing after it (CommonMark), so ```` can hold a ``` example.
 FENCE_RUN = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})(.*)$")
+LUA_LONG_STRING = re.compile(r"\[(=*)\[")  # `[[...]]`, `[==[...]==]`: a Lua string, whatever it holds
+LUA_QUOTED = {quote: re.compile(rf"(?:[^{quote}\\\n]|\\.)*{quote}") for quote in "\"'"}  # the rest of a "string"
+BLANK_LINE = re.compile(r"\n[ \t]*\n")
 # git's conflict markers; `=======` alone is also a setext heading underline, so it counts only inside a conflict
 CONFLICT_EDGE = re.compile(r"^(<{7}|>{7}|\|{7})(?:[ \t].*)?$", re.MULTILINE)
 
@@ -66,11 +69,53 @@ def code_spans(text: str) -> list[tuple[int, int]]:
     return sorted(fences + spans) if spans else fences
 
 
+def _expression_end(body: str, start: int) -> int | None:
+    """Where the `${` expression opening at start closes (its `}`), skipping Lua strings (`"}"`, `[[...]]`,
+    `[==[...]==]`), which may hold braces and `[[`; None when it does not close before a blank line."""
+    depth, at = 0, start + 1
+    stop = BLANK_LINE.search(body, start)
+    stop = stop.start() if stop else len(body)
+    while at < stop:
+        char = body[at]
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return at
+        elif char == "[" and (long := LUA_LONG_STRING.match(body, at)):
+            close = body.find("]" + long.group(1) + "]", long.end(), stop)
+            if close < 0:
+                return None
+            at = close + len(long.group(1)) + 1
+        elif char in "\"'":
+            close = LUA_QUOTED[char].match(body, at + 1)
+            if close is not None:  # a quote with no close on its line is no Lua string: read on
+                at = close.end() - 1
+        at += 1
+    return None
+
+
+def expression_ranges(body: str, code: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Ranges of SilverBullet's `${...}` Lua expressions outside code (`code`: code_spans' ranges), over lines
+    until a blank one: code, where nothing is a link or a tag; an expression never closed hides nothing."""
+    found, at = [], body.find("${")
+    while at >= 0:
+        end = _expression_end(body, at) if outside_code(at, code) else None
+        if end is not None:
+            found.append((at, end))
+        at = body.find("${", end + 1 if end is not None else at + 2)
+    return found
+
+
 def inline_tags(body: str) -> list[str]:
-    """The inline `#tags` of a body, outside code, in order, each once (as written, without `#`)."""
+    """The inline `#tags` of a body, outside code (and `${...}` expressions), in order, each once (as written,
+    without `#`)."""
     if "#" not in body:
         return []
     code = code_spans(body)
+    if "${" in body:  # `select {Count = #group}`: Lua's length operator
+        code = sorted(code + expression_ranges(body, code))
     tags: dict[str, None] = {}
     for match in TAG.finditer(body):
         if outside_code(match.start(), code):

@@ -11,7 +11,8 @@ the one in the linking note's own folder wins, else the one with the shortest pa
 the resolution says which others share it; two at the same length are ambiguous.
 Paths match without case, whole (`Garden/Watering schedule.md`, with or without `.md`), relative to the
 linking note's folder, or by their last folders (`[[Garden/Watering schedule]]` names
-`Notes/Garden/Watering schedule.md`), by the same rule when several end so.
+`Notes/Garden/Watering schedule.md`), by the same rule when several end so; a path that matches no note
+names none, as in Obsidian, even when a note of its file name is elsewhere.
 """
 
 from __future__ import annotations
@@ -123,7 +124,8 @@ class Names:
 
     def resolve(self, target: str, ranks: int = LINK_RANKS, source: str = "") -> Resolved | None:
         """What a link target (or a reference) names, written in the note at `source` (which decides between
-        notes sharing a name): None when nothing does; Ambiguous when several do."""
+        notes sharing a name): None when nothing does (a target with a folder names a note in that folder or
+        none); Ambiguous when several do."""
         target = target.strip()
         if target in self.ids:
             found = self.ids[target]
@@ -131,12 +133,19 @@ class Names:
             if not (found.derived_id and len(sharing) > 1):  # an id from a path is a file name: Obsidian's rule
                 return Resolved(found, "id", tuple(m.path for m in sharing if m is not found) if found in sharing
                                 else ())
-        if "/" in target or target.lower().endswith(".md"):
+        if target.startswith("./") and "/" not in target[2:]:  # a path link written with no folder
+            folder = posixpath.dirname(source) if source else ""
+            found = self._at_path(f"{folder}/{target[2:]}" if folder else target[2:])
+            if found is not None:
+                return Resolved(found[0], "path", found[1])
+            target = target[2:-3] if target.lower().endswith(".md") else target[2:]  # else by its name, anywhere
+        elif "/" in target or target.lower().endswith(".md"):
             found = self._at_path(target, source)
             if found is not None:
                 return Resolved(found[0], "path", found[1])
-            target = target.rsplit("/", 1)[-1]  # a path to a moved file: try its name
-            target = target[:-3] if target.lower().endswith(".md") else target
+            if "/" in target:
+                return None  # a folder says where the note is: as in Obsidian, a same-named note elsewhere is not it
+            target = target[:-3]  # `[[Plan.md]]`: a file name, found anywhere as `[[Plan]]` is
         for rank, matches in self.by_rank(target)[:ranks]:
             if len(matches) == 1:
                 how = "previous" if rank == "alias" and normalize(target) in self._previous \

@@ -81,15 +81,17 @@ def _link_problem(memory: Memory, link: str, line: int, names: Names) -> Problem
     return Problem(memory.path, line, "error", "broken-link", f"link to unknown memory {link!r}")
 
 
-def _links_with_lines(memory: Memory) -> list[tuple[str, int, bool, bool]]:
-    """Every link of a note once, with the file line it is on, whether it names a file that is not a note and
-    whether it is a wikilink (a file is looked for anywhere): frontmatter `links`, property links, body links."""
-    found = [(link, memory.field_line("links"), False, True) for link in memory.links]
-    found += [(target, memory.field_line(key), file, True) for key, target, file in property_targets(memory.meta)]
+def _links_with_lines(memory: Memory) -> list[tuple[str, int, bool, bool, bool]]:
+    """Every link of a note once, with the file line it is on, whether it names a file that is not a note,
+    whether it is a wikilink (a file is looked for anywhere) and whether it names a meta page (`[[^Name]]`):
+    frontmatter `links`, property links, body links."""
+    found = [(link, memory.field_line("links"), False, True, False) for link in memory.links]
+    found += [(target, memory.field_line(key), file, True, False)
+              for key, target, file in property_targets(memory.meta)]
     for link in note_links(memory.body, memory.body_line or memory.line, files=True):
         name = link.name(memory.path)
         if not name.startswith("../"):  # out of the palace: no note
-            found.append((name, link.line, link.file, link.form in ("wiki", "embed")))
+            found.append((name, link.line, link.file, link.form in ("wiki", "embed"), link.meta))
     reported: set[str] = set()
     unique = []
     for item in found:
@@ -101,10 +103,14 @@ def _links_with_lines(memory: Memory) -> list[tuple[str, int, bool, bool]]:
 
 def _link_problems(memory: Memory, names: Names, files: Files | None = None) -> list[Problem]:
     """Links that name nothing, or several notes; a link to a file (`![[photo.jpg]]`) is checked against the
-    vault's files when they are given (a note of the name comes first, as in Obsidian)."""
+    vault's files when they are given (a note of the name comes first, as in Obsidian). A meta page link
+    (`[[^Library/Std]]`) to no note is no broken link: SilverBullet serves such pages from libraries that need
+    not be in the vault (its standard library is built in), and the caret says the writer meant one."""
     found = []
-    for link, line, file, wiki in _links_with_lines(memory):
+    for link, line, file, wiki, meta in _links_with_lines(memory):
         problem = None if file else _link_problem(memory, link, line, names)
+        if meta and problem is not None and problem.code == "broken-link":
+            continue
         if (file or (problem is not None and problem.code == "broken-link")) and files is not None:
             if files.resolve(link, memory.path, anywhere=wiki) is not None:
                 continue  # a file of the vault
@@ -480,7 +486,7 @@ def merge_problems(palace: Palace, merging: bool = False) -> list[Problem]:
     names = Names(disk.scan.memories.values())
     gone = Names(removed)
     for memory in sorted(memories.values(), key=lambda m: m.path):
-        for link, line, file, _wiki in _links_with_lines(memory):
+        for link, line, file, _wiki, meta in _links_with_lines(memory):
             if file:
                 continue  # files are no note a merge removed
             problem = _link_problem(memory, link, line, names)
@@ -493,6 +499,6 @@ def merge_problems(palace: Palace, merging: bool = False) -> list[Problem]:
             if target is not None:
                 problem.message = f"link {link!r} to {target.path}, which the merge removed"
                 problems.append(problem)
-            elif memory.path in changed:
+            elif memory.path in changed and not meta:  # a meta page may be a library's, outside the vault
                 problems.append(problem)
     return problems

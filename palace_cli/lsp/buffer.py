@@ -13,7 +13,8 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
-from palace_cli.core.links import WIKILINK, is_attachment, joined_path, link_free_ranges, note_links
+from palace_cli.core.links import (WIKILINK, is_attachment, link_free_ranges, note_links, path_link_name,
+                                   silverbullet_target)
 from palace_cli.core.markdown import code_ranges, line_numbers, outside_code
 from palace_cli.core.notefile import frontmatter_block
 from palace_cli.core.notes import VERSION_FIELDS
@@ -56,7 +57,7 @@ class Link:
         """What the resolver looks the link up by: a path link's path from the root (relative to the note at
         `relpath`, unless it starts with `/`), any other link's target."""
         if self.field in PATH_FORMS:
-            return joined_path(relpath or "", self.target)
+            return path_link_name(relpath or "", self.target, self.file)
         return self.target
 
     @property
@@ -177,10 +178,11 @@ class Buffer:
                 break  # a YAML comment
             target = match.group(2)[:-1] if match.group(4).startswith("|") and not match.group(3) \
                 and match.group(2).endswith("\\") else match.group(2)
+            target, lead, _ = silverbullet_target(target)  # `[[^Name]]`, `[[Name@12]]` name `Name`
             if not target.strip():
                 continue
-            lead = len(target) - len(target.lstrip())
-            span = Span(number, start + match.start(2) + lead, start + match.start(2) + len(target.rstrip()))
+            lead += len(target) - len(target.lstrip())
+            span = Span(number, start + match.start(2) + lead, start + match.start(2) + lead + len(target.strip()))
             links.append(Link(target.strip(), span, Span(number, start + match.start(), start + match.end()),
                               owner[0], bool(match.group(1)), is_attachment(target), True))
         if links or owner[0] not in LINK_FIELDS:

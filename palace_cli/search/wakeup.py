@@ -3,6 +3,10 @@
 Given the directory a session works in (`cwd`), the recent decisions and conventions distilled from that
 project's sessions come right after the core memories. Every line is whole: a memory whose subject was cut
 (a distilled one) is shown by the first sentence of its content, and no heading is written without lines.
+
+An adopted vault's notes are not memories someone chose to keep: hundreds of page titles in one list tell a
+session little. Its wake-up is a map: the few most linked notes, then each domain (most notes first) with its
+count and its own most linked notes.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ DEFAULT_BUDGET = 2000  # tokens
 PROJECT_KINDS = ("decision", "convention")  # what a new session in a project needs first (issue 33)
 HEAD_BYTES = 16384  # read of a session note to find its frontmatter's cwd
 LONGEST_SENTENCE = 300  # characters: a longer first sentence is not a line; the memory's subject is shown instead
+VAULT_HUBS = 8  # a vault's most linked notes, above its domains
+DOMAIN_NOTES, DOMAIN_NOTES_EVERY = 3, 25  # a domain's own most linked notes: 3, and one more per 25 notes it holds
 
 
 @dataclass
@@ -82,14 +88,19 @@ def said(memory: Memory) -> str:
     return memory.subject
 
 
-def _line(memory: Memory, project: bool = False) -> str:
+def _line(memory: Memory, kind: str = "") -> str:
     """`- what it says [domain] (anchor) id:ID`; a note without a verify token shows its path:line instead of its
-    id, which is how it is cited (and `get` takes it too)."""
+    id, which is how it is cited (and `get` takes it too). Under a domain's heading (`kind` "domain") the domain
+    is not repeated; a project's decision or convention (`kind` "project") says its kind and since when."""
     where = f"id:{memory.id}" if memory.verify else memory.location
-    if project:  # a project's decision or convention: what kind, and since when
+    if kind == "project":
         when = f", {memory.valid_from or memory.created}" if memory.valid_from or memory.created else ""
         return f"- {said(memory)} ({memory.meta.get('kind')}{when}) {where}\n"
     anchor = f" ({memory.anchor})" if memory.anchor else ""  # a plain note (no frontmatter) has none
+    if kind == "domain":  # a page named by its path (`Space Lua/Widget.md:8`) is not named twice
+        stem = memory.path.rsplit("/", 1)[-1].removesuffix(".md")
+        return f"- {where}\n" if said(memory).lower() == stem.lower() and not anchor else \
+            f"- {said(memory)}{anchor} {where}\n"
     return f"- {said(memory)} [{memory.domain}]{anchor} {where}\n"
 
 
@@ -137,16 +148,38 @@ def project_memories(palace: Palace, scan: Scan, ids: list[str], cwd: str | None
     return newest
 
 
-def _groups(palace: Palace, scan: Scan, order: list[str], cwd: str | None) -> list[tuple[str, list[str], bool]]:
-    """(heading, ids, of the project) in the order they wake up: core, this project's, then the rest."""
+def _groups(palace: Palace, scan: Scan, order: list[str], cwd: str | None) -> list[tuple[str, list[str], str]]:
+    """(heading, ids, kind of line) in the order they wake up: core, this project's, then the rest (in a vault
+    of several domains, its most linked notes, then each domain's)."""
     core = [i for i in order if scan.memories[i].core]
     project = project_memories(palace, scan, order, cwd)
     taken = set(core) | set(project)
     rest = [i for i in order if i not in taken]
     noun = "notes" if palace.adopted else "memories"
-    return [(f"Core {noun}:" if project else f"Most important {noun}:", core, False),
-            ("Recent decisions and conventions of this project:", project, True),
-            (f"Most important {noun}:" if project or not core else "", rest, False)]
+    groups = [(f"Core {noun}:" if project else f"Most important {noun}:", core, ""),
+              ("Recent decisions and conventions of this project:", project, "project")]
+    heading = f"Most important {noun}:" if project or not core else ""
+    domains = {m.domain for m in scan.memories.values()}
+    if not palace.adopted or len(domains) < 2:
+        return groups + [(heading, rest, "")]
+    hubs = rest[: max(VAULT_HUBS - len(core), 0)]
+    return groups + [(heading, hubs, "")] + _domain_groups(scan, rest[len(hubs):])
+
+
+def _domain_groups(scan: Scan, ids: list[str]) -> list[tuple[str, list[str], str]]:
+    """A vault's domains, most notes first: a heading with how many notes each holds, then its most linked
+    notes among `ids` (in wake-up order), 3 and one more per 25 notes; the first heading says what follows."""
+    counts = Counter(m.domain for m in scan.memories.values())
+    by_domain: dict[str, list[str]] = {}
+    for note_id in ids:
+        by_domain.setdefault(scan.memories[note_id].domain, []).append(note_id)
+    groups = []
+    for domain in sorted(by_domain, key=lambda d: (-counts[d], d)):
+        shown = by_domain[domain][: DOMAIN_NOTES + counts[domain] // DOMAIN_NOTES_EVERY]
+        heading = f"{domain}, {plural(counts[domain], 'note')}" + (":" if len(shown) == counts[domain] else
+                                                                   ", the most linked:")
+        groups.append((heading if groups else f"By domain, most notes first.\n{heading}", shown, "domain"))
+    return groups
 
 
 def wake_up(palace: Palace, budget_tokens: int = DEFAULT_BUDGET, cwd: str | None = None) -> WakeUp:
@@ -158,11 +191,11 @@ def wake_up(palace: Palace, budget_tokens: int = DEFAULT_BUDGET, cwd: str | None
     budget_bytes = budget_tokens * BYTES_PER_TOKEN
     parts, chosen, full = [head], [], False
     used = len(head.encode("utf-8"))
-    for heading, ids, project in _groups(palace, scan, order, cwd):
+    for heading, ids, kind in _groups(palace, scan, order, cwd):
         heading_line = f"{heading}\n" if heading and ids else ""
         for note_id in ids:
             memory = scan.memories[note_id]
-            line = heading_line + _line(memory, project)
+            line = heading_line + _line(memory, kind)
             size = len(line.encode("utf-8"))
             if full or used + size > budget_bytes:
                 full = True
@@ -172,7 +205,7 @@ def wake_up(palace: Palace, budget_tokens: int = DEFAULT_BUDGET, cwd: str | None
             used += size
             chosen.append({"id": memory.id, "subject": memory.subject, "domain": memory.domain, "core": memory.core,
                            "importance": round(scores[note_id], 3), "path": memory.path, "line": memory.line,
-                           **({"project": True} if project else {})})
+                           **({"project": True} if kind == "project" else {})})
     named = {m["id"] for m in chosen}
     left_out = [i for i in order if scan.memories[i].core and i not in named]
     text = "".join(parts)

@@ -32,6 +32,13 @@ def targets(body: str, files: bool = False) -> list[str]:
     ("costs $$5 [[Priced]]\n\nand $$6\n", ["Priced"]),                                # `$$` across a blank line: no math
     ("`[[Inline]]` and [[Real]]\n```\n[[Fenced]]\n```\n", ["Real"]),                # code, inline and fenced
     ("> [!note] Callout\n> See [[Inside]] ^block1\n", ["Inside"]),                    # a callout's links are links
+    ("${query[[from index.pages() limit 1]]} and [[Real]]\n", ["Real"]),               # SilverBullet's Lua query
+    ("${query[[\n  from p = index.pages()\n  select {ADR = \"[[\" .. p.name .. \"]]\"}\n]]}\n[[After]]\n",
+     ["After"]),                                                                       # over lines
+    ("${some(query[[from a]]) or template.new[==[\n* [[${ref}]]\n]==](a)} [[Out]]\n", ["Out"]),  # nested strings
+    ('${f("} [[In a string]]")} [[Out]]\n', ["Out"]),                                  # a brace in a Lua string
+    ("a ${never closed [[Kept]]\n\n{ [[Also]] }\n", ["Kept", "Also"]),               # closes in no paragraph
+    ("`${x}` [[A]] ${ [[B]] }\n", ["A"]),                                             # inline code is no expression
 ])
 def test_what_is_a_link(body, found):
     assert targets(body) == found
@@ -44,6 +51,19 @@ def test_an_escaped_pipe_in_a_table_cell_is_no_part_of_the_target():
         ("Old name", "", False), ("photo.jpg", "", True), ("Old name", "Part", False)]
     assert body[links[0].start:links[0].end] == "Old name"  # the backslash stays where it is on a rename
     assert [link.target for link in note_links(body)] == ["Old name", "Old name"]  # files only when asked
+
+
+def test_silverbullet_meta_and_position_links_name_the_page():
+    body = "[[^Library/Std]] [[CHANGELOG@123]] [[CHANGELOG@L12c42|see]] ![[Page@l3]] [[^Std/Tag Page#Use]] [[@12]]\n"
+    links = note_links(body)
+    assert [(link.target, link.meta, link.fragment) for link in links] == [
+        ("Library/Std", True, ""), ("CHANGELOG", False, ""), ("CHANGELOG", False, ""), ("Page", False, ""),
+        ("Std/Tag Page", True, "Use")]  # `[[@12]]` is a place in the page itself
+    assert [body[link.start:link.end] for link in links] == [
+        "Library/Std", "CHANGELOG", "CHANGELOG", "Page", "Std/Tag Page"]  # a rename keeps the caret and the place
+    assert property_targets({"up": "[[^Library/Std@5]]"}) == [("up", "Library/Std", False)]
+    assert rename_links(body, {"CHANGELOG": "Changes", "Library/Std": "Lib"}) == body.replace(
+        "CHANGELOG@", "Changes@").replace("^Library/Std]]", "^Lib]]")
 
 
 def test_files_are_links_when_asked():
@@ -124,6 +144,28 @@ SHARED = Names([memory("Security.md"), memory("Projects/Security.md"), memory("A
 ])
 def test_shared_names_resolve_as_obsidian_does(target, source, expected):
     assert SHARED.resolve(target, source=source).memory.path == expected
+
+
+@pytest.mark.parametrize("target, source, expected", [
+    ("Gone/Security", "Home.md", None),                   # no such folder: no note, whatever `Security` notes there are
+    ("Journal/Plan", "Home.md", None),                    # `Plan` is in Projects/, not Journal/ (a note Journal/ lost)
+    ("Journal/Plan", "Journal/x.md", None),               # written in Journal/ itself alike
+    ("[x](Journal/Plan.md)", "Home.md", None),            # a Markdown link's folder alike
+    ("[x](../Gone/Plan.md)", "Journal/x.md", None),
+    ("Projects/Plan", "Home.md", "Projects/Plan.md"),
+    ("Plan.md", "Home.md", "Projects/Plan.md"),           # a file name with `.md`, no folder: anywhere, as `[[Plan]]`
+    ("Plan", "Home.md", "Projects/Plan.md"),
+    ("[x](Plan.md)", "Journal/x.md", "Projects/Plan.md"),  # a Markdown link with no folder: by its name anywhere
+    ("[x](Security.md)", "Projects/x.md", "Projects/Security.md"),  # the linking note's folder first
+    ("[x](Security.md)", "Journal/x.md", "Security.md"),
+])
+def test_a_link_with_a_folder_names_a_note_in_it_or_none(target, source, expected):
+    """Obsidian leaves `[[Journal/Plan]]` unresolved when Journal/ holds no Plan: a folder in a link is the
+    writer's word for where the note is, so a same-named note elsewhere is not it."""
+    if target.startswith("["):
+        target = note_links(target)[0].name(source)
+    found = SHARED.resolve(target, source=source)
+    assert (found.memory.path if found else None) == expected
 
 
 def test_shared_names_of_one_length_elsewhere_are_ambiguous():

@@ -303,6 +303,12 @@ def test_inline_tags_outside_code_are_keywords():
     assert memory.keywords == ["garden", "Water", "tomato", "garden/beds", "heading-tag"]
 
 
+def test_a_silverbullet_expression_holds_no_tag():
+    text = ("# ADRs\n#adr pages\n${query[[\n  from p = index.pages()\n  group by p.status\n"
+            "  select {Count = #group}\n]]}\n")
+    assert parse_note(text, "ADR.md", "d").keywords == ["adr"]  # Lua's length operator is no #tag
+
+
 @pytest.mark.parametrize("text", [
     "---\nsubject: A\nkeywords: [x]\n---\nbody\n",
     "---  \nsubject: A\n---\t\nbody\n",  # blanks after the fences: session files once read no frontmatter here

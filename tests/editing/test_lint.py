@@ -91,6 +91,14 @@ def test_links_inside_code_fences_are_not_links(root):
     assert problems(root) == set()
 
 
+def test_silverbullet_links_are_read_as_silverbullet_reads_them(root):
+    """A place in a page names the page, a query is code, a meta page may be a library's: only a plain link to
+    no note is broken."""
+    make(root, "alpha", verify="orange llamas",
+         extra="\n[[alpha@12]] [[Alpha@L3c1]] [[^Library/Std/Widgets]] ${query[[from index.pages()]]}\n[[Library/Gone]]\n")
+    assert problems(root) == {("memories/d/alpha.md", 18, "error", "broken-link")}
+
+
 def test_duplicate_tokens_up_to_spelling_are_errors_on_both(root):
     make(root, "alpha", verify="orange llamas")
     make(root, "beta", verify="Orange-Llama", image="Nine orange-llama kites over the beta fields.")

@@ -98,6 +98,35 @@ def test_an_adopted_vault_is_told_to_cite_places(foam):
     assert wrong.startswith("NOT grounded (misquoted)"), wrong
 
 
+def test_a_vault_of_several_folders_wakes_up_to_a_map_of_them(tmp_path, monkeypatch):
+    """Not a flat list of every title: the most linked notes, then each folder (most notes first) with its count
+    and its own most linked notes, a page named by its path named once."""
+    notes = {"Home.md": "[[Tomatoes]] [[Beans]] [[Standup]]\n", "Garden/Tomatoes.md": "Grow by [[Beans]].\n",
+             "Garden/Beans.md": "Climb.\n", "Garden/Soil.md": "Loam.\n", "Garden/Compost.md": "Heap.\n",
+             "Work/Standup.md": "About [[Tomatoes]].\n", "Work/Retro.md": "Fridays.\n"}
+    for relpath, text in notes.items():
+        (tmp_path / "vault" / relpath).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "vault" / relpath).write_text(text)
+    done = CliRunner().invoke(cli, ["init", str(tmp_path / "vault"), "--no-git-setup"], catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    monkeypatch.setattr("palace_cli.search.wakeup.VAULT_HUBS", 2)  # a vault of 7 notes would list them all
+    text = wake_up(Palace(tmp_path / "vault")).text
+    assert text.split("\n", 2)[2] == (
+        "Most important notes:\n- Beans [Garden] Garden/Beans.md:1\n- Tomatoes [Garden] Garden/Tomatoes.md:1\n"
+        "By domain, most notes first.\nGarden, 4 notes, the most linked:\n- Garden/Compost.md:1\n- Garden/Soil.md:1\n"
+        "Work, 2 notes:\n- Work/Standup.md:1\n- Work/Retro.md:1\nroot, 1 note:\n- Home.md:1\n")
+
+
+@needs_foam
+def test_foams_wake_up_is_a_map_not_every_title(foam):
+    woken = wake_up(foam)
+    hubs, domains = woken.text.split("By domain, most notes first.\n")
+    assert hubs.count("\n- ") == 8 and "[user]" not in domains  # a domain's heading names it
+    assert domains.startswith("user, 75 notes, the most linked:\n- Backlinks user/features/backlinking.md:1\n")
+    assert "\ndev, 7 notes, the most linked:\n" in domains and domains.endswith("\n- inbox.md:1\n")
+    assert len(woken.memories) == 8 + 6 + 3 + 3 < 86  # 3 per domain, one more per 25 notes
+
+
 def test_a_context_of_plain_notes_asks_for_places_not_tokens():
     plain = memory("n", "Tomato bed", "Water at dawn.", path="Garden/Tomato bed.md")
     smashin = memory("m", "WAL", "Log first.", path="memories/s/wal.md", verify="a wrist notebook")
