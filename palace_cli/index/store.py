@@ -16,10 +16,9 @@ from palace_cli.core.layout import Scan
 from palace_cli.core.notes import Memory, Warning_
 from palace_cli.index.vectors import vector_key
 
-SCHEMA_VERSION = "18"  # 18: a turn's substance (how much it says beyond chit-chat, for ranking); 17: SilverBullet's
-# `[[^X]]`, `[[X@12]]`, `${...}` (no link, no #tag); 16: `# ` headings as sections are no title, YAML sets are lists;
-# 15: a vector key beside the text hash (text without link targets); 14: derived ids transliterate accents;
-# 13: a `# ` heading below prose is a section; 12: property links; 11: any .md
+SCHEMA_VERSION = "18"  # 18: a turn's substance (for ranking); 17: SilverBullet's `[[^X]]`, `[[X@12]]`, `${...}`;
+# 16: `# ` headings as sections are no title, YAML sets are lists; 15: a vector key beside the text hash; 14: derived
+# ids transliterate accents; 13: a `# ` heading below prose is a section; 12: property links; 11: any .md
 RACY_NS = 2_000_000_000  # stat of a file changed in the last 2 s is not trusted (coarse clocks, network disks)
 MEMORY_FIELDS = frozenset(f.name for f in dataclasses.fields(Memory))
 # What the generated index files need; stored apart from `data` so they can be read without decoding bodies.
