@@ -1,0 +1,134 @@
+"""A user's item-by-item answer to what the agent listed: "1 yes. 2 no, in place only. 3 yes but weekly" after a
+numbered plan, or "Brownouts yes, but Andrés picks the days. Extensions: nobody gets one" after a draft whose items
+open with those words. Each answer reads with the item it answers: a "yes" says nothing without it, and "weekly, not
+daily" says what only beside "Add a daily CI job that runs pluto ...". Pure text in, text out; work.py builds the
+units."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from palace_cli.core.text import root, split_sentences
+from palace_cli.memory import cues
+from palace_cli.memory.proposals import informative
+
+# An item of the agent's list: "1. ...", "2) ...", "(3) ..." at a line's start; its lines run on until the next.
+LISTED = re.compile(r"^[ \t]*\(?(?P<mark>\d{1,2})[.)][ \t]+(?P<text>\S.*)$", re.M)
+# The user's answer to item n: "1 yes", "2: moka", "3. Pass through, yes", "(4) later", at the start of the turn, of
+# a line or after a sentence's end.
+MARKED = re.compile(r"(?:^|(?<=\n)|(?<=[.!;]\s))[ \t]*\(?(?P<mark>\d{1,2})(?:[.:)]|(?=\s+[a-z]))[ \t]*(?=\S)", re.I)
+# The answer keyed by the item's own first word: "Brownouts yes, but ...", "Headers: I don't care ...".
+KEYED = re.compile(r"^\W*(?:comments?:\s*)?(?P<key>[a-z][\w-]*)(?::\s*|\s+(?=(?:yes|yeah|yep|ok|okay|fine|agreed|no)\b))"
+                   r"(?P<rest>\S.*)$", re.I)
+YES = re.compile(r"^\W*(?:yes|yeah|yep|yup|ok|okay|fine|agreed|good|sure|\+1|lgtm)\b[\s,.:;!—–-]*", re.I)
+YES_AFTER = re.compile(r",?\s*(?:yes|yeah|yep|agreed|fine|ok|okay)\W*$", re.I)  # "Pass through, yes."
+NO = re.compile(r"^\W*(?:no|nope|nah|drop it|drop|skip it|skip)\b[\s,.:;!—–-]*", re.I)
+LATER = re.compile(r"^\W*(?:later|not yet|not now|parked|park it|separate (?:change|pr|ticket))\b", re.I)
+FILLER = re.compile(r"^\W*(?:obv(?:iously)?|of course|sure|please|pls|thanks|good|great|perfect)?\W*$", re.I)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The user's answer to one listed item: the item's words, how it was answered ("yes", "no", "other"), what the
+    user said beyond the verdict, and where in the user's text the answer stood."""
+
+    item: str
+    verdict: str
+    said: str
+    span: tuple[int, int]
+
+
+def listed_items(offered: str) -> dict[str, str]:
+    """The items of a numbered list in the agent's turn, by number (two or more, numbered from 1 in order)."""
+    matches = list(LISTED.finditer(offered))
+    items = {}
+    for number, match in enumerate(matches):
+        end = matches[number + 1].start() if number + 1 < len(matches) else len(offered)
+        lines = offered[match.start("text"):end].split("\n")
+        kept = [lines[0]] + [line for line in lines[1:] if line.startswith((" ", "\t")) and line.strip()]
+        items[match.group("mark")] = " ".join(" ".join(kept).split()).rstrip(" ;,")
+    marks = [int(m) for m in items]
+    return items if len(items) >= 2 and marks == list(range(1, len(marks) + 1)) else {}
+
+
+def marked_answers(answer: str, offered: str) -> list[Answer]:
+    """The user's answers to the agent's listed items, by number or by the item's first word (see the module); []
+    when fewer than two items are answered, so that one number in a sentence is never read as an answer."""
+    items = listed_items(offered)
+    if not items:
+        return []
+    out = _numbered(answer, items) or _keyed(answer, items)
+    return out if len(out) >= 2 else []
+
+
+def _numbered(answer: str, items: dict[str, str]) -> list[Answer]:
+    marks = [m for m in MARKED.finditer(answer) if m.group("mark") in items]
+    numbers = [int(m.group("mark")) for m in marks]
+    if len(marks) < 2 or numbers != sorted(set(numbers)):
+        return []
+    out = []
+    for number, match in enumerate(marks):
+        end = marks[number + 1].start() if number + 1 < len(marks) else _sentence_end(answer, match.end())
+        said = answer[match.end():end].strip()
+        out.append(_answer(items[match.group("mark")], said, (match.start(), end)))
+    return out
+
+
+def _keyed(answer: str, items: dict[str, str]) -> list[Answer]:
+    heads = {}
+    for item in items.values():
+        first = root(re.split(r"[\s:,]+", item.strip("`*"), maxsplit=1)[0].lower())
+        heads[first] = None if first in heads else item  # a first word two items share names neither
+    out, at = [], 0
+    for sentence in split_sentences(answer):
+        start = answer.find(sentence, at)
+        at = start + len(sentence) if start >= 0 else at
+        form = KEYED.match(sentence)
+        item = heads.get(root(form.group("key").lower())) if form else None
+        if item and start >= 0:
+            out.append(_answer(item, form.group("rest").strip(), (start, start + len(sentence))))
+    return out
+
+
+def _answer(item: str, said: str, span: tuple[int, int]) -> Answer:
+    if LATER.match(said):
+        return Answer(item, "later", said, span)
+    yes, no = YES.match(said), NO.match(said)
+    if yes or YES_AFTER.search(said) and len(informative(YES_AFTER.sub("", said)) - informative(item)) < 2:
+        rest = said[yes.end():] if yes else ""
+        return Answer(item, "yes", "" if FILLER.match(rest) else rest.strip(" ."), span)
+    if no:
+        return Answer(item, "no", said[no.end():].strip(" ."), span)
+    return Answer(item, "other", said.strip(" ."), span)
+
+
+def _sentence_end(text: str, start: int) -> int:
+    """Where the sentence that begins at `start` ends (after its stop), or the end of the text."""
+    match = re.search(r"[.!?](?=\s|$)", text[start:])
+    return start + match.end() if match else len(text)
+
+
+def unmarked(answer: str, answers: list[Answer]) -> str:
+    """What the user said beside the answers to the items (a rule said after them stays to be read)."""
+    kept, at = [], 0
+    for found in sorted(answers, key=lambda a: a.span):
+        kept.append(answer[at:found.span[0]])
+        at = found.span[1]
+    kept.append(answer[at:])
+    return " ".join(" ".join(kept).split())
+
+
+def stated(answer: Answer, name: str) -> str:
+    """An answer as a memory's sentence: a yes in the item's words (and what the user added), a no or another answer
+    in the user's words beside the item it answers; "" for an item put off ("4 later") or turned down with nothing
+    in its place."""
+    item = answer.item.rstrip(" .")
+    if answer.verdict == "yes":
+        added = f" {answer.said[0].upper()}{answer.said[1:]}" if answer.said else ""
+        return f"{name} agreed: {item}.{added}"
+    if answer.verdict == "later" or len(informative(answer.said)) < 2 or cues.HEDGE.search(answer.said):
+        return ""
+    said = f"{answer.said[0].upper()}{answer.said[1:]}"
+    how = "instead of" if answer.verdict == "no" else "on"
+    return f"{said} ({how}: {item})"

@@ -1,0 +1,97 @@
+"""The seventh step of work distill (memory/markup.py): a user's item-by-item answer to what the agent listed reads
+with the item it answers, on sentences written for these tests, with the negatives that must stay as they were."""
+
+from __future__ import annotations
+
+from palace_cli.conversations.model import Session, Turn
+from palace_cli.memory.markup import listed_items, marked_answers, stated, unmarked
+from palace_cli.memory.work import work_units
+
+PLAN = """Here is what I would do:
+1. Move the nightly export to the queue worker, so it stops blocking web requests.
+2. Alternative to 1: keep it in cron but give it its own read replica.
+3. Add a retry with backoff around the S3 upload, five attempts
+   at most, then page whoever is on call.
+4. Rename the bucket to orchard-exports-prod.
+5. Turn on object versioning for the bucket."""
+
+DRAFT = """Draft of the release note:
+1. Exports: the nightly export moves to the queue worker.
+2. Retention: exports are kept 30 days, then deleted.
+3. Alerts: a failed export pages the on-call engineer."""
+
+
+def _units(*turns, user="Ada", cwd="/home/ada/src/orchard"):
+    session = Session("cc", "claude-code", "x", started="2026-03-02T10:00:00Z", participants=["user", "assistant"])
+    session.meta["cwd"] = cwd
+    session.turns = [Turn(f"t{i}", role, text) for i, (role, text) in enumerate(turns)]
+    return work_units(session, user)
+
+
+def test_a_numbered_list_is_read_with_its_wrapped_lines():
+    items = listed_items(PLAN)
+    assert list(items) == ["1", "2", "3", "4", "5"]
+    assert items["3"].endswith("five attempts at most, then page whoever is on call.")
+
+
+def test_one_listed_item_or_a_list_not_numbered_from_one_is_no_list():
+    assert listed_items("Plan:\n1. Move the export to the queue worker.") == {}
+    assert listed_items("3. Move the export.\n4. Rename the bucket.") == {}
+
+
+def test_a_yes_to_an_item_is_a_decision_in_the_items_words_with_what_was_added():
+    answers = marked_answers("1 yes. 2 no, we never add replicas for one job. 3 ok but three attempts, not five. "
+                             "4 later. 5 yes.", PLAN)
+    assert [a.verdict for a in answers] == ["yes", "no", "yes", "later", "yes"]
+    assert stated(answers[0], "Ada") == ("Ada agreed: Move the nightly export to the queue worker, so it stops "
+                                         "blocking web requests.")
+    assert stated(answers[2], "Ada").endswith("then page whoever is on call. But three attempts, not five")
+    assert stated(answers[3], "Ada") == ""  # put off: nothing settled
+    assert stated(answers[1], "Ada").startswith("We never add replicas for one job (instead of: Alternative to 1")
+
+
+def test_the_answers_become_units_on_the_users_turn_and_what_follows_is_still_read():
+    units = _units(("user", "the nightly export keeps timing out the web workers, any ideas?"),
+                   ("assistant", PLAN),
+                   ("user", "1 yes. 2 no. 3 yes but three attempts, not five. 4 later, separate PR. 5 yes. "
+                            "And from now on every bucket we create gets versioning, always."))
+    texts = [u.text for u in units if u.turn.id == "t2"]
+    assert any("queue worker" in t and "Ada agreed" in t for t in texts)
+    assert any("three attempts, not five" in t and "retry with backoff" in t for t in texts)
+    assert not any("orchard-exports-prod" in t for t in texts)  # item 4 was put off
+    assert any(u.kind == "convention" and "every bucket" in u.text for u in units if u.turn.id == "t2")
+
+
+def test_answers_keyed_by_the_items_first_word():
+    answers = marked_answers("Looks right. Exports yes. Retention: 90 days, not 30, legal asked for it. "
+                             "Alerts: page only in working hours.", DRAFT)
+    assert [a.verdict for a in answers] == ["yes", "other", "other"]
+    assert stated(answers[1], "Ada") == ("90 days, not 30, legal asked for it (on: Retention: exports are kept "
+                                         "30 days, then deleted)")
+
+
+def test_a_comment_in_the_users_words_keeps_the_rest_of_the_turn():
+    text = "1. Fine, yes.\n2. No, keep it in cron.\nAlso: Lena owns the export job."
+    answers = marked_answers(text, PLAN)
+    assert [a.verdict for a in answers] == ["yes", "no"]
+    assert unmarked(text, answers) == "Also: Lena owns the export job."
+
+
+def test_one_number_in_a_sentence_is_no_answer_to_a_list():
+    assert marked_answers("3 workers were enough last year, so let's leave it.", PLAN) == []
+    assert marked_answers("We had 2 outages. 5 engineers looked at it.", PLAN) == []  # one mark only
+
+
+def test_numbers_after_a_turn_with_no_list_are_no_answers():
+    assert marked_answers("1 yes. 2 no.", "Should I move the export to the queue worker?") == []
+
+
+def test_a_first_word_two_items_share_names_neither():
+    draft = "1. Exports move to the queue.\n2. Exports are kept 30 days."
+    assert marked_answers("Exports yes. Exports: 90 days.", draft) == []
+
+
+def test_a_hedged_or_one_off_answer_is_no_memory():
+    units = _units(("user", "the nightly export keeps timing out"), ("assistant", PLAN),
+                   ("user", "1 yes for now. 2 maybe, not sure yet. 3 no."))
+    assert [u for u in units if u.turn.id == "t2"] == []
