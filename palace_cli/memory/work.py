@@ -210,7 +210,8 @@ def _marked_units(turn: Turn, answers, name: str, project: str, said: str | None
         resolved, dates = resolve_relative(rewrite(text, name), said) if said else (rewrite(text, name), [])
         kind = "convention" if cues.RULE.search(answer.said) else "decision"
         unit = _unit(kind, turn, project or name, _with_project(resolved, project, kind, said),
-                     f"{answer.said} {answer.item}", {**context, **proposal_signals(answer.item)})
+                     f"{answer.said} {answer.item}", {**context, **proposal_signals(answer.item), "accepted": 0.0,
+                                                       "item": 1.0})  # an item answered, not a "yes, do that"
         unit.dates = dates
         units.append(unit)
     return units
