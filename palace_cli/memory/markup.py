@@ -15,16 +15,22 @@ from palace_cli.memory.proposals import informative
 
 # An item of the agent's list: "1. ...", "2) ...", "(3) ..." at a line's start; its lines run on until the next.
 LISTED = re.compile(r"^[ \t]*\(?(?P<mark>\d{1,2})[.)][ \t]+(?P<text>\S.*)$", re.M)
-# The user's answer to item n: "1 yes", "2: moka", "3. Pass through, yes", "(4) later", at the start of the turn, of
-# a line or after a sentence's end.
-MARKED = re.compile(r"(?:^|(?<=\n)|(?<=[.!;]\s))[ \t]*\(?(?P<mark>\d{1,2})(?:[.:)]|(?=\s+[a-z]))[ \t]*(?=\S)", re.I)
+# The status meeting notes put after an item ("... named `id`. AGREED"): the user's answer says it again.
+STATUS = re.compile(r"[\s.]+(?:AGREED|OPEN|PARKED|DONE|TODO|DECIDED|APPROVED|REJECTED|DROPPED)\W*$")
+# The user's answer to item n, or to items n, m and k together: "1 yes", "2: moka", "3. Pass through, yes", "(4)
+# later", "1, 3 and 4 stand as written", at the start of the turn, of a line or after a sentence's end.
+MARKED = re.compile(r"(?:^|(?<=\n)|(?<=[.!;]\s))[ \t]*\(?(?P<marks>\d{1,2}(?:\s*(?:,\s*(?:and\s+)?|\s+and\s+|\s*&\s*)"
+                    r"\d{1,2})*)(?:[.:)]|(?=\s+[a-z]))[ \t]*(?=\S)", re.I)
 # The answer keyed by the item's own first word: "Brownouts yes, but ...", "Headers: I don't care ...".
 KEYED = re.compile(r"^\W*(?:comments?:\s*)?(?P<key>[a-z][\w-]*)(?::\s*|\s+(?=(?:yes|yeah|yep|ok|okay|fine|agreed|no)\b))"
                    r"(?P<rest>\S.*)$", re.I)
-YES = re.compile(r"^\W*(?:yes|yeah|yep|yup|ok|okay|fine|agreed|good|sure|\+1|lgtm)\b[\s,.:;!—–-]*", re.I)
+YES = re.compile(r"^\W*(?:yes|yeah|yep|yup|ok|okay|fine|agreed|good|sure|\+1|lgtm|approved|stands?(?: as (?:written|is))?|"
+                 r"(?:is|are) (?:fine|ok|okay|good|agreed|approved))\b[\s,.:;!—–-]*", re.I)
 YES_AFTER = re.compile(r",?\s*(?:yes|yeah|yep|agreed|fine|ok|okay)\W*$", re.I)  # "Pass through, yes."
-NO = re.compile(r"^\W*(?:no|nope|nah|drop it|drop|skip it|skip)\b[\s,.:;!—–-]*", re.I)
-LATER = re.compile(r"^\W*(?:later|not yet|not now|parked|park it|separate (?:change|pr|ticket))\b", re.I)
+NO = re.compile(r"^\W*(?:no|nope|nah|drop it|drop|skip it|skip|(?:is|are) (?:dead|out|dropped|rejected|gone)|dead|out)\b"
+                r"[\s,.:;!—–-]*", re.I)
+LATER = re.compile(r"^\W*(?:later|not yet|not now|parked|park it|separate (?:change|pr|ticket))\b|\b(?:still open|is open|"
+                   r"are open|never finished|come back to|not decided|undecided|tbd)\b", re.I)
 FILLER = re.compile(r"^\W*(?:obv(?:iously)?|of course|sure|please|pls|thanks|good|great|perfect)?\W*$", re.I)
 
 
@@ -47,7 +53,7 @@ def listed_items(offered: str) -> dict[str, str]:
         end = matches[number + 1].start() if number + 1 < len(matches) else len(offered)
         lines = offered[match.start("text"):end].split("\n")
         kept = [lines[0]] + [line for line in lines[1:] if line.startswith((" ", "\t")) and line.strip()]
-        items[match.group("mark")] = " ".join(" ".join(kept).split()).rstrip(" ;,")
+        items[match.group("mark")] = STATUS.sub("", " ".join(" ".join(kept).split())).rstrip(" ;,")
     marks = [int(m) for m in items]
     return items if len(items) >= 2 and marks == list(range(1, len(marks) + 1)) else {}
 
@@ -63,16 +69,38 @@ def marked_answers(answer: str, offered: str) -> list[Answer]:
 
 
 def _numbered(answer: str, items: dict[str, str]) -> list[Answer]:
-    marks = [m for m in MARKED.finditer(answer) if m.group("mark") in items]
-    numbers = [int(m.group("mark")) for m in marks]
-    if len(marks) < 2 or numbers != sorted(set(numbers)):
+    marks = [(m, re.findall(r"\d+", m.group("marks"))) for m in MARKED.finditer(answer)]
+    marks = [(m, numbers) for m, numbers in marks if all(n in items for n in numbers)]
+    numbers = [int(n) for _, found in marks for n in found]
+    grouped = any(len(found) > 1 for _, found in marks)  # "1, 3 and 4 stand": an answer, in whatever order
+    if len(numbers) < 2 or len(set(numbers)) < len(numbers) or not grouped and numbers != sorted(numbers):
         return []
     out = []
-    for number, match in enumerate(marks):
-        end = marks[number + 1].start() if number + 1 < len(marks) else _sentence_end(answer, match.end())
+    for number, (match, found) in enumerate(marks):
+        end = marks[number + 1][0].start() if number + 1 < len(marks) else _sentence_end(answer, match.end())
         said = answer[match.end():end].strip()
-        out.append(_answer(items[match.group("mark")], said, (match.start(), end)))
+        out += [_answer(items[n], said, (match.start(), end)) for n in found]
     return out
+
+
+def answers_in(said: str, written: str, offered: str) -> tuple[list[Answer], str]:
+    """The answers a user's turn gives to the agent's list, or else to a numbered list the user pasted in the same
+    turn (meeting notes, then "1, 3 and 4 stand as written"), read only after the list; with what the turn says
+    beside them ("" when there are no answers). `said` is what the turn said in words, `written` the turn as written
+    (a pasted list may be in a code block)."""
+    answers = marked_answers(said, offered) if offered else []
+    if answers:
+        return answers, unmarked(said, answers)
+    own = list(LISTED.finditer(written))
+    if len(own) < 2:
+        return [], ""
+    tail = cues.said_text(written[written.find("\n", own[-1].end()) + 1 if "\n" in written[own[-1].end():] else
+                                  len(written):].lstrip("`\n"))
+    answers = marked_answers(tail, written[:own[-1].end()])
+    if not answers:
+        return [], ""
+    head = cues.said_text(written[:own[0].start()])
+    return answers, " ".join(f"{head} {unmarked(tail, answers)}".split())
 
 
 def _keyed(answer: str, items: dict[str, str]) -> list[Answer]:
@@ -92,7 +120,7 @@ def _keyed(answer: str, items: dict[str, str]) -> list[Answer]:
 
 
 def _answer(item: str, said: str, span: tuple[int, int]) -> Answer:
-    if LATER.match(said):
+    if LATER.search(said):
         return Answer(item, "later", said, span)
     yes, no = YES.match(said), NO.match(said)
     if yes or YES_AFTER.search(said) and len(informative(YES_AFTER.sub("", said)) - informative(item)) < 2:
@@ -127,7 +155,8 @@ def stated(answer: Answer, name: str) -> str:
     if answer.verdict == "yes":
         added = f" {answer.said[0].upper()}{answer.said[1:]}" if answer.said else ""
         return f"{name} agreed: {item}.{added}"
-    if answer.verdict == "later" or len(informative(answer.said)) < 2 or cues.HEDGE.search(answer.said):
+    if answer.verdict == "later" or len(informative(answer.said)) < (3 if answer.verdict == "no" else 2) \
+            or cues.HEDGE.search(answer.said):
         return ""
     said = f"{answer.said[0].upper()}{answer.said[1:]}"
     how = "instead of" if answer.verdict == "no" else "on"

@@ -152,33 +152,33 @@ def fit(rows: list[dict[str, float]], labels: list[bool], l2: float = 1.0, names
 WORK_THRESHOLD = 0.22
 WORK_FITTED = Weights(
     mean={
-        "decision": 0.2321, "convention": 0.2902, "fact": 0.2701, "solution": 0.1451, "milestone": 0.0625, "agent":
-        0.1585, "accepted": 0.096, "proposal_rule": 0.0357, "offer": 0.0089, "proposal_words": 0.3472, "rule": 0.3482,
-        "choice": 0.0737, "settled": 0.0089, "one_off": 0.0223, "request": 0.0379, "imperative": 0.1473, "hedge": 0.0,
-        "reason": 0.2143, "transient": 0.1116, "person": 0.308, "codeish": 0.2987, "first_singular": 0.1496,
-        "first_plural": 0.2254, "words": 2.8473, "informative": 2.3013, "item": 0.0982, "first_turn": 0.1429,
-        "after_proposal": 0.2344, "done": 0.0781, "verified": 0.1964, "cause": 0.1808, "backed": 0.1406, "at_hand":
-        0.1049, "pointing": 0.0312, "evaluative": 0.0558, "scope": 0.4353, "reported": 0.0067, "numbers": 0.2985,
-        "answers": 0.125, "problem": 0.1317, "owner": 0.1205, "past": 0.2106, "named": 0.875, "proposal_fix": 0.0134,
-        "strong": 0.096},
+        "decision": 0.2356, "convention": 0.2911, "fact": 0.2667, "solution": 0.1444, "milestone": 0.0622, "agent":
+        0.1578, "accepted": 0.0956, "proposal_rule": 0.0378, "offer": 0.0089, "proposal_words": 0.3574, "rule": 0.3489,
+        "choice": 0.0733, "settled": 0.0089, "one_off": 0.0222, "request": 0.0378, "imperative": 0.1467, "hedge": 0.0,
+        "reason": 0.2133, "transient": 0.1111, "person": 0.3044, "codeish": 0.3, "first_singular": 0.1489,
+        "first_plural": 0.2244, "words": 2.8439, "informative": 2.2998, "item": 0.1044, "first_turn": 0.1467,
+        "after_proposal": 0.2333, "done": 0.0778, "verified": 0.1956, "cause": 0.18, "backed": 0.14, "at_hand": 0.1044,
+        "pointing": 0.0311, "evaluative": 0.0556, "scope": 0.4356, "reported": 0.0067, "numbers": 0.3006, "answers":
+        0.1311, "problem": 0.1311, "owner": 0.12, "past": 0.2104, "named": 0.8756, "proposal_fix": 0.0133, "strong":
+        0.0956},
     scale={
-        "decision": 0.4222, "convention": 0.4538, "fact": 0.444, "solution": 0.3522, "milestone": 0.2421, "agent":
-        0.3652, "accepted": 0.2946, "proposal_rule": 0.1856, "offer": 0.0941, "proposal_words": 0.9532, "rule": 0.4764,
-        "choice": 0.2612, "settled": 0.0941, "one_off": 0.1477, "request": 0.1911, "imperative": 0.3544, "hedge": 1.0,
-        "reason": 0.4103, "transient": 0.2088, "person": 0.4617, "codeish": 0.3279, "first_singular": 0.3566,
-        "first_plural": 0.4179, "words": 0.7257, "informative": 0.7112, "item": 0.2976, "first_turn": 0.3499,
-        "after_proposal": 0.4236, "done": 0.2684, "verified": 0.3973, "cause": 0.3849, "backed": 0.3476, "at_hand":
-        0.3064, "pointing": 0.174, "evaluative": 0.2295, "scope": 0.4958, "reported": 0.0816, "numbers": 0.3776,
-        "answers": 0.3307, "problem": 0.3382, "owner": 0.3256, "past": 0.303, "named": 0.3307, "proposal_fix": 0.1149,
-        "strong": 0.2946},
+        "decision": 0.4243, "convention": 0.4543, "fact": 0.4422, "solution": 0.3515, "milestone": 0.2416, "agent":
+        0.3645, "accepted": 0.294, "proposal_rule": 0.1907, "offer": 0.0939, "proposal_words": 0.9581, "rule": 0.4766,
+        "choice": 0.2607, "settled": 0.0939, "one_off": 0.1474, "request": 0.1907, "imperative": 0.3538, "hedge": 1.0,
+        "reason": 0.4097, "transient": 0.2085, "person": 0.4602, "codeish": 0.3275, "first_singular": 0.356,
+        "first_plural": 0.4172, "words": 0.7258, "informative": 0.7098, "item": 0.3058, "first_turn": 0.3538,
+        "after_proposal": 0.423, "done": 0.2678, "verified": 0.3966, "cause": 0.3842, "backed": 0.347, "at_hand":
+        0.3058, "pointing": 0.1736, "evaluative": 0.2291, "scope": 0.4958, "reported": 0.0814, "numbers": 0.3791,
+        "answers": 0.3375, "problem": 0.3375, "owner": 0.325, "past": 0.3034, "named": 0.3301, "proposal_fix": 0.1147,
+        "strong": 0.294},
     weights={
-        "decision": -0.3466, "convention": 0.1331, "fact": 0.2057, "solution": -0.189, "milestone": 0.2527, "agent":
-        -0.3377, "accepted": 0.6721, "proposal_rule": 0.184, "offer": -0.3156, "proposal_words": -0.4286, "rule":
-        -0.027, "choice": 0.1416, "settled": 0.0314, "one_off": 0.006, "request": -0.1479, "imperative": 0.1508,
-        "hedge": 0.0, "reason": -0.0785, "transient": 0.3098, "person": -0.0199, "codeish": 0.2157, "first_singular":
-        -0.3138, "first_plural": 0.0239, "words": 0.3066, "informative": 1.1178, "item": 0.1914, "first_turn": 0.3401,
-        "after_proposal": 0.0048, "done": 0.2879, "verified": -0.2505, "cause": -0.1906, "backed": 0.3447, "at_hand":
-        0.0092, "pointing": 0.1415, "evaluative": -0.0373, "scope": 0.4278, "reported": 0.0456, "numbers": 0.1478,
-        "answers": 0.3127, "problem": -0.0683, "owner": 0.364, "past": -0.2684, "named": 0.0953, "proposal_fix":
-        -0.4036, "strong": 0.3315},
-    bias=0.6456)
+        "decision": -0.3263, "convention": 0.1252, "fact": 0.1932, "solution": -0.1802, "milestone": 0.2465, "agent":
+        -0.3399, "accepted": 0.6026, "proposal_rule": 0.1766, "offer": -0.309, "proposal_words": -0.3055, "rule":
+        -0.011, "choice": 0.1265, "settled": 0.0206, "one_off": 0.0041, "request": -0.15, "imperative": 0.1242, "hedge":
+        0.0, "reason": -0.0771, "transient": 0.3209, "person": -0.0227, "codeish": 0.2478, "first_singular": -0.3128,
+        "first_plural": 0.0303, "words": 0.2589, "informative": 1.0917, "item": 0.2016, "first_turn": 0.3933,
+        "after_proposal": -0.027, "done": 0.2866, "verified": -0.2464, "cause": -0.1966, "backed": 0.3609, "at_hand":
+        0.0157, "pointing": 0.1476, "evaluative": -0.0379, "scope": 0.4229, "reported": 0.0461, "numbers": 0.1303,
+        "answers": 0.3424, "problem": -0.0729, "owner": 0.3618, "past": -0.2355, "named": 0.1055, "proposal_fix":
+        -0.4007, "strong": 0.3261},
+    bias=0.6704)

@@ -22,7 +22,7 @@ from pathlib import PurePath
 from palace_cli.conversations.model import Session, Turn
 from palace_cli.core.dates import WEEKDAYS, resolve_relative
 from palace_cli.memory import cues
-from palace_cli.memory.markup import marked_answers, stated, unmarked
+from palace_cli.memory.markup import answers_in, stated
 from palace_cli.memory.patterns import rewrite
 from palace_cli.memory.proposals import (LEAD_IN, OPTION_PICKED, Piece, accepted_text, accepts, chosen_option,
                                          cleaned_proposal, empty, enumerated, informative, opens_accepting,
@@ -114,10 +114,10 @@ def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project
         return []
     context = {"item": 0.0, "first_turn": float(first), "after_proposal": float(bool(proposal)), "accepted": 0.0,
                "answers": 1.0}
-    answers = marked_answers(cues.said_text(turn.text), offered) if offered else []
+    answers, rest = answers_in(cues.said_text(turn.text), turn.text, offered)
     marked = _marked_units(turn, answers, name, project, said, context)
     if answers:  # "1 yes. 2 no, in place only. 3 yes but weekly": each in the words of the item it answers
-        pieces = [p for p in pieces_of(unmarked(cues.said_text(turn.text), answers)) if not cues.has_secret(p.text)]
+        pieces = [p for p in pieces_of(rest) if not cues.has_secret(p.text)]
         proposal = ""  # taken item by item
         if not pieces:
             return marked
@@ -208,7 +208,8 @@ def _marked_units(turn: Turn, answers, name: str, project: str, said: str | None
         if not text or cues.has_secret(text) or cues.ONE_OFF.search(answer.said):
             continue
         resolved, dates = resolve_relative(rewrite(text, name), said) if said else (rewrite(text, name), [])
-        kind = "convention" if cues.RULE.search(answer.said) else "decision"
+        kind = "convention" if cues.RULE.search(answer.said) or answer.verdict == "yes" and cues.RULE.search(
+            answer.item) else "decision"  # a rule taken is a rule
         unit = _unit(kind, turn, project or name, _with_project(resolved, project, kind, said),
                      f"{answer.said} {answer.item}", {**context, **proposal_signals(answer.item), "accepted": 0.0,
                                                        "item": 1.0})  # an item answered, not a "yes, do that"

@@ -4,7 +4,7 @@ with the item it answers, on sentences written for these tests, with the negativ
 from __future__ import annotations
 
 from palace_cli.conversations.model import Session, Turn
-from palace_cli.memory.markup import listed_items, marked_answers, stated, unmarked
+from palace_cli.memory.markup import answers_in, listed_items, marked_answers, stated, unmarked
 from palace_cli.memory.work import work_units
 
 PLAN = """Here is what I would do:
@@ -95,3 +95,41 @@ def test_a_hedged_or_one_off_answer_is_no_memory():
     units = _units(("user", "the nightly export keeps timing out"), ("assistant", PLAN),
                    ("user", "1 yes for now. 2 maybe, not sure yet. 3 no."))
     assert [u for u in units if u.turn.id == "t2"] == []
+
+
+NOTES = """Here are the notes from Monday's design review:
+```
+1. Queues: one SQS queue per tenant. AGREED
+2. Retries: five attempts, then the dead-letter queue. AGREED
+3. Move to Kafka next year? OPEN
+4. Every message carries a trace id. AGREED
+```
+"""
+
+
+def test_items_answered_together_in_any_order():
+    answers = marked_answers("2 and 4 are fine. 1 is dead, we dropped it. 3 yes.", PLAN)
+    assert [(a.item.split()[0], a.verdict) for a in answers] == [
+        ("Alternative", "yes"), ("Rename", "yes"), ("Move", "no"), ("Add", "yes")]
+
+
+def test_a_list_pasted_in_the_users_own_turn_is_answered_after_it():
+    text = NOTES + "1, 2 and 4 stand as written. 3 is still open, we come back to it after the audit."
+    answers, rest = answers_in(text.replace("```", ""), text, "")
+    assert [a.verdict for a in answers] == ["yes", "yes", "yes", "later"]
+    assert answers[0].item == "Queues: one SQS queue per tenant"  # the notes' status word left out
+    assert rest == "Here are the notes from Monday's design review:"
+    units = _units(("user", text))
+    kinds = {u.text.split("agreed: ")[-1]: u.kind for u in units}
+    assert kinds.get("Every message carries a trace id.") == "convention"  # a rule taken is a rule
+    assert not any("Kafka" in u.text for u in units)  # still open
+
+
+def test_the_numbers_of_a_pasted_list_itself_are_no_answers():
+    text = "Our review notes:\n1. Queues: one SQS queue per tenant.\n2. Retries: five attempts, then the DLQ.\n"
+    assert answers_in(text, text, "") == ([], "")
+
+
+def test_an_item_turned_down_by_someone_is_no_memory():
+    answers = marked_answers("1 yes. 4 is dead, Omar dropped it.", PLAN)
+    assert [a.verdict for a in answers] == ["yes", "no"] and stated(answers[1], "Ada") == ""
