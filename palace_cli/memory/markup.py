@@ -9,25 +9,28 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from palace_cli.core.text import root, split_sentences
+from palace_cli.core.text import root, split_sentences, words
 from palace_cli.memory import cues
 from palace_cli.memory.proposals import informative
 
-# An item of the agent's list: "1. ...", "2) ...", "(3) ..." at a line's start; its lines run on until the next.
-LISTED = re.compile(r"^[ \t]*\(?(?P<mark>\d{1,2})[.)][ \t]+(?P<text>\S.*)$", re.M)
+# An item of the agent's list: "1. ...", "2) ...", "(3) ...", "a. ..." at a line's start; its lines run on until the
+# next.
+LISTED = re.compile(r"^[ \t]*\(?(?P<mark>\d{1,2}|[a-h])[.):][ \t]+(?P<text>\S.*)$", re.M)
 # The status meeting notes put after an item ("... named `id`. AGREED"): the user's answer says it again.
 STATUS = re.compile(r"[\s.]+(?:AGREED|OPEN|PARKED|DONE|TODO|DECIDED|APPROVED|REJECTED|DROPPED)\W*$")
 # The user's answer to item n, or to items n, m and k together: "1 yes", "2: moka", "3. Pass through, yes", "(4)
 # later", "1, 3 and 4 stand as written", at the start of the turn, of a line or after a sentence's end.
-MARKED = re.compile(r"(?:^|(?<=\n)|(?<=[.!;]\s))[ \t]*\(?(?P<marks>\d{1,2}(?:\s*(?:,\s*(?:and\s+)?|\s+and\s+|\s*&\s*)"
-                    r"\d{1,2})*)(?:[.:)]|(?=\s+[a-z]))[ \t]*(?=\S)", re.I)
+MARKED = re.compile(r"(?:^|(?<=\n)|(?<=[.!;]\s))[ \t]*\(?(?:(?P<marks>\d{1,2}(?:\s*(?:,\s*(?:and\s+)?|\s+and\s+|\s*&\s*)"
+                    r"\d{1,2})*)(?:[.:)]|(?=\s+[a-z]))|(?P<letter>[a-h])[.:)])[ \t]*(?=\S)")  # "b: yes", not "a yes"
 # The answer keyed by the item's own first word: "Brownouts yes, but ...", "Headers: I don't care ...".
-KEYED = re.compile(r"^\W*(?:comments?:\s*)?(?P<key>[a-z][\w-]*)(?::\s*|\s+(?=(?:yes|yeah|yep|ok|okay|fine|agreed|no)\b))"
-                   r"(?P<rest>\S.*)$", re.I)
+# After a lead-in that opens comments on a draft ("Comments: sunset on 30 September, not 1 September") the first word is
+# the key whatever follows it.
+KEYED = re.compile(r"^\W*(?:(?:comments?|feedback|notes?|remarks?):\s*(?P<led>[a-z][\w-]*)\s+(?=\S)|(?P<key>[a-z][\w-]*)(?::\s*|"
+                   r"\s+(?=(?:yes|yeah|yep|ok|okay|fine|agreed|no)\b)))(?P<rest>\S.*)$", re.I)
 YES = re.compile(r"^\W*(?:yes|yeah|yep|yup|ok|okay|fine|agreed|good|sure|\+1|lgtm|approved|stands?(?: as (?:written|is))?|"
                  r"(?:is|are) (?:fine|ok|okay|good|agreed|approved))\b[\s,.:;!—–-]*", re.I)
 YES_AFTER = re.compile(r",?\s*(?:yes|yeah|yep|agreed|fine|ok|okay)\W*$", re.I)  # "Pass through, yes."
-NO = re.compile(r"^\W*(?:no|nope|nah|drop it|drop|skip it|skip|(?:is|are) (?:dead|out|dropped|rejected|gone)|dead|out)\b"
+NO = re.compile(r"^\W*(?:no|nope|nah|(?:drop|skip)(?: it)?(?=\W*$|[,.;])|(?:is|are) (?:dead|out|dropped|rejected|gone)|dead|out)\b"
                 r"[\s,.:;!—–-]*", re.I)
 LATER = re.compile(r"^\W*(?:later|not yet|not now|parked|park it|separate (?:change|pr|ticket))\b|\b(?:still open|is open|"
                    r"are open|never finished|come back to|not decided|undecided|tbd)\b", re.I)
@@ -54,8 +57,10 @@ def listed_items(offered: str) -> dict[str, str]:
         lines = offered[match.start("text"):end].split("\n")
         kept = [lines[0]] + [line for line in lines[1:] if line.startswith((" ", "\t")) and line.strip()]
         items[match.group("mark")] = STATUS.sub("", " ".join(" ".join(kept).split())).rstrip(" ;,")
-    marks = [int(m) for m in items]
-    return items if len(items) >= 2 and marks == list(range(1, len(marks) + 1)) else {}
+    marks = list(items)
+    first = "1" if marks and marks[0].isdigit() else "a"
+    expected = [str(n) for n in range(1, len(marks) + 1)] if first == "1" else [chr(97 + n) for n in range(len(marks))]
+    return items if len(items) >= 2 and marks == expected else {}
 
 
 def marked_answers(answer: str, offered: str) -> list[Answer]:
@@ -69,9 +74,10 @@ def marked_answers(answer: str, offered: str) -> list[Answer]:
 
 
 def _numbered(answer: str, items: dict[str, str]) -> list[Answer]:
-    marks = [(m, re.findall(r"\d+", m.group("marks"))) for m in MARKED.finditer(answer)]
+    marks = [(m, re.findall(r"\d+", m.group("marks")) if m.group("marks") else [m.group("letter")])
+             for m in MARKED.finditer(answer)]
     marks = [(m, numbers) for m, numbers in marks if all(n in items for n in numbers)]
-    numbers = [int(n) for _, found in marks for n in found]
+    numbers = [int(n) if n.isdigit() else ord(n) for _, found in marks for n in found]
     grouped = any(len(found) > 1 for _, found in marks)  # "1, 3 and 4 stand": an answer, in whatever order
     if len(numbers) < 2 or len(set(numbers)) < len(numbers) or not grouped and numbers != sorted(numbers):
         return []
@@ -104,18 +110,22 @@ def answers_in(said: str, written: str, offered: str) -> tuple[list[Answer], str
 
 
 def _keyed(answer: str, items: dict[str, str]) -> list[Answer]:
-    heads = {}
+    heads, named = {}, {}
     for item in items.values():
         first = root(re.split(r"[\s:,]+", item.strip("`*"), maxsplit=1)[0].lower())
         heads[first] = None if first in heads else item  # a first word two items share names neither
+        for word in {root(w) for w in words(item)[:8] if len(w) >= 4 and w[0].isalpha()}:
+            named[word] = None if word in named else item
     out, at = [], 0
     for sentence in split_sentences(answer):
         start = answer.find(sentence, at)
         at = start + len(sentence) if start >= 0 else at
         form = KEYED.match(sentence)
-        item = heads.get(root(form.group("key").lower())) if form else None
+        key = root((form.group("key") or form.group("led")).lower()) if form else ""
+        item = heads.get(key) or (named.get(key) if key not in heads else None)  # "Headers:", for "... header"
         if item and start >= 0:
-            out.append(_answer(item, form.group("rest").strip(), (start, start + len(sentence))))
+            rest = sentence[form.start("led"):] if form.group("led") else form.group("rest")
+            out.append(_answer(item, rest.strip(), (start, start + len(sentence))))
     return out
 
 
@@ -155,7 +165,7 @@ def stated(answer: Answer, name: str) -> str:
     if answer.verdict == "yes":
         added = f" {answer.said[0].upper()}{answer.said[1:]}" if answer.said else ""
         return f"{name} agreed: {item}.{added}"
-    if answer.verdict == "later" or len(informative(answer.said)) < (3 if answer.verdict == "no" else 2) \
+    if answer.verdict == "later" or cues.is_asking(answer.said) or len(informative(answer.said)) < (3 if answer.verdict == "no" else 2) \
             or cues.HEDGE.search(answer.said):
         return ""
     said = f"{answer.said[0].upper()}{answer.said[1:]}"

@@ -133,3 +133,25 @@ def test_the_numbers_of_a_pasted_list_itself_are_no_answers():
 def test_an_item_turned_down_by_someone_is_no_memory():
     answers = marked_answers("1 yes. 4 is dead, Omar dropped it.", PLAN)
     assert [a.verdict for a in answers] == ["yes", "no"] and stated(answers[1], "Ada") == ""
+
+
+REVIEW = """Review of the migration:
+a. The FK types don't match.
+b. Nothing stops two bookings of the same room on the same night.
+c. The notes column has an index nobody uses."""
+
+
+def test_items_marked_with_letters():
+    answers = marked_answers("a: fix. b: yes, unique on (room_id, night), that's the point of the table. "
+                             "c: drop that index, nobody searches notes.", REVIEW)
+    assert [a.verdict for a in answers] == ["other", "yes", "other"]  # "drop that index" is no "drop it"
+    assert "unique on (room_id, night)" in stated(answers[1], "Ada").lower()
+
+
+def test_a_letter_that_is_a_word_is_no_mark():
+    assert marked_answers("a yes from me. b yes too.", REVIEW) == []  # "a" as an article: marks need a stop
+
+
+def test_an_answer_that_asks_back_is_no_memory():
+    answers = marked_answers("a: fix. c: should we just drop the column?", REVIEW)
+    assert stated(answers[1], "Ada") == ""
