@@ -1,8 +1,8 @@
 """A user's item-by-item answer to what the agent listed: "1 yes. 2 no, in place only. 3 yes but weekly" after a
 numbered plan, or "Brownouts yes, but Andrés picks the days. Extensions: nobody gets one" after a draft whose items
 open with those words. Each answer reads with the item it answers: a "yes" says nothing without it, and "weekly, not
-daily" says what only beside "Add a daily CI job that runs pluto ...". Pure text in, text out; work.py builds the
-units."""
+daily" says what only beside "Add a daily CI job that runs pluto ...". The list may also be one the user pasted in
+the same turn (meeting notes, then "1, 3 and 4 stand as written"). Text in, text out; work.py builds the units."""
 
 from __future__ import annotations
 
@@ -165,7 +165,8 @@ def stated(answer: Answer, name: str) -> str:
     if answer.verdict == "yes":
         added = f" {answer.said[0].upper()}{answer.said[1:]}" if answer.said else ""
         return f"{name} agreed: {item}.{added}"
-    if answer.verdict == "later" or cues.is_asking(answer.said) or len(informative(answer.said)) < (3 if answer.verdict == "no" else 2) \
+    least = 3 if answer.verdict == "no" else 2  # "5 is dead, Bram dropped it": who dropped it is no memory
+    if answer.verdict == "later" or cues.is_asking(answer.said) or len(informative(answer.said)) < least \
             or cues.HEDGE.search(answer.said):
         return ""
     said = f"{answer.said[0].upper()}{answer.said[1:]}"

@@ -148,8 +148,8 @@ def fit(rows: list[dict[str, float]], labels: list[bool], l2: float = 1.0, names
 # sets pooled (34 sessions: `cat benchmarks/agent-sessions.jsonl benchmarks/agent-sessions-heldout.jsonl
 # benchmarks/agent-sessions-heldout2.jsonl benchmarks/agent-sessions-heldout3.jsonl > all.jsonl; palace bench distill
 # --sessions all.jsonl --fit`); its threshold is the one chosen by leaving one session out (docs/benchmarks.md,
-# "distill: agent sessions"). Fitted before the last rule of the seventh step (letter-marked list items, 3 of 453 units):
-# the refit after it put the hook test's plain "yes do that" at 0.197 under its own threshold of 0.21.
+# "distill: agent sessions"). Fitted before the last rule of the seventh step (letter-marked list items, 3 of 453
+# units): the refit after it put the hook test's plain "yes do that" at 0.197 under its own threshold of 0.21.
 WORK_THRESHOLD = 0.22
 WORK_FITTED = Weights(
     mean={
