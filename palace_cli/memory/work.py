@@ -22,6 +22,7 @@ from pathlib import PurePath
 from palace_cli.conversations.model import Session, Turn
 from palace_cli.core.dates import WEEKDAYS, resolve_relative
 from palace_cli.memory import cues
+from palace_cli.memory.markup import answers_in, stated
 from palace_cli.memory.patterns import rewrite
 from palace_cli.memory.proposals import (LEAD_IN, OPTION_PICKED, Piece, accepted_text, accepts, chosen_option,
                                          cleaned_proposal, empty, enumerated, informative, opens_accepting,
@@ -113,14 +114,21 @@ def _user_units(turn: Turn, proposal: str, recent: list[str], name: str, project
         return []
     context = {"item": 0.0, "first_turn": float(first), "after_proposal": float(bool(proposal)), "accepted": 0.0,
                "answers": 1.0}
-    picked = _picked_unit(turn, pieces, offered, name, project, said, context) if offered else []
+    answers, rest = answers_in(cues.said_text(turn.text), turn.text, offered)
+    marked = _marked_units(turn, answers, name, project, said, context)
+    if answers:  # "1 yes. 2 no, in place only. 3 yes but weekly": each in the words of the item it answers
+        pieces = [p for p in pieces_of(rest) if not cues.has_secret(p.text)]
+        proposal = ""  # taken item by item
+        if not pieces:
+            return marked
+    picked = _picked_unit(turn, pieces, offered, name, project, said, context) if offered and not answers else []
     if picked:  # "b", "the Scheduler one, same hours. Add it.": the option taken; a bare "add it" says no more
         pieces = [p for p in pieces[1:] if not (accepts(p.text) or cues.AT_HAND.match(cues.opened(p.text))
                                                  and len(p.text.split()) <= 4)]
         if not pieces:
             return picked
     own, used = _own_answers(turn, pieces, name, project, said, context)
-    own = picked + own
+    own = marked + picked + own
     pieces = [p for i, p in enumerate(pieces) if i not in used]
     announced = [part for piece in pieces for part in announced_apart(piece)]
     bodies = {p.text for p in announced if p not in pieces}
@@ -189,6 +197,25 @@ def _picked_unit(turn: Turn, pieces, offered: str, name: str, project: str, said
                  f"{pieces[0].text} {chosen}", {**context, **proposal_signals(chosen), "accepted": 1.0})
     unit.dates = dates
     return [unit]
+
+
+def _marked_units(turn: Turn, answers, name: str, project: str, said: str | None, context: dict) -> list[Unit]:
+    """The user's answers to the agent's listed items (memory/markup.py), each a decision in the item's words, a
+    convention when a rule word is in what the user said."""
+    units = []
+    for answer in answers:
+        text = stated(answer, name)
+        if not text or cues.has_secret(text) or cues.ONE_OFF.search(answer.said):
+            continue
+        resolved, dates = resolve_relative(rewrite(text, name), said) if said else (rewrite(text, name), [])
+        kind = "convention" if cues.RULE.search(answer.said) or answer.verdict == "yes" and cues.RULE.search(
+            answer.item) else "decision"  # a rule taken is a rule
+        unit = _unit(kind, turn, project or name, _with_project(resolved, project, kind, said),
+                     f"{answer.said} {answer.item}", {**context, **proposal_signals(answer.item), "accepted": 0.0,
+                                                       "item": 1.0})  # an item answered, not a "yes, do that"
+        unit.dates = dates
+        units.append(unit)
+    return units
 
 
 # "can we just X?", "shall we X?", "X, right?": a question the user puts as a proposal, then answers.
