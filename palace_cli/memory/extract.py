@@ -19,11 +19,11 @@ import re
 from dataclasses import dataclass, field
 from datetime import date
 
-from palace_cli.core.text import split_sentences
+from palace_cli.core.text import informative_words, split_sentences, straight_apostrophes
 from palace_cli.conversations.model import Session, Turn
 from palace_cli.core.dates import RelativeDate, resolve_relative, said_on
-from palace_cli.memory.patterns import (attribute, first_person, informative_words, is_filler, is_question,
-                                        memory_type, plain, rewrite, with_subject)
+from palace_cli.memory.patterns import (attribute, first_person, is_filler, is_question, memory_type, rewrite,
+                                        with_subject)
 from palace_cli.memory.scorer import (FITTED, PHOTO, THRESHOLD, WORK_FITTED, WORK_THRESHOLD, TurnView, Weights,
                                       session_words, signals)
 from palace_cli.memory.work import TYPE_OF, work_units
@@ -107,7 +107,7 @@ def turn_memory(turn: Turn, session: Session, about: str, to: str | None, previo
     said = session.time_of(turn)
     kept, original, dates = [], [], []
     # LoCoMo's caption of a shared photo: what the speaker showed, kept as a sentence of its own.
-    text = PHOTO.sub(lambda m: f" I shared {m.group(1).rstrip('.')}. ", plain(turn.text))
+    text = PHOTO.sub(lambda m: f" I shared {m.group(1).rstrip('.')}. ", straight_apostrophes(turn.text))
     for sentence in split_sentences(text):
         if is_filler(sentence, session.participants) or (is_question(sentence) and not first_person(sentence)):
             continue
@@ -138,7 +138,7 @@ def _questions_to(previous: Turn, speaker: str) -> str:
     married?"), joined; "" when there are none."""
     if previous.speaker == speaker:
         return ""
-    return " ".join(s for s in split_sentences(plain(previous.text)) if is_question(s))
+    return " ".join(s for s in split_sentences(straight_apostrophes(previous.text)) if is_question(s))
 
 
 def subject_of(content: str) -> str:

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import re
 
-from palace_cli.core.text import (EMPTY, LATIN_CUT, LATIN_WORD, NOT_VERBS, REACTIONS, STOPWORDS, informative_words,
-                                  straight_apostrophes)
+from palace_cli.core.text import LATIN_CUT, LATIN_WORD, NOT_VERBS, REACTIONS, STOPWORDS, straight_apostrophes
 
 # What distill calls a memory (docs/memory.md): the first that matches a memory's text wins, in this order.
 MEMORY_TYPES = ("decision", "event", "plan", "preference", "relationship", "opinion", "fact")
@@ -74,9 +73,6 @@ ATTRIBUTES = (
 PAST_VALUE = re.compile(r"\b(lost|quit|left|former|old|previous|ex-|used to|no longer)\b")
 
 
-plain = straight_apostrophes  # the patterns are written with '
-
-
 def is_question(sentence: str) -> bool:
     """True for a sentence asking something (ends with a question mark, quotes and brackets aside)."""
     return sentence.rstrip(" \"')]”").endswith("?")
@@ -84,7 +80,7 @@ def is_question(sentence: str) -> bool:
 
 def first_person(text: str) -> int:
     """How many first-person singular words a text holds."""
-    return sum(1 for m in LATIN_WORD.finditer(plain(text)) if m.group().lower() in FIRST)
+    return sum(1 for m in LATIN_WORD.finditer(straight_apostrophes(text)) if m.group().lower() in FIRST)
 
 
 def is_filler(sentence: str, names=()) -> bool:
@@ -92,7 +88,7 @@ def is_filler(sentence: str, names=()) -> bool:
     "Good to see you!", "Wow, that's so cool, Caroline!", "Thanks, Jon!", "Keep it up!")."""
     skip = {n.lower() for n in names}
     return all(w in STOPWORDS or w in REACTIONS or w in skip or w.removesuffix("'s") in skip
-               for w in (m.group().lower() for m in LATIN_WORD.finditer(plain(sentence))))
+               for w in (m.group().lower() for m in LATIN_WORD.finditer(straight_apostrophes(sentence))))
 
 
 def _third_person(word: str) -> str:
@@ -124,7 +120,7 @@ def rewrite(sentence: str, speaker: str, addressee: str | None = None) -> str:
     """A sentence with first person written as the speaker's name (and second person as the addressee's, when
     there is one), named once and "they" after: "I love my dog" said by Jon -> "Jon loves their dog"; verbs
     agree with the name."""
-    tokens = LATIN_CUT.findall(plain(sentence))
+    tokens = LATIN_CUT.findall(straight_apostrophes(sentence))
     out: list[str] = []
     agree = ""  # "i" or "you" when the last word written was that subject turned into a name
     named: set[str] = set()  # "i", "you": whose name was written already
@@ -196,7 +192,7 @@ def with_subject(sentence: str) -> str:
 
 def memory_type(text: str) -> str:
     """The type of a memory's text: the first of MEMORY_TYPES whose pattern it matches, else fact."""
-    low = plain(text).lower()
+    low = straight_apostrophes(text).lower()
     for name in MEMORY_TYPES[:-1]:
         if PATTERNS[name].search(low):
             return name
@@ -206,7 +202,7 @@ def memory_type(text: str) -> str:
 def attribute(text: str) -> tuple[str, str] | None:
     """(attribute, value) when the text states one of a person's one-at-a-time attributes (job, home, a
     favourite, a pet's or child's name, marital status, age), else None."""
-    said = plain(text)
+    said = straight_apostrophes(text)
     for name, pattern in ATTRIBUTES:
         match = pattern.search(said if name in ("home", "name") else said.lower())
         if match and PAST_VALUE.search(said[max(0, match.start() - 24) : match.start() + 12].lower()):

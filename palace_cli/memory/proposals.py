@@ -11,9 +11,9 @@ from functools import lru_cache
 
 from palace_cli.conversations.model import Turn
 from palace_cli.core.dates import resolve_relative
-from palace_cli.core.text import split_sentences
+from palace_cli.core.text import informative_words, split_sentences
 from palace_cli.memory import cues
-from palace_cli.memory.patterns import informative_words, is_filler
+from palace_cli.memory.patterns import is_filler
 
 
 @dataclass(frozen=True)

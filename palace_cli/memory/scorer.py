@@ -12,10 +12,9 @@ import math
 import re
 from dataclasses import dataclass
 
-from palace_cli.core.text import GREETINGS, LATIN_WORD, split_sentences
+from palace_cli.core.text import GREETINGS, LATIN_WORD, informative_words, split_sentences, straight_apostrophes
 from palace_cli.core.dates import RELATIVE
-from palace_cli.memory.patterns import (PATTERNS, SECOND, first_person, informative_words, is_filler, is_question,
-                                        plain)
+from palace_cli.memory.patterns import PATTERNS, SECOND, first_person, is_filler, is_question
 
 SIGNALS = ("words", "relative_length", "statement_words", "informative", "informative_share", "first_person",
            "speaker_statements", "second_person", "question_share", "exclamations", "greetings", "dated", "plan",
@@ -81,7 +80,7 @@ class TurnView:
 
 def signals(view: TurnView) -> dict[str, float]:
     """The signals of one turn (names in SIGNALS)."""
-    text = plain(view.text)
+    text = straight_apostrophes(view.text)
     photo = bool(PHOTO.search(text))
     said = PHOTO.sub(" ", text)
     words = [w.lower() for w in LATIN_WORD.findall(said)]

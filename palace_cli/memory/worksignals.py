@@ -7,8 +7,8 @@ import math
 import re
 from typing import TYPE_CHECKING
 
+from palace_cli.core.text import informative_words
 from palace_cli.memory import cues
-from palace_cli.memory.patterns import informative_words
 
 if TYPE_CHECKING:
     from palace_cli.memory.work import Unit
